@@ -1,0 +1,163 @@
+# Makefile for the tfm toolkit: a Transformer as Unix filters.
+#
+#   make            build the programs and libtfm.a (build/release)
+#   make deps       install missing Debian packages (apt-get)
+#   make check      build and run every test, optimised and under ASan+UBSan
+#   make demo       build and run the main job on the embedded sample
+#   make bench      benchmarks (sgemm rate first; then each tool against its peer)
+#   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
+#   make install    PREFIX=/usr/local DESTDIR=
+#   V=1             show the commands
+
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     ?= build/release
+CC        ?= cc
+OPT       ?= -O2 -march=x86-64-v2
+SAN       ?=
+CFLAGS    ?= $(OPT) -g
+TFM_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
+             -pthread -Ilib -DTFM_VERSION='"$(VERSION)"' $(SAN)
+LDLIBS     = -lopenblas -lutf8proc -lm -pthread
+FUZZ_SECONDS ?= 30
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# The Debian packages the build, the tests and the benchmarks need.
+DEB_PACKAGES = gcc make libopenblas-dev libutf8proc-dev pkg-config python3-numpy \
+               clang libclang-rt-14-dev sentencepiece libxml2-utils
+
+LIB_SRC   := $(sort $(wildcard lib/*/*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_HDR   := lib/tfm.h $(wildcard lib/tfm/*.h) $(wildcard lib/*/*.h)
+CLI_SRC   := cmd/cli.c
+PROGRAMS  := $(filter-out cli,$(basename $(notdir $(wildcard cmd/*.c))))
+BINS      := $(PROGRAMS:%=$(BUILD)/bin/%)
+UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(sort $(wildcard tests/bench/*.c))
+BENCH_BINS:= $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+.PHONY: all deps check check-release check-asan demo bench fuzz install uninstall clean
+
+all: $(BINS) $(BUILD)/libtfm.a
+
+$(BUILD)/%.o: %.c $(LIB_HDR) cmd/cli.h
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -c $< -o $@
+
+$(BUILD)/libtfm.a: $(LIB_OBJ)
+	$(if $(Q),@echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(BUILD)/cmd/cli.o $(BUILD)/libtfm.a
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libtfm.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtfm.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
+
+# ---- set-up ----------------------------------------------------------------
+
+# Installs only what is missing; runs apt-get update first only when needed.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y -q $$missing || \
+	    { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $$missing; }; \
+	fi
+
+# ---- tests -----------------------------------------------------------------
+
+check: deps
+	$(Q)rm -f build/check-*.log
+	$(Q)$(MAKE) --no-print-directory check-release
+	$(Q)$(MAKE) --no-print-directory check-asan
+	$(Q)sh tests/summary.sh build/check-release.log build/check-asan.log
+
+check-release:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/release all tests
+	$(Q)sh tests/run.sh build/release | tee build/check-release.log
+
+check-asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all tests
+	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  sh tests/run.sh build/asan | tee build/check-asan.log
+
+.PHONY: tests
+tests: $(UNIT_BINS) $(BINS)
+
+# ---- demo ------------------------------------------------------------------
+
+demo: deps all
+	$(Q)sh tests/demo.sh $(BUILD)
+
+# ---- benchmarks --------------------------------------------------------------
+
+bench: deps all $(BENCH_BINS)
+	$(Q)sh tests/bench/run.sh $(BUILD)
+
+# ---- fuzzing (clang's libFuzzer) -----------------------------------------------
+
+FUZZ_BUILD = build/fuzz
+FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -Ilib -pthread -fsanitize=fuzzer,address,undefined
+FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+
+$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(Q)clang $(FUZZ_FLAGS) -DTFM_VERSION='"$(VERSION)"' $< $(LIB_SRC) $(LDLIBS) -o $@
+
+fuzz: deps $(FUZZ_BINS)
+	$(Q)for f in $(FUZZ_BINS); do \
+	  name=$$(basename $$f); corpus=tests/fuzz/corpus/$$name; \
+	  work=$(FUZZ_BUILD)/corpus/$$name; mkdir -p $$work; \
+	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=0 \
+	    -artifact_prefix=$(FUZZ_BUILD)/$$name- $$work $$corpus >$(FUZZ_BUILD)/$$name.log 2>&1 \
+	    || { tail -40 $(FUZZ_BUILD)/$$name.log; echo "fuzz: $$name FAILED"; exit 1; }; \
+	  grep -E '^#[0-9]+.*DONE' $(FUZZ_BUILD)/$$name.log | tail -1; \
+	done
+
+# ---- install -----------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/tfm \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(BUILD)/libtfm.a $(DESTDIR)$(PREFIX)/lib
+	install -m 644 lib/tfm.h $(DESTDIR)$(PREFIX)/include
+	install -m 644 lib/tfm/*.h $(DESTDIR)$(PREFIX)/include/tfm
+	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tfm.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfm.pc
+
+uninstall:
+	rm -f $(PROGRAMS:%=$(DESTDIR)$(PREFIX)/bin/%) $(DESTDIR)$(PREFIX)/lib/libtfm.a \
+	  $(DESTDIR)$(PREFIX)/include/tfm.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfm.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/tfm
+	rm -f $(patsubst man/%,$(DESTDIR)$(PREFIX)/share/man/man1/%,$(wildcard man/*.1))
+	rm -f $(patsubst man/%,$(DESTDIR)$(PREFIX)/share/man/man5/%,$(wildcard man/*.5))
+
+clean:
+	rm -rf build

@@ -1,0 +1,54 @@
+/* tfm.h - the public header of libtfm, the core of a Transformer toolkit
+ * ("Attention Is All You Need", Vaswani et al., 2017) built as Unix filters.
+ *
+ * This header is the manual.  It includes one header per part:
+ *
+ *   tfm/core.h   status codes and error details, buffers, hash maps, seeded
+ *                random numbers, a blocking parallel-for
+ *   tfm/io.h     line reading that never holds a line back, .npy records and
+ *                tensor streams, atomic file writes
+ *   tfm/text.h   Unicode normalisation, vocabularies, BPE learning, encoding
+ *                and decoding
+ *
+ * Rules that hold everywhere:
+ *   - Every function that can fail returns tfm_status; TFM_OK is 0.  Pass a
+ *     tfm_error to learn what went wrong in words; the library never prints
+ *     and never exits.
+ *   - X_create / X_free come in pairs and X_free(NULL) does nothing.  Who
+ *     must outlive whom is written beside each type.
+ *   - Nothing random happens without a tfm_rng the caller seeded.
+ *
+ * A worked example: encode a line with a learnt vocabulary and decode it back.
+ *
+ *     #include <tfm.h>
+ *
+ *     tfm_error err;
+ *     tfm_vocab *vocab;
+ *     if (tfm_vocab_load("en-de.vocab", &vocab, &err) != TFM_OK) {
+ *         fprintf(stderr, "en-de.vocab: %s\n", err.msg);
+ *         return 1;
+ *     }
+ *     tfm_bpe *bpe;
+ *     tfm_bpe_create(vocab, &bpe, &err);          // vocab must outlive bpe
+ *     tfm_bpe_encode_params ep = {0};             // no dropout
+ *     tfm_ids ids;
+ *     tfm_ids_init(&ids);
+ *     tfm_bpe_encode(bpe, &ep, "Hello world", 11, &ids, NULL, &err);
+ *     tfm_buf text;
+ *     tfm_buf_init(&text);
+ *     tfm_bpe_decode(vocab, ids.data, ids.len, &text, &err);  // "Hello world"
+ *     tfm_buf_free(&text);
+ *     tfm_ids_free(&ids);
+ *     tfm_bpe_free(bpe);
+ *     tfm_vocab_free(vocab);
+ *
+ * Build with: cc prog.c $(pkg-config --cflags --libs --static tfm)
+ */
+#ifndef TFM_H
+#define TFM_H
+
+#include "tfm/core.h"
+#include "tfm/io.h"
+#include "tfm/text.h"
+
+#endif

@@ -1,0 +1,163 @@
+/* tfm/core.h - status codes, error details, growable buffers, hash maps and
+ * seeded random numbers: the pieces every other part of libtfm stands on.
+ *
+ * Conventions used throughout the library:
+ *   - A function that can fail returns a tfm_status (TFM_OK == 0) and, when
+ *     given a non-NULL tfm_error, writes a sentence saying what went wrong.
+ *     The library never prints and never exits; programs do that.
+ *   - Objects come in _create/_free pairs; _free(NULL) does nothing.
+ *   - Every random choice comes from a tfm_rng seeded by the caller.
+ */
+#ifndef TFM_CORE_H
+#define TFM_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- status codes and error details ------------------------------------ */
+
+typedef enum tfm_status {
+    TFM_OK = 0,
+    TFM_EOF,          /* clean end of a stream: not an error */
+    TFM_ERR_NOMEM,    /* out of memory */
+    TFM_ERR_IO,       /* a read or write failed (errno-level failure) */
+    TFM_ERR_FORMAT,   /* a file or record is malformed, truncated or corrupt */
+    TFM_ERR_UTF8,     /* invalid UTF-8 where strict checking was asked for */
+    TFM_ERR_RANGE,    /* a value is outside what is allowed */
+    TFM_ERR_ARG,      /* a caller passed an impossible argument */
+    TFM_ERR_UNSUPPORTED, /* valid input we do not handle (e.g. a dtype) */
+    TFM_STATUS_COUNT
+} tfm_status;
+
+/* The detail of a failure: which status, and a sentence that says what was
+ * expected and what was found.  Messages carry no program name and no file
+ * name; the caller adds those ("tokenize: corpus.txt:12: <msg>"). */
+typedef struct tfm_error {
+    tfm_status status;
+    char msg[512];
+} tfm_error;
+
+/* A short fixed description of a status ("out of memory", ...). */
+const char *tfm_strerror(tfm_status status);
+
+/* Records status and a printf-style message in err (if err is not NULL) and
+ * returns status, so a library function can say
+ *     return tfm_error_set(err, TFM_ERR_FORMAT, "bad magic %02x", b);     */
+tfm_status tfm_error_set(tfm_error *err, tfm_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Puts "context: " in front of the message already in err. */
+void tfm_error_prefix(tfm_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- growable byte buffer ------------------------------------------------ */
+
+/* A growable byte string.  data is always NUL-terminated when len > 0 or
+ * after any append, so it can be printed; len excludes the NUL. */
+typedef struct tfm_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+} tfm_buf;
+
+void tfm_buf_init(tfm_buf *b);
+void tfm_buf_free(tfm_buf *b);               /* frees data; b may be reused after init */
+tfm_status tfm_buf_reserve(tfm_buf *b, size_t extra);   /* room for len+extra+1 */
+tfm_status tfm_buf_append(tfm_buf *b, const void *data, size_t len);
+tfm_status tfm_buf_putc(tfm_buf *b, char c);
+tfm_status tfm_buf_printf(tfm_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline void tfm_buf_clear(tfm_buf *b) { b->len = 0; if (b->data) b->data[0] = 0; }
+
+/* A growable array of int32 token ids. */
+typedef struct tfm_ids {
+    int32_t *data;
+    size_t len;
+    size_t cap;
+} tfm_ids;
+
+void tfm_ids_init(tfm_ids *v);
+void tfm_ids_free(tfm_ids *v);
+tfm_status tfm_ids_push(tfm_ids *v, int32_t id);
+static inline void tfm_ids_clear(tfm_ids *v) { v->len = 0; }
+
+/* Parses an id line ("12 7 431"): decimal non-negative integers separated
+ * by spaces or tabs.  Fails with TFM_ERR_FORMAT naming the column of the
+ * first bad token, or TFM_ERR_RANGE when an id is >= limit (limit <= 0: no
+ * limit other than INT32_MAX).  An empty or blank line gives no ids. */
+tfm_status tfm_ids_parse(const char *line, size_t len, int32_t limit, tfm_ids *out,
+                         tfm_error *err);
+
+/* Appends the ids of v as a decimal id line (no newline) to out. */
+tfm_status tfm_ids_format(const int32_t *ids, size_t n, tfm_buf *out);
+
+/* ---- hash maps ----------------------------------------------------------- */
+
+/* Open-addressing map from a 64-bit key to a 64-bit value.  Keys are any
+ * uint64_t; the map stores them with a separate occupancy flag, so no key
+ * value is reserved. */
+typedef struct tfm_map64 tfm_map64;
+
+tfm_map64 *tfm_map64_create(size_t expected);
+void tfm_map64_free(tfm_map64 *m);
+size_t tfm_map64_count(const tfm_map64 *m);
+/* Returns a pointer to the value of key, or NULL when absent.  The pointer is
+ * valid until the next insertion. */
+int64_t *tfm_map64_find(const tfm_map64 *m, uint64_t key);
+/* Returns a pointer to the value of key, inserting it with value init when
+ * absent (NULL when memory runs out).  *inserted tells which (may be NULL). */
+int64_t *tfm_map64_upsert(tfm_map64 *m, uint64_t key, int64_t init, bool *inserted);
+bool tfm_map64_remove(tfm_map64 *m, uint64_t key);
+/* Iteration: for (size_t it = 0; tfm_map64_next(m, &it, &k, &v); ) ...  */
+bool tfm_map64_next(const tfm_map64 *m, size_t *iter, uint64_t *key, int64_t *value);
+
+/* Map from a byte string to a 64-bit value.  The map keeps its own copy of
+ * every key. */
+typedef struct tfm_strmap tfm_strmap;
+
+tfm_strmap *tfm_strmap_create(size_t expected);
+void tfm_strmap_free(tfm_strmap *m);
+size_t tfm_strmap_count(const tfm_strmap *m);
+int64_t *tfm_strmap_find(const tfm_strmap *m, const char *key, size_t len);
+int64_t *tfm_strmap_upsert(tfm_strmap *m, const char *key, size_t len, int64_t init,
+                           bool *inserted);
+/* Iteration as for tfm_map64; *key points into the map (not NUL-terminated
+ * necessarily; use *len). */
+bool tfm_strmap_next(const tfm_strmap *m, size_t *iter, const char **key, size_t *len,
+                     int64_t *value);
+
+/* 64-bit FNV-1a-style hash of bytes, good enough for tables (not for security). */
+uint64_t tfm_hash_bytes(const void *data, size_t len);
+
+/* ---- random numbers --------------------------------------------------------- */
+
+/* xoshiro256** seeded through splitmix64: fast, small state, and the state can
+ * be saved in a checkpoint and restored exactly. */
+typedef struct tfm_rng {
+    uint64_t s[4];
+} tfm_rng;
+
+void tfm_rng_seed(tfm_rng *r, uint64_t seed);
+uint64_t tfm_rng_u64(tfm_rng *r);
+/* Uniform in [0, 1) with 24 bits (float) or 53 bits (double) of precision. */
+float tfm_rng_float(tfm_rng *r);
+double tfm_rng_double(tfm_rng *r);
+/* Uniform integer in [0, n); n > 0.  Unbiased (rejection sampling). */
+uint64_t tfm_rng_below(tfm_rng *r, uint64_t n);
+
+/* ---- threads ---------------------------------------------------------------- */
+
+/* Runs fn(ctx, i) for i in [0, n) on up to n_threads threads (the calling
+ * thread included) and waits for all of them.  Threads are created for the
+ * call and joined after it, so nothing spins while idle.  Work item i always
+ * runs exactly once; which thread runs it is unspecified, so fn must write
+ * only to the slot of item i for the result to be deterministic. */
+tfm_status tfm_parallel_for(int n_threads, size_t n, void (*fn)(void *ctx, size_t i),
+                            void *ctx);
+
+/* The number of CPUs this process may run on (at least 1). */
+int tfm_cpu_count(void);
+
+#endif

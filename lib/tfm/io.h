@@ -1,0 +1,107 @@
+/* tfm/io.h - reading lines without holding them back, NumPy .npy records and
+ * tensor streams, and atomic file writes. */
+#ifndef TFM_IO_H
+#define TFM_IO_H
+
+#include <stdio.h>
+
+#include "tfm/core.h"
+
+/* ---- lines ------------------------------------------------------------------ */
+
+/* Reads '\n'-terminated lines from a file descriptor with its own buffer, so
+ * that a program can ask whether another line is ready without blocking
+ * (DESIGN.md: batching never holds a line back).  Lines may be of any length
+ * (they are held whole in memory) and may contain NUL bytes; a final line
+ * without '\n' is still a line; a '\r' before the '\n' is kept (it is data). */
+typedef struct tfm_line_reader tfm_line_reader;
+
+/* The reader does not own fd and never closes it. */
+tfm_line_reader *tfm_lines_create(int fd);
+void tfm_lines_free(tfm_line_reader *r);
+
+/* Reads the next line into *line / *len (without the '\n'; the text is
+ * NUL-terminated and valid until the next call).  Returns TFM_OK, TFM_EOF at
+ * the end, or TFM_ERR_IO / TFM_ERR_NOMEM. */
+tfm_status tfm_lines_next(tfm_line_reader *r, const char **line, size_t *len,
+                          tfm_error *err);
+
+/* True when the next tfm_lines_next would return at once: a whole line is
+ * buffered, the input has ended, or the descriptor has data ready now. */
+bool tfm_lines_ready(tfm_line_reader *r);
+
+/* The 1-based number of the line last returned. */
+size_t tfm_lines_number(const tfm_line_reader *r);
+
+/* ---- atomic files ------------------------------------------------------------- */
+
+/* Writes a file so that readers see either the old file or the whole new
+ * one: write to "PATH.tmp.PID", fsync, rename over PATH, fsync the folder. */
+typedef struct tfm_atomic_file {
+    FILE *fp;            /* write to this */
+    char *path;
+    char *tmp_path;
+} tfm_atomic_file;
+
+tfm_status tfm_atomic_open(tfm_atomic_file *f, const char *path, tfm_error *err);
+/* Flushes, fsyncs and renames; on any failure removes the temporary file. */
+tfm_status tfm_atomic_commit(tfm_atomic_file *f, tfm_error *err);
+/* Abandons the write: removes the temporary file (safe after commit too). */
+void tfm_atomic_abort(tfm_atomic_file *f);
+
+/* ---- tensors and .npy ---------------------------------------------------------- */
+
+typedef enum tfm_dtype {
+    TFM_F32 = 0, /* '<f4' */
+    TFM_I32 = 1, /* '<i4' */
+} tfm_dtype;
+
+#define TFM_MAX_DIMS 8
+
+/* A dense C-order tensor.  data holds numel * 4 bytes and is owned by the
+ * tensor (freed by tfm_tensor_free); cap is its allocated size in bytes, so
+ * reading many records into one tensor reuses its memory. */
+typedef struct tfm_tensor {
+    tfm_dtype dtype;
+    int ndim;
+    int64_t shape[TFM_MAX_DIMS];
+    void *data;
+    size_t cap;
+} tfm_tensor;
+
+void tfm_tensor_init(tfm_tensor *t);
+void tfm_tensor_free(tfm_tensor *t);
+/* Sets dtype and shape and makes room for the data (contents undefined). */
+tfm_status tfm_tensor_reshape(tfm_tensor *t, tfm_dtype dtype, int ndim, const int64_t *shape);
+int64_t tfm_tensor_numel(const tfm_tensor *t);
+/* "(3, 512)" style, for messages. */
+void tfm_tensor_shape_str(const tfm_tensor *t, char *out, size_t size);
+
+/* Writes t as one .npy version 1.0 record (little-endian, C order, header
+ * padded to a multiple of 64 bytes as numpy does). */
+tfm_status tfm_npy_write(FILE *fp, const tfm_tensor *t, tfm_error *err);
+
+/* Reads one .npy record (versions 1.0, 2.0 and 3.0 headers; dtypes '<f4' and
+ * '<i4' only, C order only) into t.  Returns TFM_EOF when the stream ends
+ * cleanly before a record; a record cut short, a bad magic string, a header
+ * that does not parse, an unsupported dtype or a shape whose size overflows is
+ * TFM_ERR_FORMAT / TFM_ERR_UNSUPPORTED with a message saying which. */
+tfm_status tfm_npy_read(FILE *fp, tfm_tensor *t, tfm_error *err);
+
+/* Parses a record held in memory (for fuzzing and tests): *used is set to the
+ * number of bytes the record took. */
+tfm_status tfm_npy_parse(const void *data, size_t size, tfm_tensor *t, size_t *used,
+                         tfm_error *err);
+
+/* A stream of records, one per sentence: counts records so that errors can
+ * name the record ("record 12: ...", 1-based). */
+typedef struct tfm_npy_stream {
+    FILE *fp;
+    size_t record;      /* records read or written so far */
+} tfm_npy_stream;
+
+/* Reads the next record; on error the message starts with "record N: ". */
+tfm_status tfm_npy_stream_read(tfm_npy_stream *s, tfm_tensor *t, tfm_error *err);
+tfm_status tfm_npy_stream_write(tfm_npy_stream *s, const tfm_tensor *t, tfm_error *err);
+
+#endif

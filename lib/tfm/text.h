@@ -1,0 +1,212 @@
+/* tfm/text.h - Unicode normalisation, the vocabulary, and byte-pair-encoding
+ * sub-words (Sennrich et al., 2016) as SentencePiece applies them.
+ *
+ * The contract (tested): for every line x,
+ *     tfm_bpe_decode(tfm_bpe_encode(x)) == tfm_normalize(x)
+ * byte for byte, whatever x holds: any script, control characters, tabs,
+ * invalid UTF-8 (normalised to U+FFFD), characters the vocabulary never saw
+ * (spelled as <0xNN> byte pieces, never <unk>).
+ *
+ * Whitespace: the normalised text's spaces (U+0020) become U+2581 '▁' inside
+ * pieces, and a '▁' is put in front of the line (SentencePiece's "dummy
+ * prefix") so that the first word looks like every other word; decoding
+ * turns '▁' back into spaces and drops that first one.  A literal U+2581 in
+ * the input is always spelled with byte pieces, so it survives the trip.
+ */
+#ifndef TFM_TEXT_H
+#define TFM_TEXT_H
+
+#include "tfm/core.h"
+
+/* ---- normalisation ------------------------------------------------------------ */
+
+typedef enum tfm_norm_form {
+    TFM_NORM_NONE = 0, /* only repair invalid UTF-8 */
+    TFM_NORM_NFC = 1,
+    TFM_NORM_NFKC = 2, /* the default, as in SentencePiece */
+} tfm_norm_form;
+
+typedef struct tfm_norm_params {
+    tfm_norm_form form;
+    bool case_fold;   /* Unicode case folding (utf8proc's CASEFOLD) */
+    bool strict;      /* invalid UTF-8 is an error instead of U+FFFD */
+} tfm_norm_params;
+
+tfm_norm_params tfm_norm_default_params(void); /* NFKC, no case folding, not strict */
+
+/* "none", "nfc", "nfkc" <-> form.  Returns false for an unknown name. */
+bool tfm_norm_form_parse(const char *name, tfm_norm_form *form);
+const char *tfm_norm_form_name(tfm_norm_form form);
+
+/* Normalises len bytes of in (one line, may hold NUL bytes) and appends the
+ * result to out (cleared first).  Each maximal invalid UTF-8 sequence becomes
+ * U+FFFD and is counted in *n_repaired (may be NULL); with strict, the first
+ * one is TFM_ERR_UTF8 naming its byte offset.  Pure ASCII input takes a fast
+ * path (it is already NFC and NFKC). */
+tfm_status tfm_normalize(const tfm_norm_params *p, const char *in, size_t len, tfm_buf *out,
+                         size_t *n_repaired, tfm_error *err);
+
+/* Decodes one code point from s[0..len): returns its length in bytes (1..4)
+ * and sets *cp, or returns 0 for an invalid or truncated sequence. */
+int tfm_utf8_decode(const unsigned char *s, size_t len, int32_t *cp);
+/* Encodes cp into out (at least 4 bytes); returns the length. */
+int tfm_utf8_encode(int32_t cp, char *out);
+
+/* Character classes that decide where pieces may not join (SentencePiece's
+ * split_by_unicode_script and split_by_number): a piece never mixes two
+ * different classes other than TFM_CLASS_ANY. */
+typedef enum tfm_char_class {
+    TFM_CLASS_ANY = 0,     /* joins anything (the '▁' marker) */
+    TFM_CLASS_COMMON,      /* punctuation, symbols, other */
+    TFM_CLASS_NUMBER,
+    TFM_CLASS_LATIN,
+    TFM_CLASS_GREEK,
+    TFM_CLASS_CYRILLIC,
+    TFM_CLASS_ARMENIAN,
+    TFM_CLASS_HEBREW,
+    TFM_CLASS_ARABIC,
+    TFM_CLASS_INDIC,       /* Devanagari ... Malayalam, Sinhala: one class per block below */
+    TFM_CLASS_THAI,
+    TFM_CLASS_HAN,         /* Han, Hiragana, Katakana together, as SentencePiece merges them */
+    TFM_CLASS_HANGUL,
+    TFM_CLASS_OTHER_SCRIPT, /* any other letter; the block start decides equality */
+    TFM_CLASS_COUNT
+} tfm_char_class;
+
+tfm_char_class tfm_char_class_of(int32_t cp);
+/* Two code points of script classes may join when their classes are equal
+ * (and, for INDIC and OTHER_SCRIPT, they come from the same Unicode block). */
+uint32_t tfm_char_script_key(int32_t cp); /* class in the high bits, block below */
+
+/* True for code points that may be part of a learnt piece: not controls, not
+ * whitespace other than the '▁' marker, not U+FFFD, not unassigned.  Others
+ * are always spelled with byte pieces. */
+bool tfm_char_pieceable(int32_t cp);
+
+/* ---- vocabulary -------------------------------------------------------------------- */
+
+typedef enum tfm_piece_type {
+    TFM_PIECE_NORMAL = 0,   /* a character or a learnt merge */
+    TFM_PIECE_CONTROL = 1,  /* <pad> <unk> <s> </s> */
+    TFM_PIECE_USER = 2,     /* user-defined symbol, kept whole */
+    TFM_PIECE_BYTE = 3,     /* <0x00> ... <0xFF> */
+} tfm_piece_type;
+
+/* Fixed ids of the special pieces. */
+enum { TFM_ID_PAD = 0, TFM_ID_UNK = 1, TFM_ID_BOS = 2, TFM_ID_EOS = 3 };
+
+/* A vocabulary: pieces with scores (merged pieces score -rank, so a higher
+ * score merges first) and the normalisation it was learnt with.  Ids are
+ * 0..size-1 in file order.  Layout: the 4 specials, then user symbols, then
+ * the 256 byte pieces, then characters, then merges in the order learnt. */
+typedef struct tfm_vocab tfm_vocab;
+
+/* An empty vocabulary holding only the specials and the byte pieces. */
+tfm_vocab *tfm_vocab_create(const tfm_norm_params *norm);
+void tfm_vocab_free(tfm_vocab *v);
+
+/* Appends a piece (text in '▁' form, len bytes); returns its id, or -1 when
+ * the text is already present or memory runs out. */
+int32_t tfm_vocab_add(tfm_vocab *v, const char *text, size_t len, float score,
+                      tfm_piece_type type);
+
+int32_t tfm_vocab_size(const tfm_vocab *v);
+const char *tfm_vocab_piece(const tfm_vocab *v, int32_t id, size_t *len);
+float tfm_vocab_score(const tfm_vocab *v, int32_t id);
+tfm_piece_type tfm_vocab_type(const tfm_vocab *v, int32_t id);
+/* The id of a piece's text, or -1. */
+int32_t tfm_vocab_find(const tfm_vocab *v, const char *text, size_t len);
+/* The id of the byte piece <0xNN>. */
+int32_t tfm_vocab_byte_id(const tfm_vocab *v, unsigned char byte);
+const tfm_norm_params *tfm_vocab_norm(const tfm_vocab *v);
+
+/* The vocabulary file: text, documented in tfm-formats(5).  First line
+ *     #tfm-vocab 1 normalize=nfkc case-fold=no pieces=8000
+ * then one line per piece: PIECE<TAB>SCORE<TAB>TYPE, TYPE one of
+ * normal, control, user, byte. */
+tfm_status tfm_vocab_save(const tfm_vocab *v, const char *path, tfm_error *err);
+tfm_status tfm_vocab_load(const char *path, tfm_vocab **out, tfm_error *err);
+/* Parses a vocabulary held in memory; errors name the line ("line 12: ..."). */
+tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_error *err);
+
+/* ---- learning BPE ------------------------------------------------------------------ */
+
+typedef struct tfm_bpe_learn_params {
+    int32_t vocab_size;          /* total, specials and byte pieces included */
+    tfm_norm_params norm;
+    double character_coverage;   /* 0.9995 as SentencePiece: rarer characters use bytes */
+    int max_piece_length;        /* in characters; 16 as SentencePiece */
+    bool soft_vocab_limit;       /* too few merges possible: stop short instead of failing */
+    int64_t input_sentence_size; /* sample this many lines (0: use all) */
+    uint64_t seed;               /* for sampling */
+    int n_threads;
+    const char *const *user_symbols; /* kept whole; may be NULL */
+    int n_user_symbols;
+    /* Called now and then on long runs: stage is "reading", "counting" or
+     * "merging"; done / total in that stage's units.  May be NULL. */
+    void (*progress)(void *ctx, const char *stage, int64_t done, int64_t total);
+    void *progress_ctx;
+} tfm_bpe_learn_params;
+
+tfm_bpe_learn_params tfm_bpe_learn_default_params(void);
+
+/* A learner is fed lines, then asked for a vocabulary.  With
+ * input_sentence_size set, it keeps a uniform random sample of that many
+ * lines (reservoir sampling, seeded); otherwise it keeps only word counts,
+ * so memory grows with the number of distinct words, not with the corpus. */
+typedef struct tfm_bpe_learner tfm_bpe_learner;
+
+tfm_status tfm_bpe_learner_create(const tfm_bpe_learn_params *p, tfm_bpe_learner **out,
+                                  tfm_error *err);
+void tfm_bpe_learner_free(tfm_bpe_learner *l);
+/* Adds one raw line (normalised inside).  *n_repaired counts invalid UTF-8
+ * sequences replaced (may be NULL). */
+tfm_status tfm_bpe_learner_add(tfm_bpe_learner *l, const char *line, size_t len,
+                               size_t *n_repaired, tfm_error *err);
+/* Adds many lines at once, normalising them on the learner's threads. */
+tfm_status tfm_bpe_learner_add_batch(tfm_bpe_learner *l, const char *const *lines,
+                                     const size_t *lens, size_t n, size_t *n_repaired,
+                                     tfm_error *err);
+/* Learns the merges.  When the corpus cannot fill vocab_size pieces, fails
+ * with TFM_ERR_RANGE saying the largest size it supports (or, with
+ * soft_vocab_limit, returns that smaller vocabulary). */
+tfm_status tfm_bpe_learner_finish(tfm_bpe_learner *l, tfm_vocab **out, tfm_error *err);
+
+/* ---- encoding and decoding ------------------------------------------------------------ */
+
+/* An encoder: a vocabulary plus the tables that make encoding fast (a table
+ * of mergeable pairs and a cache of encoded words).  Holds a pointer to the
+ * vocabulary: the vocabulary must outlive the encoder.  One encoder may be
+ * used by one thread at a time; create one per thread. */
+typedef struct tfm_bpe tfm_bpe;
+
+tfm_status tfm_bpe_create(const tfm_vocab *v, tfm_bpe **out, tfm_error *err);
+void tfm_bpe_free(tfm_bpe *b);
+
+typedef struct tfm_bpe_encode_params {
+    float dropout;      /* BPE-dropout (Provilkov et al., 2020): each merge skipped with
+                           this probability; 0 for the deterministic segmentation */
+    tfm_rng *rng;       /* required when dropout > 0 */
+} tfm_bpe_encode_params;
+
+/* Normalises and encodes one raw line into ids (cleared first).  The line
+ * may be empty (no ids).  *n_repaired as for tfm_normalize. */
+tfm_status tfm_bpe_encode(tfm_bpe *b, const tfm_bpe_encode_params *p, const char *line,
+                          size_t len, tfm_ids *out, size_t *n_repaired, tfm_error *err);
+
+/* Appends the pieces of ids, separated by single spaces, to out (cleared first). */
+tfm_status tfm_bpe_ids_to_pieces(const tfm_vocab *v, const int32_t *ids, size_t n,
+                                 tfm_buf *out, tfm_error *err);
+/* Parses a piece line (pieces separated by spaces) into ids; an unknown
+ * piece is TFM_ERR_FORMAT naming it. */
+tfm_status tfm_bpe_pieces_to_ids(const tfm_vocab *v, const char *line, size_t len,
+                                 tfm_ids *out, tfm_error *err);
+
+/* Decodes ids to text (out cleared first): pieces joined, '▁' to space, the
+ * first space dropped, byte pieces gathered into bytes (a sequence that is
+ * not valid UTF-8 becomes U+FFFD), <s> </s> <pad> dropped, <unk> as U+2047.
+ * An id outside the vocabulary is TFM_ERR_RANGE. */
+tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
+                          tfm_error *err);
+
+#endif

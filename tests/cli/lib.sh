@@ -1,0 +1,40 @@
+# lib.sh - helpers for the CLI tests.  Each test script sources this file,
+# runs programs from $BIN in $TEST_TMP, and reports with pass/fail/skip.
+# Example:
+#   . "$ROOT/tests/cli/lib.sh"
+#   "$BIN/tokenize" --help >out || fail "help exits 0"; pass "help"
+: "${BIN:?BIN is not set: run through tests/run.sh}"
+: "${TEST_TMP:=$(mktemp -d)}"
+cd "$TEST_TMP" || exit 1
+export LC_ALL=C.UTF-8
+
+pass() { echo "PASS: $TEST_NAME: $1"; }
+fail() { echo "FAIL: $TEST_NAME: $1"; }
+skip() { echo "SKIP: $TEST_NAME: $1"; }
+TEST_NAME=$(basename "$0" .sh)
+
+# check NAME COMMAND...: passes when the command succeeds.
+check() { name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+
+# expect_status N NAME COMMAND...: runs the command (stdout to out.txt, stderr
+# to err.txt) and checks its exit status.
+expect_status() {
+    want=$1 name=$2; shift 2
+    "$@" >out.txt 2>err.txt; got=$?
+    if [ "$got" -eq "$want" ]; then pass "$name"; else
+        fail "$name (exit $got, expected $want)"; sed 's/^/    stderr: /' err.txt | head -5; fi
+}
+
+# expect_stderr PATTERN NAME: checks err.txt of the last expect_status.
+expect_stderr() {
+    if grep -qE -- "$1" err.txt; then pass "$2"; else
+        fail "$2 (stderr lacks /$1/)"; sed 's/^/    stderr: /' err.txt | head -5; fi
+}
+
+# python_numpy: prints the path of a python3 that has numpy, or nothing.
+python_numpy() {
+    for py in /usr/bin/python3 python3; do
+        if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import numpy' 2>/dev/null; then
+            echo "$py"; return; fi
+    done
+}
