@@ -1,5 +1,6 @@
 /* status.c - status codes and the error detail that travels with them. */
 #include <stdio.h>
+#include <string.h>
 
 #include "tfm/core.h"
 
@@ -36,12 +37,21 @@ tfm_status tfm_error_set(tfm_error *err, tfm_status status, const char *fmt, ...
 void tfm_error_prefix(tfm_error *err, const char *fmt, ...)
 {
     if (!err) return;
-    char prefix[256];
+    char joined[sizeof err->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    int n = vsnprintf(joined, sizeof joined, fmt, ap);
     va_end(ap);
-    char joined[sizeof err->msg];
-    snprintf(joined, sizeof joined, "%s: %s", prefix, err->msg);
-    snprintf(err->msg, sizeof err->msg, "%s", joined);
+    if (n < 0) return;
+    size_t used = (size_t)n < sizeof joined ? (size_t)n : sizeof joined - 1;
+    /* The message is cut, not the prefix, when the two do not fit. */
+    size_t room = sizeof joined - used;
+    if (room > 2) {
+        memcpy(joined + used, ": ", 2);
+        size_t rest = strnlen(err->msg, sizeof err->msg);
+        if (rest > room - 3) rest = room - 3;
+        memcpy(joined + used + 2, err->msg, rest);
+        joined[used + 2 + rest] = 0;
+    }
+    memcpy(err->msg, joined, sizeof joined);
 }

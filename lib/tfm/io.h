@@ -71,7 +71,10 @@ typedef struct tfm_tensor {
 
 void tfm_tensor_init(tfm_tensor *t);
 void tfm_tensor_free(tfm_tensor *t);
-/* Sets dtype and shape and makes room for the data (contents undefined). */
+/* Sets dtype and shape and makes room for the data (contents undefined;
+ * data is never NULL afterwards).  A bad shape (ndim outside 0..TFM_MAX_DIMS,
+ * a negative dimension, more than 2^40 bytes) is TFM_ERR_RANGE, an unknown
+ * dtype TFM_ERR_ARG. */
 tfm_status tfm_tensor_reshape(tfm_tensor *t, tfm_dtype dtype, int ndim, const int64_t *shape);
 int64_t tfm_tensor_numel(const tfm_tensor *t);
 /* "(3, 512)" style, for messages. */
@@ -85,7 +88,8 @@ tfm_status tfm_npy_write(FILE *fp, const tfm_tensor *t, tfm_error *err);
  * '<i4' only, C order only) into t.  Returns TFM_EOF when the stream ends
  * cleanly before a record; a record cut short, a bad magic string, a header
  * that does not parse, an unsupported dtype or a shape whose size overflows is
- * TFM_ERR_FORMAT / TFM_ERR_UNSUPPORTED with a message saying which. */
+ * TFM_ERR_FORMAT / TFM_ERR_UNSUPPORTED with a message saying which.  On
+ * failure t keeps its buffer and shape but its data are undefined. */
 tfm_status tfm_npy_read(FILE *fp, tfm_tensor *t, tfm_error *err);
 
 /* Parses a record held in memory (for fuzzing and tests): *used is set to the

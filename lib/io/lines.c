@@ -1,0 +1,119 @@
+/* lines.c - a line reader over a file descriptor that can tell whether the
+ * next line is ready without blocking.
+ *
+ * stdio cannot say how much input it holds, so a filter reading with
+ * getline() cannot know when to stop gathering a batch and answer; this
+ * reader keeps its own buffer and asks poll() about the descriptor. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tfm/io.h"
+
+#define READ_CHUNK (1 << 16)
+
+struct tfm_line_reader {
+    int fd;
+    char *buf;
+    size_t start;     /* first unread byte */
+    size_t end;       /* end of buffered bytes */
+    size_t cap;
+    bool at_eof;
+    size_t line_number;
+};
+
+tfm_line_reader *tfm_lines_create(int fd)
+{
+    tfm_line_reader *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->fd = fd;
+    r->cap = READ_CHUNK * 2;
+    r->buf = malloc(r->cap);
+    if (!r->buf) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void tfm_lines_free(tfm_line_reader *r)
+{
+    if (!r) return;
+    free(r->buf);
+    free(r);
+}
+
+size_t tfm_lines_number(const tfm_line_reader *r)
+{
+    return r->line_number;
+}
+
+static bool has_buffered_line(const tfm_line_reader *r)
+{
+    return r->end > r->start && memchr(r->buf + r->start, '\n', r->end - r->start);
+}
+
+bool tfm_lines_ready(tfm_line_reader *r)
+{
+    if (r->at_eof || has_buffered_line(r)) return true;
+    struct pollfd p = {.fd = r->fd, .events = POLLIN};
+    int n = poll(&p, 1, 0);
+    return n != 0; /* data, hang-up or an error: the next read returns at once */
+}
+
+/* Reads more input after the buffered bytes, moving or growing the buffer
+ * as needed.  Returns the number of bytes read (0 at end of input). */
+static tfm_status fill(tfm_line_reader *r, tfm_error *err)
+{
+    if (r->start > 0 && (r->start == r->end || r->cap - r->end < READ_CHUNK)) {
+        memmove(r->buf, r->buf + r->start, r->end - r->start);
+        r->end -= r->start;
+        r->start = 0;
+    }
+    if (r->cap - r->end < READ_CHUNK) {
+        size_t cap = r->cap * 2;
+        char *p = realloc(r->buf, cap);
+        if (!p) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory reading a line");
+        r->buf = p;
+        r->cap = cap;
+    }
+    for (;;) {
+        /* Leave one byte free for the terminating NUL of a final line. */
+        ssize_t n = read(r->fd, r->buf + r->end, r->cap - r->end - 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return tfm_error_set(err, TFM_ERR_IO, "read error: %s", strerror(errno));
+        if (n == 0) r->at_eof = true;
+        r->end += (size_t)n;
+        return TFM_OK;
+    }
+}
+
+tfm_status tfm_lines_next(tfm_line_reader *r, const char **line, size_t *len, tfm_error *err)
+{
+    size_t scanned = 0; /* bytes after start already known to hold no '\n' */
+    for (;;) {
+        char *nl = memchr(r->buf + r->start + scanned, '\n', r->end - r->start - scanned);
+        if (nl) {
+            *line = r->buf + r->start;
+            *len = (size_t)(nl - *line);
+            *nl = 0;
+            r->start += *len + 1;
+            r->line_number++;
+            return TFM_OK;
+        }
+        if (r->at_eof) {
+            if (r->start == r->end) return TFM_EOF;
+            *line = r->buf + r->start;
+            *len = r->end - r->start;
+            r->buf[r->end] = 0;
+            r->start = r->end;
+            r->line_number++;
+            return TFM_OK;
+        }
+        scanned = r->end - r->start;
+        tfm_status s = fill(r, err);
+        if (s != TFM_OK) return s;
+    }
+}

@@ -1,0 +1,114 @@
+/* test_lines.c - the line reader: long lines, NUL bytes, a last line without
+ * a newline, empty lines, and knowing when a line is ready without blocking. */
+#include <unistd.h>
+
+#include "check.h"
+#include "tfm.h"
+
+/* Writes data into a pipe from a child process and returns the read end. */
+static int pipe_with(const char *data, size_t len)
+{
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    if (fork() == 0) {
+        close(fds[0]);
+        size_t done = 0;
+        while (done < len) {
+            ssize_t n = write(fds[1], data + done, len - done);
+            if (n <= 0) _exit(1);
+            done += (size_t)n;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    return fds[0];
+}
+
+static void test_lines_basic(void)
+{
+    const char data[] = "one\n\ntwo\0zero\r\nlast";
+    int fd = pipe_with(data, sizeof data - 1);
+    tfm_line_reader *r = tfm_lines_create(fd);
+    const char *line;
+    size_t len;
+    tfm_error err;
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 3 && !memcmp(line, "one", 3));
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 0 && line[0] == 0);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 9);
+    CHECK(memcmp(line, "two\0zero\r", 9) == 0);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 4 && !strcmp(line, "last"));
+    CHECK(tfm_lines_number(r) == 4);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_EOF);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_EOF);
+    tfm_lines_free(r);
+    close(fd);
+}
+
+static void test_lines_long(void)
+{
+    /* Three lines of 3 MB, 0 and 200 kB: far beyond the read chunk. */
+    size_t big = 3u << 20, mid = 200000;
+    size_t total = big + 1 + 1 + mid + 1;
+    char *data = malloc(total);
+    for (size_t i = 0; i < big; i++) data[i] = (char)('a' + i % 26);
+    data[big] = '\n';
+    data[big + 1] = '\n';
+    memset(data + big + 2, 'z', mid);
+    data[total - 1] = '\n';
+    int fd = pipe_with(data, total);
+    tfm_line_reader *r = tfm_lines_create(fd);
+    const char *line;
+    size_t len;
+    tfm_error err;
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == big);
+    CHECK(memcmp(line, data, big) == 0 && line[big] == 0);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 0);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == mid && line[mid - 1] == 'z');
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_EOF);
+    tfm_lines_free(r);
+    close(fd);
+    free(data);
+}
+
+static void test_lines_ready(void)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    tfm_line_reader *r = tfm_lines_create(fds[0]);
+    CHECK(!tfm_lines_ready(r)); /* nothing written yet: a read would block */
+    CHECK(write(fds[1], "a\nb", 3) == 3);
+    CHECK(tfm_lines_ready(r));
+    const char *line;
+    size_t len;
+    tfm_error err;
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 1);
+    /* "b" is buffered but has no newline yet and nothing more is coming now. */
+    CHECK(!tfm_lines_ready(r));
+    close(fds[1]);
+    CHECK(tfm_lines_ready(r)); /* end of input is ready */
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 1 && line[0] == 'b');
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_EOF);
+    tfm_lines_free(r);
+    close(fds[0]);
+}
+
+static void test_lines_error(void)
+{
+    tfm_line_reader *r = tfm_lines_create(-1); /* a descriptor that does not exist */
+    const char *line;
+    size_t len;
+    tfm_error err;
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_ERR_IO);
+    CHECK_MSG(strstr(err.msg, "read error"), "%s", err.msg);
+    tfm_lines_free(r);
+    tfm_lines_free(NULL);
+}
+
+int main(void)
+{
+    RUN(test_lines_basic);
+    RUN(test_lines_long);
+    RUN(test_lines_ready);
+    RUN(test_lines_error);
+    CHECK_DONE();
+}
