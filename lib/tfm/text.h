@@ -16,6 +16,8 @@
 #ifndef TFM_TEXT_H
 #define TFM_TEXT_H
 
+#include <stdio.h>
+
 #include "tfm/core.h"
 
 /* ---- normalisation ------------------------------------------------------------ */
@@ -101,16 +103,23 @@ enum { TFM_ID_PAD = 0, TFM_ID_UNK = 1, TFM_ID_BOS = 2, TFM_ID_EOS = 3 };
  * the 256 byte pieces, then characters, then merges in the order learnt. */
 typedef struct tfm_vocab tfm_vocab;
 
-/* An empty vocabulary holding only the specials and the byte pieces. */
+/* An empty vocabulary holding only the specials and the byte pieces (ids
+ * 0..259).  Pieces added to it come after the bytes, so it holds no user
+ * symbols: a vocabulary with user symbols comes from the learner (which
+ * builds it in file order) or from a file. */
 tfm_vocab *tfm_vocab_create(const tfm_norm_params *norm);
 void tfm_vocab_free(tfm_vocab *v);
 
 /* Appends a piece (text in '▁' form, len bytes); returns its id, or -1 when
- * the text is already present or memory runs out. */
+ * the text is already present, is not a valid piece (empty, invalid UTF-8,
+ * a space, a tab, a newline or another control character: the file could
+ * not hold it) or memory runs out. */
 int32_t tfm_vocab_add(tfm_vocab *v, const char *text, size_t len, float score,
                       tfm_piece_type type);
 
 int32_t tfm_vocab_size(const tfm_vocab *v);
+/* The text of piece id, NUL-terminated, *len bytes (len may be NULL); NULL
+ * for an id outside 0..size-1.  Valid as long as the vocabulary. */
 const char *tfm_vocab_piece(const tfm_vocab *v, int32_t id, size_t *len);
 float tfm_vocab_score(const tfm_vocab *v, int32_t id);
 tfm_piece_type tfm_vocab_type(const tfm_vocab *v, int32_t id);
@@ -125,6 +134,8 @@ const tfm_norm_params *tfm_vocab_norm(const tfm_vocab *v);
  * then one line per piece: PIECE<TAB>SCORE<TAB>TYPE, TYPE one of
  * normal, control, user, byte. */
 tfm_status tfm_vocab_save(const tfm_vocab *v, const char *path, tfm_error *err);
+/* Writes the same text to an open stream (standard output, say). */
+tfm_status tfm_vocab_write(const tfm_vocab *v, FILE *fp, tfm_error *err);
 tfm_status tfm_vocab_load(const char *path, tfm_vocab **out, tfm_error *err);
 /* Parses a vocabulary held in memory; errors name the line ("line 12: ..."). */
 tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_error *err);
@@ -187,10 +198,12 @@ typedef struct tfm_bpe_encode_params {
     float dropout;      /* BPE-dropout (Provilkov et al., 2020): each merge skipped with
                            this probability; 0 for the deterministic segmentation */
     tfm_rng *rng;       /* required when dropout > 0 */
+    bool strict;        /* invalid UTF-8 is TFM_ERR_UTF8 instead of U+FFFD */
 } tfm_bpe_encode_params;
 
-/* Normalises and encodes one raw line into ids (cleared first).  The line
- * may be empty (no ids).  *n_repaired as for tfm_normalize. */
+/* Normalises (as the vocabulary says) and encodes one raw line into ids
+ * (cleared first).  The line may be empty (no ids).  *n_repaired as for
+ * tfm_normalize.  p may be NULL: no dropout, not strict. */
 tfm_status tfm_bpe_encode(tfm_bpe *b, const tfm_bpe_encode_params *p, const char *line,
                           size_t len, tfm_ids *out, size_t *n_repaired, tfm_error *err);
 

@@ -1,0 +1,168 @@
+/* cli.c - the shared command-line layer (see cli.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define MAX_WARNINGS 100
+
+static const char *program = "tfm";
+static int warnings_shown;
+int cli_verbosity = 1;
+
+void cli_init(const char *program_name)
+{
+    program = program_name;
+    signal(SIGPIPE, SIG_DFL);
+}
+
+const char *cli_program(void)
+{
+    return program;
+}
+
+static void vmessage(const char *file, size_t line, const char *kind, const char *fmt,
+                     va_list ap)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s: ", program);
+    if (file && line) fprintf(stderr, "%s:%zu: ", file, line);
+    else if (file) fprintf(stderr, "%s: ", file);
+    if (kind) fputs(kind, stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void cli_error(const char *file, size_t line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(file, line, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void cli_warn(const char *file, size_t line, const char *fmt, ...)
+{
+    if (cli_verbosity < 1) return;
+    if (warnings_shown == MAX_WARNINGS) {
+        fprintf(stderr, "%s: further warnings are not shown\n", program);
+        warnings_shown++;
+    }
+    if (warnings_shown > MAX_WARNINGS) return;
+    warnings_shown++;
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(file, line, "warning: ", fmt, ap);
+    va_end(ap);
+}
+
+void cli_info(const char *fmt, ...)
+{
+    if (cli_verbosity < 2) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(NULL, 0, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void cli_fail(const char *file, size_t line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(file, line, NULL, fmt, ap);
+    va_end(ap);
+    exit(CLI_EXIT_FAILURE);
+}
+
+void cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(NULL, 0, NULL, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "Try '%s --help' for more information.\n", program);
+    exit(CLI_EXIT_USAGE);
+}
+
+void cli_print_version(void)
+{
+    printf("%s (tfm) %s\n", program, TFM_VERSION);
+}
+
+long long cli_parse_int(const char *option, const char *text, long long min, long long max)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end != 0 || errno == ERANGE)
+        cli_usage_error("%s: '%s' is not an integer", option, text);
+    if (v < min || v > max)
+        cli_usage_error("%s: %lld is out of range (%lld to %lld)", option, v, min, max);
+    return v;
+}
+
+double cli_parse_double(const char *option, const char *text, double min, double max)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != 0 || errno == ERANGE || !isfinite(v))
+        cli_usage_error("%s: '%s' is not a number", option, text);
+    if (v < min || v > max)
+        cli_usage_error("%s: %g is out of range (%g to %g)", option, v, min, max);
+    return v;
+}
+
+int cli_parse_choice(const char *option, const char *text, const char *const *choices)
+{
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(text, choices[i]) == 0) return i;
+    char list[256] = "";
+    for (int i = 0; choices[i]; i++) {
+        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, choices[i], sizeof list - strlen(list) - 1);
+    }
+    cli_usage_error("%s: '%s' is not one of: %s", option, text, list);
+}
+
+int cli_open_input(const char *name)
+{
+    if (strcmp(name, "-") == 0) return STDIN_FILENO;
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) cli_fail(name, 0, "%s", strerror(errno));
+    return fd;
+}
+
+void cli_close_input(int fd)
+{
+    if (fd != STDIN_FILENO) close(fd);
+}
+
+static _Noreturn void write_failed(void)
+{
+    /* A reader that went away is not an error worth a message. */
+    if (errno == EPIPE) exit(CLI_EXIT_FAILURE);
+    cli_fail("standard output", 0, "write error: %s", strerror(errno));
+}
+
+void cli_write(const void *data, size_t len)
+{
+    if (len && fwrite(data, 1, len, stdout) != len) write_failed();
+}
+
+void cli_write_line(const char *data, size_t len)
+{
+    cli_write(data, len);
+    if (putchar('\n') == EOF) write_failed();
+}
+
+void cli_flush(void)
+{
+    if (fflush(stdout) != 0) write_failed();
+}

@@ -1,0 +1,632 @@
+/* tokenize - sub-word tokenization with byte-pair encoding.
+ *
+ *   tokenize learn --vocab-size N [FILE...] > VOCAB   learn a vocabulary
+ *   tokenize -m VOCAB [FILE...]                       text lines -> id lines
+ *   tokenize -d -m VOCAB [FILE...]                    id or piece lines -> text
+ *   tokenize normalize [FILE...]                      text -> normalised text
+ *
+ * The program only parses options, reads lines and prints: the work is in
+ * lib/text (tfm_bpe_learner_*, tfm_bpe_encode, tfm_bpe_decode). */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* Lines are gathered into batches of at most this many lines or bytes, and a
+ * batch is cut short whenever no further input is ready. */
+#define BATCH_LINES 8192
+#define BATCH_BYTES (8u << 20)
+
+static const char usage_text[] =
+    "Usage: tokenize [OPTION]... -m VOCAB [FILE]...\n"
+    "       tokenize -d [OPTION]... -m VOCAB [FILE]...\n"
+    "       tokenize learn --vocab-size N [OPTION]... [FILE]...\n"
+    "       tokenize normalize [OPTION]... [FILE]...\n"
+    "Sub-word tokenization with byte-pair encoding (BPE), as SentencePiece does it.\n"
+    "Reads lines from the FILEs (or standard input; '-' is standard input) and\n"
+    "writes one line for each line read, in order.\n"
+    "\n"
+    "Encoding and decoding:\n"
+    "  -m, --model=VOCAB          the vocabulary file (from 'tokenize learn')\n"
+    "  -d, --decode               decode id lines or piece lines back to text\n"
+    "      --output=FORMAT        encode to 'ids' (default) or 'pieces'\n"
+    "      --input=FORMAT         decode from 'auto' (default), 'ids' or 'pieces'\n"
+    "      --dropout=P            BPE-dropout: skip each merge with probability P\n"
+    "      --seed=N               seed of the random choices (default 1)\n"
+    "      --threads=N            threads to use (default: the number of CPUs)\n"
+    "      --strict               invalid UTF-8 is an error, not replaced by U+FFFD\n"
+    "\n"
+    "Learning ('tokenize learn'):\n"
+    "      --vocab-size=N         pieces in the vocabulary, specials and bytes included\n"
+    "      --normalize=FORM       'nfkc' (default), 'nfc' or 'none'\n"
+    "      --case-fold            fold case (Unicode case folding) before anything else\n"
+    "      --character-coverage=F share of character occurrences the alphabet covers;\n"
+    "                             rarer characters are spelled with bytes (0.9995)\n"
+    "      --max-piece-length=N   longest piece in characters (16)\n"
+    "      --input-sentence-size=N  learn from a random sample of N lines (0: all)\n"
+    "      --user-symbols=A,B,... symbols always kept whole as one piece\n"
+    "      --soft-vocab-limit     a corpus too small for N pieces gives fewer pieces\n"
+    "                             instead of an error\n"
+    "  -o, --output-file=FILE     write the vocabulary to FILE (atomically) instead\n"
+    "                             of standard output\n"
+    "      --seed, --threads, --strict as above\n"
+    "\n"
+    "Normalising ('tokenize normalize'):\n"
+    "      --normalize, --case-fold, --strict as above, or -m VOCAB to normalise\n"
+    "                             as that vocabulary does\n"
+    "\n"
+    "Common options:\n"
+    "  -q, --quiet                print errors only\n"
+    "  -v, --verbose              print more about what is done\n"
+    "  -h, --help                 display this help and exit\n"
+    "  -V, --version              output version information and exit\n"
+    "\n"
+    "Invalid UTF-8 is replaced by U+FFFD with a warning naming the line. For every\n"
+    "line X, 'tokenize -d' of 'tokenize' of X equals 'tokenize normalize' of X.\n"
+    "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n"
+    "Example:\n"
+    "  tokenize learn --vocab-size 8000 train.de train.en -o de-en.vocab\n"
+    "  tokenize -m de-en.vocab < test.de | tokenize -d -m de-en.vocab\n";
+
+enum {
+    OPT_OUTPUT = 256,
+    OPT_INPUT,
+    OPT_DROPOUT,
+    OPT_SEED,
+    OPT_THREADS,
+    OPT_STRICT,
+    OPT_VOCAB_SIZE,
+    OPT_NORMALIZE,
+    OPT_CASE_FOLD,
+    OPT_COVERAGE,
+    OPT_MAX_PIECE,
+    OPT_SENTENCE_SIZE,
+    OPT_USER_SYMBOLS,
+    OPT_SOFT_LIMIT,
+};
+
+static const struct option long_options[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"decode", no_argument, NULL, 'd'},
+    {"output", required_argument, NULL, OPT_OUTPUT},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"dropout", required_argument, NULL, OPT_DROPOUT},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"strict", no_argument, NULL, OPT_STRICT},
+    {"vocab-size", required_argument, NULL, OPT_VOCAB_SIZE},
+    {"normalize", required_argument, NULL, OPT_NORMALIZE},
+    {"case-fold", no_argument, NULL, OPT_CASE_FOLD},
+    {"character-coverage", required_argument, NULL, OPT_COVERAGE},
+    {"max-piece-length", required_argument, NULL, OPT_MAX_PIECE},
+    {"input-sentence-size", required_argument, NULL, OPT_SENTENCE_SIZE},
+    {"user-symbols", required_argument, NULL, OPT_USER_SYMBOLS},
+    {"soft-vocab-limit", no_argument, NULL, OPT_SOFT_LIMIT},
+    {"output-file", required_argument, NULL, 'o'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef enum { MODE_ENCODE, MODE_DECODE, MODE_LEARN, MODE_NORMALIZE } tokenize_mode;
+typedef enum { FORMAT_AUTO, FORMAT_IDS, FORMAT_PIECES } line_format;
+
+typedef struct options {
+    tokenize_mode mode;
+    const char *model;
+    const char *output_file;
+    line_format output;   /* encoding: ids or pieces */
+    line_format input;    /* decoding: auto, ids or pieces */
+    float dropout;
+    uint64_t seed;
+    int threads;
+    bool strict;
+    tfm_bpe_learn_params learn;
+    char **user_symbols;
+    bool learn_only_option_used;
+    const char *learn_only_option;
+    bool normalize_option_used; /* --normalize or --case-fold */
+} options;
+
+/* ---- reading batches of lines ------------------------------------------------- */
+
+/* A batch of lines copied out of the reader: text[offset[i] .. offset[i]+len[i]). */
+typedef struct line_batch {
+    tfm_buf text;
+    size_t *offset;
+    size_t *len;
+    size_t n;
+    size_t first_line; /* line number of line 0 in its file */
+} line_batch;
+
+static void batch_init(line_batch *b)
+{
+    tfm_buf_init(&b->text);
+    b->offset = malloc(BATCH_LINES * sizeof *b->offset);
+    b->len = malloc(BATCH_LINES * sizeof *b->len);
+    if (!b->offset || !b->len) cli_fail(NULL, 0, "out of memory");
+    b->n = 0;
+}
+
+static void batch_free(line_batch *b)
+{
+    tfm_buf_free(&b->text);
+    free(b->offset);
+    free(b->len);
+}
+
+static const char *batch_line(const line_batch *b, size_t i)
+{
+    return b->text.data + b->offset[i];
+}
+
+/* Reads lines into b until it is full, the input ends, or no more input is
+ * ready right now (then what has come is processed at once).  Returns false
+ * when the input has ended and b is empty. */
+static bool batch_read(line_batch *b, tfm_line_reader *r, const char *name)
+{
+    tfm_buf_clear(&b->text);
+    b->n = 0;
+    b->first_line = tfm_lines_number(r) + 1;
+    while (b->n < BATCH_LINES && b->text.len < BATCH_BYTES) {
+        if (b->n > 0 && !tfm_lines_ready(r)) break;
+        const char *line;
+        size_t len;
+        tfm_error err;
+        tfm_status s = tfm_lines_next(r, &line, &len, &err);
+        if (s == TFM_EOF) break;
+        if (s != TFM_OK) cli_fail(name, tfm_lines_number(r) + 1, "%s", err.msg);
+        b->offset[b->n] = b->text.len;
+        b->len[b->n] = len;
+        if (tfm_buf_append(&b->text, line, len) != TFM_OK ||
+            tfm_buf_putc(&b->text, 0) != TFM_OK)
+            cli_fail(name, tfm_lines_number(r), "out of memory");
+        b->n++;
+    }
+    return b->n > 0;
+}
+
+/* Calls fn on every batch of every input file, in order. */
+typedef void (*batch_fn)(void *ctx, const line_batch *b, const char *name);
+
+static void for_each_batch(char **files, int n_files, batch_fn fn, void *ctx)
+{
+    static char *const stdin_only[] = {"-"};
+    if (n_files == 0) {
+        files = (char **)stdin_only;
+        n_files = 1;
+    }
+    line_batch batch;
+    batch_init(&batch);
+    for (int f = 0; f < n_files; f++) {
+        int fd = cli_open_input(files[f]);
+        tfm_line_reader *reader = tfm_lines_create(fd);
+        if (!reader) cli_fail(NULL, 0, "out of memory");
+        while (batch_read(&batch, reader, files[f])) {
+            fn(ctx, &batch, files[f]);
+            if (!tfm_lines_ready(reader)) cli_flush();
+        }
+        tfm_lines_free(reader);
+        cli_close_input(fd);
+    }
+    batch_free(&batch);
+    cli_flush();
+}
+
+/* Prints the library's error for a line of an input, or for a file whose
+ * message begins "line N: " (the vocabulary parser's form) as FILE:N. */
+static _Noreturn void fail_with(const char *file, size_t line, const tfm_error *err)
+{
+    unsigned long n;
+    int used = 0;
+    if (line == 0 && sscanf(err->msg, "line %lu: %n", &n, &used) == 1 && used > 0)
+        cli_fail(file, n, "%s", err->msg + used);
+    cli_fail(file, line, "%s", err->msg);
+}
+
+/* ---- encoding ------------------------------------------------------------------- */
+
+typedef struct encode_job {
+    const options *opt;
+    const tfm_vocab *vocab;
+    int n_workers;
+    tfm_bpe **encoders;       /* one per worker */
+    tfm_buf *out;             /* one output line per line of the batch */
+    size_t *repaired;
+    tfm_status *status;
+    tfm_error *errors;
+    tfm_ids *ids;             /* one per worker */
+    const line_batch *batch;
+    size_t line_base;         /* lines before this batch, over all files: seeds dropout */
+} encode_job;
+
+/* Encodes the lines of one worker's share of the batch. */
+static void encode_share(void *ctx, size_t worker)
+{
+    encode_job *job = ctx;
+    const line_batch *b = job->batch;
+    size_t per = (b->n + (size_t)job->n_workers - 1) / (size_t)job->n_workers;
+    size_t lo = worker * per, hi = lo + per < b->n ? lo + per : b->n;
+    tfm_ids *ids = &job->ids[worker];
+    for (size_t i = lo; i < hi; i++) {
+        /* Each line draws from its own generator, seeded by the seed and the
+         * line's number, so results do not depend on the thread count. */
+        tfm_rng rng;
+        tfm_rng_seed(&rng, job->opt->seed * 0x9e3779b97f4a7c15ULL + job->line_base + i);
+        tfm_bpe_encode_params ep = {.dropout = job->opt->dropout, .rng = &rng};
+        tfm_buf *out = &job->out[i];
+        tfm_buf_clear(out);
+        tfm_status s = tfm_bpe_encode(job->encoders[worker], &ep, batch_line(b, i), b->len[i],
+                                      ids, &job->repaired[i], &job->errors[i]);
+        if (s == TFM_OK) {
+            if (job->opt->output == FORMAT_PIECES)
+                s = tfm_bpe_ids_to_pieces(job->vocab, ids->data, ids->len, out, &job->errors[i]);
+            else
+                s = tfm_ids_format(ids->data, ids->len, out);
+        }
+        if (s != TFM_OK && job->errors[i].msg[0] == 0) tfm_error_set(&job->errors[i], s, "%s", tfm_strerror(s));
+        job->status[i] = s;
+    }
+}
+
+static void encode_batch(void *ctx, const line_batch *b, const char *name)
+{
+    encode_job *job = ctx;
+    job->batch = b;
+    for (size_t i = 0; i < b->n; i++) job->errors[i].msg[0] = 0;
+    int workers = b->n < 64 ? 1 : job->n_workers;
+    tfm_parallel_for(workers, (size_t)workers, encode_share, job);
+    for (size_t i = 0; i < b->n; i++) {
+        size_t line = b->first_line + i;
+        if (job->status[i] != TFM_OK) fail_with(name, line, &job->errors[i]);
+        if (job->repaired[i])
+            cli_warn(name, line, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)",
+                     job->repaired[i], job->repaired[i] == 1 ? "" : "s");
+        cli_write_line(job->out[i].data ? job->out[i].data : "", job->out[i].len);
+    }
+    job->line_base += b->n;
+}
+
+static tfm_vocab *load_vocab(const char *path)
+{
+    tfm_vocab *vocab;
+    tfm_error err;
+    if (tfm_vocab_load(path, &vocab, &err) != TFM_OK) fail_with(path, 0, &err);
+    return vocab;
+}
+
+static int run_encode(const options *opt, char **files, int n_files)
+{
+    tfm_vocab *vocab = load_vocab(opt->model);
+    encode_job job = {.opt = opt, .vocab = vocab, .n_workers = opt->threads};
+    job.encoders = calloc((size_t)job.n_workers, sizeof *job.encoders);
+    job.ids = calloc((size_t)job.n_workers, sizeof *job.ids);
+    job.out = calloc(BATCH_LINES, sizeof *job.out);
+    job.repaired = calloc(BATCH_LINES, sizeof *job.repaired);
+    job.status = calloc(BATCH_LINES, sizeof *job.status);
+    job.errors = calloc(BATCH_LINES, sizeof *job.errors);
+    if (!job.encoders || !job.ids || !job.out || !job.repaired || !job.status || !job.errors)
+        cli_fail(NULL, 0, "out of memory");
+    for (int w = 0; w < job.n_workers; w++) {
+        tfm_error err;
+        if (tfm_bpe_create(vocab, &job.encoders[w], &err) != TFM_OK) fail_with(opt->model, 0, &err);
+        tfm_ids_init(&job.ids[w]);
+    }
+    for_each_batch(files, n_files, encode_batch, &job);
+    for (int w = 0; w < job.n_workers; w++) {
+        tfm_bpe_free(job.encoders[w]);
+        tfm_ids_free(&job.ids[w]);
+    }
+    for (size_t i = 0; i < BATCH_LINES; i++) tfm_buf_free(&job.out[i]);
+    free(job.encoders);
+    free(job.ids);
+    free(job.out);
+    free(job.repaired);
+    free(job.status);
+    free(job.errors);
+    tfm_vocab_free(vocab);
+    return CLI_EXIT_OK;
+}
+
+/* ---- decoding ------------------------------------------------------------------- */
+
+typedef struct decode_job {
+    const options *opt;
+    const tfm_vocab *vocab;
+    tfm_ids ids;
+    tfm_buf text;
+} decode_job;
+
+/* True when every space-separated token of the line is a decimal number. */
+static bool looks_like_ids(const char *line, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!(line[i] >= '0' && line[i] <= '9') && line[i] != ' ' && line[i] != '\t') return false;
+    return true;
+}
+
+static void decode_batch(void *ctx, const line_batch *b, const char *name)
+{
+    decode_job *job = ctx;
+    for (size_t i = 0; i < b->n; i++) {
+        const char *line = batch_line(b, i);
+        size_t len = b->len[i], number = b->first_line + i;
+        tfm_error err;
+        bool ids = job->opt->input == FORMAT_IDS ||
+                   (job->opt->input == FORMAT_AUTO && looks_like_ids(line, len));
+        tfm_status s = ids ? tfm_ids_parse(line, len, tfm_vocab_size(job->vocab), &job->ids, &err)
+                           : tfm_bpe_pieces_to_ids(job->vocab, line, len, &job->ids, &err);
+        if (s == TFM_OK) s = tfm_bpe_decode(job->vocab, job->ids.data, job->ids.len, &job->text, &err);
+        if (s != TFM_OK) cli_fail(name, number, "%s", err.msg);
+        cli_write_line(job->text.data ? job->text.data : "", job->text.len);
+    }
+}
+
+static int run_decode(const options *opt, char **files, int n_files)
+{
+    decode_job job = {.opt = opt, .vocab = load_vocab(opt->model)};
+    tfm_ids_init(&job.ids);
+    tfm_buf_init(&job.text);
+    for_each_batch(files, n_files, decode_batch, &job);
+    tfm_ids_free(&job.ids);
+    tfm_buf_free(&job.text);
+    tfm_vocab_free((tfm_vocab *)job.vocab);
+    return CLI_EXIT_OK;
+}
+
+/* ---- normalising -------------------------------------------------------------- */
+
+typedef struct normalize_job {
+    tfm_norm_params norm;
+    tfm_buf text;
+} normalize_job;
+
+static void normalize_batch(void *ctx, const line_batch *b, const char *name)
+{
+    normalize_job *job = ctx;
+    for (size_t i = 0; i < b->n; i++) {
+        size_t repaired = 0, number = b->first_line + i;
+        tfm_error err;
+        if (tfm_normalize(&job->norm, batch_line(b, i), b->len[i], &job->text, &repaired, &err) !=
+            TFM_OK)
+            cli_fail(name, number, "%s", err.msg);
+        if (repaired) cli_warn(name, number, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)",
+                               repaired, repaired == 1 ? "" : "s");
+        cli_write_line(job->text.data ? job->text.data : "", job->text.len);
+    }
+}
+
+static int run_normalize(const options *opt, char **files, int n_files)
+{
+    normalize_job job = {.norm = opt->learn.norm};
+    if (opt->model) { /* normalise as that vocabulary does */
+        tfm_vocab *vocab = load_vocab(opt->model);
+        job.norm = *tfm_vocab_norm(vocab);
+        tfm_vocab_free(vocab);
+    }
+    job.norm.strict = opt->strict;
+    tfm_buf_init(&job.text);
+    for_each_batch(files, n_files, normalize_batch, &job);
+    tfm_buf_free(&job.text);
+    return CLI_EXIT_OK;
+}
+
+/* ---- learning ---------------------------------------------------------------------- */
+
+typedef struct learn_job {
+    tfm_bpe_learner *learner;
+    const char **lines;
+    int64_t lines_read;
+    double bytes_read;
+    struct timespec start;
+    double last_report;
+    bool tty;
+} learn_job;
+
+static double seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
+}
+
+/* Progress on stderr: one updating line on a terminal, a plain line every
+ * ten seconds otherwise. */
+static void learn_progress(void *ctx, const char *stage, int64_t done, int64_t total)
+{
+    learn_job *job = ctx;
+    if (cli_verbosity < 1) return;
+    double t = seconds_since(&job->start);
+    bool last = total > 0 && done >= total;
+    if (!last && t - job->last_report < (job->tty ? 0.2 : 10.0)) return;
+    job->last_report = t;
+    char where[64];
+    if (total > 0) snprintf(where, sizeof where, "%lld/%lld", (long long)done, (long long)total);
+    else snprintf(where, sizeof where, "%lld", (long long)done);
+    fprintf(stderr, "%stokenize: learn: %s %s (%.0f s)%s", job->tty ? "\r" : "", stage, where, t,
+            job->tty ? "\033[K" : "\n");
+    if (job->tty && last) fputc('\n', stderr);
+}
+
+static void learn_batch(void *ctx, const line_batch *b, const char *name)
+{
+    learn_job *job = ctx;
+    size_t repaired = 0;
+    tfm_error err;
+    for (size_t i = 0; i < b->n; i++) job->lines[i] = batch_line(b, i);
+    if (tfm_bpe_learner_add_batch(job->learner, job->lines, b->len, b->n, &repaired, &err) != TFM_OK)
+        cli_fail(name, 0, "%s", err.msg);
+    if (repaired)
+        cli_warn(name, 0, "lines %zu-%zu: %zu invalid UTF-8 sequence%s replaced by U+FFFD",
+                 b->first_line, b->first_line + b->n - 1, repaired, repaired == 1 ? "" : "s");
+    job->lines_read += (int64_t)b->n;
+    job->bytes_read += (double)b->text.len;
+    learn_progress(job, "reading lines", job->lines_read, 0);
+}
+
+static int run_learn(options *opt, char **files, int n_files)
+{
+    learn_job job = {.tty = isatty(STDERR_FILENO)};
+    clock_gettime(CLOCK_MONOTONIC, &job.start);
+    job.last_report = -1e9;
+    opt->learn.n_threads = opt->threads;
+    opt->learn.seed = opt->seed;
+    opt->learn.norm.strict = opt->strict;
+    opt->learn.progress = learn_progress;
+    opt->learn.progress_ctx = &job;
+    tfm_error err;
+    if (tfm_bpe_learner_create(&opt->learn, &job.learner, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    job.lines = malloc(BATCH_LINES * sizeof *job.lines);
+    if (!job.lines) cli_fail(NULL, 0, "out of memory");
+    for_each_batch(files, n_files, learn_batch, &job);
+    cli_info("read %lld lines (%.1f MB) in %.1f s", (long long)job.lines_read, job.bytes_read / 1e6,
+             seconds_since(&job.start));
+    tfm_vocab *vocab;
+    if (tfm_bpe_learner_finish(job.learner, &vocab, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    if (tfm_vocab_size(vocab) < opt->learn.vocab_size)
+        cli_warn(NULL, 0, "the corpus supports only %d pieces; the vocabulary has %d, not %d",
+                 tfm_vocab_size(vocab), tfm_vocab_size(vocab), opt->learn.vocab_size);
+    tfm_status s = opt->output_file ? tfm_vocab_save(vocab, opt->output_file, &err)
+                                    : tfm_vocab_write(vocab, stdout, &err);
+    if (s != TFM_OK) cli_fail(opt->output_file ? opt->output_file : "standard output", 0, "%s", err.msg);
+    cli_info("learnt %d pieces in %.1f s", tfm_vocab_size(vocab), seconds_since(&job.start));
+    tfm_vocab_free(vocab);
+    tfm_bpe_learner_free(job.learner);
+    free(job.lines);
+    return CLI_EXIT_OK;
+}
+
+/* ---- options ------------------------------------------------------------------------- */
+
+/* Splits "a,b,c" into a NULL-terminated array of copies. */
+static char **split_commas(const char *list, int *count)
+{
+    int n = 1;
+    for (const char *p = list; *p; p++) n += *p == ',';
+    char **out = calloc((size_t)n + 1, sizeof *out);
+    if (!out) cli_fail(NULL, 0, "out of memory");
+    int k = 0;
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0) cli_usage_error("--user-symbols: empty symbol in '%s'", list);
+        out[k] = strndup(p, len);
+        if (!out[k++]) cli_fail(NULL, 0, "out of memory");
+        if (!end) break;
+        p = end + 1;
+    }
+    *count = k;
+    return out;
+}
+
+static void parse_options(int argc, char **argv, options *opt)
+{
+    static const char *const output_formats[] = {"ids", "pieces", NULL};
+    static const char *const input_formats[] = {"auto", "ids", "pieces", NULL};
+    static const char *const forms[] = {"none", "nfc", "nfkc", NULL};
+    int c;
+    while ((c = getopt_long(argc, argv, "m:do:qvhV", long_options, NULL)) != -1) {
+        bool learn_only = false;
+        switch (c) {
+        case 'm': opt->model = optarg; break;
+        case 'd': opt->mode = opt->mode == MODE_ENCODE ? MODE_DECODE : opt->mode; break;
+        case 'o': opt->output_file = optarg; learn_only = true; break;
+        case OPT_OUTPUT:
+            opt->output = cli_parse_choice("--output", optarg, output_formats) ? FORMAT_PIECES
+                                                                               : FORMAT_IDS;
+            break;
+        case OPT_INPUT: opt->input = (line_format)cli_parse_choice("--input", optarg, input_formats); break;
+        case OPT_DROPOUT: opt->dropout = (float)cli_parse_double("--dropout", optarg, 0, 1); break;
+        case OPT_SEED: opt->seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
+        case OPT_THREADS: opt->threads = (int)cli_parse_int("--threads", optarg, 1, 64); break;
+        case OPT_STRICT: opt->strict = true; break;
+        case OPT_VOCAB_SIZE:
+            opt->learn.vocab_size = (int32_t)cli_parse_int("--vocab-size", optarg, 1, 1 << 24);
+            learn_only = true;
+            break;
+        case OPT_NORMALIZE:
+            opt->learn.norm.form = (tfm_norm_form)cli_parse_choice("--normalize", optarg, forms);
+            opt->normalize_option_used = true;
+            break;
+        case OPT_CASE_FOLD: opt->learn.norm.case_fold = true; opt->normalize_option_used = true; break;
+        case OPT_COVERAGE:
+            opt->learn.character_coverage = cli_parse_double("--character-coverage", optarg, 0.5, 1);
+            learn_only = true;
+            break;
+        case OPT_MAX_PIECE:
+            opt->learn.max_piece_length = (int)cli_parse_int("--max-piece-length", optarg, 1, 1024);
+            learn_only = true;
+            break;
+        case OPT_SENTENCE_SIZE:
+            opt->learn.input_sentence_size =
+                cli_parse_int("--input-sentence-size", optarg, 0, INT64_MAX);
+            learn_only = true;
+            break;
+        case OPT_USER_SYMBOLS:
+            opt->user_symbols = split_commas(optarg, &opt->learn.n_user_symbols);
+            opt->learn.user_symbols = (const char *const *)opt->user_symbols;
+            learn_only = true;
+            break;
+        case OPT_SOFT_LIMIT: opt->learn.soft_vocab_limit = true; learn_only = true; break;
+        case 'q': cli_verbosity = 0; break;
+        case 'v': cli_verbosity = 2; break;
+        case 'h': fputs(usage_text, stdout); cli_flush(); exit(CLI_EXIT_OK);
+        case 'V': cli_print_version(); cli_flush(); exit(CLI_EXIT_OK);
+        default: cli_usage_error("unknown or incomplete option");
+        }
+        if (learn_only && !opt->learn_only_option_used) {
+            opt->learn_only_option_used = true;
+            opt->learn_only_option = argv[optind - 1];
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("tokenize");
+    options opt = {.mode = MODE_ENCODE, .output = FORMAT_IDS, .input = FORMAT_AUTO, .seed = 1};
+    opt.learn = tfm_bpe_learn_default_params();
+    opt.threads = tfm_cpu_count();
+    /* The sub-commands come first: "tokenize learn ...", "tokenize normalize ...". */
+    if (argc > 1 && strcmp(argv[1], "learn") == 0) opt.mode = MODE_LEARN;
+    if (argc > 1 && strcmp(argv[1], "normalize") == 0) opt.mode = MODE_NORMALIZE;
+    if (opt.mode != MODE_ENCODE) {
+        argv++;
+        argc--;
+    }
+    parse_options(argc, argv, &opt);
+    char **files = argv + optind;
+    int n_files = argc - optind;
+    int status;
+    switch (opt.mode) {
+    case MODE_LEARN:
+        if (opt.learn.vocab_size == 0) cli_usage_error("learn: --vocab-size is required");
+        status = run_learn(&opt, files, n_files);
+        break;
+    case MODE_NORMALIZE:
+        if (opt.learn_only_option_used)
+            cli_usage_error("%s is an option of 'tokenize learn'", opt.learn_only_option);
+        if (opt.model && opt.normalize_option_used)
+            cli_usage_error("--normalize and --case-fold cannot be used with -m: the "
+                            "vocabulary says how it normalises");
+        status = run_normalize(&opt, files, n_files);
+        break;
+    default:
+        if (opt.learn_only_option_used)
+            cli_usage_error("%s is an option of 'tokenize learn'", opt.learn_only_option);
+        if (!opt.model) cli_usage_error("a vocabulary is required: -m VOCAB");
+        if (opt.normalize_option_used)
+            cli_usage_error("--normalize and --case-fold are options of 'tokenize learn' and "
+                            "'tokenize normalize': the vocabulary says how it normalises");
+        status = opt.mode == MODE_DECODE ? run_decode(&opt, files, n_files)
+                                         : run_encode(&opt, files, n_files);
+    }
+    for (char **p = opt.user_symbols; p && *p; p++) free(*p);
+    free(opt.user_symbols);
+    return status;
+}
