@@ -258,7 +258,8 @@ static void encode_share(void *ctx, size_t worker)
          * line's number, so results do not depend on the thread count. */
         tfm_rng rng;
         tfm_rng_seed(&rng, job->opt->seed * 0x9e3779b97f4a7c15ULL + job->line_base + i);
-        tfm_bpe_encode_params ep = {.dropout = job->opt->dropout, .rng = &rng};
+        tfm_bpe_encode_params ep = {.dropout = job->opt->dropout, .rng = &rng,
+                                    .strict = job->opt->strict};
         tfm_buf *out = &job->out[i];
         tfm_buf_clear(out);
         tfm_status s = tfm_bpe_encode(job->encoders[worker], &ep, batch_line(b, i), b->len[i],

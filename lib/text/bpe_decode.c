@@ -1,0 +1,106 @@
+/* bpe_decode.c - token ids back to text: the inverse of tfm_bpe_encode on
+ * everything it produces, so decode(encode(x)) == normalize(x).
+ *
+ * Pieces are joined with each '▁' turned back into a space, and the space
+ * the encoder put in front of the line is dropped.  Byte pieces are gathered
+ * into a run and written as bytes, because one character may be spelled
+ * with several of them; a run that is not valid UTF-8 (a model can emit any
+ * sequence of ids) is repaired to U+FFFD so the output is always valid.
+ * <s>, </s> and <pad> are dropped; <unk> shows as U+2047 '⁇', as in
+ * SentencePiece. */
+#include <string.h>
+
+#include "text/encode_internal.h"
+#include "tfm/text.h"
+
+/* Appends a normal or user piece with its markers as spaces.  The first
+ * text of the line loses its leading marker: that is the dummy prefix. */
+static tfm_status append_piece(tfm_buf *out, const char *text, size_t len, bool first)
+{
+    size_t i = 0;
+    if (first && len >= TFM_MARKER_LEN && memcmp(text, TFM_MARKER, TFM_MARKER_LEN) == 0)
+        i = TFM_MARKER_LEN;
+    size_t start = i;
+    while (i < len) {
+        if (len - i >= TFM_MARKER_LEN && memcmp(text + i, TFM_MARKER, TFM_MARKER_LEN) == 0) {
+            if (tfm_buf_append(out, text + start, i - start) != TFM_OK ||
+                tfm_buf_putc(out, ' ') != TFM_OK)
+                return TFM_ERR_NOMEM;
+            i += TFM_MARKER_LEN;
+            start = i;
+        } else {
+            i++;
+        }
+    }
+    return tfm_buf_append(out, text + start, len - start);
+}
+
+/* The byte of a byte piece "<0xNN>", or -1 for any other text. */
+static int byte_of_piece(const char *text, size_t len)
+{
+    if (len != 6 || memcmp(text, "<0x", 3) != 0 || text[5] != '>') return -1;
+    int value = 0;
+    for (int k = 3; k < 5; k++) {
+        char c = text[k];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        value = value * 16 + d;
+    }
+    return value;
+}
+
+/* Writes the run of byte pieces gathered so far, repaired, and empties it. */
+static tfm_status flush_bytes(tfm_buf *bytes, tfm_buf *out)
+{
+    if (bytes->len == 0) return TFM_OK;
+    size_t n_bad;
+    tfm_status st = tfm_utf8_repair_append(out, bytes->data, bytes->len, &n_bad, NULL);
+    tfm_buf_clear(bytes);
+    return st;
+}
+
+tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
+                          tfm_error *err)
+{
+    tfm_buf_clear(out);
+    int32_t size = tfm_vocab_size(v);
+    bool first = true; /* nothing written yet: a leading marker is the dummy prefix */
+    tfm_buf bytes;     /* the current run of byte pieces */
+    tfm_buf_init(&bytes);
+    tfm_status st = TFM_OK;
+    for (size_t i = 0; i < n && st == TFM_OK; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= size) {
+            tfm_buf_free(&bytes);
+            return tfm_error_set(err, TFM_ERR_RANGE,
+                                 "id %ld is outside the vocabulary of %ld pieces", (long)id,
+                                 (long)size);
+        }
+        size_t len;
+        const char *text = tfm_vocab_piece(v, id, &len);
+        tfm_piece_type type = tfm_vocab_type(v, id);
+        int byte = type == TFM_PIECE_BYTE ? byte_of_piece(text, len) : -1;
+        if (byte >= 0) {
+            st = tfm_buf_putc(&bytes, (char)byte);
+            continue;
+        }
+        if (bytes.len > 0) {
+            st = flush_bytes(&bytes, out);
+            first = false;
+            if (st != TFM_OK) break;
+        }
+        if (type == TFM_PIECE_CONTROL) {
+            if (id == TFM_ID_UNK) {
+                st = tfm_buf_append(out, "\xE2\x81\x87", 3); /* U+2047 */
+                first = false;
+            }
+            continue;
+        }
+        st = append_piece(out, text, len, first);
+        first = false;
+    }
+    if (st == TFM_OK) st = flush_bytes(&bytes, out);
+    tfm_buf_free(&bytes);
+    if (st != TFM_OK) return tfm_error_set(err, st, "out of memory decoding %zu ids", n);
+    return TFM_OK;
+}

@@ -1,0 +1,308 @@
+/* normalize.c - Unicode normalisation of one line (NFC or NFKC, optional
+ * case folding) with utf8proc, repair of invalid UTF-8, and the small UTF-8
+ * decode and encode functions the rest of lib/text uses.
+ *
+ * Normalisation changes only what NFC/NFKC and case folding change: tabs,
+ * newlines, control characters, NUL bytes and spaces pass through as they
+ * are, because the encoder promises decode(encode(x)) == normalize(x) and a
+ * normaliser that ate whitespace would make that promise useless.
+ *
+ * Speed: most lines of most corpora are largely ASCII, and ASCII is already
+ * NFC and NFKC.  So only the runs of non-ASCII characters go through
+ * utf8proc, each with the one ASCII character before it (a starter such as
+ * 'e' may compose with a combining accent that follows it).  This gives the
+ * same result as normalising the whole line: no ASCII character is a
+ * non-starter or the second half of a composition, so an ASCII character
+ * blocks every composition and reordering across it. */
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "text/encode_internal.h"
+#include "tfm/text.h"
+
+tfm_norm_params tfm_norm_default_params(void)
+{
+    tfm_norm_params p = {.form = TFM_NORM_NFKC, .case_fold = false, .strict = false};
+    return p;
+}
+
+static const char *const form_names[] = {
+    [TFM_NORM_NONE] = "none",
+    [TFM_NORM_NFC] = "nfc",
+    [TFM_NORM_NFKC] = "nfkc",
+};
+
+bool tfm_norm_form_parse(const char *name, tfm_norm_form *form)
+{
+    for (int f = TFM_NORM_NONE; f <= TFM_NORM_NFKC; f++) {
+        if (strcmp(name, form_names[f]) == 0) {
+            *form = (tfm_norm_form)f;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *tfm_norm_form_name(tfm_norm_form form)
+{
+    if ((unsigned)form > TFM_NORM_NFKC) return "unknown";
+    return form_names[form];
+}
+
+/* ---- UTF-8 ------------------------------------------------------------------- */
+
+/* Well-formed sequences, from Table 3-7 of the Unicode standard: the lead
+ * byte decides the length and the allowed range of the second byte (which
+ * rules out overlong forms, surrogates and code points above U+10FFFF); the
+ * other continuation bytes are 80..BF. */
+int tfm_utf8_scan(const unsigned char *s, size_t len, int32_t *cp)
+{
+    unsigned char b = s[0];
+    if (b < 0x80) {
+        *cp = b;
+        return 1;
+    }
+    int need;
+    unsigned char lo = 0x80, hi = 0xBF;
+    int32_t c;
+    if (b >= 0xC2 && b <= 0xDF) {
+        need = 1;
+        c = b & 0x1F;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        need = 2;
+        c = b & 0x0F;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 3;
+        c = b & 0x07;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
+    } else {
+        return -1; /* a continuation byte, C0, C1 or F5..FF: never valid */
+    }
+    for (int k = 1; k <= need; k++) {
+        /* The maximal subpart is the lead byte and the continuation bytes
+         * that were still acceptable before the sequence broke off. */
+        if ((size_t)k >= len || s[k] < lo || s[k] > hi) return -k;
+        c = (c << 6) | (s[k] & 0x3F);
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    *cp = c;
+    return need + 1;
+}
+
+int tfm_utf8_decode(const unsigned char *s, size_t len, int32_t *cp)
+{
+    if (len == 0) return 0;
+    int n = tfm_utf8_scan(s, len, cp);
+    return n > 0 ? n : 0;
+}
+
+int tfm_utf8_encode(int32_t cp, char *out)
+{
+    unsigned char *o = (unsigned char *)out;
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+static const char replacement[3] = {(char)0xEF, (char)0xBF, (char)0xBD}; /* U+FFFD */
+
+tfm_status tfm_utf8_repair_append(tfm_buf *out, const char *s, size_t len, size_t *n_bad,
+                                  size_t *first_bad)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t bad = 0, start = 0; /* start: first byte not yet copied */
+    if (tfm_buf_reserve(out, len) != TFM_OK) return TFM_ERR_NOMEM;
+    for (size_t i = 0; i < len;) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int32_t cp;
+        int n = tfm_utf8_scan(u + i, len - i, &cp);
+        if (n > 0) {
+            i += (size_t)n;
+            continue;
+        }
+        if (bad == 0 && first_bad) *first_bad = i;
+        bad++;
+        if (tfm_buf_append(out, s + start, i - start) != TFM_OK ||
+            tfm_buf_append(out, replacement, 3) != TFM_OK)
+            return TFM_ERR_NOMEM;
+        i += (size_t)-n;
+        start = i;
+    }
+    if (tfm_buf_append(out, s + start, len - start) != TFM_OK) return TFM_ERR_NOMEM;
+    *n_bad = bad;
+    return TFM_OK;
+}
+
+/* ---- normalisation ---------------------------------------------------------- */
+
+static inline char ascii_lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c + ('a' - 'A')) : c;
+}
+
+static tfm_status append_ascii(tfm_buf *out, const char *s, size_t len, bool fold)
+{
+    if (!fold) return tfm_buf_append(out, s, len);
+    if (tfm_buf_reserve(out, len) != TFM_OK) return TFM_ERR_NOMEM;
+    for (size_t i = 0; i < len; i++) out->data[out->len + i] = ascii_lower(s[i]);
+    out->len += len;
+    out->data[out->len] = 0;
+    return TFM_OK;
+}
+
+/* The code point buffer utf8proc decomposes into, grown on demand and kept
+ * for the length of one tfm_normalize call. */
+typedef struct cp_buffer {
+    utf8proc_int32_t *data;
+    utf8proc_ssize_t cap;
+} cp_buffer;
+
+/* Normalises one segment (valid UTF-8) with utf8proc and appends it. */
+static tfm_status normalize_segment(const unsigned char *s, size_t len,
+                                    utf8proc_option_t options, cp_buffer *cps, tfm_buf *out,
+                                    tfm_error *err)
+{
+    utf8proc_ssize_t n;
+    for (;;) {
+        n = utf8proc_decompose_custom(s, (utf8proc_ssize_t)len, cps->data, cps->cap, options,
+                                      NULL, NULL);
+        if (n < 0)
+            return tfm_error_set(err, n == UTF8PROC_ERROR_NOMEM ? TFM_ERR_NOMEM : TFM_ERR_ARG,
+                                 "utf8proc: %s", utf8proc_errmsg(n));
+        if (n <= cps->cap) break;
+        /* Too small: utf8proc told us how much it needs; ask again. */
+        utf8proc_ssize_t cap = n + n / 2 + 16;
+        utf8proc_int32_t *p = realloc(cps->data, (size_t)cap * sizeof *p);
+        if (!p) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory normalising a line");
+        cps->data = p;
+        cps->cap = cap;
+    }
+    n = utf8proc_normalize_utf32(cps->data, n, options);
+    if (n < 0) return tfm_error_set(err, TFM_ERR_ARG, "utf8proc: %s", utf8proc_errmsg(n));
+    if (tfm_buf_reserve(out, (size_t)n * 4) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory normalising a line");
+    char *o = out->data + out->len;
+    for (utf8proc_ssize_t i = 0; i < n; i++) o += tfm_utf8_encode(cps->data[i], o);
+    out->len = (size_t)(o - out->data);
+    out->data[out->len] = 0;
+    return TFM_OK;
+}
+
+static utf8proc_option_t options_for(const tfm_norm_params *p)
+{
+    utf8proc_option_t o = 0;
+    if (p->form == TFM_NORM_NFC) o = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    if (p->form == TFM_NORM_NFKC) o = UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+    if (p->case_fold) o |= UTF8PROC_CASEFOLD;
+    return o;
+}
+
+/* Normalises valid UTF-8 s[0..len) and appends it to out. */
+static tfm_status normalize_valid(const tfm_norm_params *p, const char *s, size_t len,
+                                  tfm_buf *out, tfm_error *err)
+{
+    utf8proc_option_t options = options_for(p);
+    if (options == 0) return tfm_buf_append(out, s, len) == TFM_OK
+                                 ? TFM_OK
+                                 : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    const unsigned char *u = (const unsigned char *)s;
+    cp_buffer cps = {NULL, 0};
+    tfm_status st = TFM_OK;
+    size_t i = 0;
+    while (i < len && st == TFM_OK) {
+        /* The ASCII run up to the next non-ASCII byte. */
+        size_t j = i;
+        while (j < len && u[j] < 0x80) j++;
+        if (append_ascii(out, s + i, j - i, p->case_fold) != TFM_OK) {
+            st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (j == len) break;
+        /* The non-ASCII run, with the ASCII character before it, which we
+         * take back from out to normalise it again with the run. */
+        size_t start = j;
+        if (j > i) {
+            start = j - 1;
+            out->len--;
+        }
+        size_t k = j;
+        while (k < len && u[k] >= 0x80) k++;
+        st = normalize_segment(u + start, k - start, options, &cps, out, err);
+        i = k;
+    }
+    free(cps.data);
+    return st;
+}
+
+tfm_status tfm_normalize_append(const tfm_norm_params *p, const char *in, size_t len,
+                                tfm_buf *out, size_t *n_repaired, tfm_error *err)
+{
+    if (n_repaired) *n_repaired = 0;
+    if (tfm_buf_reserve(out, len) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for a line of %zu bytes", len);
+    /* The fast path: pure ASCII is valid and already NFC and NFKC. */
+    const unsigned char *u = (const unsigned char *)in;
+    size_t i = 0;
+    while (i < len && u[i] < 0x80) i++;
+    if (i == len) return append_ascii(out, in, len, p->case_fold); /* cannot fail: reserved */
+
+    /* Most lines are valid: check first, and copy only to repair. */
+    for (; i < len; i++) {
+        if (u[i] < 0x80) continue;
+        int32_t cp;
+        int n = tfm_utf8_scan(u + i, len - i, &cp);
+        if (n < 0) break;
+        i += (size_t)n - 1;
+    }
+    if (i == len) return normalize_valid(p, in, len, out, err);
+
+    /* Repair invalid UTF-8 first, so utf8proc sees only valid text. */
+    tfm_buf fixed;
+    tfm_buf_init(&fixed);
+    size_t n_bad = 0, first_bad = 0;
+    if (tfm_utf8_repair_append(&fixed, in, len, &n_bad, &first_bad) != TFM_OK) {
+        tfm_buf_free(&fixed);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for a line of %zu bytes", len);
+    }
+    if (n_bad > 0 && p->strict) {
+        tfm_buf_free(&fixed);
+        return tfm_error_set(err, TFM_ERR_UTF8, "invalid UTF-8 at byte %zu (0x%02X)", first_bad,
+                             u[first_bad]);
+    }
+    if (n_repaired) *n_repaired = n_bad;
+    tfm_status st = normalize_valid(p, fixed.data, fixed.len, out, err);
+    tfm_buf_free(&fixed);
+    return st;
+}
+
+tfm_status tfm_normalize(const tfm_norm_params *p, const char *in, size_t len, tfm_buf *out,
+                         size_t *n_repaired, tfm_error *err)
+{
+    tfm_buf_clear(out);
+    return tfm_normalize_append(p, in, len, out, n_repaired, err);
+}
