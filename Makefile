@@ -19,7 +19,7 @@ SAN       ?=
 CFLAGS    ?= $(OPT) -g
 TFM_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
              -pthread -Ilib -DTFM_VERSION='"$(VERSION)"' $(SAN)
-LDLIBS     = -lopenblas -lutf8proc -lm -pthread
+LDLIBS     = -lopenblas -lutf8proc -lcjson -lm -pthread
 FUZZ_SECONDS ?= 30
 
 ifeq ($(V),1)
@@ -30,7 +30,7 @@ endif
 
 # The Debian packages the build, the tests and the benchmarks need.
 DEB_PACKAGES = gcc make libopenblas-dev libutf8proc-dev pkg-config python3-numpy \
-               clang libclang-rt-14-dev sentencepiece libxml2-utils
+               clang libclang-rt-14-dev sentencepiece libxml2-utils libcjson-dev
 
 LIB_SRC   := $(sort $(wildcard lib/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)

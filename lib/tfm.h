@@ -49,6 +49,8 @@
 
 #include "tfm/core.h"
 #include "tfm/io.h"
+#include "tfm/safetensors.h"
 #include "tfm/text.h"
+#include "tfm/metrics.h"
 
 #endif

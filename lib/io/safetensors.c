@@ -1,0 +1,1015 @@
+/* safetensors.c - reading and writing safetensors files (tfm/safetensors.h
+ * describes the format), the container of models and checkpoints.
+ *
+ * Reading checks what the reference implementation checks
+ * (huggingface/safetensors, safetensors/src/tensor.rs: read_metadata and
+ * Metadata::validate), so the files we write open there and the files it
+ * writes open here.  The JSON is parsed by cJSON; before that, one pass over
+ * the raw text rejects what cJSON would let through silently (invalid UTF-8,
+ * raw control bytes, a \u0000 that would cut a C string short).  cJSON holds
+ * numbers as doubles, which hold every integer below 2^53 exactly: larger
+ * shapes and offsets (8 petabytes) are refused rather than rounded.  Two
+ * differences from the reference follow from this: a name or metadata value
+ * holding \u0000 is refused, and a number written "4.0" or "4e0" is read as
+ * the integer 4 (a double cannot say how it was written).
+ *
+ * Writing builds the header with cJSON too, with integers written by us
+ * (cJSON would print 1e15 as "1e+15", which the reference reads as a float
+ * and refuses), and pads it with spaces to a multiple of 8 bytes as the
+ * reference writer does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "tfm/io.h"
+#include "tfm/safetensors.h"
+#include "tfm/text.h"
+
+/* Tensors are handed out as they lie in the file, which is right only when
+ * the machine's byte order is the format's (little-endian). */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors.c hands out data as it is in the file and so needs a little-endian machine"
+#endif
+
+/* The header length field. */
+#define ST_LEN_BYTES 8
+/* The writer pads the header to this, so the data section starts aligned. */
+#define ST_HEADER_ALIGN 8
+/* Shapes and offsets are below this: cJSON's doubles hold every integer
+ * below it exactly, so a number read is the number written (2^53 + 1 would
+ * read as 2^53). */
+#define ST_MAX_INT ((uint64_t)1 << 53)
+/* Room for a shape in a message; longer shapes end in "...". */
+#define ST_SHAPE_TEXT 160
+/* Reading a pipe grows the buffer by this much at a time. */
+#define ST_READ_CHUNK ((size_t)1 << 16)
+
+static const char metadata_key[] = "__metadata__";
+
+/* Every dtype of the format, with its size in bits (the reference's
+ * Dtype::bitsize; F4 and F6 pack several elements into a byte). */
+typedef struct st_dtype {
+    const char *name;
+    unsigned bits;
+} st_dtype;
+
+static const st_dtype st_dtypes[] = {
+    {"BOOL", 8},     {"U8", 8},       {"I8", 8},       {"F8_E5M2", 8}, {"F8_E4M3", 8},
+    {"F8_E8M0", 8},  {"F4", 4},       {"F6_E2M3", 6},  {"F6_E3M2", 6}, {"I16", 16},
+    {"U16", 16},     {"F16", 16},     {"BF16", 16},    {"I32", 32},    {"U32", 32},
+    {"F32", 32},     {"C64", 64},     {"F64", 64},     {"I64", 64},    {"U64", 64},
+};
+#define ST_N_DTYPES (sizeof st_dtypes / sizeof st_dtypes[0])
+
+static const st_dtype *dtype_find(const char *name)
+{
+    for (size_t i = 0; i < ST_N_DTYPES; i++)
+        if (strcmp(st_dtypes[i].name, name) == 0) return &st_dtypes[i];
+    return NULL;
+}
+
+/* The file's name of a library dtype. */
+static const char *dtype_name(tfm_dtype d) { return d == TFM_I32 ? "I32" : "F32"; }
+
+/* The library dtype of a file dtype, when the library reads it. */
+static bool dtype_supported(const st_dtype *d, tfm_dtype *out)
+{
+    if (strcmp(d->name, "F32") == 0) *out = TFM_F32;
+    else if (strcmp(d->name, "I32") == 0) *out = TFM_I32;
+    else return false;
+    return true;
+}
+
+/* Writes a shape as the header does, "[5, 6]", cut with "..." to fit. */
+static void format_shape(int ndim, const int64_t *shape, char *out, size_t size)
+{
+    size_t pos = 0;
+    out[pos++] = '[';
+    for (int i = 0; i < ndim; i++) {
+        char dim[32];
+        int n = snprintf(dim, sizeof dim, "%s%" PRId64, i ? ", " : "", shape[i]);
+        if (pos + (size_t)n + 5 > size) { /* room for "...]" and the NUL */
+            memcpy(out + pos, "...", 3);
+            pos += 3;
+            break;
+        }
+        memcpy(out + pos, dim, (size_t)n);
+        pos += (size_t)n;
+    }
+    out[pos++] = ']';
+    out[pos] = 0;
+}
+
+/* The offset of the first invalid UTF-8 sequence in s[0..len), or len. */
+static size_t utf8_invalid_at(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int32_t cp;
+        int n = tfm_utf8_decode(s + i, len - i, &cp);
+        if (n == 0) return i;
+        i += (size_t)n;
+    }
+    return len;
+}
+
+/* ---- reading: the object ------------------------------------------------------ */
+
+typedef struct st_tensor {
+    char *name;
+    const st_dtype *dtype;
+    int ndim;
+    int64_t *shape;
+    uint64_t begin, end; /* data_offsets */
+    void *copy;          /* an aligned copy of the data, made when first asked for */
+    bool used;
+} st_tensor;
+
+typedef struct st_meta {
+    char *key, *value;
+} st_meta;
+
+struct tfm_safetensors {
+    void *map;                  /* the mapped file, or NULL */
+    size_t map_size;
+    tfm_buf owned;              /* the file read into memory, when not mapped */
+    const unsigned char *data;  /* the data section */
+    uint64_t data_size;
+    st_tensor *tensors;         /* ordered by offset */
+    size_t n_tensors;
+    tfm_strmap *by_name;        /* name -> index in tensors */
+    st_meta *meta;              /* in header order */
+    size_t n_meta;
+    tfm_strmap *meta_by_key;    /* key -> index in meta */
+};
+
+void tfm_safetensors_free(tfm_safetensors *f)
+{
+    if (!f) return;
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        free(f->tensors[i].name);
+        free(f->tensors[i].shape);
+        free(f->tensors[i].copy);
+    }
+    free(f->tensors);
+    for (size_t i = 0; i < f->n_meta; i++) {
+        free(f->meta[i].key);
+        free(f->meta[i].value);
+    }
+    free(f->meta);
+    tfm_strmap_free(f->by_name);
+    tfm_strmap_free(f->meta_by_key);
+    if (f->map) munmap(f->map, f->map_size);
+    tfm_buf_free(&f->owned);
+    free(f);
+}
+
+/* ---- reading: the header -------------------------------------------------------- */
+
+static const char *json_kind(const cJSON *j)
+{
+    if (cJSON_IsObject(j)) return "an object";
+    if (cJSON_IsArray(j)) return "an array";
+    if (cJSON_IsString(j)) return "a string";
+    if (cJSON_IsNumber(j)) return "a number";
+    if (cJSON_IsBool(j)) return "a boolean";
+    if (cJSON_IsNull(j)) return "null";
+    return "nothing";
+}
+
+/* Rejects, before cJSON sees the header, what cJSON would accept but JSON
+ * (and the reference) does not, or what it would turn into a silent loss:
+ * invalid UTF-8; a raw control byte (JSON allows only tab, newline and
+ * carriage return, between tokens); and a \u0000 escape, which cJSON
+ * decodes into a NUL that ends the C string early. */
+static tfm_status check_header_text(const unsigned char *s, size_t len, tfm_error *err)
+{
+    size_t bad = utf8_invalid_at(s, len);
+    if (bad < len)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "header is not valid UTF-8: bad byte 0x%02x at byte %zu of the header",
+                             s[bad], bad);
+    for (size_t i = 0; i < len;) {
+        if (s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "header holds the control byte 0x%02x at byte %zu, which JSON "
+                                 "allows only escaped",
+                                 s[i], i);
+        if (s[i] != '\\') {
+            i++;
+            continue;
+        }
+        /* Backslashes escape each other in pairs; an odd run escapes the
+         * character after it. */
+        size_t j = i;
+        while (j < len && s[j] == '\\') j++;
+        if ((j - i) % 2 == 1 && len - j >= 5 && memcmp(s + j, "u0000", 5) == 0)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "header holds \\u0000 (a NUL character) at byte %zu: names and "
+                                 "metadata cannot hold NUL",
+                                 j - 1);
+        i = j;
+    }
+    return TFM_OK;
+}
+
+/* A cJSON parse failure as a message naming the byte and showing the text
+ * there. */
+static tfm_status json_error(const char *text, size_t len, const char *where, tfm_error *err)
+{
+    if (len == 0)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "header is empty: expected a JSON object");
+    size_t pos = where && where >= text && where <= text + len ? (size_t)(where - text) : 0;
+    char near[32];
+    size_t n = 0;
+    for (size_t i = pos; i < len && n < 24; i++)
+        near[n++] = (unsigned char)text[i] >= 0x20 && (unsigned char)text[i] < 0x7f ? text[i] : '?';
+    near[n] = 0;
+    return tfm_error_set(err, TFM_ERR_FORMAT,
+                         "header is not valid JSON: error near byte %zu of %zu (at \"%s\")", pos,
+                         len, near);
+}
+
+/* Reads a non-negative integer below ST_MAX_INT; what describes the value
+ * for the message ("tensor 'x': shape[1]"). */
+static tfm_status read_uint(const cJSON *j, const char *name, const char *what, int index,
+                            uint64_t *out, tfm_error *err)
+{
+    if (!cJSON_IsNumber(j))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s': %s[%d] is %s, expected a non-negative integer", name,
+                             what, index, json_kind(j));
+    double d = j->valuedouble;
+    /* The range is checked before the cast: converting an out-of-range
+     * double to an integer is undefined. */
+    if (!(d >= 0 && d < (double)ST_MAX_INT) || d != (double)(uint64_t)d)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s': %s[%d] is %.17g, expected a non-negative integer below "
+                             "2^53",
+                             name, what, index, d);
+    *out = (uint64_t)d;
+    return TFM_OK;
+}
+
+/* Reads one "NAME": {"dtype", "shape", "data_offsets"} entry into t and
+ * checks that its offsets span exactly the bytes its dtype and shape need. */
+static tfm_status read_tensor(st_tensor *t, const char *name, const cJSON *obj, tfm_error *err)
+{
+    t->name = strdup(name);
+    if (!t->name) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    if (!cJSON_IsObject(obj))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s': expected an object with \"dtype\", \"shape\" and "
+                             "\"data_offsets\", found %s",
+                             name, json_kind(obj));
+    /* Other fields are ignored, as the reference does; a field twice is an
+     * error, as it is there. */
+    const cJSON *dtype = NULL, *shape = NULL, *offsets = NULL;
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        const cJSON **slot = strcmp(c->string, "dtype") == 0          ? &dtype
+                             : strcmp(c->string, "shape") == 0        ? &shape
+                             : strcmp(c->string, "data_offsets") == 0 ? &offsets
+                                                                      : NULL;
+        if (!slot) continue;
+        if (*slot)
+            return tfm_error_set(err, TFM_ERR_FORMAT, "tensor '%s': \"%s\" appears twice", name,
+                                 c->string);
+        *slot = c;
+    }
+    if (!dtype || !shape || !offsets)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "tensor '%s' has no \"%s\"", name,
+                             !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+
+    if (!cJSON_IsString(dtype))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s': dtype is %s, expected a string such as \"F32\"", name,
+                             json_kind(dtype));
+    t->dtype = dtype_find(dtype->valuestring);
+    if (!t->dtype)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s' has the unknown dtype \"%.40s\" (expected F32, I32, "
+                             "F16, BF16, F64, I64, ... as safetensors names them)",
+                             name, dtype->valuestring);
+
+    if (!cJSON_IsArray(shape))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s': shape is %s, expected an array of non-negative integers",
+                             name, json_kind(shape));
+    int ndim = cJSON_GetArraySize(shape);
+    t->shape = malloc(((size_t)ndim + 1) * sizeof *t->shape);
+    if (!t->shape) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    const cJSON *dim = shape->child;
+    for (int i = 0; i < ndim; i++, dim = dim->next) {
+        uint64_t v = 0;
+        tfm_status st = read_uint(dim, name, "shape", i, &v, err);
+        if (st != TFM_OK) return st;
+        t->shape[i] = (int64_t)v;
+    }
+    t->ndim = ndim;
+
+    if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s': data_offsets is %s%s, expected [begin, end]", name,
+                             json_kind(offsets),
+                             cJSON_IsArray(offsets) && cJSON_GetArraySize(offsets) != 2
+                                 ? " of other than 2 items"
+                                 : "");
+    tfm_status st = read_uint(offsets->child, name, "data_offsets", 0, &t->begin, err);
+    if (st == TFM_OK) st = read_uint(offsets->child->next, name, "data_offsets", 1, &t->end, err);
+    if (st != TFM_OK) return st;
+
+    char text[ST_SHAPE_TEXT];
+    format_shape(t->ndim, t->shape, text, sizeof text);
+    /* The size in bits, with every product checked as the reference checks
+     * it (ValidationOverflow, then MisalignedSlice for F4 and F6). */
+    uint64_t bits = t->dtype->bits;
+    for (int i = 0; i < t->ndim; i++)
+        if (__builtin_mul_overflow(bits, (uint64_t)t->shape[i], &bits))
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "tensor '%s': shape %s %s holds more than 2^64 bits", name, text,
+                                 t->dtype->name);
+    if (bits % 8 != 0)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s': shape %s %s is %" PRIu64
+                             " bits, not a whole number of bytes",
+                             name, text, t->dtype->name, bits);
+    if (t->end < t->begin || t->end - t->begin != bits / 8)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+                             "] do not match shape %s %s (%" PRIu64 " bytes)",
+                             name, t->begin, t->end, text, t->dtype->name, bits / 8);
+    return TFM_OK;
+}
+
+/* Reads "__metadata__": an object whose values are all strings. */
+static tfm_status read_metadata(tfm_safetensors *f, const cJSON *obj, tfm_error *err)
+{
+    if (!cJSON_IsObject(obj))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "__metadata__ is %s, expected an object of strings", json_kind(obj));
+    size_t n = (size_t)cJSON_GetArraySize(obj);
+    f->meta = calloc(n ? n : 1, sizeof *f->meta);
+    f->meta_by_key = tfm_strmap_create(n);
+    if (!f->meta || !f->meta_by_key) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        if (!cJSON_IsString(c))
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "__metadata__ value for '%s' is not a string (it is %s)",
+                                 c->string, json_kind(c));
+        bool inserted;
+        if (!tfm_strmap_upsert(f->meta_by_key, c->string, strlen(c->string), (int64_t)f->n_meta,
+                               &inserted))
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        if (!inserted)
+            return tfm_error_set(err, TFM_ERR_FORMAT, "__metadata__ has the key '%s' twice",
+                                 c->string);
+        st_meta *m = &f->meta[f->n_meta++];
+        m->key = strdup(c->string);
+        m->value = strdup(c->valuestring);
+        if (!m->key || !m->value) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    return TFM_OK;
+}
+
+/* Reads the tensors and the metadata of the parsed header. */
+static tfm_status read_header(tfm_safetensors *f, const cJSON *root, tfm_error *err)
+{
+    if (!cJSON_IsObject(root))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "header is %s, expected a JSON object mapping tensor names to "
+                             "{dtype, shape, data_offsets}",
+                             cJSON_IsArray(root) ? "a JSON array" : json_kind(root));
+    size_t n = (size_t)cJSON_GetArraySize(root);
+    f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
+    f->by_name = tfm_strmap_create(n);
+    if (!f->tensors || !f->by_name) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    bool have_metadata = false;
+    for (const cJSON *c = root->child; c; c = c->next) {
+        /* cJSON keeps every key of an object, so a name given twice (which
+         * JSON parsers disagree on) is found here. */
+        if (strcmp(c->string, metadata_key) == 0) {
+            if (have_metadata)
+                return tfm_error_set(err, TFM_ERR_FORMAT, "header has \"__metadata__\" twice");
+            have_metadata = true;
+            tfm_status st = read_metadata(f, c, err);
+            if (st != TFM_OK) return st;
+            continue;
+        }
+        bool inserted;
+        if (!tfm_strmap_upsert(f->by_name, c->string, strlen(c->string), 0, &inserted))
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        if (!inserted)
+            return tfm_error_set(err, TFM_ERR_FORMAT, "header names tensor '%s' twice", c->string);
+        /* Counted first, so that free releases what read_tensor allocated
+         * even when it fails half-way. */
+        st_tensor *t = &f->tensors[f->n_tensors++];
+        tfm_status st = read_tensor(t, c->string, c, err);
+        if (st != TFM_OK) return st;
+    }
+    return TFM_OK;
+}
+
+/* Orders tensors by their data; names break ties so that the order (and so
+ * every message) does not depend on the order of the header. */
+static int by_offset(const void *pa, const void *pb)
+{
+    const st_tensor *a = pa, *b = pb;
+    if (a->begin != b->begin) return a->begin < b->begin ? -1 : 1;
+    if (a->end != b->end) return a->end < b->end ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* Checks that the tensors, by offset, tile the data section: no gap, no
+ * overlap, nothing missing, nothing left over. */
+static tfm_status check_layout(tfm_safetensors *f, tfm_error *err)
+{
+    qsort(f->tensors, f->n_tensors, sizeof *f->tensors, by_offset);
+    uint64_t pos = 0;
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const st_tensor *t = &f->tensors[i];
+        if (t->begin < pos) {
+            const st_tensor *p = &f->tensors[i - 1]; /* pos > 0: there is one before */
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "tensor '%s' overlaps tensor '%s' (data_offsets [%" PRIu64
+                                 ", %" PRIu64 "] and [%" PRIu64 ", %" PRIu64 "])",
+                                 t->name, p->name, t->begin, t->end, p->begin, p->end);
+        }
+        if (t->begin > pos)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "the data section has %" PRIu64 " bytes that belong to no tensor "
+                                 "before tensor '%s' (bytes %" PRIu64 " to %" PRIu64 ")",
+                                 t->begin - pos, t->name, pos, t->begin);
+        pos = t->end;
+    }
+    if (pos > f->data_size)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "file is truncated: the header says the data section is %" PRIu64
+                             " bytes, the file holds %" PRIu64,
+                             pos, f->data_size);
+    if (pos < f->data_size)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "the file has %" PRIu64 " bytes after the last tensor: the header "
+                             "says the data section is %" PRIu64 " bytes, the file holds %" PRIu64,
+                             f->data_size - pos, pos, f->data_size);
+    /* The name index now points at the sorted places. */
+    for (size_t i = 0; i < f->n_tensors; i++)
+        *tfm_strmap_find(f->by_name, f->tensors[i].name, strlen(f->tensors[i].name)) =
+            (int64_t)i;
+    return TFM_OK;
+}
+
+/* Parses and checks a whole file held in bytes[0..size) into f. */
+static tfm_status parse_into(tfm_safetensors *f, const unsigned char *bytes, size_t size,
+                             tfm_error *err)
+{
+    if (size < ST_LEN_BYTES)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "file is truncated: it holds %zu bytes, but a safetensors file starts "
+                             "with an 8-byte header length",
+                             size);
+    uint64_t n = 0;
+    for (int i = ST_LEN_BYTES - 1; i >= 0; i--) n = n << 8 | bytes[i];
+    if (n > size - ST_LEN_BYTES)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "header length %" PRIu64 " exceeds the file size %zu (the file is "
+                             "truncated or not a safetensors file)",
+                             n, size);
+    if (n > TFM_SAFETENSORS_MAX_HEADER)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "header length %" PRIu64 " exceeds the limit of %u bytes", n,
+                             TFM_SAFETENSORS_MAX_HEADER);
+    const unsigned char *header = bytes + ST_LEN_BYTES;
+    tfm_status st = check_header_text(header, (size_t)n, err);
+    if (st != TFM_OK) return st;
+
+    /* cJSON is given a NUL-terminated copy so that nothing it does can read
+     * past the header. */
+    char *text = malloc((size_t)n + 1);
+    if (!text)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for a %" PRIu64 "-byte header",
+                             n);
+    memcpy(text, header, (size_t)n);
+    text[n] = 0;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)n, &end, 0);
+    if (!root) {
+        st = json_error(text, (size_t)n, end, err);
+    } else {
+        /* Only whitespace (the writer's padding) may follow the object. */
+        size_t pos = end && end >= text && end <= text + n ? (size_t)(end - text) : (size_t)n;
+        while (pos < n && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' ||
+                           text[pos] == '\r'))
+            pos++;
+        if (pos < n)
+            st = tfm_error_set(err, TFM_ERR_FORMAT,
+                               "header has text after its JSON value, at byte %zu of %" PRIu64,
+                               pos, n);
+        else
+            st = read_header(f, root, err);
+        cJSON_Delete(root);
+    }
+    free(text);
+    if (st != TFM_OK) return st;
+
+    f->data = header + n;
+    f->data_size = size - ST_LEN_BYTES - n;
+    return check_layout(f, err);
+}
+
+tfm_status tfm_safetensors_parse(const void *data, size_t size, tfm_safetensors **out,
+                                 tfm_error *err)
+{
+    *out = NULL;
+    if (!data && size > 0) return tfm_error_set(err, TFM_ERR_ARG, "no data to parse");
+    tfm_safetensors *f = calloc(1, sizeof *f);
+    if (!f) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    tfm_buf_init(&f->owned);
+    tfm_status st = parse_into(f, data ? data : "", size, err);
+    if (st != TFM_OK) {
+        tfm_safetensors_free(f);
+        return st;
+    }
+    *out = f;
+    return TFM_OK;
+}
+
+/* Reads all of fd into b (for what cannot be mapped: pipes, empty files). */
+static tfm_status read_all(int fd, tfm_buf *b, const char *path, tfm_error *err)
+{
+    for (;;) {
+        if (tfm_buf_reserve(b, ST_READ_CHUNK) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory reading %s", path);
+        ssize_t got = read(fd, b->data + b->len, b->cap - b->len - 1);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0)
+            return tfm_error_set(err, TFM_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        if (got == 0) return TFM_OK;
+        b->len += (size_t)got;
+        b->data[b->len] = 0;
+    }
+}
+
+tfm_status tfm_safetensors_open(const char *path, tfm_safetensors **out, tfm_error *err)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    tfm_safetensors *f = calloc(1, sizeof *f);
+    if (!f) {
+        close(fd);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    tfm_buf_init(&f->owned);
+    tfm_status st = TFM_OK;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = tfm_error_set(err, TFM_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    } else if (S_ISREG(sb.st_mode) && sb.st_size > 0) {
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            f->map = m;
+            f->map_size = (size_t)sb.st_size;
+        }
+    }
+    /* A file that cannot be mapped (a pipe, /proc, a file system without
+     * mmap) is read instead. */
+    if (st == TFM_OK && !f->map) st = read_all(fd, &f->owned, path, err);
+    close(fd);
+    if (st == TFM_OK) {
+        if (f->map) st = parse_into(f, f->map, f->map_size, err);
+        else st = parse_into(f, (const unsigned char *)(f->owned.data ? f->owned.data : ""),
+                             f->owned.len, err);
+    }
+    if (st != TFM_OK) {
+        tfm_safetensors_free(f);
+        return st;
+    }
+    *out = f;
+    return TFM_OK;
+}
+
+/* ---- reading: access -------------------------------------------------------- */
+
+size_t tfm_safetensors_count(const tfm_safetensors *f) { return f->n_tensors; }
+
+const char *tfm_safetensors_name(const tfm_safetensors *f, size_t i)
+{
+    return i < f->n_tensors ? f->tensors[i].name : NULL;
+}
+
+bool tfm_safetensors_find(const tfm_safetensors *f, const char *name, size_t *index)
+{
+    int64_t *v = tfm_strmap_find(f->by_name, name, strlen(name));
+    if (!v) return false;
+    if (index) *index = (size_t)*v;
+    return true;
+}
+
+void tfm_safetensors_info_at(const tfm_safetensors *f, size_t i, tfm_safetensors_info *out)
+{
+    const st_tensor *t = &f->tensors[i];
+    memset(out, 0, sizeof *out);
+    out->name = t->name;
+    out->dtype_name = t->dtype->name;
+    out->supported = dtype_supported(t->dtype, &out->dtype);
+    out->ndim = t->ndim;
+    out->shape = t->shape;
+    out->nbytes = t->end - t->begin;
+}
+
+/* Finds name, or fails (NULL) with "missing tensor 'x'". */
+static st_tensor *find_tensor(tfm_safetensors *f, const char *name, tfm_error *err)
+{
+    size_t i;
+    if (!tfm_safetensors_find(f, name, &i)) {
+        tfm_error_set(err, TFM_ERR_FORMAT, "missing tensor '%s'", name);
+        return NULL;
+    }
+    return &f->tensors[i];
+}
+
+/* The library dtype of t, failing when the library does not read it. */
+static tfm_status tensor_dtype(const st_tensor *t, tfm_dtype *out, tfm_error *err)
+{
+    if (!dtype_supported(t->dtype, out))
+        return tfm_error_set(err, TFM_ERR_UNSUPPORTED,
+                             "tensor '%s' has dtype %s, which tfm does not read (only F32 and I32)",
+                             t->name, t->dtype->name);
+    return TFM_OK;
+}
+
+/* The data of t, in place when aligned for its dtype, else in a copy that
+ * t keeps (the data section starts wherever the header ends, and a file may
+ * place a tensor at any offset). */
+static tfm_status tensor_data(st_tensor *t, const unsigned char *base, const void **out,
+                              tfm_error *err)
+{
+    const unsigned char *p = base + t->begin;
+    size_t align = t->dtype->bits >= 8 ? t->dtype->bits / 8 : 1;
+    if ((uintptr_t)p % align == 0) {
+        *out = p;
+        return TFM_OK;
+    }
+    if (!t->copy) {
+        size_t n = (size_t)(t->end - t->begin);
+        t->copy = malloc(n ? n : 1); /* malloc aligns for every type */
+        if (!t->copy)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory copying tensor '%s'", t->name);
+        memcpy(t->copy, p, n);
+    }
+    *out = t->copy;
+    return TFM_OK;
+}
+
+tfm_status tfm_safetensors_get(tfm_safetensors *f, const char *name, tfm_dtype dtype, int ndim,
+                               const int64_t *shape, const void **data, tfm_error *err)
+{
+    if (ndim < 0 || (ndim > 0 && !shape))
+        return tfm_error_set(err, TFM_ERR_ARG, "tensor '%s': bad expected shape", name);
+    st_tensor *t = find_tensor(f, name, err);
+    if (!t) return TFM_ERR_FORMAT;
+    tfm_dtype have = TFM_F32;
+    tfm_status st = tensor_dtype(t, &have, err);
+    if (st != TFM_OK) return st;
+    if (have != dtype)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "tensor '%s' has dtype %s, expected %s", name,
+                             t->dtype->name, dtype_name(dtype));
+    bool same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
+    if (!same) {
+        char found[ST_SHAPE_TEXT], want[ST_SHAPE_TEXT];
+        format_shape(t->ndim, t->shape, found, sizeof found);
+        format_shape(ndim, shape, want, sizeof want);
+        return tfm_error_set(err, TFM_ERR_FORMAT, "tensor '%s' has shape %s, expected %s", name,
+                             found, want);
+    }
+    st = tensor_data(t, f->data, data, err);
+    if (st != TFM_OK) return st;
+    t->used = true;
+    return TFM_OK;
+}
+
+tfm_status tfm_safetensors_read(tfm_safetensors *f, const char *name, tfm_tensor *out,
+                                tfm_error *err)
+{
+    st_tensor *t = find_tensor(f, name, err);
+    if (!t) return TFM_ERR_FORMAT;
+    tfm_dtype dtype = TFM_F32;
+    tfm_status st = tensor_dtype(t, &dtype, err);
+    if (st != TFM_OK) return st;
+    if (t->ndim > TFM_MAX_DIMS)
+        return tfm_error_set(err, TFM_ERR_UNSUPPORTED,
+                             "tensor '%s' has %d dimensions, more than the %d of a tfm_tensor",
+                             name, t->ndim, TFM_MAX_DIMS);
+    st = tfm_tensor_reshape(out, dtype, t->ndim, t->shape);
+    if (st == TFM_ERR_NOMEM)
+        return tfm_error_set(err, st, "out of memory for tensor '%s'", name);
+    if (st != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_UNSUPPORTED, "tensor '%s' is too large for a tfm_tensor",
+                             name);
+    size_t n = (size_t)(t->end - t->begin);
+    if (n > 0) memcpy(out->data, f->data + t->begin, n);
+    t->used = true;
+    return TFM_OK;
+}
+
+tfm_status tfm_safetensors_check_all_used(const tfm_safetensors *f, tfm_error *err)
+{
+    const char *first = NULL;
+    size_t unused = 0;
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        if (f->tensors[i].used) continue;
+        if (!first) first = f->tensors[i].name;
+        unused++;
+    }
+    if (unused == 0) return TFM_OK;
+    if (unused == 1) return tfm_error_set(err, TFM_ERR_FORMAT, "unexpected tensor '%s'", first);
+    return tfm_error_set(err, TFM_ERR_FORMAT, "unexpected tensor '%s' (and %zu more)", first,
+                         unused - 1);
+}
+
+const char *tfm_safetensors_metadata(const tfm_safetensors *f, const char *key)
+{
+    if (!f->meta_by_key) return NULL;
+    int64_t *v = tfm_strmap_find(f->meta_by_key, key, strlen(key));
+    return v ? f->meta[*v].value : NULL;
+}
+
+size_t tfm_safetensors_metadata_count(const tfm_safetensors *f) { return f->n_meta; }
+
+const char *tfm_safetensors_metadata_key(const tfm_safetensors *f, size_t i)
+{
+    return i < f->n_meta ? f->meta[i].key : NULL;
+}
+
+const char *tfm_safetensors_metadata_value(const tfm_safetensors *f, size_t i)
+{
+    return i < f->n_meta ? f->meta[i].value : NULL;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+typedef struct st_entry {
+    char *name;
+    tfm_dtype dtype;
+    int ndim;
+    int64_t shape[TFM_MAX_DIMS];
+    const void *data; /* the caller's */
+    size_t nbytes;
+} st_entry;
+
+struct tfm_safetensors_writer {
+    tfm_buf tensors;     /* st_entry records, in the order added */
+    tfm_buf meta;        /* st_meta records */
+    tfm_strmap *names;   /* tensor names, to refuse one twice */
+    tfm_strmap *keys;    /* metadata keys, likewise */
+    uint64_t data_size;  /* the sum of the tensors' sizes */
+};
+
+/* The records held in a tfm_buf used as an array. */
+#define RECORDS(buf, type) ((type *)(void *)(buf).data)
+#define N_RECORDS(buf, type) ((buf).len / sizeof(type))
+
+tfm_safetensors_writer *tfm_safetensors_writer_create(void)
+{
+    tfm_safetensors_writer *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    tfm_buf_init(&w->tensors);
+    tfm_buf_init(&w->meta);
+    w->names = tfm_strmap_create(0);
+    w->keys = tfm_strmap_create(0);
+    if (!w->names || !w->keys) {
+        tfm_safetensors_writer_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void tfm_safetensors_writer_free(tfm_safetensors_writer *w)
+{
+    if (!w) return;
+    for (size_t i = 0; i < N_RECORDS(w->tensors, st_entry); i++)
+        free(RECORDS(w->tensors, st_entry)[i].name);
+    for (size_t i = 0; i < N_RECORDS(w->meta, st_meta); i++) {
+        free(RECORDS(w->meta, st_meta)[i].key);
+        free(RECORDS(w->meta, st_meta)[i].value);
+    }
+    tfm_buf_free(&w->tensors);
+    tfm_buf_free(&w->meta);
+    tfm_strmap_free(w->names);
+    tfm_strmap_free(w->keys);
+    free(w);
+}
+
+/* Fails with TFM_ERR_UTF8 when s is not valid UTF-8; what names it. */
+static tfm_status check_utf8(const char *s, const char *what, tfm_error *err)
+{
+    size_t len = strlen(s);
+    size_t bad = utf8_invalid_at((const unsigned char *)s, len);
+    if (bad < len)
+        return tfm_error_set(err, TFM_ERR_UTF8,
+                             "%s is not valid UTF-8 (bad byte 0x%02x at byte %zu)", what,
+                             (unsigned char)s[bad], bad);
+    return TFM_OK;
+}
+
+tfm_status tfm_safetensors_writer_add_metadata(tfm_safetensors_writer *w, const char *key,
+                                               const char *value, tfm_error *err)
+{
+    if (!key || !value) return tfm_error_set(err, TFM_ERR_ARG, "metadata key or value is NULL");
+    tfm_status st = check_utf8(key, "metadata key", err);
+    if (st == TFM_OK) st = check_utf8(value, "metadata value", err);
+    if (st != TFM_OK) {
+        tfm_error_prefix(err, "metadata '%s'", key);
+        return st;
+    }
+    bool inserted;
+    if (!tfm_strmap_upsert(w->keys, key, strlen(key), 0, &inserted))
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    if (!inserted)
+        return tfm_error_set(err, TFM_ERR_ARG, "metadata key '%s' was added twice", key);
+    st_meta m = {strdup(key), strdup(value)};
+    if (!m.key || !m.value || tfm_buf_append(&w->meta, &m, sizeof m) != TFM_OK) {
+        free(m.key);
+        free(m.value);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    return TFM_OK;
+}
+
+tfm_status tfm_safetensors_writer_add_tensor(tfm_safetensors_writer *w, const char *name,
+                                             tfm_dtype dtype, int ndim, const int64_t *shape,
+                                             const void *data, tfm_error *err)
+{
+    if (!name) return tfm_error_set(err, TFM_ERR_ARG, "tensor name is NULL");
+    if (dtype != TFM_F32 && dtype != TFM_I32)
+        return tfm_error_set(err, TFM_ERR_ARG, "tensor '%s' has an unknown dtype %d", name,
+                             (int)dtype);
+    if (ndim < 0 || ndim > TFM_MAX_DIMS)
+        return tfm_error_set(err, TFM_ERR_RANGE, "tensor '%s' has %d dimensions, expected 0 to %d",
+                             name, ndim, TFM_MAX_DIMS);
+    if (ndim > 0 && !shape)
+        return tfm_error_set(err, TFM_ERR_ARG, "tensor '%s' has no shape", name);
+    tfm_status st = check_utf8(name, "tensor name", err);
+    if (st != TFM_OK) return st;
+    if (strcmp(name, metadata_key) == 0)
+        return tfm_error_set(err, TFM_ERR_ARG, "a tensor cannot be called \"__metadata__\"");
+
+    /* The size, checked so that every number the header holds stays an
+     * integer below 2^53, which the reader (and JSON doubles) hold exactly.
+     * Each dimension is checked even when another is 0. */
+    char text[ST_SHAPE_TEXT];
+    bool empty = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (uint64_t)shape[i] >= ST_MAX_INT) {
+            format_shape(ndim, shape, text, sizeof text);
+            return tfm_error_set(err, TFM_ERR_RANGE,
+                                 "tensor '%s' has a bad shape %s: dimensions must be 0 or more and "
+                                 "below 2^53",
+                                 name, text);
+        }
+        if (shape[i] == 0) empty = true;
+    }
+    uint64_t nbytes = empty ? 0 : 4;
+    for (int i = 0; i < ndim && !empty; i++) {
+        if (__builtin_mul_overflow(nbytes, (uint64_t)shape[i], &nbytes) || nbytes >= ST_MAX_INT) {
+            format_shape(ndim, shape, text, sizeof text);
+            return tfm_error_set(err, TFM_ERR_RANGE,
+                                 "tensor '%s' of shape %s needs 2^53 bytes or more", name, text);
+        }
+    }
+    if (nbytes > SIZE_MAX || w->data_size + nbytes >= ST_MAX_INT)
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "tensor '%s' takes the data over 2^53 bytes, more than the header "
+                             "can count",
+                             name);
+    if (nbytes > 0 && !data)
+        return tfm_error_set(err, TFM_ERR_ARG, "tensor '%s' has no data", name);
+
+    bool inserted;
+    if (!tfm_strmap_upsert(w->names, name, strlen(name), 0, &inserted))
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    if (!inserted) return tfm_error_set(err, TFM_ERR_ARG, "tensor '%s' was added twice", name);
+    st_entry e = {.name = strdup(name), .dtype = dtype, .ndim = ndim, .data = data,
+                  .nbytes = (size_t)nbytes};
+    for (int i = 0; i < ndim; i++) e.shape[i] = shape[i];
+    if (!e.name || tfm_buf_append(&w->tensors, &e, sizeof e) != TFM_OK) {
+        free(e.name);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    w->data_size += nbytes;
+    return TFM_OK;
+}
+
+/* Appends v to a JSON array as an integer written out in full. */
+static bool add_uint(cJSON *array, uint64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%" PRIu64, v);
+    return cJSON_AddItemToArray(array, cJSON_CreateRaw(text));
+}
+
+/* The header entry of tensor e whose data start at begin, or NULL when
+ * memory runs out. */
+static cJSON *tensor_json(const st_entry *e, uint64_t begin)
+{
+    cJSON *t = cJSON_CreateObject();
+    if (!t) return NULL;
+    cJSON *shape = NULL, *offsets = NULL;
+    bool ok = cJSON_AddStringToObject(t, "dtype", dtype_name(e->dtype)) &&
+              (shape = cJSON_AddArrayToObject(t, "shape")) &&
+              (offsets = cJSON_AddArrayToObject(t, "data_offsets"));
+    for (int d = 0; ok && d < e->ndim; d++) ok = add_uint(shape, (uint64_t)e->shape[d]);
+    ok = ok && add_uint(offsets, begin) && add_uint(offsets, begin + e->nbytes);
+    if (!ok) {
+        cJSON_Delete(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Builds the header text (without its length or padding): the metadata,
+ * then the tensors in the order added, their data back to back. */
+static tfm_status build_header(const tfm_safetensors_writer *w, char **out, tfm_error *err)
+{
+    *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    bool ok = root != NULL;
+    size_t n_meta = N_RECORDS(w->meta, st_meta);
+    if (ok && n_meta > 0) {
+        cJSON *meta = cJSON_AddObjectToObject(root, metadata_key);
+        ok = meta != NULL;
+        for (size_t i = 0; ok && i < n_meta; i++) {
+            const st_meta *m = &RECORDS(w->meta, st_meta)[i];
+            ok = cJSON_AddStringToObject(meta, m->key, m->value) != NULL;
+        }
+    }
+    uint64_t offset = 0;
+    for (size_t i = 0; ok && i < N_RECORDS(w->tensors, st_entry); i++) {
+        const st_entry *e = &RECORDS(w->tensors, st_entry)[i];
+        cJSON *t = tensor_json(e, offset);
+        ok = t && cJSON_AddItemToObject(root, e->name, t);
+        if (t && !ok) cJSON_Delete(t);
+        offset += e->nbytes;
+    }
+    if (ok) *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!*out) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory building the header");
+    return TFM_OK;
+}
+
+tfm_status tfm_safetensors_write_stream(const tfm_safetensors_writer *w, FILE *fp,
+                                        tfm_error *err)
+{
+    char *json;
+    tfm_status st = build_header(w, &json, err);
+    if (st != TFM_OK) return st;
+    size_t len = strlen(json);
+    size_t pad = (ST_HEADER_ALIGN - len % ST_HEADER_ALIGN) % ST_HEADER_ALIGN;
+    if (len + pad > TFM_SAFETENSORS_MAX_HEADER) {
+        free(json);
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "the header would be %zu bytes, over the format's limit of %u",
+                             len + pad, TFM_SAFETENSORS_MAX_HEADER);
+    }
+    unsigned char head[ST_LEN_BYTES];
+    uint64_t n = len + pad;
+    for (int i = 0; i < ST_LEN_BYTES; i++) head[i] = (unsigned char)(n >> (8 * i));
+    static const char spaces[ST_HEADER_ALIGN] = "       ";
+    bool ok = fwrite(head, 1, sizeof head, fp) == sizeof head && fwrite(json, 1, len, fp) == len &&
+              fwrite(spaces, 1, pad, fp) == pad;
+    free(json);
+    for (size_t i = 0; ok && i < N_RECORDS(w->tensors, st_entry); i++) {
+        const st_entry *e = &RECORDS(w->tensors, st_entry)[i];
+        if (e->nbytes > 0) ok = fwrite(e->data, 1, e->nbytes, fp) == e->nbytes;
+    }
+    if (!ok) return tfm_error_set(err, TFM_ERR_IO, "write failed: %s", strerror(errno));
+    return TFM_OK;
+}
+
+tfm_status tfm_safetensors_write(const tfm_safetensors_writer *w, const char *path,
+                                 tfm_error *err)
+{
+    tfm_atomic_file f;
+    tfm_status st = tfm_atomic_open(&f, path, err);
+    if (st != TFM_OK) return st;
+    st = tfm_safetensors_write_stream(w, f.fp, err);
+    if (st != TFM_OK) {
+        tfm_error_prefix(err, "%s", path);
+        tfm_atomic_abort(&f);
+        return st;
+    }
+    return tfm_atomic_commit(&f, err);
+}
