@@ -131,6 +131,7 @@ typedef struct options {
     bool learn_only_option_used;
     const char *learn_only_option;
     bool normalize_option_used; /* --normalize or --case-fold */
+    bool vocab_size_given;
 } options;
 
 /* ---- reading batches of lines ------------------------------------------------- */
@@ -235,6 +236,7 @@ typedef struct encode_job {
     const options *opt;
     const tfm_vocab *vocab;
     int n_workers;
+    int active_workers;       /* workers sharing the current batch (small batches: one) */
     tfm_bpe **encoders;       /* one per worker */
     tfm_buf *out;             /* one output line per line of the batch */
     size_t *repaired;
@@ -250,7 +252,7 @@ static void encode_share(void *ctx, size_t worker)
 {
     encode_job *job = ctx;
     const line_batch *b = job->batch;
-    size_t per = (b->n + (size_t)job->n_workers - 1) / (size_t)job->n_workers;
+    size_t per = (b->n + (size_t)job->active_workers - 1) / (size_t)job->active_workers;
     size_t lo = worker * per, hi = lo + per < b->n ? lo + per : b->n;
     tfm_ids *ids = &job->ids[worker];
     for (size_t i = lo; i < hi; i++) {
@@ -280,8 +282,9 @@ static void encode_batch(void *ctx, const line_batch *b, const char *name)
     encode_job *job = ctx;
     job->batch = b;
     for (size_t i = 0; i < b->n; i++) job->errors[i].msg[0] = 0;
-    int workers = b->n < 64 ? 1 : job->n_workers;
-    tfm_parallel_for(workers, (size_t)workers, encode_share, job);
+    /* A handful of lines is not worth a second thread. */
+    job->active_workers = b->n < 64 ? 1 : job->n_workers;
+    tfm_parallel_for(job->active_workers, (size_t)job->active_workers, encode_share, job);
     for (size_t i = 0; i < b->n; i++) {
         size_t line = b->first_line + i;
         if (job->status[i] != TFM_OK) fail_with(name, line, &job->errors[i]);
@@ -492,6 +495,11 @@ static int run_learn(options *opt, char **files, int n_files)
     if (tfm_vocab_size(vocab) < opt->learn.vocab_size)
         cli_warn(NULL, 0, "the corpus supports only %d pieces; the vocabulary has %d, not %d",
                  tfm_vocab_size(vocab), tfm_vocab_size(vocab), opt->learn.vocab_size);
+    int32_t merges = 0;
+    for (int32_t id = 0; id < tfm_vocab_size(vocab); id++) merges += tfm_vocab_score(vocab, id) < 0;
+    if (merges == 0)
+        cli_warn(NULL, 0, "the alphabet fills the whole vocabulary, so no merges were learnt; use "
+                          "a larger --vocab-size or a lower --character-coverage");
     tfm_status s = opt->output_file ? tfm_vocab_save(vocab, opt->output_file, &err)
                                     : tfm_vocab_write(vocab, stdout, &err);
     if (s != TFM_OK) cli_fail(opt->output_file ? opt->output_file : "standard output", 0, "%s", err.msg);
@@ -548,6 +556,7 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_STRICT: opt->strict = true; break;
         case OPT_VOCAB_SIZE:
             opt->learn.vocab_size = (int32_t)cli_parse_int("--vocab-size", optarg, 1, 1 << 24);
+            opt->vocab_size_given = true;
             learn_only = true;
             break;
         case OPT_NORMALIZE:
@@ -606,7 +615,7 @@ int main(int argc, char **argv)
     int status;
     switch (opt.mode) {
     case MODE_LEARN:
-        if (opt.learn.vocab_size == 0) cli_usage_error("learn: --vocab-size is required");
+        if (!opt.vocab_size_given) cli_usage_error("learn: --vocab-size is required");
         status = run_learn(&opt, files, n_files);
         break;
     case MODE_NORMALIZE:

@@ -100,20 +100,22 @@ enum { TFM_ID_PAD = 0, TFM_ID_UNK = 1, TFM_ID_BOS = 2, TFM_ID_EOS = 3 };
 /* A vocabulary: pieces with scores (merged pieces score -rank, so a higher
  * score merges first) and the normalisation it was learnt with.  Ids are
  * 0..size-1 in file order.  Layout: the 4 specials, then user symbols, then
- * the 256 byte pieces, then characters, then merges in the order learnt. */
+ * the 256 byte pieces, then characters, then merges in the order learnt.
+ * (User symbols may also follow the byte pieces, as when added to a
+ * vocabulary from tfm_vocab_create; the learner puts them before.) */
 typedef struct tfm_vocab tfm_vocab;
 
 /* An empty vocabulary holding only the specials and the byte pieces (ids
- * 0..259).  Pieces added to it come after the bytes, so it holds no user
- * symbols: a vocabulary with user symbols comes from the learner (which
- * builds it in file order) or from a file. */
+ * 0..259); pieces added to it come after the bytes. */
 tfm_vocab *tfm_vocab_create(const tfm_norm_params *norm);
 void tfm_vocab_free(tfm_vocab *v);
 
 /* Appends a piece (text in '▁' form, len bytes); returns its id, or -1 when
  * the text is already present, is not a valid piece (empty, invalid UTF-8,
  * a space, a tab, a newline or another control character: the file could
- * not hold it) or memory runs out. */
+ * not hold it), the score is not finite, the type does not fit the layout
+ * (no control or byte pieces: create made them), or memory runs out.  So
+ * every vocabulary can be saved and loaded back. */
 int32_t tfm_vocab_add(tfm_vocab *v, const char *text, size_t len, float score,
                       tfm_piece_type type);
 
@@ -150,21 +152,37 @@ typedef struct tfm_bpe_learn_params {
     bool soft_vocab_limit;       /* too few merges possible: stop short instead of failing */
     int64_t input_sentence_size; /* sample this many lines (0: use all) */
     uint64_t seed;               /* for sampling */
-    int n_threads;
-    const char *const *user_symbols; /* kept whole; may be NULL */
+    int n_threads;               /* the result does not depend on it */
+    const char *const *user_symbols; /* kept whole; may be NULL; copied by create */
     int n_user_symbols;
     /* Called now and then on long runs: stage is "reading", "counting" or
-     * "merging"; done / total in that stage's units.  May be NULL. */
+     * "merging"; done / total in that stage's units (lines, lines, pieces;
+     * total 0 when not known).  May be NULL. */
     void (*progress)(void *ctx, const char *stage, int64_t done, int64_t total);
     void *progress_ctx;
 } tfm_bpe_learn_params;
 
+/* vocab_size 8000, NFKC, coverage 0.9995, pieces of at most 16 characters,
+ * no sampling, seed 1, one thread per CPU, no user symbols. */
 tfm_bpe_learn_params tfm_bpe_learn_default_params(void);
 
 /* A learner is fed lines, then asked for a vocabulary.  With
  * input_sentence_size set, it keeps a uniform random sample of that many
  * lines (reservoir sampling, seeded); otherwise it keeps only word counts,
- * so memory grows with the number of distinct words, not with the corpus. */
+ * so memory grows with the number of distinct words, not with the corpus.
+ *
+ * What it learns from: each normalised line, with a '▁' in front and its
+ * spaces as '▁', cut into words, each starting at a '▁' ("a  b" gives "▁a"
+ * "▁" "▁b"), as the encoder cuts them.  Characters that are not
+ * tfm_char_pieceable (a literal U+2581 among them) and user symbols found
+ * in the text (longest first; a '▁' in one matches a space) end a word and
+ * are not learnt over.  A merged piece has '▁' only first, one script class
+ * (TFM_CLASS_ANY aside) and at most max_piece_length characters; ties go
+ * to the smaller ids, so the result is the same for any thread count.
+ * create fails with TFM_ERR_RANGE when vocab_size is below
+ * 4 + n_user_symbols + 256 + 1, and with TFM_ERR_ARG for a user symbol that
+ * is not a valid piece (see tfm_vocab_add), holds a character that is not
+ * pieceable (other than '▁'), or is a special or byte piece's text. */
 typedef struct tfm_bpe_learner tfm_bpe_learner;
 
 tfm_status tfm_bpe_learner_create(const tfm_bpe_learn_params *p, tfm_bpe_learner **out,
@@ -174,13 +192,16 @@ void tfm_bpe_learner_free(tfm_bpe_learner *l);
  * sequences replaced (may be NULL). */
 tfm_status tfm_bpe_learner_add(tfm_bpe_learner *l, const char *line, size_t len,
                                size_t *n_repaired, tfm_error *err);
-/* Adds many lines at once, normalising them on the learner's threads. */
+/* Adds many lines at once, normalising them on the learner's threads.  On
+ * failure nothing of the batch is kept and the message starts with the
+ * line's number in the batch, from 1 ("line 3: invalid UTF-8 at ..."). */
 tfm_status tfm_bpe_learner_add_batch(tfm_bpe_learner *l, const char *const *lines,
                                      const size_t *lens, size_t n, size_t *n_repaired,
                                      tfm_error *err);
 /* Learns the merges.  When the corpus cannot fill vocab_size pieces, fails
  * with TFM_ERR_RANGE saying the largest size it supports (or, with
- * soft_vocab_limit, returns that smaller vocabulary). */
+ * soft_vocab_limit, returns that smaller vocabulary).  No lines may be
+ * added after it. */
 tfm_status tfm_bpe_learner_finish(tfm_bpe_learner *l, tfm_vocab **out, tfm_error *err);
 
 /* ---- encoding and decoding ------------------------------------------------------------ */

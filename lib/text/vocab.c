@@ -1,0 +1,598 @@
+/* vocab.c - the vocabulary: pieces with scores and types, looked up by id
+ * and by text, and its text file (tfm-formats(5)):
+ *
+ *     #tfm-vocab 1 normalize=nfkc case-fold=no pieces=N
+ *     <pad>	0	control
+ *     ...                                  N lines PIECE<TAB>SCORE<TAB>TYPE
+ *
+ * The file is meant to be read with less and grep, and to be edited by hand
+ * now and then, so the parser checks every line and says which one is wrong.
+ * Ids are file order.  The layout: the 4 specials, user symbols, the 256
+ * byte pieces in byte order, then characters and merges.  User symbols
+ * may also come after the byte pieces (a vocabulary made with
+ * tfm_vocab_create gets them there); nothing else may move. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tfm/io.h"
+#include "tfm/text.h"
+#include "text/learn_internal.h"
+
+typedef struct vocab_piece {
+    char *text; /* NUL-terminated copy, len bytes */
+    size_t len;
+    float score;
+    tfm_piece_type type;
+} vocab_piece;
+
+struct tfm_vocab {
+    tfm_norm_params norm;
+    vocab_piece *pieces;
+    int32_t size, cap;
+    tfm_strmap *index;      /* text -> id */
+    int32_t byte_ids[256];  /* -1 until the byte pieces are added */
+    int n_bytes;            /* byte pieces so far; they come in byte order */
+};
+
+static const char *const special_text[4] = {"<pad>", "<unk>", "<s>", "</s>"};
+
+static const char *const type_name[4] = {
+    [TFM_PIECE_NORMAL] = "normal",
+    [TFM_PIECE_CONTROL] = "control",
+    [TFM_PIECE_USER] = "user",
+    [TFM_PIECE_BYTE] = "byte",
+};
+
+/* ---- building --------------------------------------------------------------- */
+
+/* The vocabulary with nothing in it; callers add the specials. */
+static tfm_vocab *vocab_new(const tfm_norm_params *norm)
+{
+    tfm_vocab *v = calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->norm = norm ? *norm : tfm_norm_default_params();
+    v->index = tfm_strmap_create(1024);
+    if (!v->index) {
+        free(v);
+        return NULL;
+    }
+    for (int b = 0; b < 256; b++) v->byte_ids[b] = -1;
+    return v;
+}
+
+/* Appends a piece whose text is already known to be valid and new. */
+static int32_t vocab_push(tfm_vocab *v, const char *text, size_t len, float score,
+                          tfm_piece_type type)
+{
+    if (v->size == INT32_MAX) return -1;
+    if (v->size == v->cap) {
+        int32_t cap = v->cap ? (v->cap < INT32_MAX / 2 ? v->cap * 2 : INT32_MAX) : 512;
+        vocab_piece *p = realloc(v->pieces, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        v->pieces = p;
+        v->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy) return -1;
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    bool inserted;
+    int64_t *slot = tfm_strmap_upsert(v->index, text, len, v->size, &inserted);
+    if (!slot || !inserted) {
+        free(copy);
+        return -1;
+    }
+    int32_t id = v->size++;
+    v->pieces[id] = (vocab_piece){.text = copy, .len = len, .score = score, .type = type};
+    return id;
+}
+
+/* "<0xNN>" with upper-case hex, as SentencePiece spells byte pieces. */
+static void byte_piece_text(unsigned char b, char out[7])
+{
+    snprintf(out, 7, "<0x%02X>", b);
+}
+
+/* The byte a "<0xNN>" text stands for (upper-case hex only), or -1.  The
+ * text need not be NUL-terminated. */
+static int byte_of_piece(const char *text, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    if (len != 6 || memcmp(text, "<0x", 3) != 0 || text[5] != '>') return -1;
+    const char *hi = text[3] ? memchr(hex, text[3], 16) : NULL;
+    const char *lo = text[4] ? memchr(hex, text[4], 16) : NULL;
+    if (!hi || !lo) return -1;
+    return (int)((hi - hex) * 16 + (lo - hex));
+}
+
+tfm_vocab *tfm_vocab_create_specials(const tfm_norm_params *norm)
+{
+    tfm_vocab *v = vocab_new(norm);
+    if (!v) return NULL;
+    for (int i = 0; i < 4; i++) {
+        if (vocab_push(v, special_text[i], strlen(special_text[i]), 0.0f,
+                       TFM_PIECE_CONTROL) != i) {
+            tfm_vocab_free(v);
+            return NULL;
+        }
+    }
+    return v;
+}
+
+tfm_status tfm_vocab_add_bytes(tfm_vocab *v, tfm_error *err)
+{
+    if (v->n_bytes > 0)
+        return tfm_error_set(err, TFM_ERR_ARG, "the vocabulary has its byte pieces already");
+    for (int b = 0; b < 256; b++) {
+        char text[7];
+        byte_piece_text((unsigned char)b, text);
+        if (tfm_vocab_add(v, text, 6, 0.0f, TFM_PIECE_BYTE) < 0)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory adding byte pieces");
+    }
+    return TFM_OK;
+}
+
+tfm_vocab *tfm_vocab_create(const tfm_norm_params *norm)
+{
+    tfm_vocab *v = tfm_vocab_create_specials(norm);
+    if (v && tfm_vocab_add_bytes(v, NULL) != TFM_OK) {
+        tfm_vocab_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+void tfm_vocab_free(tfm_vocab *v)
+{
+    if (!v) return;
+    for (int32_t i = 0; i < v->size; i++) free(v->pieces[i].text);
+    free(v->pieces);
+    tfm_strmap_free(v->index);
+    free(v);
+}
+
+const char *tfm_piece_text_problem(const char *text, size_t len, char *buf, size_t bufsize)
+{
+    if (len == 0) return "is empty";
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        int32_t cp;
+        int n = tfm_utf8_decode(s + i, len - i, &cp);
+        if (n == 0) {
+            snprintf(buf, bufsize, "has invalid UTF-8 at byte %zu", i);
+            return buf;
+        }
+        if (cp == ' ') return "contains a space (pieces spell spaces as U+2581)";
+        /* C0 controls (tab, newline ...), DEL and the C1 controls would
+         * break the line format or be invisible in it. */
+        if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
+            snprintf(buf, bufsize, "contains the control character U+%04X", (unsigned)cp);
+            return buf;
+        }
+        i += (size_t)n;
+    }
+    return NULL;
+}
+
+/* Whether a piece of this type may come next.  The layout rules are the
+ * parser's, so every vocabulary built here can be saved and loaded back:
+ * control pieces are only the 4 specials (made by create), the 256 byte
+ * pieces come together in byte order, normal pieces after them, and user
+ * symbols before or after them (the learner puts them before). */
+static bool fits_layout(const tfm_vocab *v, const char *text, size_t len, tfm_piece_type type)
+{
+    switch (type) {
+    case TFM_PIECE_CONTROL: return false;
+    case TFM_PIECE_USER: return v->n_bytes == 0 || v->n_bytes == 256;
+    case TFM_PIECE_BYTE: return v->n_bytes < 256 && byte_of_piece(text, len) == v->n_bytes;
+    case TFM_PIECE_NORMAL: return v->n_bytes == 256;
+    }
+    return false;
+}
+
+int32_t tfm_vocab_add(tfm_vocab *v, const char *text, size_t len, float score,
+                      tfm_piece_type type)
+{
+    char why[64];
+    if ((unsigned)type > TFM_PIECE_BYTE || !isfinite(score)) return -1;
+    if (tfm_piece_text_problem(text, len, why, sizeof why)) return -1;
+    if (!fits_layout(v, text, len, type)) return -1;
+    int32_t id = vocab_push(v, text, len, score, type);
+    if (id >= 0 && type == TFM_PIECE_BYTE) v->byte_ids[v->n_bytes++] = id;
+    return id;
+}
+
+/* ---- looking up --------------------------------------------------------------- */
+
+int32_t tfm_vocab_size(const tfm_vocab *v)
+{
+    return v->size;
+}
+
+const char *tfm_vocab_piece(const tfm_vocab *v, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= v->size) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    if (len) *len = v->pieces[id].len;
+    return v->pieces[id].text;
+}
+
+float tfm_vocab_score(const tfm_vocab *v, int32_t id)
+{
+    return (id >= 0 && id < v->size) ? v->pieces[id].score : 0.0f;
+}
+
+tfm_piece_type tfm_vocab_type(const tfm_vocab *v, int32_t id)
+{
+    return (id >= 0 && id < v->size) ? v->pieces[id].type : TFM_PIECE_NORMAL;
+}
+
+int32_t tfm_vocab_find(const tfm_vocab *v, const char *text, size_t len)
+{
+    const int64_t *id = tfm_strmap_find(v->index, text, len);
+    return id ? (int32_t)*id : -1;
+}
+
+int32_t tfm_vocab_byte_id(const tfm_vocab *v, unsigned char byte)
+{
+    return v->byte_ids[byte];
+}
+
+const tfm_norm_params *tfm_vocab_norm(const tfm_vocab *v)
+{
+    return &v->norm;
+}
+
+/* ---- the file -------------------------------------------------------------------- */
+
+tfm_status tfm_vocab_write(const tfm_vocab *v, FILE *fp, tfm_error *err)
+{
+    fprintf(fp, "#tfm-vocab 1 normalize=%s case-fold=%s pieces=%d\n",
+            tfm_norm_form_name(v->norm.form), v->norm.case_fold ? "yes" : "no", (int)v->size);
+    for (int32_t i = 0; i < v->size; i++) {
+        const vocab_piece *p = &v->pieces[i];
+        /* %.9g prints every float exactly (merge ranks as plain integers). */
+        fwrite(p->text, 1, p->len, fp);
+        fprintf(fp, "\t%.9g\t%s\n", (double)p->score, type_name[p->type]);
+    }
+    if (fflush(fp) != 0 || ferror(fp))
+        return tfm_error_set(err, TFM_ERR_IO, "writing the vocabulary failed: %s",
+                             strerror(errno));
+    return TFM_OK;
+}
+
+tfm_status tfm_vocab_save(const tfm_vocab *v, const char *path, tfm_error *err)
+{
+    tfm_atomic_file f;
+    tfm_status st = tfm_atomic_open(&f, path, err);
+    if (st != TFM_OK) return st;
+    st = tfm_vocab_write(v, f.fp, err);
+    if (st != TFM_OK) {
+        tfm_atomic_abort(&f);
+        return st;
+    }
+    return tfm_atomic_commit(&f, err);
+}
+
+tfm_status tfm_vocab_load(const char *path, tfm_vocab **out, tfm_error *err)
+{
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return tfm_error_set(err, TFM_ERR_IO, "cannot open: %s", strerror(errno));
+    tfm_buf data;
+    tfm_buf_init(&data);
+    char chunk[65536];
+    size_t n;
+    tfm_status st = TFM_OK;
+    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) {
+        if (tfm_buf_append(&data, chunk, n) != TFM_OK) {
+            st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory reading the vocabulary");
+            break;
+        }
+    }
+    if (st == TFM_OK && ferror(fp))
+        st = tfm_error_set(err, TFM_ERR_IO, "read failed: %s", strerror(errno));
+    fclose(fp);
+    if (st == TFM_OK) st = tfm_vocab_parse(data.data ? data.data : "", data.len, out, err);
+    tfm_buf_free(&data);
+    return st;
+}
+
+/* One line of the file: its bytes without the '\n', and its number. */
+typedef struct line_cursor {
+    const char *data;
+    size_t size, pos;
+    long number;
+} line_cursor;
+
+static bool next_line(line_cursor *c, const char **line, size_t *len)
+{
+    if (c->pos >= c->size) return false;
+    const char *start = c->data + c->pos;
+    const char *nl = memchr(start, '\n', c->size - c->pos);
+    *line = start;
+    *len = nl ? (size_t)(nl - start) : c->size - c->pos;
+    c->pos += *len + (nl ? 1 : 0);
+    c->number++;
+    return true;
+}
+
+/* Prints at most 40 bytes of a piece for a message, cut on a character
+ * boundary; the piece has been checked to be valid UTF-8 by then or is
+ * printed only up to its first invalid byte. */
+static void quote_piece(const char *text, size_t len, char *buf, size_t bufsize)
+{
+    size_t keep = len < 40 ? len : 40;
+    while (keep > 0 && keep < len && ((unsigned char)text[keep] & 0xC0) == 0x80) keep--;
+    snprintf(buf, bufsize, "%.*s%s", (int)keep, text, keep < len ? "..." : "");
+}
+
+/* Parses "key=value" fields of the header line; every key is required once. */
+static tfm_status parse_header(const char *line, size_t len, tfm_norm_params *norm,
+                               int32_t *n_pieces, tfm_error *err)
+{
+    static const char magic[] = "#tfm-vocab ";
+    size_t mlen = sizeof magic - 1;
+    if (len < mlen || memcmp(line, magic, mlen) != 0)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line 1: not a vocabulary file: expected '#tfm-vocab 1 "
+                             "normalize=... case-fold=... pieces=N'");
+    bool seen_norm = false, seen_fold = false, seen_pieces = false, seen_version = false;
+    *norm = tfm_norm_default_params();
+    size_t pos = mlen;
+    while (pos < len) {
+        const char *sp = memchr(line + pos, ' ', len - pos);
+        size_t flen = sp ? (size_t)(sp - (line + pos)) : len - pos;
+        char field[64];
+        if (flen == 0)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "line 1: header fields must be separated by single spaces");
+        if (flen >= sizeof field)
+            return tfm_error_set(err, TFM_ERR_FORMAT, "line 1: header field too long: '%.40s...'",
+                                 line + pos);
+        memcpy(field, line + pos, flen);
+        field[flen] = 0;
+        pos += flen + (sp ? 1 : 0);
+        if (sp && pos == len)
+            return tfm_error_set(err, TFM_ERR_FORMAT, "line 1: trailing space in the header");
+        if (memchr(field, 0, flen))
+            return tfm_error_set(err, TFM_ERR_FORMAT, "line 1: NUL byte in the header");
+        if (!seen_version) {
+            if (strcmp(field, "1") != 0)
+                return tfm_error_set(err, TFM_ERR_FORMAT,
+                                     "line 1: unsupported vocabulary version '%s' (expected 1)",
+                                     field);
+            seen_version = true;
+            continue;
+        }
+        char *eq = strchr(field, '=');
+        if (!eq)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "line 1: expected key=value in the header, found '%s'", field);
+        *eq = 0;
+        const char *key = field, *value = eq + 1;
+        bool *seen;
+        if (strcmp(key, "normalize") == 0) {
+            seen = &seen_norm;
+            if (!tfm_norm_form_parse(value, &norm->form))
+                return tfm_error_set(err, TFM_ERR_FORMAT,
+                                     "line 1: unknown normalize=%s (expected none, nfc or nfkc)",
+                                     value);
+        } else if (strcmp(key, "case-fold") == 0) {
+            seen = &seen_fold;
+            if (strcmp(value, "yes") == 0)
+                norm->case_fold = true;
+            else if (strcmp(value, "no") == 0)
+                norm->case_fold = false;
+            else
+                return tfm_error_set(err, TFM_ERR_FORMAT,
+                                     "line 1: case-fold=%s: expected yes or no", value);
+        } else if (strcmp(key, "pieces") == 0) {
+            seen = &seen_pieces;
+            char *end;
+            errno = 0;
+            long n = (value[0] >= '0' && value[0] <= '9') ? strtol(value, &end, 10) : -1;
+            if (n < 0 || *end || errno)
+                return tfm_error_set(err, TFM_ERR_FORMAT,
+                                     "line 1: pieces=%s: expected a decimal count", value);
+            if (n < 4 + 256 || n > INT32_MAX / 2)
+                return tfm_error_set(err, TFM_ERR_FORMAT,
+                                     "line 1: pieces=%ld is out of range (at least 260: the 4 "
+                                     "specials and the 256 byte pieces)",
+                                     n);
+            *n_pieces = (int32_t)n;
+        } else {
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "line 1: unknown header key '%s' (expected normalize, "
+                                 "case-fold and pieces)",
+                                 key);
+        }
+        if (*seen)
+            return tfm_error_set(err, TFM_ERR_FORMAT, "line 1: header key '%s' given twice", key);
+        *seen = true;
+    }
+    if (!seen_version || !seen_norm || !seen_fold || !seen_pieces)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "line 1: the header lacks %s",
+                             !seen_version ? "the version"
+                             : !seen_norm  ? "normalize="
+                             : !seen_fold  ? "case-fold="
+                                           : "pieces=");
+    return TFM_OK;
+}
+
+static bool parse_type(const char *s, size_t len, tfm_piece_type *type)
+{
+    for (int t = 0; t < 4; t++) {
+        if (strlen(type_name[t]) == len && memcmp(type_name[t], s, len) == 0) {
+            *type = (tfm_piece_type)t;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A score is a finite decimal number, nothing before or after it. */
+static bool parse_score(const char *s, size_t len, float *score)
+{
+    char tmp[48];
+    if (len == 0 || len >= sizeof tmp) return false;
+    memcpy(tmp, s, len);
+    tmp[len] = 0;
+    char c = tmp[0];
+    if (!(c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9'))) return false;
+    for (size_t i = 0; i < len; i++) {
+        c = tmp[i];
+        /* Rules out inf, nan, hex floats and embedded NULs that strtof takes. */
+        if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' ||
+              c == 'E'))
+            return false;
+    }
+    char *end;
+    errno = 0;
+    float f = strtof(tmp, &end);
+    if (*end || !isfinite(f) || errno == ERANGE) return false;
+    *score = f;
+    return true;
+}
+
+/* Checks one piece line against what the layout expects at this point. */
+static tfm_status parse_piece_line(tfm_vocab *v, const char *line, size_t len, long lineno,
+                                   tfm_error *err)
+{
+    const char *tab1 = memchr(line, '\t', len);
+    const char *tab2 = tab1 ? memchr(tab1 + 1, '\t', len - (size_t)(tab1 + 1 - line)) : NULL;
+    const char *tab3 = tab2 ? memchr(tab2 + 1, '\t', len - (size_t)(tab2 + 1 - line)) : NULL;
+    if (!tab1 || !tab2 || tab3)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "line %ld: expected PIECE<TAB>SCORE<TAB>TYPE",
+                             lineno);
+    const char *text = line;
+    size_t tlen = (size_t)(tab1 - line);
+    const char *score_s = tab1 + 1;
+    size_t slen = (size_t)(tab2 - score_s);
+    const char *type_s = tab2 + 1;
+    size_t ylen = len - (size_t)(type_s - line);
+
+    char why[80], q[64], q2[64];
+    const char *problem = tfm_piece_text_problem(text, tlen, why, sizeof why);
+    if (problem)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "line %ld: the piece %s", lineno, problem);
+    quote_piece(text, tlen, q, sizeof q);
+    float score;
+    if (!parse_score(score_s, slen, &score)) {
+        quote_piece(score_s, slen, q2, sizeof q2);
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line %ld: bad score '%s' (expected a finite decimal number)", lineno,
+                             q2);
+    }
+    tfm_piece_type type;
+    if (!parse_type(type_s, ylen, &type)) {
+        quote_piece(type_s, ylen, q2, sizeof q2);
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line %ld: unknown type '%s' (expected normal, control, user or "
+                             "byte)",
+                             lineno, q2);
+    }
+
+    int32_t id = v->size;
+    if (id < 4) {
+        const char *want = special_text[id];
+        if (type != TFM_PIECE_CONTROL || tlen != strlen(want) || memcmp(text, want, tlen) != 0)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "line %ld: the special pieces must come first: expected '%s' "
+                                 "with type control",
+                                 lineno, want);
+    } else if (type == TFM_PIECE_CONTROL) {
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line %ld: control piece '%s': only the 4 special pieces <pad> "
+                             "<unk> <s> </s> have type control",
+                             lineno, q);
+    } else if (v->n_bytes == 0 && type == TFM_PIECE_USER) {
+        /* user symbols before the byte pieces: the learner's layout */
+    } else if (v->n_bytes < 256) {
+        char want[7];
+        byte_piece_text((unsigned char)v->n_bytes, want);
+        if (type != TFM_PIECE_BYTE || tlen != 6 || memcmp(text, want, 6) != 0)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "line %ld: byte piece out of place: expected '%s' with type "
+                                 "byte (the byte pieces <0x00>..<0xFF> follow the specials and "
+                                 "user symbols, in order), found '%s' with type %s",
+                                 lineno, want, q, type_name[type]);
+    } else if (type == TFM_PIECE_BYTE) {
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line %ld: byte piece out of place: '%s' after all 256 byte pieces",
+                             lineno, q);
+    }
+
+    int32_t existing = tfm_vocab_find(v, text, tlen);
+    if (existing >= 0)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line %ld: duplicate piece '%s' (first on line %ld)", lineno, q,
+                             (long)existing + 2);
+    /* The specials were checked above; tfm_vocab_add takes no control pieces. */
+    id = type == TFM_PIECE_CONTROL ? vocab_push(v, text, tlen, score, type)
+                                   : tfm_vocab_add(v, text, tlen, score, type);
+    if (id < 0) return tfm_error_set(err, TFM_ERR_NOMEM, "line %ld: out of memory", lineno);
+    return TFM_OK;
+}
+
+tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_error *err)
+{
+    *out = NULL;
+    line_cursor c = {.data = data, .size = size};
+    const char *line;
+    size_t len;
+    if (!next_line(&c, &line, &len))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line 1: empty file: expected a '#tfm-vocab' header");
+    if (len > 0 && line[len - 1] == '\r')
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line 1: the line ends with CR LF (a Windows line ending); the "
+                             "file must use LF only");
+    tfm_norm_params norm;
+    int32_t n_pieces = 0;
+    tfm_status st = parse_header(line, len, &norm, &n_pieces, err);
+    if (st != TFM_OK) return st;
+
+    tfm_vocab *v = vocab_new(&norm);
+    if (!v) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    while (next_line(&c, &line, &len)) {
+        if (v->size == n_pieces) {
+            st = tfm_error_set(err, TFM_ERR_FORMAT,
+                               "line %ld: the header says pieces=%d but the file has more lines",
+                               c.number, (int)n_pieces);
+            goto fail;
+        }
+        if (len > 0 && line[len - 1] == '\r') {
+            st = tfm_error_set(err, TFM_ERR_FORMAT,
+                               "line %ld: the line ends with CR LF (a Windows line ending); the "
+                               "file must use LF only",
+                               c.number);
+            goto fail;
+        }
+        st = parse_piece_line(v, line, len, c.number, err);
+        if (st != TFM_OK) goto fail;
+    }
+    if (v->size < n_pieces) {
+        st = tfm_error_set(err, TFM_ERR_FORMAT,
+                           "line %ld: the file ends after %d pieces but the header says "
+                           "pieces=%d",
+                           c.number, (int)v->size, (int)n_pieces);
+        goto fail;
+    }
+    if (v->n_bytes < 256) {
+        /* E.g. the specials and many user symbols, then the end. */
+        st = tfm_error_set(err, TFM_ERR_FORMAT, "line %ld: the file has %d of the 256 byte pieces",
+                           c.number, v->n_bytes);
+        goto fail;
+    }
+    *out = v;
+    return TFM_OK;
+fail:
+    tfm_vocab_free(v);
+    return st;
+}
