@@ -35,20 +35,6 @@ static tfm_status append_piece(tfm_buf *out, const char *text, size_t len, bool 
     return tfm_buf_append(out, text + start, len - start);
 }
 
-/* The byte of a byte piece "<0xNN>", or -1 for any other text. */
-static int byte_of_piece(const char *text, size_t len)
-{
-    if (len != 6 || memcmp(text, "<0x", 3) != 0 || text[5] != '>') return -1;
-    int value = 0;
-    for (int k = 3; k < 5; k++) {
-        char c = text[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        value = value * 16 + d;
-    }
-    return value;
-}
-
 /* Writes the run of byte pieces gathered so far, repaired, and empties it. */
 static tfm_status flush_bytes(tfm_buf *bytes, tfm_buf *out)
 {
@@ -79,7 +65,7 @@ tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_
         size_t len;
         const char *text = tfm_vocab_piece(v, id, &len);
         tfm_piece_type type = tfm_vocab_type(v, id);
-        int byte = type == TFM_PIECE_BYTE ? byte_of_piece(text, len) : -1;
+        int byte = tfm_vocab_byte_value(v, id);
         if (byte >= 0) {
             st = tfm_buf_putc(&bytes, (char)byte);
             continue;

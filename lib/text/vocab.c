@@ -108,6 +108,12 @@ static int byte_of_piece(const char *text, size_t len)
     return (int)((hi - hex) * 16 + (lo - hex));
 }
 
+int tfm_vocab_byte_value(const tfm_vocab *v, int32_t id)
+{
+    if (id < 0 || id >= v->size || v->pieces[id].type != TFM_PIECE_BYTE) return -1;
+    return byte_of_piece(v->pieces[id].text, v->pieces[id].len);
+}
+
 tfm_vocab *tfm_vocab_create_specials(const tfm_norm_params *norm)
 {
     tfm_vocab *v = vocab_new(norm);

@@ -93,6 +93,26 @@ tfm_status tfm_ids_parse(const char *line, size_t len, int32_t limit, tfm_ids *o
 /* Appends the ids of v as a decimal id line (no newline) to out. */
 tfm_status tfm_ids_format(const int32_t *ids, size_t n, tfm_buf *out);
 
+/* ---- UTF-8 ------------------------------------------------------------------ */
+
+/* Decodes one code point from s[0..len): returns its length in bytes (1..4)
+ * and sets *cp, or returns 0 for an invalid or truncated sequence. */
+int tfm_utf8_decode(const unsigned char *s, size_t len, int32_t *cp);
+/* Encodes cp into out (at least 4 bytes); returns the length. */
+int tfm_utf8_encode(int32_t cp, char *out);
+
+/* Looks at the start of s[0..len) (len > 0): returns the length (1..4) of a
+ * well-formed UTF-8 sequence and sets *cp, or returns minus the length of
+ * the maximal invalid subpart to replace by one U+FFFD (Unicode 15, section
+ * 3.9, "U+FFFD Substitution of Maximal Subparts"). */
+int tfm_utf8_scan(const unsigned char *s, size_t len, int32_t *cp);
+
+/* Appends s[0..len) to out with each maximal invalid UTF-8 subpart replaced
+ * by U+FFFD.  Returns the number replaced in *n_bad, and the offset of the
+ * first one in *first_bad (when not NULL and n_bad > 0). */
+tfm_status tfm_utf8_repair_append(tfm_buf *out, const char *s, size_t len, size_t *n_bad,
+                                  size_t *first_bad);
+
 /* ---- hash maps ----------------------------------------------------------- */
 
 /* Open-addressing map from a 64-bit key to a 64-bit value.  Keys are any

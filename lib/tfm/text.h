@@ -48,11 +48,6 @@ const char *tfm_norm_form_name(tfm_norm_form form);
 tfm_status tfm_normalize(const tfm_norm_params *p, const char *in, size_t len, tfm_buf *out,
                          size_t *n_repaired, tfm_error *err);
 
-/* Decodes one code point from s[0..len): returns its length in bytes (1..4)
- * and sets *cp, or returns 0 for an invalid or truncated sequence. */
-int tfm_utf8_decode(const unsigned char *s, size_t len, int32_t *cp);
-/* Encodes cp into out (at least 4 bytes); returns the length. */
-int tfm_utf8_encode(int32_t cp, char *out);
 
 /* Character classes that decide where pieces may not join (SentencePiece's
  * split_by_unicode_script and split_by_number): a piece never mixes two
@@ -129,6 +124,8 @@ tfm_piece_type tfm_vocab_type(const tfm_vocab *v, int32_t id);
 int32_t tfm_vocab_find(const tfm_vocab *v, const char *text, size_t len);
 /* The id of the byte piece <0xNN>. */
 int32_t tfm_vocab_byte_id(const tfm_vocab *v, unsigned char byte);
+/* The byte a byte piece stands for, or -1 when id is not a byte piece. */
+int tfm_vocab_byte_value(const tfm_vocab *v, int32_t id);
 const tfm_norm_params *tfm_vocab_norm(const tfm_vocab *v);
 
 /* The vocabulary file: text, documented in tfm-formats(5).  First line
