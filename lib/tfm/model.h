@@ -1,0 +1,226 @@
+/* tfm/model.h - the Transformer of "Attention Is All You Need": its
+ * configuration, its parameters, model files, and the forward pass used for
+ * inference (a batched encoder and an incremental decoder).
+ *
+ * Shapes in comments use: B sentences in a batch, S source length, T target
+ * length, D = d_model, H heads, Dh = D / H, F = d_ff, V vocabulary size,
+ * R rows of the decoder (hypotheses: sentences x beam).
+ *
+ * Linear layers store their weight as [out, in], as PyTorch's nn.Linear does,
+ * and compute y = x W^T + b, so a model file opens in Python unchanged.
+ */
+#ifndef TFM_MODEL_H
+#define TFM_MODEL_H
+
+#include "tfm/core.h"
+#include "tfm/text.h"
+
+/* ---- configuration ---------------------------------------------------------- */
+
+typedef enum tfm_pos_kind {
+    TFM_POS_SINUSOIDAL = 0, /* PE(pos,2i) = sin(pos/10000^(2i/D)), PE(pos,2i+1) = cos(...) */
+    TFM_POS_LEARNED = 1,    /* a learned [max_positions, D] table */
+} tfm_pos_kind;
+
+typedef struct tfm_config {
+    int32_t src_vocab_size;
+    int32_t tgt_vocab_size;
+    int d_model;
+    int d_ff;
+    int n_heads;
+    int n_encoder_layers;
+    int n_decoder_layers;
+    int max_positions;        /* longest sequence (source or target) the model takes */
+    tfm_pos_kind positions;
+    bool pre_norm;            /* x + Sublayer(LayerNorm(x)) and a final LayerNorm; else
+                                 the paper's post-norm LayerNorm(x + Sublayer(x)) */
+    bool shared_embeddings;   /* one matrix for source, target and the output projection
+                                 (requires src_vocab_size == tgt_vocab_size) */
+    int attention_window;     /* 0: full attention; r > 0: self-attention restricted to
+                                 the r neighbours on each side (decoder: r before) */
+    float dropout;            /* on sublayer outputs and on embeddings + positions */
+    float attention_dropout;  /* on attention weights */
+    float label_smoothing;
+    float layer_norm_eps;     /* 1e-5, PyTorch's default */
+    int32_t pad_id, unk_id, bos_id, eos_id;
+} tfm_config;
+
+/* Fills c with a named preset: "base" (N=6, D=512, F=2048, H=8, dropout 0.1),
+ * "big" (N=6, D=1024, F=4096, H=16, dropout 0.3), "small" (N=3, D=256,
+ * F=1024, H=4, dropout 0.1), "tiny" (N=2, D=64, F=256, H=4, dropout 0.1).
+ * N is the number of encoder layers and of decoder layers.  All presets:
+ * sinusoidal positions, post-norm, shared embeddings, max_positions 1024,
+ * full attention, attention_dropout 0, label_smoothing 0.1, layer_norm_eps
+ * 1e-5, and the vocabulary's fixed special ids (TFM_ID_PAD ...).
+ * Vocabulary sizes are left at 0 for the caller (they come from the
+ * vocabulary).  Unknown names are TFM_ERR_ARG listing the known ones. */
+tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err);
+/* The names of the presets, NULL-terminated. */
+extern const char *const tfm_config_preset_names[];
+
+/* Checks every field and their agreement: sizes positive and below limits
+ * that keep size arithmetic safe, vocabulary sizes at least 4 (the
+ * specials), D divisible by H, D even for sinusoidal positions, equal
+ * vocabulary sizes for shared embeddings, rates in [0, 1), layer_norm_eps in
+ * (0, 1), distinct special ids inside both vocabularies.  TFM_ERR_RANGE with
+ * a message naming the field (by its model-file metadata key). */
+tfm_status tfm_config_validate(const tfm_config *c, tfm_error *err);
+
+/* ---- parameters -------------------------------------------------------------- */
+
+typedef struct tfm_linear {
+    float *weight; /* [out, in] */
+    float *bias;   /* [out] */
+} tfm_linear;
+
+typedef struct tfm_layer_norm {
+    float *weight; /* [D] (gamma) */
+    float *bias;   /* [D] (beta) */
+} tfm_layer_norm;
+
+/* q, k and v are contiguous: k.weight == q.weight + D*D and v.weight ==
+ * k.weight + D*D (biases likewise), so one GEMM with a [3D, D] weight computes
+ * all three for self-attention. */
+typedef struct tfm_attention {
+    tfm_linear q_proj, k_proj, v_proj, out_proj;
+} tfm_attention;
+
+typedef struct tfm_encoder_layer {
+    tfm_attention self_attn;
+    tfm_layer_norm self_attn_layer_norm;
+    tfm_linear fc1; /* [F, D] */
+    tfm_linear fc2; /* [D, F] */
+    tfm_layer_norm final_layer_norm;
+} tfm_encoder_layer;
+
+typedef struct tfm_decoder_layer {
+    tfm_attention self_attn;
+    tfm_layer_norm self_attn_layer_norm;
+    tfm_attention encoder_attn;
+    tfm_layer_norm encoder_attn_layer_norm;
+    tfm_linear fc1;
+    tfm_linear fc2;
+    tfm_layer_norm final_layer_norm;
+} tfm_decoder_layer;
+
+/* Named pointers into one float buffer (or into a gradient or Adam-moment
+ * buffer of the same layout).  Shared matrices point to the same memory. */
+typedef struct tfm_params {
+    float *src_embed;       /* [V_src, D]  encoder.embed_tokens.weight */
+    float *tgt_embed;       /* [V_tgt, D]  decoder.embed_tokens.weight (== src_embed if shared) */
+    float *output_proj;     /* [V_tgt, D]  decoder.output_projection.weight (== tgt_embed if shared) */
+    float *src_positions;   /* [max_positions, D] learned only, else NULL */
+    float *tgt_positions;
+    tfm_encoder_layer *encoder_layers; /* [n_encoder_layers] */
+    tfm_decoder_layer *decoder_layers; /* [n_decoder_layers] */
+    tfm_layer_norm encoder_layer_norm; /* pre-norm only, else NULLs */
+    tfm_layer_norm decoder_layer_norm;
+} tfm_params;
+
+/* The number of floats in the parameter buffer of a valid configuration
+ * (shared matrices counted once).  Tensors are packed in the order of
+ * tfm_params_visit with no padding, so this is exactly the sum of the sizes
+ * of the visited tensors (lib/nn/params.c lists the order). */
+size_t tfm_params_count(const tfm_config *c);
+
+/* Points p's members into base (tfm_params_count(c) floats).  The layer
+ * arrays are allocated (free them with tfm_params_free_layout).  base may
+ * be NULL: every pointer is then NULL, and tfm_params_visit still reports
+ * every name and shape (with NULL data), which lets a loader check a file
+ * before allocating.  Fails with TFM_ERR_ARG for a configuration that
+ * tfm_config_validate rejects, TFM_ERR_NOMEM when memory runs out. */
+tfm_status tfm_params_layout(const tfm_config *c, float *base, tfm_params *p);
+void tfm_params_free_layout(tfm_params *p);
+
+/* Calls fn for every distinct tensor of the layout with its PyTorch-style name
+ * ("encoder.layers.0.self_attn.q_proj.weight"), shape and data.  Model files,
+ * gradient checks and optimizers walk the parameters with it. */
+typedef void (*tfm_params_visit_fn)(void *ctx, const char *name, int ndim, const int64_t *shape,
+                                    float *data);
+void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit_fn fn, void *ctx);
+
+/* ---- the model ------------------------------------------------------------------ */
+
+/* A model: configuration, parameters, and the vocabulary it was trained with
+ * (NULL for a model made without one).  The parameter buffer is owned. */
+typedef struct tfm_model {
+    tfm_config config;
+    tfm_params params;
+    float *data;          /* tfm_params_count(&config) floats */
+    tfm_vocab *vocab;     /* owned; may be NULL */
+    int64_t step;         /* training steps behind these weights */
+} tfm_model;
+
+/* A freshly initialised model: Xavier/Glorot uniform weights (as the reference
+ * implementations do), zero biases, LayerNorm weight 1 and bias 0, embeddings
+ * N(0, D^-0.5).  vocab may be NULL; if not, the model takes a copy. */
+tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_t seed,
+                            tfm_model **out, tfm_error *err);
+void tfm_model_free(tfm_model *m);
+
+/* Model files are safetensors: every tensor under its PyTorch-style name, and
+ * the configuration and the vocabulary in __metadata__ (see tfm-formats(5)).
+ * Loading checks the header, every tensor's dtype and shape against the
+ * configuration, and that no tensor is missing or unexpected. */
+tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err);
+/* Writes atomically.  extra_metadata: NULL-terminated key, value pairs, or NULL. */
+tfm_status tfm_model_save(const tfm_model *m, const char *path, const char *const *extra_metadata,
+                          tfm_error *err);
+
+/* ---- inference: the encoder ------------------------------------------------------------ */
+
+/* Runs the encoder over batches of sentences.  Holds buffers sized for the
+ * largest batch seen, so no memory is allocated once the shapes settle.  The
+ * model must outlive the encoder; one encoder per thread. */
+typedef struct tfm_encoder tfm_encoder;
+
+tfm_status tfm_encoder_create(const tfm_model *m, tfm_encoder **out, tfm_error *err);
+void tfm_encoder_free(tfm_encoder *e);
+
+/* Encodes B sentences: ids[b] holds lens[b] source ids (lens[b] may be 0).
+ * states receives the final encoder states of all sentences packed one after
+ * another: sum(lens) x D floats, sentence b at row offset sum(lens[0..b)).
+ * The result of a sentence does not depend on the others in the batch. */
+tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids, const int *lens,
+                               float *states, tfm_error *err);
+
+/* ---- inference: the incremental decoder -------------------------------------------------- */
+
+/* Decodes many sentences at once, one target position per step, caching each
+ * layer's self-attention keys and values and computing the encoder-decoder
+ * keys and values once per sentence.  The model must outlive the decoder;
+ * one decoder per thread. */
+typedef struct tfm_decoder tfm_decoder;
+
+tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err);
+void tfm_decoder_free(tfm_decoder *d);
+
+/* Starts a batch: n_sentences sources (states[s]: src_lens[s] x D floats, the
+ * encoder's output; the decoder copies what it needs), and R rows, row r
+ * decoding sentence row_sentence[r] (several rows per sentence for a beam).
+ * max_steps bounds the target length of this batch (for the caches). */
+tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const *states,
+                             const int *src_lens, int R, const int *row_sentence, int max_steps,
+                             tfm_error *err);
+
+/* Feeds one token per row (tokens[r]: the previous output, <s> at step 0) and
+ * writes the log-probabilities of the next token: log_probs[R, V_tgt]. */
+tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_probs,
+                            tfm_error *err);
+
+/* Rearranges rows after a beam-search step: new row i continues old row
+ * parent[i] (its caches are copied), for i in [0, new_R).  Rows may be
+ * dropped (finished) or duplicated (a beam splitting). */
+tfm_status tfm_decoder_reorder(tfm_decoder *d, int new_R, const int *parent, tfm_error *err);
+
+/* The current number of rows and target position. */
+int tfm_decoder_rows(const tfm_decoder *d);
+int tfm_decoder_position(const tfm_decoder *d);
+
+/* The reference: the whole decoder recomputed over a full target prefix
+ * without caches, for one sentence.  tgt: T ids beginning with <s>;
+ * log_probs: [T, V_tgt].  Tests check the incremental decoder against it. */
+tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int src_len,
+                                    const int32_t *tgt, int T, float *log_probs, tfm_error *err);
+
+#endif

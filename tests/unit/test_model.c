@@ -1,0 +1,933 @@
+/* test_model.c - the model's configuration, parameter layout,
+ * initialisation and files: presets validate and bad fields are named; the
+ * layout packs every tensor exactly once, in visit order, for every
+ * combination of options; initial weights have the reference statistics and
+ * depend only on the seed; models survive a save and load bit for bit; bad
+ * model files (cut short, wrong shapes, missing or extra tensors, bad
+ * metadata, a vocabulary of the wrong size) fail with messages that say
+ * what is wrong; and a small python reader finds our tensors by name. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tfm/model.h"
+#include "tfm/safetensors.h"
+
+#define PYTHON "/usr/bin/python3"
+
+static char tmpdir[4096];
+
+/* A file name inside the test's temporary folder (valid for the next three calls). */
+static const char *tmp_path(const char *name)
+{
+    /* A few buffers in turn, so that a callee's tmp_path does not overwrite
+     * the caller's. */
+    static char paths[4][8192];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, sizeof paths[0], "%s/%s", tmpdir, name);
+    return path;
+}
+
+/* The tiny preset, made smaller still so every test runs fast under ASan. */
+static tfm_config small_config(int32_t vocab)
+{
+    tfm_config c;
+    tfm_error err;
+    if (tfm_config_preset("tiny", &c, &err) != TFM_OK) abort();
+    c.src_vocab_size = vocab;
+    c.tgt_vocab_size = vocab;
+    c.d_model = 16;
+    c.d_ff = 24;
+    c.n_heads = 2;
+    c.n_encoder_layers = 2;
+    c.n_decoder_layers = 3;
+    c.max_positions = 20;
+    return c;
+}
+
+/* A vocabulary of 260 + extra pieces. */
+static tfm_vocab *make_vocab(int extra)
+{
+    tfm_norm_params norm = tfm_norm_default_params();
+    tfm_vocab *v = tfm_vocab_create(&norm);
+    for (int i = 0; i < extra; i++) {
+        char piece[32];
+        snprintf(piece, sizeof piece, "\xe2\x96\x81w%d", i);
+        if (tfm_vocab_add(v, piece, strlen(piece), (float)-i, TFM_PIECE_NORMAL) < 0) abort();
+    }
+    return v;
+}
+
+static bool contains(const char *haystack, const char *needle)
+{
+    return strstr(haystack, needle) != NULL;
+}
+
+/* ---- configuration ------------------------------------------------------------ */
+
+static void test_presets(void)
+{
+    tfm_error err;
+    int n = 0;
+    for (const char *const *name = tfm_config_preset_names; *name; name++, n++) {
+        tfm_config c;
+        CHECK(tfm_config_preset(*name, &c, &err) == TFM_OK);
+        CHECK(c.src_vocab_size == 0 && c.tgt_vocab_size == 0);
+        /* Without vocabulary sizes a preset is not yet a model. */
+        CHECK(tfm_config_validate(&c, &err) == TFM_ERR_RANGE);
+        CHECK(contains(err.msg, "src_vocab_size"));
+        c.src_vocab_size = c.tgt_vocab_size = 8000;
+        CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s: %s", *name, err.msg);
+        CHECK(c.pad_id == TFM_ID_PAD && c.unk_id == TFM_ID_UNK && c.bos_id == TFM_ID_BOS &&
+              c.eos_id == TFM_ID_EOS);
+        CHECK(c.shared_embeddings && !c.pre_norm && c.positions == TFM_POS_SINUSOIDAL);
+        CHECK(c.layer_norm_eps == 1e-5f && c.label_smoothing == 0.1f);
+    }
+    CHECK(n == 4);
+
+    tfm_config c;
+    CHECK(tfm_config_preset("base", &c, &err) == TFM_OK);
+    CHECK(c.n_encoder_layers == 6 && c.n_decoder_layers == 6 && c.d_model == 512 &&
+          c.d_ff == 2048 && c.n_heads == 8 && c.dropout == 0.1f && c.max_positions == 1024);
+    CHECK(tfm_config_preset("big", &c, &err) == TFM_OK);
+    CHECK(c.n_encoder_layers == 6 && c.d_model == 1024 && c.d_ff == 4096 && c.n_heads == 16 &&
+          c.dropout == 0.3f);
+    CHECK(tfm_config_preset("small", &c, &err) == TFM_OK);
+    CHECK(c.n_encoder_layers == 3 && c.n_decoder_layers == 3 && c.d_model == 256 &&
+          c.d_ff == 1024 && c.n_heads == 4);
+    CHECK(tfm_config_preset("tiny", &c, &err) == TFM_OK);
+    CHECK(c.n_encoder_layers == 2 && c.d_model == 64 && c.d_ff == 256 && c.n_heads == 4);
+
+    /* The base model has the paper's 65M parameters (Table 3), with a 37000
+     * shared vocabulary as for WMT English-German. */
+    CHECK(tfm_config_preset("base", &c, &err) == TFM_OK);
+    c.src_vocab_size = c.tgt_vocab_size = 37000;
+    size_t count = tfm_params_count(&c);
+    CHECK_MSG(count > 60000000 && count < 66000000, "%zu", count);
+
+    CHECK(tfm_config_preset("huge", &c, &err) == TFM_ERR_ARG);
+    CHECK(contains(err.msg, "huge") && contains(err.msg, "base") && contains(err.msg, "tiny"));
+}
+
+/* Each case breaks one field of a valid configuration; the message must
+ * name that field. */
+static void test_validate(void)
+{
+    tfm_error err;
+    tfm_config good = small_config(300);
+    CHECK(tfm_config_validate(&good, &err) == TFM_OK);
+
+    /* One mutation after another, each on a fresh copy. */
+#define EXPECT_BAD(mutation, field)                                                        \
+    do {                                                                                   \
+        tfm_config c = good;                                                               \
+        mutation;                                                                          \
+        tfm_status st = tfm_config_validate(&c, &err);                                     \
+        CHECK_MSG(st == TFM_ERR_RANGE, "%s accepted", #mutation);                          \
+        CHECK_MSG(st == TFM_OK || contains(err.msg, field), "%s: %s", #mutation, err.msg); \
+    } while (0)
+
+    EXPECT_BAD(c.src_vocab_size = 3, "src_vocab_size");
+    EXPECT_BAD(c.tgt_vocab_size = -1, "tgt_vocab_size");
+    EXPECT_BAD(c.d_model = 0, "d_model");
+    EXPECT_BAD(c.d_model = -16, "d_model");
+    EXPECT_BAD(c.d_ff = 0, "d_ff");
+    EXPECT_BAD(c.n_heads = 0, "n_heads");
+    EXPECT_BAD(c.n_heads = 3, "n_heads");
+    EXPECT_BAD(c.n_heads = 32, "n_heads");
+    EXPECT_BAD(c.n_encoder_layers = 0, "n_encoder_layers");
+    EXPECT_BAD(c.n_decoder_layers = 100000, "n_decoder_layers");
+    EXPECT_BAD(c.max_positions = 0, "max_positions");
+    EXPECT_BAD(c.positions = (tfm_pos_kind)7, "positions");
+    EXPECT_BAD((c.d_model = 9, c.n_heads = 3), "d_model"); /* odd, sinusoidal */
+    EXPECT_BAD(c.tgt_vocab_size = 301, "shared_embeddings");
+    EXPECT_BAD(c.attention_window = -1, "attention_window");
+    EXPECT_BAD(c.dropout = 1.0f, "dropout");
+    EXPECT_BAD(c.dropout = -0.1f, "dropout");
+    EXPECT_BAD(c.dropout = NAN, "dropout");
+    EXPECT_BAD(c.attention_dropout = 2.0f, "attention_dropout");
+    EXPECT_BAD(c.label_smoothing = -1e-3f, "label_smoothing");
+    EXPECT_BAD(c.layer_norm_eps = 0.0f, "layer_norm_eps");
+    EXPECT_BAD(c.layer_norm_eps = INFINITY, "layer_norm_eps");
+    EXPECT_BAD(c.pad_id = 300, "pad_id");
+    EXPECT_BAD(c.eos_id = -1, "eos_id");
+    EXPECT_BAD(c.bos_id = c.unk_id, "bos_id");
+#undef EXPECT_BAD
+
+    /* What is allowed: separate vocabularies of different sizes, an odd
+     * d_model with learned positions, a window, rates of zero. */
+    tfm_config c = good;
+    c.shared_embeddings = false;
+    c.tgt_vocab_size = 500;
+    c.attention_window = 3;
+    c.dropout = c.attention_dropout = c.label_smoothing = 0.0f;
+    CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s", err.msg);
+    c = good;
+    c.d_model = 9;
+    c.n_heads = 3;
+    c.positions = TFM_POS_LEARNED;
+    CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s", err.msg);
+    CHECK(tfm_config_validate(&c, NULL) == TFM_OK);
+}
+
+/* ---- parameter layout ---------------------------------------------------------- */
+
+#define MAX_TENSORS 512
+
+typedef struct seen {
+    int n;
+    char name[MAX_TENSORS][96];
+    int ndim[MAX_TENSORS];
+    int64_t shape[MAX_TENSORS][2];
+    float *data[MAX_TENSORS];
+} seen;
+
+static void collect(void *ctx, const char *name, int ndim, const int64_t *shape, float *data)
+{
+    seen *s = ctx;
+    if (s->n >= MAX_TENSORS) return;
+    snprintf(s->name[s->n], sizeof s->name[0], "%s", name);
+    s->ndim[s->n] = ndim;
+    s->shape[s->n][0] = shape[0];
+    s->shape[s->n][1] = ndim > 1 ? shape[1] : 1;
+    s->data[s->n] = data;
+    s->n++;
+}
+
+static int64_t seen_numel(const seen *s, int i) { return s->shape[i][0] * s->shape[i][1]; }
+
+static int seen_find(const seen *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->name[i], name) == 0) return i;
+    return -1;
+}
+
+/* The count written out from the paper's architecture, independently of
+ * params.c's walk. */
+static size_t expected_count(const tfm_config *c)
+{
+    size_t D = (size_t)c->d_model, F = (size_t)c->d_ff, P = (size_t)c->max_positions;
+    size_t attention = 4 * D * D + 4 * D, norm = 2 * D, ffn = 2 * D * F + F + D;
+    size_t n = (size_t)c->src_vocab_size * D;
+    if (!c->shared_embeddings) n += 2 * (size_t)c->tgt_vocab_size * D;
+    if (c->positions == TFM_POS_LEARNED) n += 2 * P * D;
+    n += (size_t)c->n_encoder_layers * (attention + ffn + 2 * norm);
+    n += (size_t)c->n_decoder_layers * (2 * attention + ffn + 3 * norm);
+    if (c->pre_norm) n += 2 * norm;
+    return n;
+}
+
+static void check_layout(const tfm_config *c)
+{
+    const size_t D = (size_t)c->d_model;
+    size_t count = tfm_params_count(c);
+    CHECK_MSG(count == expected_count(c), "%zu vs %zu", count, expected_count(c));
+    float *buf = malloc(count * sizeof *buf);
+    tfm_params p;
+    CHECK(tfm_params_layout(c, buf, &p) == TFM_OK);
+    static seen s;
+    s.n = 0;
+    tfm_params_visit(c, &p, collect, &s);
+
+    /* Tensors follow each other with neither gap nor overlap, in visit order,
+     * and fill the buffer exactly: so each one is inside it and none is
+     * visited twice. */
+    size_t at = 0;
+    for (int i = 0; i < s.n; i++) {
+        CHECK_MSG(s.data[i] == buf + at, "%s at %td, expected %zu", s.name[i], s.data[i] - buf, at);
+        at += (size_t)seen_numel(&s, i);
+        for (int j = 0; j < i; j++) CHECK_MSG(strcmp(s.name[i], s.name[j]) != 0, "%s", s.name[i]);
+    }
+    CHECK_MSG(at == count, "%zu vs %zu", at, count);
+
+    size_t expected_n = 1 + (c->shared_embeddings ? 0 : 2) +
+                        (c->positions == TFM_POS_LEARNED ? 2 : 0) +
+                        (size_t)c->n_encoder_layers * 16 + (size_t)c->n_decoder_layers * 26 +
+                        (c->pre_norm ? 4 : 0);
+    CHECK_MSG((size_t)s.n == expected_n, "%d tensors, expected %zu", s.n, expected_n);
+
+    /* The names and shapes of the reference implementations. */
+    int i = seen_find(&s, "encoder.embed_tokens.weight");
+    CHECK(i == 0 && s.shape[i][0] == c->src_vocab_size && s.shape[i][1] == c->d_model);
+    i = seen_find(&s, "encoder.layers.1.fc1.weight");
+    CHECK(i >= 0 && s.ndim[i] == 2 && s.shape[i][0] == c->d_ff && s.shape[i][1] == c->d_model);
+    i = seen_find(&s, "encoder.layers.1.fc2.bias");
+    CHECK(i >= 0 && s.ndim[i] == 1 && s.shape[i][0] == c->d_model);
+    i = seen_find(&s, "decoder.layers.2.encoder_attn.v_proj.weight");
+    CHECK(i >= 0 && s.data[i] == p.decoder_layers[2].encoder_attn.v_proj.weight);
+    i = seen_find(&s, "decoder.layers.0.encoder_attn_layer_norm.bias");
+    CHECK(i >= 0 && s.data[i] == p.decoder_layers[0].encoder_attn_layer_norm.bias);
+    i = seen_find(&s, "decoder.layers.2.final_layer_norm.weight");
+    CHECK(i >= 0 && s.data[i] == p.decoder_layers[2].final_layer_norm.weight);
+
+    /* Shared matrices are one. */
+    if (c->shared_embeddings) {
+        CHECK(p.tgt_embed == p.src_embed && p.output_proj == p.src_embed);
+        CHECK(seen_find(&s, "decoder.embed_tokens.weight") < 0);
+        CHECK(seen_find(&s, "decoder.output_projection.weight") < 0);
+    } else {
+        CHECK(p.tgt_embed != p.src_embed && p.output_proj != p.tgt_embed);
+        i = seen_find(&s, "decoder.output_projection.weight");
+        CHECK(i >= 0 && s.data[i] == p.output_proj && s.shape[i][0] == c->tgt_vocab_size);
+        i = seen_find(&s, "decoder.embed_tokens.weight");
+        CHECK(i >= 0 && s.data[i] == p.tgt_embed && s.shape[i][0] == c->tgt_vocab_size);
+    }
+    if (c->positions == TFM_POS_LEARNED) {
+        i = seen_find(&s, "decoder.embed_positions.weight");
+        CHECK(i >= 0 && s.data[i] == p.tgt_positions && s.shape[i][0] == c->max_positions);
+        CHECK(seen_find(&s, "encoder.embed_positions.weight") >= 0 && p.src_positions);
+    } else {
+        CHECK(!p.src_positions && !p.tgt_positions);
+        CHECK(seen_find(&s, "encoder.embed_positions.weight") < 0);
+    }
+    if (c->pre_norm) {
+        i = seen_find(&s, "encoder.layer_norm.weight");
+        CHECK(i >= 0 && s.data[i] == p.encoder_layer_norm.weight);
+        i = seen_find(&s, "decoder.layer_norm.bias");
+        CHECK(i == s.n - 1 && s.data[i] == p.decoder_layer_norm.bias);
+    } else {
+        CHECK(!p.encoder_layer_norm.weight && !p.decoder_layer_norm.bias);
+        CHECK(seen_find(&s, "encoder.layer_norm.weight") < 0);
+    }
+
+    /* q, k and v are one [3D, D] block, and their biases one [3D] block. */
+    const tfm_attention *a = &p.encoder_layers[1].self_attn;
+    CHECK(a->k_proj.weight == a->q_proj.weight + D * D);
+    CHECK(a->v_proj.weight == a->k_proj.weight + D * D);
+    CHECK(a->q_proj.bias == a->v_proj.weight + D * D);
+    CHECK(a->k_proj.bias == a->q_proj.bias + D && a->v_proj.bias == a->k_proj.bias + D);
+    a = &p.decoder_layers[0].encoder_attn;
+    CHECK(a->k_proj.weight == a->q_proj.weight + D * D && a->v_proj.bias == a->k_proj.bias + D);
+    i = seen_find(&s, "encoder.layers.0.self_attn.q_proj.weight");
+    CHECK(i >= 0 && strcmp(s.name[i + 1], "encoder.layers.0.self_attn.k_proj.weight") == 0 &&
+          strcmp(s.name[i + 3], "encoder.layers.0.self_attn.q_proj.bias") == 0 &&
+          strcmp(s.name[i + 6], "encoder.layers.0.self_attn.out_proj.weight") == 0);
+
+    /* Without a buffer: the same names and shapes, and no data. */
+    tfm_params q;
+    CHECK(tfm_params_layout(c, NULL, &q) == TFM_OK);
+    static seen t;
+    t.n = 0;
+    tfm_params_visit(c, &q, collect, &t);
+    CHECK(t.n == s.n);
+    for (int k = 0; k < t.n && k < s.n; k++) {
+        CHECK(strcmp(t.name[k], s.name[k]) == 0 && t.ndim[k] == s.ndim[k]);
+        CHECK(t.shape[k][0] == s.shape[k][0] && t.shape[k][1] == s.shape[k][1]);
+        CHECK(t.data[k] == NULL);
+    }
+    tfm_params_free_layout(&q);
+    tfm_params_free_layout(&p);
+    CHECK(p.encoder_layers == NULL);
+    tfm_params_free_layout(&p); /* twice is harmless */
+    free(buf);
+}
+
+static void test_layout(void)
+{
+    for (int shared = 0; shared < 2; shared++)
+        for (int learned = 0; learned < 2; learned++)
+            for (int pre = 0; pre < 2; pre++) {
+                tfm_config c = small_config(300);
+                c.shared_embeddings = shared;
+                if (!shared) c.tgt_vocab_size = 280;
+                c.positions = learned ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
+                c.pre_norm = pre;
+                check_layout(&c);
+            }
+    tfm_config bad = small_config(300);
+    bad.n_heads = 5;
+    tfm_params p;
+    CHECK(tfm_params_layout(&bad, NULL, &p) == TFM_ERR_ARG);
+    CHECK(p.encoder_layers == NULL);
+}
+
+/* ---- initialisation -------------------------------------------------------------- */
+
+typedef struct stats {
+    double sum, sum2, max_abs;
+    size_t n, zeros, ones;
+} stats;
+
+static stats stats_of(const float *x, size_t n)
+{
+    stats s = {0};
+    for (size_t i = 0; i < n; i++) {
+        s.sum += x[i];
+        s.sum2 += (double)x[i] * x[i];
+        if (fabs(x[i]) > s.max_abs) s.max_abs = fabs(x[i]);
+        s.zeros += x[i] == 0.0f;
+        s.ones += x[i] == 1.0f;
+    }
+    s.n = n;
+    return s;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static void test_init(void)
+{
+    tfm_config c = small_config(300);
+    c.d_model = 32;
+    c.d_ff = 64;
+    c.shared_embeddings = false;
+    c.tgt_vocab_size = 280;
+    c.positions = TFM_POS_LEARNED;
+    c.pre_norm = true;
+    tfm_model *m;
+    tfm_error err;
+    CHECK(tfm_model_create(&c, NULL, 42, &m, &err) == TFM_OK);
+    CHECK(m->vocab == NULL && m->step == 0);
+    CHECK(((uintptr_t)m->data & 63) == 0);
+    static seen s;
+    s.n = 0;
+    tfm_params_visit(&c, &m->params, collect, &s);
+
+    const double D = c.d_model;
+    int n_xavier = 0;
+    for (int i = 0; i < s.n; i++) {
+        const char *name = s.name[i];
+        size_t n = (size_t)seen_numel(&s, i);
+        stats st = stats_of(s.data[i], n);
+        double mean = st.sum / (double)n, var = st.sum2 / (double)n - mean * mean;
+        if (strstr(name, "embed") || strstr(name, "output_projection")) {
+            /* N(0, D^-0.5) */
+            CHECK_MSG(fabs(mean) < 0.01, "%s mean %g", name, mean);
+            /* The standard error of a sample std is about std / sqrt(2n). */
+            double tol = fmax(0.03, 4.0 / sqrt(2.0 * (double)n));
+            CHECK_MSG(fabs(sqrt(var) * sqrt(D) - 1.0) < tol, "%s std %g", name, sqrt(var));
+        } else if (strstr(name, "norm")) {
+            if (ends_with(name, ".weight")) CHECK_MSG(st.ones == n, "%s", name);
+            else CHECK_MSG(st.zeros == n, "%s", name);
+        } else if (ends_with(name, ".bias")) {
+            CHECK_MSG(st.zeros == n, "%s", name);
+        } else {
+            /* Xavier uniform: inside the bound, using it, mean 0, variance a^2/3. */
+            n_xavier++;
+            double a = sqrt(6.0 / (double)(s.shape[i][0] + s.shape[i][1]));
+            CHECK_MSG(st.max_abs <= a && st.max_abs > 0.95 * a, "%s: max %g, bound %g", name,
+                      st.max_abs, a);
+            CHECK_MSG(fabs(mean) < 0.1 * a, "%s mean %g", name, mean);
+            CHECK_MSG(fabs(var / (a * a / 3.0) - 1.0) < 0.15, "%s var %g", name, var);
+        }
+    }
+    CHECK(n_xavier == 2 * 6 + 3 * 10);
+
+    /* The pad row of both embeddings is zero, and of no other table. */
+    stats pad = stats_of(m->params.src_embed + c.pad_id * c.d_model, (size_t)c.d_model);
+    CHECK(pad.zeros == (size_t)c.d_model);
+    pad = stats_of(m->params.tgt_embed + c.pad_id * c.d_model, (size_t)c.d_model);
+    CHECK(pad.zeros == (size_t)c.d_model);
+    pad = stats_of(m->params.output_proj + c.pad_id * c.d_model, (size_t)c.d_model);
+    CHECK(pad.zeros == 0);
+    stats unk = stats_of(m->params.src_embed + c.unk_id * c.d_model, (size_t)c.d_model);
+    CHECK(unk.zeros == 0);
+
+    /* The same seed gives the same weights bit for bit; another seed others. */
+    size_t count = tfm_params_count(&c);
+    tfm_model *same, *other;
+    CHECK(tfm_model_create(&c, NULL, 42, &same, &err) == TFM_OK);
+    CHECK(tfm_model_create(&c, NULL, 43, &other, &err) == TFM_OK);
+    CHECK(memcmp(m->data, same->data, count * sizeof(float)) == 0);
+    size_t differ = 0;
+    for (size_t i = 0; i < count; i++) differ += m->data[i] != other->data[i];
+    /* Everything random differs; biases and norms are the same. */
+    CHECK_MSG(differ > count * 9 / 10, "%zu of %zu", differ, count);
+    tfm_model_free(same);
+    tfm_model_free(other);
+    tfm_model_free(m);
+    tfm_model_free(NULL);
+
+    /* Shared embeddings: one matrix with a zero pad row. */
+    c = small_config(300);
+    CHECK(tfm_model_create(&c, NULL, 1, &m, &err) == TFM_OK);
+    CHECK(m->params.output_proj == m->params.src_embed);
+    pad = stats_of(m->params.src_embed, (size_t)c.d_model);
+    CHECK(pad.zeros == (size_t)c.d_model);
+    tfm_model_free(m);
+
+    /* A bad configuration is refused with validate's message. */
+    c.d_ff = 0;
+    CHECK(tfm_model_create(&c, NULL, 1, &m, &err) == TFM_ERR_RANGE && m == NULL);
+    CHECK(contains(err.msg, "d_ff"));
+}
+
+static void test_create_vocab(void)
+{
+    tfm_vocab *v = make_vocab(24); /* 284 pieces */
+    tfm_config c = small_config(284);
+    tfm_model *m;
+    tfm_error err;
+    CHECK_MSG(tfm_model_create(&c, v, 5, &m, &err) == TFM_OK, "%s", err.msg);
+    /* The model holds its own copy. */
+    CHECK(m->vocab != NULL && m->vocab != v && tfm_vocab_size(m->vocab) == 284);
+    tfm_vocab_free(v);
+    size_t len;
+    CHECK(strcmp(tfm_vocab_piece(m->vocab, 283, &len), "\xe2\x96\x81w23") == 0);
+    tfm_model_free(m);
+
+    v = make_vocab(24);
+    c = small_config(300);
+    CHECK(tfm_model_create(&c, v, 5, &m, &err) == TFM_ERR_RANGE && m == NULL);
+    CHECK_MSG(contains(err.msg, "284") && contains(err.msg, "300"), "%s", err.msg);
+    c = small_config(284);
+    c.pad_id = 3;
+    c.eos_id = 0;
+    CHECK(tfm_model_create(&c, v, 5, &m, &err) == TFM_ERR_RANGE && m == NULL);
+    CHECK_MSG(contains(err.msg, "pad_id"), "%s", err.msg);
+    tfm_vocab_free(v);
+}
+
+/* ---- model files ----------------------------------------------------------------- */
+
+static bool config_equal(const tfm_config *a, const tfm_config *b)
+{
+    return a->src_vocab_size == b->src_vocab_size && a->tgt_vocab_size == b->tgt_vocab_size &&
+           a->d_model == b->d_model && a->d_ff == b->d_ff && a->n_heads == b->n_heads &&
+           a->n_encoder_layers == b->n_encoder_layers &&
+           a->n_decoder_layers == b->n_decoder_layers && a->max_positions == b->max_positions &&
+           a->positions == b->positions && a->pre_norm == b->pre_norm &&
+           a->shared_embeddings == b->shared_embeddings &&
+           a->attention_window == b->attention_window && a->dropout == b->dropout &&
+           a->attention_dropout == b->attention_dropout &&
+           a->label_smoothing == b->label_smoothing && a->layer_norm_eps == b->layer_norm_eps &&
+           a->pad_id == b->pad_id && a->unk_id == b->unk_id && a->bos_id == b->bos_id &&
+           a->eos_id == b->eos_id;
+}
+
+/* The vocabulary file's text (malloc'd). */
+static char *vocab_text(const tfm_vocab *v)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    tfm_error err;
+    if (!fp || tfm_vocab_write(v, fp, &err) != TFM_OK) abort();
+    fclose(fp);
+    return text;
+}
+
+static void check_round_trip(const tfm_config *c, bool with_vocab, int64_t step)
+{
+    tfm_vocab *v = with_vocab ? make_vocab(c->src_vocab_size - 260) : NULL;
+    tfm_model *m, *back;
+    tfm_error err;
+    CHECK_MSG(tfm_model_create(c, v, 99, &m, &err) == TFM_OK, "%s", err.msg);
+    tfm_vocab_free(v);
+    m->step = step;
+    /* Every float survives, not only the initial ones. */
+    m->data[1] = 1.0f / 3.0f;
+    m->data[2] = -0.0f;
+    m->data[3] = 1e-30f;
+    const char *extra[] = {"note", "h\xc3\xa9llo", "source", "wmt14", NULL};
+    const char *path = tmp_path("round_trip.safetensors");
+    CHECK_MSG(tfm_model_save(m, path, extra, &err) == TFM_OK, "%s", err.msg);
+    CHECK_MSG(tfm_model_load(path, &back, &err) == TFM_OK, "%s", err.msg);
+    if (!back) {
+        tfm_model_free(m);
+        return;
+    }
+    CHECK(config_equal(&m->config, &back->config));
+    CHECK(back->step == step);
+    size_t count = tfm_params_count(c);
+    CHECK(memcmp(m->data, back->data, count * sizeof(float)) == 0);
+    CHECK(back->params.output_proj ==
+          (c->shared_embeddings ? back->params.src_embed : back->params.tgt_embed + c->tgt_vocab_size * c->d_model));
+    if (with_vocab) {
+        CHECK(back->vocab != NULL);
+        if (back->vocab) {
+            char *a = vocab_text(m->vocab), *b = vocab_text(back->vocab);
+            CHECK(strcmp(a, b) == 0);
+            free(a);
+            free(b);
+        }
+    } else {
+        CHECK(back->vocab == NULL);
+    }
+
+    /* The metadata, as another program sees them. */
+    tfm_safetensors *f;
+    CHECK(tfm_safetensors_open(path, &f, &err) == TFM_OK);
+    if (f) {
+        CHECK(strcmp(tfm_safetensors_metadata(f, "format"), "tfm-model") == 0);
+        CHECK(strcmp(tfm_safetensors_metadata(f, "format_version"), "1") == 0);
+        CHECK(strcmp(tfm_safetensors_metadata(f, "note"), "h\xc3\xa9llo") == 0);
+        CHECK(strcmp(tfm_safetensors_metadata(f, "source"), "wmt14") == 0);
+        CHECK(strcmp(tfm_safetensors_metadata(f, "norm"), c->pre_norm ? "pre" : "post") == 0);
+        CHECK(strcmp(tfm_safetensors_metadata(f, "shared_embeddings"),
+                     c->shared_embeddings ? "true" : "false") == 0);
+        CHECK((tfm_safetensors_metadata(f, "vocab") != NULL) == with_vocab);
+        CHECK(strcmp(tfm_safetensors_name(f, 0), "encoder.embed_tokens.weight") == 0);
+        tfm_safetensors_free(f);
+    }
+
+    /* A second save of the loaded model gives the same bytes. */
+    const char *path2 = tmp_path("round_trip2.safetensors");
+    char p1[8192];
+    snprintf(p1, sizeof p1, "%s", tmp_path("round_trip.safetensors"));
+    CHECK(tfm_model_save(back, path2, extra, &err) == TFM_OK);
+    char cmd[20000];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", p1, path2);
+    CHECK(system(cmd) == 0);
+    tfm_model_free(back);
+    tfm_model_free(m);
+}
+
+static void test_round_trip(void)
+{
+    tfm_config c = small_config(270);
+    check_round_trip(&c, true, 0);
+    c.dropout = 0.123456789f;
+    c.label_smoothing = 1.0f / 3.0f;
+    c.attention_dropout = 1e-7f;
+    c.layer_norm_eps = 1e-6f;
+    c.attention_window = 5;
+    check_round_trip(&c, false, 1234567890123LL);
+    c.shared_embeddings = false;
+    c.tgt_vocab_size = 300;
+    c.positions = TFM_POS_LEARNED;
+    c.pre_norm = true;
+    c.n_encoder_layers = 1;
+    check_round_trip(&c, false, 7);
+    c.tgt_vocab_size = 270;
+    c.d_model = 12;
+    c.n_heads = 3;
+    check_round_trip(&c, true, 1);
+
+    /* Saving never leaves a half-written file behind a failure: a bad
+     * extra key fails before anything is written. */
+    tfm_model *m;
+    tfm_error err;
+    c = small_config(270);
+    CHECK(tfm_model_create(&c, NULL, 1, &m, &err) == TFM_OK);
+    const char *dup[] = {"d_model", "7", NULL};
+    const char *path = tmp_path("never.safetensors");
+    CHECK(tfm_model_save(m, path, dup, &err) == TFM_ERR_ARG);
+    CHECK_MSG(contains(err.msg, "d_model"), "%s", err.msg);
+    CHECK(access(path, F_OK) != 0);
+    const char *odd[] = {"lonely", NULL};
+    CHECK(tfm_model_save(m, path, odd, &err) == TFM_ERR_ARG);
+    CHECK(tfm_model_save(m, "/nonexistent-dir/x.safetensors", NULL, &err) == TFM_ERR_IO);
+    tfm_model_free(m);
+}
+
+/* ---- bad model files ------------------------------------------------------------- */
+
+/* How write_variant changes a good model's file. */
+typedef struct variant {
+    const char *meta_key;   /* this metadata key ... */
+    const char *meta_value; /* ... gets this value (NULL: is left out) */
+    const char *skip;       /* this tensor is left out */
+    const char *reshape;    /* this 2-D tensor gets twice its rows */
+    const char *as_i32;     /* this tensor is written as I32 */
+    bool extra;             /* an unexpected tensor is added */
+} variant;
+
+typedef struct variant_ctx {
+    tfm_safetensors_writer *w;
+    const variant *v;
+    float *big; /* data for a reshaped tensor */
+} variant_ctx;
+
+static void add_variant_tensor(void *ctx, const char *name, int ndim, const int64_t *shape,
+                               float *data)
+{
+    variant_ctx *x = ctx;
+    tfm_error err;
+    int64_t s[2] = {shape[0], ndim > 1 ? shape[1] : 1};
+    if (x->v->skip && strcmp(name, x->v->skip) == 0) return;
+    if (x->v->reshape && strcmp(name, x->v->reshape) == 0) {
+        s[0] *= 2;
+        x->big = calloc((size_t)(s[0] * s[1]), sizeof(float));
+        data = x->big;
+    }
+    tfm_dtype dt = x->v->as_i32 && strcmp(name, x->v->as_i32) == 0 ? TFM_I32 : TFM_F32;
+    if (tfm_safetensors_writer_add_tensor(x->w, name, dt, ndim, s, data, &err) != TFM_OK) abort();
+}
+
+/* Writes m to path as tfm_model_save would, changed as v says. */
+static void write_variant(const tfm_model *m, const variant *v, const char *path)
+{
+    tfm_error err;
+    const char *good = tmp_path("good.safetensors");
+    char good_path[8192];
+    snprintf(good_path, sizeof good_path, "%s", good);
+    if (tfm_model_save(m, good_path, NULL, &err) != TFM_OK) abort();
+    tfm_safetensors *f;
+    if (tfm_safetensors_open(good_path, &f, &err) != TFM_OK) abort();
+    variant_ctx x = {tfm_safetensors_writer_create(), v, NULL};
+    bool done = false;
+    for (size_t i = 0; i < tfm_safetensors_metadata_count(f); i++) {
+        const char *key = tfm_safetensors_metadata_key(f, i);
+        const char *value = tfm_safetensors_metadata_value(f, i);
+        if (v->meta_key && strcmp(key, v->meta_key) == 0) {
+            value = v->meta_value;
+            done = true;
+        }
+        if (value && tfm_safetensors_writer_add_metadata(x.w, key, value, &err) != TFM_OK) abort();
+    }
+    if (v->meta_key && !done && v->meta_value &&
+        tfm_safetensors_writer_add_metadata(x.w, v->meta_key, v->meta_value, &err) != TFM_OK)
+        abort();
+    tfm_params_visit(&m->config, &m->params, add_variant_tensor, &x);
+    static const float one[3] = {1, 2, 3};
+    int64_t three = 3;
+    if (v->extra &&
+        tfm_safetensors_writer_add_tensor(x.w, "decoder.layers.9.fc1.weight", TFM_F32, 1, &three,
+                                          one, &err) != TFM_OK)
+        abort();
+    if (tfm_safetensors_write(x.w, path, &err) != TFM_OK) abort();
+    tfm_safetensors_writer_free(x.w);
+    free(x.big);
+    tfm_safetensors_free(f);
+}
+
+/* A variant that changes one metadata entry (value NULL: leaves it out). */
+static variant meta(const char *key, const char *value)
+{
+    return (variant){.meta_key = key, .meta_value = value};
+}
+
+/* Loading the variant fails with status st and a message holding want. */
+static void expect_load_fails(const tfm_model *m, variant v, tfm_status st, const char *want)
+{
+    const char *path = tmp_path("bad.safetensors");
+    char p[8192];
+    snprintf(p, sizeof p, "%s", path);
+    write_variant(m, &v, p);
+    tfm_model *back = (tfm_model *)1;
+    tfm_error err = {0};
+    tfm_status got = tfm_model_load(p, &back, &err);
+    CHECK_MSG(got == st, "got %d (%s), expected %d", (int)got, err.msg, (int)st);
+    CHECK(back == NULL);
+    CHECK_MSG(contains(err.msg, want), "'%s' lacks '%s'", err.msg, want);
+    CHECK_MSG(strncmp(err.msg, "model file '", 12) == 0, "%s", err.msg);
+    if (got == TFM_OK) tfm_model_free(back);
+}
+
+static void test_bad_files(void)
+{
+    tfm_config c = small_config(264);
+    tfm_vocab *vocab = make_vocab(4);
+    tfm_model *m;
+    tfm_error err;
+    CHECK(tfm_model_create(&c, vocab, 3, &m, &err) == TFM_OK);
+    tfm_vocab_free(vocab);
+
+    /* The unchanged variant loads (the harness itself works). */
+    variant same = {0};
+    write_variant(m, &same, tmp_path("same.safetensors"));
+    tfm_model *back;
+    CHECK(tfm_model_load(tmp_path("same.safetensors"), &back, &err) == TFM_OK);
+    tfm_model_free(back);
+
+    /* Tensors. */
+    expect_load_fails(m, (variant){.reshape = "encoder.layers.0.fc1.weight"}, TFM_ERR_FORMAT,
+                      "tensor 'encoder.layers.0.fc1.weight' has shape [48, 16], expected [24, 16]");
+    expect_load_fails(m, (variant){.skip = "decoder.layers.2.fc2.bias"}, TFM_ERR_FORMAT,
+                      "missing tensor 'decoder.layers.2.fc2.bias'");
+    expect_load_fails(m, (variant){.extra = true}, TFM_ERR_FORMAT,
+                      "unexpected tensor 'decoder.layers.9.fc1.weight'");
+    expect_load_fails(m, (variant){.as_i32 = "encoder.layers.1.self_attn.k_proj.bias"},
+                      TFM_ERR_FORMAT, "'encoder.layers.1.self_attn.k_proj.bias' has dtype I32");
+
+    /* Metadata that disagree with the tensors. */
+    expect_load_fails(m, meta("n_decoder_layers", "2"), TFM_ERR_FORMAT,
+                      "unexpected tensor 'decoder.layers.2.");
+    expect_load_fails(m, meta("n_decoder_layers", "4"), TFM_ERR_FORMAT,
+                      "missing tensor 'decoder.layers.3.");
+    expect_load_fails(m, meta("shared_embeddings", "false"), TFM_ERR_FORMAT,
+                      "missing tensor 'decoder.embed_tokens.weight'");
+    expect_load_fails(m, meta("positions", "learned"), TFM_ERR_FORMAT,
+                      "missing tensor 'encoder.embed_positions.weight'");
+    expect_load_fails(m, meta("norm", "pre"), TFM_ERR_FORMAT,
+                      "missing tensor 'encoder.layer_norm.weight'");
+    /* A claim of a 4 TB model is refused before anything is allocated
+     * (ASan would abort on such an allocation). */
+    expect_load_fails(m, meta("d_model", "65536"), TFM_ERR_FORMAT, "expected [264, 65536]");
+
+    /* Bad metadata values, each named. */
+    expect_load_fails(m, meta("d_model", "abc"), TFM_ERR_FORMAT,
+                      "metadata 'd_model' is 'abc', expected a positive integer");
+    expect_load_fails(m, meta("d_model", " 16"), TFM_ERR_FORMAT, "metadata 'd_model'");
+    expect_load_fails(m, meta("d_model", "16x"), TFM_ERR_FORMAT, "metadata 'd_model'");
+    expect_load_fails(m, meta("d_model", "99999999999"), TFM_ERR_FORMAT, "metadata 'd_model'");
+    expect_load_fails(m, meta("d_model", ""), TFM_ERR_FORMAT, "metadata 'd_model'");
+    expect_load_fails(m, meta("d_model", "0"), TFM_ERR_RANGE, "d_model is 0");
+    expect_load_fails(m, meta("n_heads", "3"), TFM_ERR_RANGE, "divisible");
+    expect_load_fails(m, meta("src_vocab_size", "2"), TFM_ERR_RANGE, "src_vocab_size");
+    expect_load_fails(m, meta("dropout", "nan"), TFM_ERR_FORMAT, "metadata 'dropout'");
+    expect_load_fails(m, meta("dropout", "1.5"), TFM_ERR_RANGE, "dropout is 1.5");
+    expect_load_fails(m, meta("layer_norm_eps", "1e999"), TFM_ERR_FORMAT, "layer_norm_eps");
+    expect_load_fails(m, meta("shared_embeddings", "yes"), TFM_ERR_FORMAT,
+                      "metadata 'shared_embeddings' is 'yes', expected 'true' or 'false'");
+    expect_load_fails(m, meta("positions", "rotary"), TFM_ERR_FORMAT, "metadata 'positions'");
+    expect_load_fails(m, meta("norm", "sandwich"), TFM_ERR_FORMAT, "metadata 'norm'");
+    expect_load_fails(m, meta("eos_id", NULL), TFM_ERR_FORMAT, "metadata 'eos_id' is missing");
+    expect_load_fails(m, meta("eos_id", "1"), TFM_ERR_RANGE, "distinct");
+    expect_load_fails(m, meta("step", "-1"), TFM_ERR_FORMAT, "metadata 'step'");
+    expect_load_fails(m, meta("step", NULL), TFM_ERR_FORMAT, "'step' is missing");
+    expect_load_fails(m, meta("format", NULL), TFM_ERR_FORMAT, "not a tfm model");
+    expect_load_fails(m, meta("format", "pt"), TFM_ERR_FORMAT, "metadata 'format' is 'pt'");
+    expect_load_fails(m, meta("format_version", "2"), TFM_ERR_UNSUPPORTED, "version 1");
+
+    /* A vocabulary that is no vocabulary, or not this model's. */
+    expect_load_fails(m, meta("vocab", "hello"), TFM_ERR_FORMAT, "metadata 'vocab'");
+    tfm_vocab *other = make_vocab(10);
+    char *text = vocab_text(other);
+    tfm_vocab_free(other);
+    expect_load_fails(m, meta("vocab", text), TFM_ERR_RANGE,
+                      "the vocabulary holds 270 pieces");
+    free(text);
+    /* Without its vocabulary the model still loads. */
+    variant novocab = meta("vocab", NULL);
+    write_variant(m, &novocab, tmp_path("novocab.safetensors"));
+    CHECK(tfm_model_load(tmp_path("novocab.safetensors"), &back, &err) == TFM_OK);
+    CHECK(back && back->vocab == NULL);
+    tfm_model_free(back);
+
+    /* Files cut short anywhere fail cleanly. */
+    const char *path = tmp_path("cut.safetensors");
+    char cut_path[8192];
+    snprintf(cut_path, sizeof cut_path, "%s", path);
+    CHECK(tfm_model_save(m, cut_path, NULL, &err) == TFM_OK);
+    FILE *fp = fopen(cut_path, "rb");
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    rewind(fp);
+    char *bytes = malloc((size_t)size);
+    CHECK(fread(bytes, 1, (size_t)size, fp) == (size_t)size);
+    fclose(fp);
+    const long cuts[] = {0, 4, 8, 100, size / 2, size - 4, size - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        fp = fopen(cut_path, "wb");
+        fwrite(bytes, 1, (size_t)cuts[i], fp);
+        fclose(fp);
+        back = (tfm_model *)1;
+        tfm_status st = tfm_model_load(cut_path, &back, &err);
+        CHECK_MSG(st == TFM_ERR_FORMAT && back == NULL, "cut at %ld: %d", cuts[i], (int)st);
+        CHECK_MSG(contains(err.msg, "model file '"), "%s", err.msg);
+    }
+    free(bytes);
+
+    /* A file that is not there names its path. */
+    CHECK(tfm_model_load(tmp_path("absent.safetensors"), &back, &err) == TFM_ERR_IO);
+    CHECK_MSG(contains(err.msg, "absent.safetensors"), "%s", err.msg);
+    tfm_model_free(m);
+}
+
+/* ---- python -------------------------------------------------------------------------- */
+
+static bool have_numpy(void)
+{
+    return system(PYTHON " -c 'import numpy' >/dev/null 2>&1") == 0;
+}
+
+/* A reader written from the safetensors spec alone (struct, json, numpy)
+ * finds our tensors by name, in the order we listed, with our values, and
+ * the configuration in __metadata__. */
+static const char python_script[] =
+    "import json, struct, sys\n"
+    "import numpy as np\n"
+    "d = sys.argv[1]\n"
+    "raw = open(d + '/py.safetensors', 'rb').read()\n"
+    "(n,) = struct.unpack('<Q', raw[:8])\n"
+    "h = json.loads(raw[8:8 + n].decode('utf-8'))\n"
+    "meta = h.pop('__metadata__')\n"
+    "data = raw[8 + n:]\n"
+    "D = int(meta['d_model'])\n"
+    "assert D == 16 and int(meta['n_heads']) == 2, meta\n"
+    "assert meta['format'] == 'tfm-model' and meta['positions'] == 'learned'\n"
+    "assert meta['vocab'].startswith('#tfm-vocab 1 ')\n"
+    "assert int(meta['step']) == 321\n"
+    "def tensor(name):\n"
+    "    t = h[name]\n"
+    "    assert t['dtype'] == 'F32'\n"
+    "    b, e = t['data_offsets']\n"
+    "    return np.frombuffer(data[b:e], dtype='<f4').reshape(t['shape'])\n"
+    "q = tensor('encoder.layers.0.self_attn.q_proj.weight')\n"
+    "assert q.shape == (D, D), q.shape\n"
+    "want = np.fromfile(d + '/q.bin', dtype='<f4').reshape(D, D)\n"
+    "assert np.array_equal(q, want)\n"
+    "names = open(d + '/names.txt').read().split()\n"
+    "assert sorted(h, key=lambda k: h[k]['data_offsets'][0]) == names\n"
+    "e = tensor('encoder.embed_tokens.weight')\n"
+    "assert e.shape == (int(meta['src_vocab_size']), D) and not e[0].any()\n"
+    "assert np.float32(meta['dropout']) == np.float32(0.1)\n";
+
+static void write_name(void *ctx, const char *name, int ndim, const int64_t *shape, float *data)
+{
+    fprintf(ctx, "%s\n", name);
+}
+
+static void test_python(void)
+{
+    tfm_config c = small_config(266);
+    c.positions = TFM_POS_LEARNED;
+    tfm_vocab *v = make_vocab(6);
+    tfm_model *m;
+    tfm_error err;
+    CHECK(tfm_model_create(&c, v, 8, &m, &err) == TFM_OK);
+    tfm_vocab_free(v);
+    m->step = 321;
+    char path[8192];
+    snprintf(path, sizeof path, "%s", tmp_path("py.safetensors"));
+    CHECK(tfm_model_save(m, path, NULL, &err) == TFM_OK);
+
+    FILE *fp = fopen(tmp_path("q.bin"), "wb");
+    const float *q = m->params.encoder_layers[0].self_attn.q_proj.weight;
+    fwrite(q, sizeof(float), (size_t)(c.d_model * c.d_model), fp);
+    fclose(fp);
+    fp = fopen(tmp_path("names.txt"), "w");
+    tfm_params_visit(&c, &m->params, write_name, fp);
+    fclose(fp);
+    fp = fopen(tmp_path("script.py"), "w");
+    fputs(python_script, fp);
+    fclose(fp);
+
+    char cmd[20000];
+    snprintf(cmd, sizeof cmd, "%s '%s/script.py' '%s'", PYTHON, tmpdir, tmpdir);
+    fflush(stdout);
+    CHECK(system(cmd) == 0);
+    tfm_model_free(m);
+}
+
+int main(void)
+{
+    const char *env = getenv("TEST_TMP");
+    if (env && *env) {
+        snprintf(tmpdir, sizeof tmpdir, "%s", env);
+    } else {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/test_model.XXXXXX");
+        if (!mkdtemp(tmpdir)) {
+            perror("mkdtemp");
+            return 1;
+        }
+    }
+    RUN(test_presets);
+    RUN(test_validate);
+    RUN(test_layout);
+    RUN(test_init);
+    RUN(test_create_vocab);
+    RUN(test_round_trip);
+    RUN(test_bad_files);
+    if (have_numpy())
+        RUN(test_python);
+    else
+        SKIP(test_python, PYTHON " cannot import numpy");
+    if (!(env && *env)) {
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0) printf("warning: could not remove %s\n", tmpdir);
+    }
+    CHECK_DONE();
+}
