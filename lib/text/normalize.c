@@ -74,10 +74,66 @@ typedef struct cp_buffer {
 } cp_buffer;
 
 /* Normalises one segment (valid UTF-8) with utf8proc and appends it. */
+/* UAX #15's Stream-Safe Text Format: after 30 non-starters in a row, a
+ * COMBINING GRAPHEME JOINER (U+034F, a starter) is put in.  utf8proc sorts a
+ * run of combining marks by swapping neighbours, which takes quadratic time,
+ * so a megabyte of stacked accents would otherwise take minutes.  Text that
+ * is already stream-safe (all real text) is left as it is, and the result is
+ * stream-safe, so normalising stays idempotent. */
+#define STREAM_SAFE_MAX_NONSTARTERS 30
+#define COMBINING_GRAPHEME_JOINER 0x034F
+
+/* Returns true when s[0..len) (valid UTF-8) has more than the allowed
+ * non-starters in a row; then *safe holds a copy with joiners put in. */
+static bool make_stream_safe(const unsigned char *s, size_t len, tfm_buf *safe, bool *nomem)
+{
+    size_t run = 0;
+    bool needed = false;
+    for (size_t i = 0; i < len && !needed;) {
+        int32_t cp;
+        int n = tfm_utf8_scan(s + i, len - i, &cp);
+        i += n > 0 ? (size_t)n : 1;
+        run = utf8proc_get_property(cp)->combining_class ? run + 1 : 0;
+        needed = run > STREAM_SAFE_MAX_NONSTARTERS;
+    }
+    if (!needed) return false;
+    tfm_buf_clear(safe);
+    run = 0;
+    for (size_t i = 0; i < len;) {
+        int32_t cp;
+        int n = tfm_utf8_scan(s + i, len - i, &cp);
+        if (n <= 0) n = 1;
+        run = utf8proc_get_property(cp)->combining_class ? run + 1 : 0;
+        if (run > STREAM_SAFE_MAX_NONSTARTERS) {
+            char cgj[4];
+            int k = tfm_utf8_encode(COMBINING_GRAPHEME_JOINER, cgj);
+            if (tfm_buf_append(safe, cgj, (size_t)k) != TFM_OK) *nomem = true;
+            run = 1;
+        }
+        if (tfm_buf_append(safe, s + i, (size_t)n) != TFM_OK) *nomem = true;
+        i += (size_t)n;
+    }
+    return true;
+}
+
 static tfm_status normalize_segment(const unsigned char *s, size_t len,
                                     utf8proc_option_t options, cp_buffer *cps, tfm_buf *out,
                                     tfm_error *err)
 {
+    tfm_buf safe;
+    tfm_buf_init(&safe);
+    bool nomem = false;
+    if (make_stream_safe(s, len, &safe, &nomem)) {
+        if (nomem) {
+            tfm_buf_free(&safe);
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory normalising a line");
+        }
+        tfm_status st = normalize_segment(safe.data ? (const unsigned char *)safe.data
+                                                    : (const unsigned char *)"",
+                                          safe.len, options, cps, out, err);
+        tfm_buf_free(&safe);
+        return st;
+    }
     utf8proc_ssize_t n;
     for (;;) {
         n = utf8proc_decompose_custom(s, (utf8proc_ssize_t)len, cps->data, cps->cap, options,

@@ -310,6 +310,39 @@ static void test_pieceable(void)
     CHECK(!tfm_char_pieceable(0xD800));  /* surrogate */
 }
 
+/* A long run of combining marks out of canonical order: the result is
+ * stream-safe (a U+034F joiner after every 30 marks), keeps every mark, is
+ * idempotent, and reorders within each run of 30 (U+0316, class 220, before
+ * U+0301, class 230). */
+static void test_stream_safe(void)
+{
+    tfm_buf in, out, again;
+    tfm_buf_init(&in);
+    tfm_buf_init(&out);
+    tfm_buf_init(&again);
+    tfm_buf_append(&in, "a", 1);
+    for (int i = 0; i < 5000; i++) tfm_buf_append(&in, "\xCC\x81\xCC\x96", 4);
+    tfm_norm_params p = params(TFM_NORM_NFC, false);
+    CHECK(tfm_normalize(&p, in.data, in.len, &out, NULL, NULL) == TFM_OK);
+    int marks = 0, joiners = 0, run = 0, longest = 0;
+    for (size_t i = 0; i + 1 < out.len; i++) {
+        if (!memcmp(out.data + i, "\xCD\x8F", 2)) { joiners++; run = 0; }
+        if (!memcmp(out.data + i, "\xCC\x81", 2) || !memcmp(out.data + i, "\xCC\x96", 2)) {
+            marks++;
+            if (++run > longest) longest = run;
+        }
+    }
+    CHECK_MSG(marks == 10000, "%d marks", marks);
+    CHECK_MSG(longest <= 30, "a run of %d marks", longest);
+    CHECK_MSG(joiners >= 10000 / 30, "%d joiners", joiners);
+    CHECK(memcmp(out.data + 1, "\xCC\x96", 2) == 0); /* reordered inside the first run */
+    CHECK(tfm_normalize(&p, out.data, out.len, &again, NULL, NULL) == TFM_OK);
+    CHECK(again.len == out.len && memcmp(again.data, out.data, out.len) == 0);
+    tfm_buf_free(&in);
+    tfm_buf_free(&out);
+    tfm_buf_free(&again);
+}
+
 int main(void)
 {
     RUN(test_params);
@@ -319,6 +352,7 @@ int main(void)
     RUN(test_controls_kept);
     RUN(test_idempotent);
     RUN(test_long_line);
+    RUN(test_stream_safe);
     RUN(test_utf8_codec);
     RUN(test_classes);
     RUN(test_pieceable);

@@ -1,0 +1,121 @@
+#!/bin/sh
+# test_cli_common.sh - the command-line contract every program in $BIN keeps,
+# as coreutils programs do: --help on stdout with exit 0, and the same long
+# options as its man page (man/PROG.1) in both directions; --version; an
+# unknown option is a usage error (exit 2, usage on stderr); a missing input
+# file is "PROG: FILE: No such file or directory" with exit 1; and a reader
+# that closes the pipe early ends the program without a word on stderr.
+. "$ROOT/tests/cli/lib.sh"
+
+TMO=${CLI_TEST_TIMEOUT:-30}
+
+# missing_args PROG: arguments after which PROG reads text from the FILEs
+# named next (the missing-file check); pipe_args PROG: arguments with which
+# PROG reads big.txt on stdin and writes a line per line (the closed-pipe
+# check).  Programs not listed get none, and are skipped when that is a usage
+# error or cannot be fed.
+missing_args() {
+    case $1 in
+        tokenize) echo normalize ;;
+        score) echo "bleu -r $ROOT/tests/data/corpus-small.txt" ;;
+        *) echo "" ;;
+    esac
+}
+pipe_args() {
+    case $1 in
+        tokenize) echo normalize ;;
+        score) echo "bleu --sentence -r big.txt" ;;
+        *) echo "" ;;
+    esac
+}
+
+# long_options: the long options (--name) mentioned in roff or plain text on
+# stdin, one per line, sorted and unique.
+long_options() {
+    sed -e 's/\\-/-/g' -e 's/\\(hy/-/g' -e 's/\\f\[[^]]*\]//g' -e 's/\\f([A-Za-z][A-Za-z]//g' \
+        -e 's/\\f[A-Za-z]//g' -e 's/\\[&^|%:]//g' |
+        grep -oE -- '--[A-Za-z][A-Za-z0-9-]*' | sed 's/-*$//' | LC_ALL=C sort -u
+}
+
+# documented_options MANPAGE: the long options its sections document; the
+# sections that quote other programs (EXAMPLES, SEE ALSO) do not count.
+documented_options() {
+    awk '/^\.SH/ { s = toupper($0); skip = (s ~ /EXAMPLE|SEE ALSO|NAME|AUTHOR|BUGS|COPYRIGHT|HISTORY/) }
+         !skip' "$1" | long_options
+}
+
+# A file big enough that a reader closing after one line leaves the writer
+# blocked: plain sentences, no empty lines (which some programs warn about).
+big_input() {
+    if [ ! -f big.txt ]; then
+        i=0; while [ $i -lt 5 ]; do cat "$ROOT/tests/data/corpus-small.txt"; i=$((i + 1)); done >big.txt
+    fi
+}
+
+n_programs=0
+for prog_path in "$BIN"/*; do
+    [ -f "$prog_path" ] && [ -x "$prog_path" ] || continue
+    p=$(basename "$prog_path")
+    n_programs=$((n_programs + 1))
+
+    # --help
+    timeout "$TMO" "$prog_path" --help >help.out 2>help.err; rc=$?
+    if [ "$rc" -eq 0 ] && [ -s help.out ] && [ ! -s help.err ]; then pass "$p --help: stdout, exit 0"
+    else fail "$p --help: exit $rc, $(wc -c <help.out) bytes on stdout, $(wc -c <help.err) on stderr"; fi
+    long_options <help.out >help.opts
+
+    # --help and the man page name the same long options.
+    man="$ROOT/man/$p.1"
+    if [ -f "$man" ]; then
+        documented_options "$man" >man.opts
+        long_options <"$man" >manall.opts
+        missing=$(LC_ALL=C comm -23 man.opts help.opts | tr '\n' ' ')
+        if [ -z "$missing" ]; then pass "$p --help mentions every option man/$p.1 documents"
+        else fail "$p --help lacks options documented in man/$p.1: $missing"; fi
+        missing=$(LC_ALL=C comm -23 help.opts manall.opts | tr '\n' ' ')
+        if [ -z "$missing" ]; then pass "man/$p.1 documents every option of $p --help"
+        else fail "man/$p.1 lacks options that $p --help shows: $missing"; fi
+    else
+        skip "$p: no man/$p.1 yet to compare with --help"
+    fi
+
+    # --version
+    timeout "$TMO" "$prog_path" --version >version.out 2>version.err; rc=$?
+    if [ "$rc" -eq 0 ] && grep -qE '[0-9]+\.[0-9]+' version.out; then pass "$p --version: exit 0, a version number"
+    else fail "$p --version: exit $rc, stdout '$(head -c 100 version.out)'"; fi
+
+    # An unknown option: usage error.
+    timeout "$TMO" "$prog_path" --no-such-option-xyz </dev/null >unknown.out 2>unknown.err; rc=$?
+    if [ "$rc" -eq 2 ] && grep -qiE 'usage|--help' unknown.err && [ ! -s unknown.out ]; then
+        pass "$p --no-such-option-xyz: exit 2, usage on stderr"
+    else
+        fail "$p --no-such-option-xyz: exit $rc (expected 2), stderr '$(head -c 200 unknown.err)'"
+    fi
+    check "$p: messages start with '$p: '" grep -q "^$p: " unknown.err
+
+    # A missing input file.
+    args=$(missing_args "$p")
+    # shellcheck disable=SC2086 # args is a list of words
+    timeout "$TMO" "$prog_path" $args nothere-9f3a.txt </dev/null >missing.out 2>missing.err; rc=$?
+    if [ "$rc" -eq 2 ] && [ -z "$args" ]; then
+        skip "$p nothere-9f3a.txt: needs options this test does not know"
+    elif [ "$rc" -eq 1 ] && grep -q "^$p: nothere-9f3a\.txt: No such file or directory\$" missing.err; then
+        pass "$p: a missing input file: exit 1, '$p: nothere-9f3a.txt: No such file or directory'"
+    else
+        fail "$p: a missing input file: exit $rc (expected 1), stderr '$(head -c 200 missing.err)'"
+    fi
+
+    # A reader that goes away: no message.
+    args=$(pipe_args "$p")
+    if [ -n "$args" ]; then
+        big_input
+        # shellcheck disable=SC2086
+        { timeout "$TMO" "$prog_path" $args <big.txt 2>pipe.err; echo $? >pipe.rc; } | head -n 1 >/dev/null
+        if [ ! -s pipe.err ] && [ "$(cat pipe.rc)" -ne 124 ]; then pass "$p $args | head -1: ends quietly"
+        else fail "$p $args | head -1: exit $(cat pipe.rc), stderr '$(head -c 200 pipe.err)'"; fi
+    else
+        skip "$p | head -1: this test does not know how to feed $p"
+    fi
+done
+
+if [ "$n_programs" -eq 0 ]; then skip "no programs in $BIN"; fi
