@@ -320,7 +320,7 @@ static void test_stream_safe(void)
     tfm_buf_init(&in);
     tfm_buf_init(&out);
     tfm_buf_init(&again);
-    tfm_buf_append(&in, "a", 1);
+    tfm_buf_append(&in, "x", 1); /* no precomposed x with these accents */
     for (int i = 0; i < 5000; i++) tfm_buf_append(&in, "\xCC\x81\xCC\x96", 4);
     tfm_norm_params p = params(TFM_NORM_NFC, false);
     CHECK(tfm_normalize(&p, in.data, in.len, &out, NULL, NULL) == TFM_OK);

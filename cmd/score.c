@@ -1,0 +1,801 @@
+/* score - scores translations against references with BLEU, chrF, chrF++
+ * or TER, computed as sacreBLEU 2.3.1 computes them, with sacreBLEU's
+ * signature so the numbers compare with published ones.
+ *
+ *   score bleu -r REF [-r REF]... [OPTION]... [HYP]           corpus score
+ *   score chrf -r REF --sentence < hyp.txt                     one per line
+ *   score ter -r REF --confidence hyp.txt                      with a 95% interval
+ *   score bleu -r REF --paired-bs BASELINE SYSTEM...           significance
+ *
+ * The program reads the hypotheses and references in step, line by line,
+ * and keeps only each line's sufficient statistics (a few numbers), so the
+ * files may be of any size.  The work is in lib/metrics (tfm_metric_*). */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+/* Lines are gathered into batches of at most this many lines or bytes (the
+ * statistics of a batch are computed in parallel), and a batch is cut
+ * short whenever no further input is ready. */
+#define BATCH_LINES 4096
+#define BATCH_BYTES (8u << 20)
+
+static const char usage_text[] =
+    "Usage: score METRIC -r REF [-r REF]... [OPTION]... [HYP]\n"
+    "       score METRIC -r REF [-r REF]... --paired-bs [OPTION]... BASELINE SYSTEM...\n"
+    "Scores the hypotheses in HYP (or standard input; '-' is standard input) against\n"
+    "the references, line by line in step, with METRIC: bleu, chrf, chrf++ or ter.\n"
+    "The numbers are those sacreBLEU 2.3.1 computes, and the output is its text (or\n"
+    "JSON) with its signature, so they compare with scores published with sacreBLEU.\n"
+    "\n"
+    "Input and output:\n"
+    "  -r, --ref=FILE             a reference file; repeat for several references\n"
+    "      --sentence             one score per hypothesis line instead of the corpus\n"
+    "  -f, --format=FORMAT        'text' (default) or 'json', as sacreBLEU prints them\n"
+    "  -b, --score-only           print the score alone\n"
+    "  -w, --width=N              decimals of the score (default 1, as sacreBLEU)\n"
+    "      --strict               invalid UTF-8 is an error, not replaced by U+FFFD\n"
+    "\n"
+    "BLEU ('score bleu'):\n"
+    "      --tokenize=TOK         13a (default), intl, zh, char or none\n"
+    "      --lowercase, -lc       lowercase everything first (also for chrF)\n"
+    "      --smooth=METHOD        exp (default), floor, add-k or none\n"
+    "      --smooth-value=V       the value of floor (0.1) or add-k (1)\n"
+    "      --force                no warning about hypotheses that look tokenized\n"
+    "\n"
+    "chrF ('score chrf', 'score chrf++'):\n"
+    "      --char-order=N         character n-gram order (default 6)\n"
+    "      --word-order=N         word n-gram order (default 0; 2 for chrf++)\n"
+    "      --beta=N               weight of recall over precision (default 2)\n"
+    "      --whitespace           keep whitespace in character n-grams\n"
+    "      --eps-smoothing        chrF++.py's epsilon smoothing instead of sacreBLEU's\n"
+    "                             effective order\n"
+    "\n"
+    "TER ('score ter'):\n"
+    "      --case-sensitive       do not lowercase\n"
+    "      --normalized           Tercom's punctuation tokenization\n"
+    "      --no-punct             remove . , ? : ; ! \" ( ) first\n"
+    "\n"
+    "Statistics:\n"
+    "      --confidence           add a 95% confidence interval by bootstrap resampling\n"
+    "      --confidence-n=N       resamples for --confidence (default 1000)\n"
+    "      --paired-bs            paired bootstrap test of each SYSTEM against BASELINE\n"
+    "      --paired-bs-n=N        resamples for --paired-bs (default 1000)\n"
+    "      --seed=N               seed of the resampling (default 12345)\n"
+    "      --threads=N            threads to use (default: the number of CPUs)\n"
+    "\n"
+    "Common options:\n"
+    "  -q, --quiet                print errors only\n"
+    "  -v, --verbose              print more about what is done\n"
+    "  -h, --help                 display this help and exit\n"
+    "  -V, --version              output version information and exit\n"
+    "\n"
+    "An empty reference line is left out when there are several references; a line\n"
+    "whose references are all empty cannot be scored (sacreBLEU refuses it too).\n"
+    "Resamples are drawn with tfm's generator, not numpy's: intervals and p-values\n"
+    "agree with sacreBLEU's up to resampling noise.\n"
+    "Exit status: 0 on success, 1 on failure (also when the files differ in length),\n"
+    "2 on a usage error.\n"
+    "Examples:\n"
+    "  score bleu -r newstest.de < output.de\n"
+    "  score chrf++ -r ref.de -f json output.de\n"
+    "  score bleu -r ref.de --paired-bs baseline.de new.de\n";
+
+enum {
+    OPT_SENTENCE = 256,
+    OPT_STRICT,
+    OPT_TOKENIZE,
+    OPT_LOWERCASE,
+    OPT_SMOOTH,
+    OPT_SMOOTH_VALUE,
+    OPT_FORCE,
+    OPT_CHAR_ORDER,
+    OPT_WORD_ORDER,
+    OPT_BETA,
+    OPT_WHITESPACE,
+    OPT_EPS,
+    OPT_CASE_SENSITIVE,
+    OPT_NORMALIZED,
+    OPT_NO_PUNCT,
+    OPT_CONFIDENCE,
+    OPT_CONFIDENCE_N,
+    OPT_PAIRED,
+    OPT_PAIRED_N,
+    OPT_SEED,
+    OPT_THREADS,
+};
+
+static const struct option long_options[] = {
+    {"ref", required_argument, NULL, 'r'},
+    {"sentence", no_argument, NULL, OPT_SENTENCE},
+    {"format", required_argument, NULL, 'f'},
+    {"score-only", no_argument, NULL, 'b'},
+    {"width", required_argument, NULL, 'w'},
+    {"strict", no_argument, NULL, OPT_STRICT},
+    {"tokenize", required_argument, NULL, OPT_TOKENIZE},
+    {"lowercase", no_argument, NULL, OPT_LOWERCASE},
+    {"smooth", required_argument, NULL, OPT_SMOOTH},
+    {"smooth-value", required_argument, NULL, OPT_SMOOTH_VALUE},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"char-order", required_argument, NULL, OPT_CHAR_ORDER},
+    {"word-order", required_argument, NULL, OPT_WORD_ORDER},
+    {"beta", required_argument, NULL, OPT_BETA},
+    {"whitespace", no_argument, NULL, OPT_WHITESPACE},
+    {"eps-smoothing", no_argument, NULL, OPT_EPS},
+    {"case-sensitive", no_argument, NULL, OPT_CASE_SENSITIVE},
+    {"normalized", no_argument, NULL, OPT_NORMALIZED},
+    {"no-punct", no_argument, NULL, OPT_NO_PUNCT},
+    {"confidence", no_argument, NULL, OPT_CONFIDENCE},
+    {"confidence-n", required_argument, NULL, OPT_CONFIDENCE_N},
+    {"paired-bs", no_argument, NULL, OPT_PAIRED},
+    {"paired-bs-n", required_argument, NULL, OPT_PAIRED_N},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Which metrics an option belongs to (a bit per tfm_metric_kind). */
+#define FOR_BLEU (1 << TFM_METRIC_BLEU)
+#define FOR_CHRF (1 << TFM_METRIC_CHRF)
+#define FOR_TER (1 << TFM_METRIC_TER)
+
+typedef struct options {
+    tfm_metric_params p;
+    const char *metric_name;      /* as given: "bleu", "chrf", "chrf++", "ter" */
+    const char **refs;
+    int n_refs;
+    bool sentence, json, score_only, strict, force, confidence, paired;
+    bool smooth_value_given;
+    int width, threads, n_confidence, n_paired;
+    uint64_t seed;
+    const char *misplaced;        /* an option of another metric, as given */
+    int misplaced_for;
+} options;
+
+/* ---- reading the inputs in step ------------------------------------------------------ */
+
+/* One input file: a system's hypotheses or a reference. */
+typedef struct input {
+    const char *name;             /* as given; "-" is standard input */
+    int fd;
+    tfm_line_reader *reader;
+    size_t lines;                 /* lines read so far */
+} input;
+
+static const char *display_name(const char *name)
+{
+    return strcmp(name, "-") == 0 ? "standard input" : name;
+}
+
+/* A batch of lines of every input, copied out of the readers:
+ * line j of input k is text[offset[j*n+k] .. + len[j*n+k]). */
+typedef struct batch {
+    tfm_buf text;
+    size_t *offset, *len;
+    size_t n;                     /* lines in the batch */
+    size_t first_line;            /* 1-based number of line 0 */
+} batch;
+
+typedef struct job {
+    const options *opt;
+    input *inputs;                /* the systems, then the references */
+    int n_sys, n_inputs;
+    batch b;
+    tfm_buf repaired;
+    /* Statistics of the batch, computed in parallel: for line j and system s,
+     * stats + (j * n_sys + s) * n_stats. */
+    int n_workers;
+    int active;                   /* workers on the current batch */
+    tfm_metric **workers;         /* one per thread, for the statistics */
+    double *stats;
+    int *n_used;
+    tfm_status *status;
+    tfm_error *errors;
+    size_t n_stats;
+    tfm_metric **acc;             /* one per system: the corpus so far */
+    size_t *tokenized_period;     /* per system: lines ending in " ." */
+    tfm_buf out;
+} job;
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) cli_fail(NULL, 0, "out of memory");
+    return p;
+}
+
+static void open_inputs(job *jb)
+{
+    int stdin_users = 0;
+    for (int k = 0; k < jb->n_inputs; k++) {
+        input *in = &jb->inputs[k];
+        stdin_users += strcmp(in->name, "-") == 0;
+        if (stdin_users > 1) cli_usage_error("standard input ('-') can be only one of the inputs");
+    }
+    for (int k = 0; k < jb->n_inputs; k++) {
+        input *in = &jb->inputs[k];
+        in->fd = cli_open_input(in->name);
+        in->reader = tfm_lines_create(in->fd);
+        if (!in->reader) cli_fail(NULL, 0, "out of memory");
+    }
+}
+
+static void close_inputs(job *jb)
+{
+    for (int k = 0; k < jb->n_inputs; k++) {
+        tfm_lines_free(jb->inputs[k].reader);
+        cli_close_input(jb->inputs[k].fd);
+    }
+}
+
+/* Reads the next line of an input; false at its end. */
+static bool next_line(input *in, const char **line, size_t *len)
+{
+    tfm_error err;
+    tfm_status s = tfm_lines_next(in->reader, line, len, &err);
+    if (s == TFM_EOF) return false;
+    if (s != TFM_OK) cli_fail(display_name(in->name), in->lines + 1, "%s", err.msg);
+    in->lines++;
+    return true;
+}
+
+/* Some input ended before the others: counts what is left of each and
+ * fails with the two lengths that differ. */
+static _Noreturn void length_mismatch(job *jb)
+{
+    const char *line;
+    size_t len;
+    for (int k = 0; k < jb->n_inputs; k++)
+        while (next_line(&jb->inputs[k], &line, &len)) {}
+    const input *first = &jb->inputs[0];
+    for (int k = 1; k < jb->n_inputs; k++) {
+        const input *in = &jb->inputs[k];
+        if (in->lines == first->lines) continue;
+        cli_fail(NULL, 0, "hypotheses in %s have %zu line%s but %s has %zu line%s",
+                 display_name(first->name), first->lines, first->lines == 1 ? "" : "s",
+                 display_name(in->name), in->lines, in->lines == 1 ? "" : "s");
+    }
+    cli_fail(NULL, 0, "the inputs differ in length"); /* not reached */
+}
+
+static bool all_ready(job *jb)
+{
+    for (int k = 0; k < jb->n_inputs; k++)
+        if (!tfm_lines_ready(jb->inputs[k].reader)) return false;
+    return true;
+}
+
+/* Fills the batch with the next lines of every input: repaired (invalid
+ * UTF-8 becomes U+FFFD, with a warning) and right-stripped as sacreBLEU's
+ * command line strips them.  Returns false when every input has ended. */
+static bool read_batch(job *jb)
+{
+    batch *b = &jb->b;
+    int n = jb->n_inputs;
+    tfm_buf_clear(&b->text);
+    b->n = 0;
+    b->first_line = jb->inputs[0].lines + 1;
+    while (b->n < BATCH_LINES && b->text.len < BATCH_BYTES) {
+        if (b->n > 0 && !all_ready(jb)) break;
+        int ended = 0;
+        for (int k = 0; k < n; k++) {
+            input *in = &jb->inputs[k];
+            const char *line;
+            size_t len;
+            if (!next_line(in, &line, &len)) {
+                ended++;
+                continue;
+            }
+            size_t repaired = 0, first_bad = 0;
+            tfm_buf_clear(&jb->repaired);
+            if (tfm_utf8_repair_append(&jb->repaired, line, len, &repaired, &first_bad) != TFM_OK)
+                cli_fail(NULL, 0, "out of memory");
+            if (repaired && jb->opt->strict)
+                cli_fail(display_name(in->name), in->lines, "invalid UTF-8 at byte %zu", first_bad + 1);
+            if (repaired)
+                cli_warn(display_name(in->name), in->lines,
+                         "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", repaired,
+                         repaired == 1 ? "" : "s");
+            const char *text = jb->repaired.data ? jb->repaired.data : "";
+            size_t kept = tfm_text_rstrip(text, jb->repaired.len);
+            b->offset[b->n * (size_t)n + (size_t)k] = b->text.len;
+            b->len[b->n * (size_t)n + (size_t)k] = kept;
+            if (tfm_buf_append(&b->text, text, kept) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+        }
+        if (ended == n) break;
+        if (ended > 0) length_mismatch(jb);
+        b->n++;
+    }
+    return b->n > 0;
+}
+
+static const char *batch_text(const batch *b, size_t j, int n_inputs, int k, size_t *len)
+{
+    size_t at = j * (size_t)n_inputs + (size_t)k;
+    *len = b->len[at];
+    return b->text.data ? b->text.data + b->offset[at] : "";
+}
+
+/* ---- statistics ---------------------------------------------------------------------------- */
+
+/* Worker w computes the statistics of its share of the batch's lines. */
+static void stats_share(void *ctx, size_t w)
+{
+    job *jb = ctx;
+    size_t n = jb->b.n, per = (n + (size_t)jb->active - 1) / (size_t)jb->active;
+    size_t from = w * per, to = from + per < n ? from + per : n;
+    int n_refs = jb->n_inputs - jb->n_sys;
+    const char *refs[64];
+    size_t lens[64];
+    for (size_t j = from; j < to; j++) {
+        for (int r = 0; r < n_refs; r++) refs[r] = batch_text(&jb->b, j, jb->n_inputs, jb->n_sys + r, &lens[r]);
+        for (int s = 0; s < jb->n_sys; s++) {
+            size_t at = j * (size_t)jb->n_sys + (size_t)s, hyp_len;
+            const char *hyp = batch_text(&jb->b, j, jb->n_inputs, s, &hyp_len);
+            jb->status[at] = tfm_metric_segment(jb->workers[w], hyp, hyp_len, refs, lens, n_refs,
+                                                jb->stats + at * jb->n_stats, &jb->n_used[at],
+                                                &jb->errors[at]);
+        }
+    }
+}
+
+/* Prints one line's score (--sentence). */
+static void print_sentence(job *jb, const double *stats, int n_used)
+{
+    const options *opt = jb->opt;
+    tfm_score s;
+    tfm_metric_compute(jb->acc[0], stats, &s);
+    tfm_score_format f = tfm_score_format_default();
+    f.width = opt->width;
+    f.score_only = opt->score_only;
+    f.json = opt->json;
+    f.compact = true;
+    f.nrefs = n_used; /* sacreBLEU re-counts the references of each sentence */
+    tfm_buf_clear(&jb->out);
+    if (tfm_metric_format(jb->acc[0], &s, &f, &jb->out) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    cli_write_line(jb->out.data, jb->out.len);
+}
+
+static void process_batch(job *jb)
+{
+    const options *opt = jb->opt;
+    batch *b = &jb->b;
+    /* A small batch (an interactive pipe) is not worth starting threads. */
+    jb->active = b->n < 64 ? 1 : jb->n_workers;
+    if (tfm_parallel_for(jb->active, (size_t)jb->active, stats_share, jb) != TFM_OK)
+        cli_fail(NULL, 0, "could not start threads");
+    for (size_t j = 0; j < b->n; j++) {
+        size_t line = b->first_line + j;
+        for (int s = 0; s < jb->n_sys; s++) {
+            size_t at = j * (size_t)jb->n_sys + (size_t)s;
+            const input *ref = &jb->inputs[jb->n_sys];
+            if (jb->status[at] != TFM_OK) {
+                if (jb->status[at] == TFM_ERR_ARG && opt->sentence) {
+                    /* One output line per input line: an empty one for this. */
+                    cli_warn(display_name(ref->name), line, "%s: no score for this line",
+                             jb->errors[at].msg);
+                    cli_write_line("", 0);
+                    continue;
+                }
+                if (jb->status[at] == TFM_ERR_ARG)
+                    cli_fail(display_name(ref->name), line,
+                             "%s; sacreBLEU cannot score such a line either", jb->errors[at].msg);
+                cli_fail(display_name(jb->inputs[s].name), line, "%s", jb->errors[at].msg);
+            }
+            tfm_error err;
+            if (tfm_metric_add_stats(jb->acc[s], jb->stats + at * jb->n_stats, jb->n_used[at], &err) != TFM_OK)
+                cli_fail(NULL, 0, "%s", err.msg);
+            size_t hyp_len;
+            const char *hyp = batch_text(b, j, jb->n_inputs, s, &hyp_len);
+            if (hyp_len >= 2 && hyp[hyp_len - 2] == ' ' && hyp[hyp_len - 1] == '.')
+                jb->tokenized_period[s]++;
+            if (opt->sentence) print_sentence(jb, jb->stats + at * jb->n_stats, jb->n_used[at]);
+        }
+    }
+}
+
+/* ---- output of the corpus scores ----------------------------------------------------------- */
+
+static tfm_score_format corpus_format(const options *opt, const tfm_metric *m)
+{
+    tfm_score_format f = tfm_score_format_default();
+    f.width = opt->width;
+    f.score_only = opt->score_only;
+    f.json = opt->json;
+    f.nrefs = tfm_metric_nrefs(m);
+    return f;
+}
+
+static tfm_bootstrap_params bootstrap_params(const options *opt, int n_samples)
+{
+    tfm_bootstrap_params bp = tfm_bootstrap_default_params();
+    bp.n_samples = n_samples;
+    bp.seed = opt->seed;
+    bp.n_threads = opt->threads;
+    return bp;
+}
+
+static void print_corpus(job *jb)
+{
+    const options *opt = jb->opt;
+    tfm_metric *m = jb->acc[0];
+    tfm_score s;
+    tfm_metric_corpus_score(m, &s);
+    tfm_score_format f = corpus_format(opt, m);
+    if (opt->confidence) {
+        tfm_bootstrap_params bp = bootstrap_params(opt, opt->n_confidence);
+        tfm_error err;
+        if (tfm_metric_bootstrap(m, tfm_metric_segments(m), tfm_metric_count(m), &bp, &f.mean, &f.ci,
+                                 &err) != TFM_OK)
+            cli_fail(NULL, 0, "%s", err.msg);
+        f.has_ci = true;
+        f.n_bootstrap = bp.n_samples;
+        f.seed = bp.seed;
+    }
+    tfm_buf_clear(&jb->out);
+    if (tfm_metric_format(m, &s, &f, &jb->out) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    cli_write_line(jb->out.data, jb->out.len);
+}
+
+/* Appends s as a JSON string. */
+static void json_string(tfm_buf *out, const char *s)
+{
+    tfm_status st = tfm_buf_putc(out, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p && st == TFM_OK; p++) {
+        if (*p == '"' || *p == '\\') st = tfm_buf_printf(out, "\\%c", *p);
+        else if (*p < 0x20) st = tfm_buf_printf(out, "\\u%04x", *p);
+        else st = tfm_buf_putc(out, (char)*p);
+    }
+    if (st != TFM_OK || tfm_buf_putc(out, '"') != TFM_OK) cli_fail(NULL, 0, "out of memory");
+}
+
+/* "33.1 (μ = 33.0 ± 1.0)": the score with its interval, as --confidence shows it. */
+static void score_with_ci(tfm_buf *out, const options *opt, double score, double mean, double ci)
+{
+    tfm_status st = tfm_buf_printf(out, "%.*f", opt->width, score);
+    if (st == TFM_OK && mean > 0)
+        st = tfm_buf_printf(out, " (\xce\xbc = %.*f \xc2\xb1 %.*f)", opt->width, mean, opt->width, ci);
+    if (st != TFM_OK) cli_fail(NULL, 0, "out of memory");
+}
+
+/* --paired-bs: each system against the baseline, with the same resamples. */
+static void print_paired(job *jb)
+{
+    const options *opt = jb->opt;
+    tfm_metric *base = jb->acc[0];
+    size_t n = tfm_metric_count(base);
+    tfm_bootstrap_params bp = bootstrap_params(opt, opt->n_paired);
+    tfm_paired_result *res = xcalloc((size_t)jb->n_sys, sizeof *res);
+    for (int s = 1; s < jb->n_sys; s++) {
+        tfm_error err;
+        if (tfm_metric_paired_bootstrap(base, tfm_metric_segments(base), tfm_metric_segments(jb->acc[s]),
+                                        n, &bp, &res[s], &err) != TFM_OK)
+            cli_fail(NULL, 0, "%s", err.msg);
+    }
+    /* The baseline's own numbers are the same in every pairing. */
+    res[0].sys_score = res[1].base_score;
+    res[0].sys_mean = res[1].base_mean;
+    res[0].sys_ci = res[1].base_ci;
+    res[0].p_value = -1;
+
+    char name[40];
+    tfm_metric_name(base, name, sizeof name);
+    tfm_score_format f = corpus_format(opt, base);
+    f.n_bootstrap = bp.n_samples;
+    f.seed = bp.seed;
+    tfm_buf sig;
+    tfm_buf_init(&sig);
+    if (tfm_metric_signature(base, &f, &sig) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    tfm_buf *out = &jb->out;
+    tfm_buf_clear(out);
+    tfm_status st = TFM_OK;
+    if (opt->score_only) { /* as sacreBLEU: the numbers alone, even with -f json */
+        for (int s = 0; s < jb->n_sys && st == TFM_OK; s++) {
+            st = tfm_buf_printf(out, "%s%.*f", s ? "\n" : "", opt->width, res[s].sys_score);
+            if (st == TFM_OK && s) st = tfm_buf_printf(out, "\t%.4f", res[s].p_value);
+        }
+    } else if (opt->json) {
+        st = tfm_buf_printf(out, "{\n \"name\": \"%s\",\n \"signature\": \"%s\",\n \"test\": \"paired-bs\",\n"
+                                 " \"n_samples\": %d,\n \"seed\": %llu,\n \"systems\": [",
+                            name, sig.data, bp.n_samples, (unsigned long long)bp.seed);
+        for (int s = 0; s < jb->n_sys && st == TFM_OK; s++) {
+            st = tfm_buf_printf(out, "%s\n  {\"file\": ", s ? "," : "");
+            json_string(out, jb->inputs[s].name);
+            st = tfm_buf_printf(out, ", \"baseline\": %s, \"score\": ", s ? "false" : "true");
+            if (st == TFM_OK) st = tfm_json_number(res[s].sys_score, opt->width, out);
+            if (st == TFM_OK) st = tfm_buf_printf(out, ", \"confidence_mean\": ");
+            if (st == TFM_OK) st = tfm_json_number(res[s].sys_mean, opt->width, out);
+            if (st == TFM_OK) st = tfm_buf_printf(out, ", \"confidence_var\": ");
+            if (st == TFM_OK) st = tfm_json_number(res[s].sys_ci, opt->width, out);
+            if (st == TFM_OK && s) st = tfm_buf_printf(out, ", \"p_value\": ");
+            if (st == TFM_OK && s) st = tfm_json_number(res[s].p_value, 4, out);
+            if (st == TFM_OK) st = tfm_buf_printf(out, "}");
+        }
+        if (st == TFM_OK) st = tfm_buf_printf(out, "\n ]\n}");
+    } else {
+        /* The signature, then a tab-separated row per system: role, score
+         * (μ = mean ± interval), p-value (starred below 0.05), file. */
+        st = tfm_buf_printf(out, "%s|%s", name, sig.data);
+        for (int s = 0; s < jb->n_sys && st == TFM_OK; s++) {
+            st = tfm_buf_printf(out, "\n%s\t", s ? "system" : "baseline");
+            score_with_ci(out, opt, res[s].sys_score, res[s].sys_mean, res[s].sys_ci);
+            if (s) st = tfm_buf_printf(out, "\t(p = %.4f)%s\t", res[s].p_value, res[s].p_value < 0.05 ? "*" : "");
+            else st = tfm_buf_printf(out, "\t\t");
+            if (st == TFM_OK) st = tfm_buf_printf(out, "%s", display_name(jb->inputs[s].name));
+        }
+    }
+    if (st != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    cli_write_line(out->data, out->len);
+    tfm_buf_free(&sig);
+    free(res);
+}
+
+/* ---- the run ------------------------------------------------------------------------------ */
+
+static double seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
+}
+
+static int run(const options *opt, char **files, int n_files)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    static char *const stdin_only[] = {"-"};
+    if (n_files == 0) {
+        files = (char **)stdin_only;
+        n_files = 1;
+    }
+    job jb = {.opt = opt, .n_sys = n_files, .n_inputs = n_files + opt->n_refs};
+    jb.inputs = xcalloc((size_t)jb.n_inputs, sizeof *jb.inputs);
+    for (int s = 0; s < n_files; s++) jb.inputs[s].name = files[s];
+    for (int r = 0; r < opt->n_refs; r++) jb.inputs[n_files + r].name = opt->refs[r];
+    open_inputs(&jb);
+
+    tfm_metric_params p = opt->p;
+    p.keep_segments = opt->confidence || opt->paired;
+    tfm_error err;
+    jb.n_workers = opt->threads;
+    jb.workers = xcalloc((size_t)jb.n_workers, sizeof *jb.workers);
+    for (int w = 0; w < jb.n_workers; w++)
+        if (tfm_metric_create(&opt->p, &jb.workers[w], &err) != TFM_OK) cli_usage_error("%s", err.msg);
+    jb.acc = xcalloc((size_t)jb.n_sys, sizeof *jb.acc);
+    for (int s = 0; s < jb.n_sys; s++)
+        if (tfm_metric_create(&p, &jb.acc[s], &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    jb.tokenized_period = xcalloc((size_t)jb.n_sys, sizeof *jb.tokenized_period);
+    jb.n_stats = tfm_metric_n_stats(jb.acc[0]);
+    size_t cells = (size_t)BATCH_LINES * (size_t)jb.n_sys;
+    jb.stats = xcalloc(cells * jb.n_stats, sizeof *jb.stats);
+    jb.n_used = xcalloc(cells, sizeof *jb.n_used);
+    jb.status = xcalloc(cells, sizeof *jb.status);
+    jb.errors = xcalloc(cells, sizeof *jb.errors);
+    tfm_buf_init(&jb.b.text);
+    tfm_buf_init(&jb.repaired);
+    tfm_buf_init(&jb.out);
+    jb.b.offset = xcalloc((size_t)BATCH_LINES * (size_t)jb.n_inputs, sizeof *jb.b.offset);
+    jb.b.len = xcalloc((size_t)BATCH_LINES * (size_t)jb.n_inputs, sizeof *jb.b.len);
+
+    while (read_batch(&jb)) {
+        process_batch(&jb);
+        if (opt->sentence && !all_ready(&jb)) cli_flush();
+    }
+    close_inputs(&jb);
+
+    size_t lines = tfm_metric_count(jb.acc[0]);
+    if (jb.inputs[0].lines == 0) cli_fail(NULL, 0, "no lines to score: the hypotheses and references are empty");
+    for (int s = 0; s < jb.n_sys; s++)
+        if (opt->p.kind == TFM_METRIC_BLEU && !opt->force && jb.tokenized_period[s] >= 100)
+            cli_warn(display_name(jb.inputs[s].name), 0,
+                     "%zu lines end in a tokenized period (' .'): the hypotheses look tokenized, "
+                     "which lowers BLEU; detokenize them (or pass --force)",
+                     jb.tokenized_period[s]);
+    if (!opt->sentence) {
+        if (lines == 0) cli_fail(NULL, 0, "no line could be scored");
+        if (opt->paired) print_paired(&jb);
+        else print_corpus(&jb);
+    }
+    cli_flush();
+    cli_info("scored %zu lines in %.2f s (BLEU, chrF and TER as sacreBLEU %s computes them)",
+             (size_t)jb.inputs[0].lines, seconds_since(&start), TFM_SACREBLEU_VERSION);
+
+    for (int w = 0; w < jb.n_workers; w++) tfm_metric_free(jb.workers[w]);
+    for (int s = 0; s < jb.n_sys; s++) tfm_metric_free(jb.acc[s]);
+    free(jb.workers);
+    free(jb.acc);
+    free(jb.tokenized_period);
+    free(jb.stats);
+    free(jb.n_used);
+    free(jb.status);
+    free(jb.errors);
+    free(jb.inputs);
+    free(jb.b.offset);
+    free(jb.b.len);
+    tfm_buf_free(&jb.b.text);
+    tfm_buf_free(&jb.repaired);
+    tfm_buf_free(&jb.out);
+    return CLI_EXIT_OK;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+/* Notes the first option that belongs to other metrics than `kinds`. */
+static void only_for(options *opt, int kinds, const char *option)
+{
+    if (!opt->misplaced && !(kinds & (1 << opt->p.kind))) {
+        opt->misplaced = option;
+        opt->misplaced_for = kinds;
+    }
+}
+
+static void parse_options(int argc, char **argv, options *opt)
+{
+    static const char *const formats[] = {"text", "json", NULL};
+    static const char *const tokenizers[] = {"13a", "intl", "zh", "char", "none", NULL};
+    static const char *const smooths[] = {"exp", "floor", "add-k", "none", NULL};
+    int c;
+    while ((c = getopt_long(argc, argv, "r:f:bw:qvhV", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            opt->refs = realloc(opt->refs, (size_t)(opt->n_refs + 1) * sizeof *opt->refs);
+            if (!opt->refs) cli_fail(NULL, 0, "out of memory");
+            opt->refs[opt->n_refs++] = optarg;
+            if (opt->n_refs > 64) cli_usage_error("-r: at most 64 references");
+            break;
+        case OPT_SENTENCE: opt->sentence = true; break;
+        case 'f': opt->json = cli_parse_choice("--format", optarg, formats) == 1; break;
+        case 'b': opt->score_only = true; break;
+        case 'w': opt->width = (int)cli_parse_int("--width", optarg, 0, 10); break;
+        case OPT_STRICT: opt->strict = true; break;
+        case OPT_TOKENIZE:
+            opt->p.tokenize = (tfm_bleu_tok)cli_parse_choice("--tokenize", optarg, tokenizers);
+            only_for(opt, FOR_BLEU, "--tokenize");
+            break;
+        case OPT_LOWERCASE:
+            opt->p.lowercase = true;
+            only_for(opt, FOR_BLEU | FOR_CHRF, "--lowercase");
+            break;
+        case OPT_SMOOTH:
+            opt->p.smooth = (tfm_bleu_smooth)cli_parse_choice("--smooth", optarg, smooths);
+            only_for(opt, FOR_BLEU, "--smooth");
+            break;
+        case OPT_SMOOTH_VALUE:
+            opt->p.smooth_value = cli_parse_double("--smooth-value", optarg, 0, 1e9);
+            opt->smooth_value_given = true;
+            only_for(opt, FOR_BLEU, "--smooth-value");
+            break;
+        case OPT_FORCE: opt->force = true; only_for(opt, FOR_BLEU, "--force"); break;
+        case OPT_CHAR_ORDER:
+            opt->p.char_order = (int)cli_parse_int("--char-order", optarg, 0, 10);
+            only_for(opt, FOR_CHRF, "--char-order");
+            break;
+        case OPT_WORD_ORDER:
+            opt->p.word_order = (int)cli_parse_int("--word-order", optarg, 0, 6);
+            only_for(opt, FOR_CHRF, "--word-order");
+            break;
+        case OPT_BETA:
+            opt->p.beta = (int)cli_parse_int("--beta", optarg, 1, 100);
+            only_for(opt, FOR_CHRF, "--beta");
+            break;
+        case OPT_WHITESPACE: opt->p.whitespace = true; only_for(opt, FOR_CHRF, "--whitespace"); break;
+        case OPT_EPS: opt->p.eps_smoothing = true; only_for(opt, FOR_CHRF, "--eps-smoothing"); break;
+        case OPT_CASE_SENSITIVE: opt->p.case_sensitive = true; only_for(opt, FOR_TER, "--case-sensitive"); break;
+        case OPT_NORMALIZED: opt->p.normalized = true; only_for(opt, FOR_TER, "--normalized"); break;
+        case OPT_NO_PUNCT: opt->p.no_punct = true; only_for(opt, FOR_TER, "--no-punct"); break;
+        case OPT_CONFIDENCE: opt->confidence = true; break;
+        case OPT_CONFIDENCE_N:
+            opt->n_confidence = (int)cli_parse_int("--confidence-n", optarg, 1, 1000000);
+            break;
+        case OPT_PAIRED: opt->paired = true; break;
+        case OPT_PAIRED_N: opt->n_paired = (int)cli_parse_int("--paired-bs-n", optarg, 1, 1000000); break;
+        case OPT_SEED: opt->seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
+        case OPT_THREADS: opt->threads = (int)cli_parse_int("--threads", optarg, 1, 64); break;
+        case 'q': cli_verbosity = 0; break;
+        case 'v': cli_verbosity = 2; break;
+        case 'h': fputs(usage_text, stdout); cli_flush(); exit(CLI_EXIT_OK);
+        case 'V':
+            cli_print_version();
+            printf("computes BLEU, chrF and TER as sacreBLEU %s does\n", TFM_SACREBLEU_VERSION);
+            cli_flush();
+            exit(CLI_EXIT_OK);
+        default: cli_usage_error("unknown or incomplete option");
+        }
+    }
+}
+
+/* The metric named by the first argument, or -1. */
+static int metric_of(const char *name, tfm_metric_params *p)
+{
+    if (strcmp(name, "bleu") == 0) *p = tfm_metric_default_params(TFM_METRIC_BLEU);
+    else if (strcmp(name, "chrf") == 0) *p = tfm_metric_default_params(TFM_METRIC_CHRF);
+    else if (strcmp(name, "chrf++") == 0) {
+        *p = tfm_metric_default_params(TFM_METRIC_CHRF);
+        p->word_order = 2;
+    } else if (strcmp(name, "ter") == 0) *p = tfm_metric_default_params(TFM_METRIC_TER);
+    else return -1;
+    return (int)p->kind;
+}
+
+static const char *metrics_of(int kinds)
+{
+    switch (kinds) {
+    case FOR_BLEU: return "'score bleu'";
+    case FOR_CHRF: return "'score chrf'";
+    case FOR_TER: return "'score ter'";
+    default: return "'score bleu' and 'score chrf'";
+    }
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("score");
+    options opt = {.width = 1, .n_confidence = 1000, .n_paired = 1000, .seed = 12345};
+    opt.threads = tfm_cpu_count();
+    if (opt.threads > 8) opt.threads = 8;
+    bool have_metric = argc > 1 && metric_of(argv[1], &opt.p) >= 0;
+    if (have_metric) {
+        opt.metric_name = argv[1];
+        argv++;
+        argc--;
+    } else {
+        opt.p = tfm_metric_default_params(TFM_METRIC_BLEU);
+    }
+    /* sacreBLEU spells --lowercase "-lc"; getopt would read it as -l -c. */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strcmp(argv[i], "-lc") == 0) argv[i] = (char *)"--lowercase";
+    }
+    parse_options(argc, argv, &opt);
+    char **files = argv + optind;
+    int n_files = argc - optind;
+
+    if (!have_metric)
+        cli_usage_error("a metric is required first: score bleu|chrf|chrf++|ter -r REF [HYP]");
+    if (opt.misplaced)
+        cli_usage_error("%s is an option of %s, not of 'score %s'", opt.misplaced,
+                        metrics_of(opt.misplaced_for), opt.metric_name);
+    if (opt.n_refs == 0) cli_usage_error("a reference is required: -r REF");
+    if (opt.smooth_value_given && opt.p.smooth != TFM_BLEU_SMOOTH_FLOOR && opt.p.smooth != TFM_BLEU_SMOOTH_ADD_K)
+        cli_usage_error("--smooth-value is the value of --smooth floor or --smooth add-k");
+    if (opt.p.kind == TFM_METRIC_CHRF && opt.p.char_order + opt.p.word_order == 0)
+        cli_usage_error("--char-order and --word-order cannot both be 0");
+    if (opt.sentence && (opt.confidence || opt.paired))
+        cli_usage_error("--sentence gives one score per line: --confidence and --paired-bs need the corpus");
+    if (opt.confidence && opt.paired)
+        cli_usage_error("--paired-bs shows confidence intervals already; leave out --confidence");
+    if (opt.paired && n_files < 2)
+        cli_usage_error("--paired-bs needs a baseline and at least one system: --paired-bs BASELINE SYSTEM...");
+    if (!opt.paired && n_files > 1)
+        cli_usage_error("one hypothesis file at most (to compare systems, use --paired-bs BASELINE SYSTEM...)");
+    if (opt.paired) {
+        /* As sacreBLEU: the baseline given again among the systems is left
+         * out (so "--paired-bs base.txt *.txt" works); other repeats are an
+         * error. */
+        int kept = 1;
+        for (int i = 1; i < n_files; i++) {
+            if (strcmp(files[i], files[0]) == 0) {
+                cli_info("%s is the baseline: not compared with itself", files[i]);
+                continue;
+            }
+            for (int k = 1; k < kept; k++)
+                if (strcmp(files[k], files[i]) == 0) cli_usage_error("%s is given twice", files[i]);
+            files[kept++] = files[i];
+        }
+        n_files = kept;
+        if (n_files < 2) cli_usage_error("--paired-bs needs a system besides the baseline");
+    }
+    /* sacreBLEU's --sentence-level turns on BLEU's effective order. */
+    if (opt.sentence && opt.p.kind == TFM_METRIC_BLEU) opt.p.effective_order = true;
+
+    int status = run(&opt, files, n_files);
+    free(opt.refs);
+    return status;
+}

@@ -1,0 +1,473 @@
+/* metric.c - the tfm_metric object: parameters, accumulating segment
+ * statistics, and printing scores and signatures exactly as sacreBLEU
+ * 2.3.1 does (sacrebleu/metrics/base.py: Score.format, Signature.format). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics_internal.h"
+
+struct tfm_metric {
+    tfm_metric_params p;
+    size_t n_stats;
+    double *totals;
+    double *segs;          /* keep_segments: count x n_stats */
+    size_t count, segs_cap;
+    int min_refs, max_refs;
+    double *stats;         /* one segment's statistics (scratch) */
+    const char **refs;     /* the non-empty references of a segment */
+    size_t *ref_lens;
+    int refs_cap;
+    tfm_metric_scratch s;
+};
+
+tfm_metric_params tfm_metric_default_params(tfm_metric_kind kind)
+{
+    tfm_metric_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = kind;
+    p.tokenize = TFM_BLEU_TOK_13A;
+    p.smooth = TFM_BLEU_SMOOTH_EXP;
+    p.smooth_value = -1;
+    p.max_order = 4;
+    p.char_order = 6;
+    p.word_order = 0;
+    p.beta = 2;
+    return p;
+}
+
+static const char *const tok_names[] = {"13a", "intl", "zh", "char", "none"};
+static const char *const smooth_names[] = {"exp", "floor", "add-k", "none"};
+
+bool tfm_bleu_tok_parse(const char *name, tfm_bleu_tok *tok)
+{
+    for (int i = 0; i < 5; i++)
+        if (strcmp(name, tok_names[i]) == 0) {
+            *tok = (tfm_bleu_tok)i;
+            return true;
+        }
+    return false;
+}
+
+const char *tfm_bleu_tok_name(tfm_bleu_tok tok)
+{
+    return (unsigned)tok < 5 ? tok_names[tok] : "?";
+}
+
+bool tfm_bleu_smooth_parse(const char *name, tfm_bleu_smooth *smooth)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, smooth_names[i]) == 0) {
+            *smooth = (tfm_bleu_smooth)i;
+            return true;
+        }
+    return false;
+}
+
+const char *tfm_bleu_smooth_name(tfm_bleu_smooth smooth)
+{
+    return (unsigned)smooth < 4 ? smooth_names[smooth] : "?";
+}
+
+/* ---- creation ----------------------------------------------------------------------- */
+
+static tfm_status check_params(const tfm_metric_params *p, tfm_error *err)
+{
+    switch (p->kind) {
+    case TFM_METRIC_BLEU:
+        if ((unsigned)p->tokenize > TFM_BLEU_TOK_NONE)
+            return tfm_error_set(err, TFM_ERR_ARG, "unknown BLEU tokenizer %d", (int)p->tokenize);
+        if ((unsigned)p->smooth > TFM_BLEU_SMOOTH_NONE)
+            return tfm_error_set(err, TFM_ERR_ARG, "unknown BLEU smoothing %d", (int)p->smooth);
+        if (p->max_order < 1 || p->max_order > TFM_BLEU_MAX_ORDER)
+            return tfm_error_set(err, TFM_ERR_ARG, "BLEU n-gram order %d is not in 1..%d",
+                                 p->max_order, TFM_BLEU_MAX_ORDER);
+        return TFM_OK;
+    case TFM_METRIC_CHRF:
+        if (p->char_order < 0 || p->word_order < 0 || p->char_order + p->word_order < 1 ||
+            p->char_order + p->word_order > TFM_CHRF_MAX_ORDER)
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "chrF orders %d (characters) + %d (words) must add up to 1..%d",
+                                 p->char_order, p->word_order, TFM_CHRF_MAX_ORDER);
+        if (p->beta < 1)
+            return tfm_error_set(err, TFM_ERR_ARG, "chrF beta %d is not positive", p->beta);
+        return TFM_OK;
+    case TFM_METRIC_TER:
+        return TFM_OK;
+    }
+    return tfm_error_set(err, TFM_ERR_ARG, "unknown metric %d", (int)p->kind);
+}
+
+static size_t stats_size(const tfm_metric_params *p)
+{
+    switch (p->kind) {
+    case TFM_METRIC_BLEU: return 2 + 2 * (size_t)p->max_order;
+    case TFM_METRIC_CHRF: return 3 * (size_t)(p->char_order + p->word_order);
+    case TFM_METRIC_TER: return 2;
+    }
+    return 0;
+}
+
+tfm_status tfm_metric_scratch_refs(tfm_metric_scratch *s, int n)
+{
+    if (n <= s->refs_cap) return TFM_OK;
+    tfm_ids *r = realloc(s->refs, (size_t)n * sizeof *r);
+    if (!r) return TFM_ERR_NOMEM;
+    for (int i = s->refs_cap; i < n; i++) tfm_ids_init(&r[i]);
+    s->refs = r;
+    s->refs_cap = n;
+    return TFM_OK;
+}
+
+void tfm_metric_scratch_free(tfm_metric_scratch *s)
+{
+    tfm_ids_free(&s->text);
+    tfm_ids_free(&s->tmp);
+    tfm_ids_free(&s->tmp2);
+    tfm_ids_free(&s->hyp);
+    for (int i = 0; i < s->refs_cap; i++) tfm_ids_free(&s->refs[i]);
+    free(s->refs);
+    tfm_py_words_free(&s->hyp_words);
+    tfm_py_words_free(&s->ref_words);
+    tfm_ngrams_free(&s->ngrams);
+    tfm_ids_free(&s->tokens);
+    tfm_ids_free(&s->pos_ids);
+    tfm_counts_free(&s->hyp_count);
+    tfm_counts_free(&s->ref_count);
+    tfm_counts_free(&s->ref_max);
+    tfm_counts_free(&s->order_of);
+    tfm_ids_free(&s->touched);
+    tfm_ids_free(&s->hyp_num);
+    tfm_ids_free(&s->ref_num);
+    memset(s, 0, sizeof *s);
+}
+
+tfm_status tfm_metric_create(const tfm_metric_params *p, tfm_metric **out, tfm_error *err)
+{
+    *out = NULL;
+    tfm_status st = check_params(p, err);
+    if (st != TFM_OK) return st;
+    tfm_metric *m = calloc(1, sizeof *m);
+    if (!m) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    m->p = *p;
+    m->n_stats = stats_size(p);
+    m->totals = calloc(m->n_stats, sizeof *m->totals);
+    m->stats = calloc(m->n_stats, sizeof *m->stats);
+    if (!m->totals || !m->stats || tfm_metric_scratch_refs(&m->s, 1) != TFM_OK) {
+        tfm_metric_free(m);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    *out = m;
+    return TFM_OK;
+}
+
+void tfm_metric_free(tfm_metric *m)
+{
+    if (!m) return;
+    free(m->totals);
+    free(m->segs);
+    free(m->stats);
+    free(m->refs);
+    free(m->ref_lens);
+    tfm_metric_scratch_free(&m->s);
+    free(m);
+}
+
+const tfm_metric_params *tfm_metric_get_params(const tfm_metric *m)
+{
+    return &m->p;
+}
+
+size_t tfm_metric_n_stats(const tfm_metric *m)
+{
+    return m->n_stats;
+}
+
+/* ---- segments ------------------------------------------------------------------------- */
+
+tfm_status tfm_metric_segment(tfm_metric *m, const char *hyp, size_t hyp_len,
+                              const char *const *refs, const size_t *ref_lens, int n_refs,
+                              double *stats, int *n_used, tfm_error *err)
+{
+    if (n_refs < 1) return tfm_error_set(err, TFM_ERR_ARG, "a segment needs a reference");
+    if (n_refs > m->refs_cap) {
+        const char **r = realloc(m->refs, (size_t)n_refs * sizeof *r);
+        if (r) m->refs = r;
+        size_t *l = realloc(m->ref_lens, (size_t)n_refs * sizeof *l);
+        if (l) m->ref_lens = l;
+        if (!r || !l) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        m->refs_cap = n_refs;
+    }
+    /* Metric._cache_references: empty references are left out. */
+    int used = 0;
+    for (int i = 0; i < n_refs; i++) {
+        if (ref_lens[i] == 0) continue;
+        m->refs[used] = refs[i];
+        m->ref_lens[used] = ref_lens[i];
+        used++;
+    }
+    if (n_used) *n_used = used;
+    if (used == 0)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             n_refs == 1 ? "the reference is empty"
+                                         : "every reference of the segment is empty");
+    switch (m->p.kind) {
+    case TFM_METRIC_BLEU:
+        return tfm_bleu_segment(&m->p, &m->s, hyp, hyp_len, m->refs, m->ref_lens, used, stats, err);
+    case TFM_METRIC_CHRF:
+        return tfm_chrf_segment(&m->p, &m->s, hyp, hyp_len, m->refs, m->ref_lens, used, stats, err);
+    case TFM_METRIC_TER:
+        return tfm_ter_segment(&m->p, &m->s, hyp, hyp_len, m->refs, m->ref_lens, used, stats, err);
+    }
+    return tfm_error_set(err, TFM_ERR_ARG, "unknown metric");
+}
+
+tfm_status tfm_metric_add_stats(tfm_metric *m, const double *stats, int n_used, tfm_error *err)
+{
+    if (m->p.keep_segments) {
+        if (m->count == m->segs_cap) {
+            size_t cap = m->segs_cap ? 2 * m->segs_cap : 1024;
+            double *segs = realloc(m->segs, cap * m->n_stats * sizeof *segs);
+            if (!segs) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+            m->segs = segs;
+            m->segs_cap = cap;
+        }
+        memcpy(m->segs + m->count * m->n_stats, stats, m->n_stats * sizeof *stats);
+    }
+    /* In segment order, as sacreBLEU's sum_of_lists adds them. */
+    for (size_t k = 0; k < m->n_stats; k++) m->totals[k] += stats[k];
+    if (m->count == 0 || n_used < m->min_refs) m->min_refs = n_used;
+    if (m->count == 0 || n_used > m->max_refs) m->max_refs = n_used;
+    m->count++;
+    return TFM_OK;
+}
+
+tfm_status tfm_metric_add(tfm_metric *m, const char *hyp, size_t hyp_len,
+                          const char *const *refs, const size_t *ref_lens, int n_refs,
+                          tfm_error *err)
+{
+    int used;
+    tfm_status st = tfm_metric_segment(m, hyp, hyp_len, refs, ref_lens, n_refs, m->stats, &used, err);
+    if (st != TFM_OK) return st;
+    return tfm_metric_add_stats(m, m->stats, used, err);
+}
+
+size_t tfm_metric_count(const tfm_metric *m)
+{
+    return m->count;
+}
+
+const double *tfm_metric_totals(const tfm_metric *m)
+{
+    return m->totals;
+}
+
+const double *tfm_metric_segments(const tfm_metric *m)
+{
+    return m->p.keep_segments ? m->segs : NULL;
+}
+
+int tfm_metric_nrefs(const tfm_metric *m)
+{
+    if (m->count == 0) return 0;
+    return m->min_refs == m->max_refs ? m->min_refs : -1;
+}
+
+/* ---- scores ------------------------------------------------------------------------------ */
+
+void tfm_metric_compute(const tfm_metric *m, const double *stats, tfm_score *out)
+{
+    switch (m->p.kind) {
+    case TFM_METRIC_BLEU:
+        tfm_bleu_compute(&m->p, stats, out);
+        return;
+    case TFM_METRIC_CHRF:
+        memset(out, 0, sizeof *out);
+        out->score = tfm_chrf_f_score(&m->p, stats);
+        return;
+    case TFM_METRIC_TER: {
+        /* TER._compute_score_from_stats */
+        memset(out, 0, sizeof *out);
+        double edits = stats[0], ref_length = stats[1], score;
+        if (ref_length > 0) score = edits / ref_length;
+        else if (edits > 0) score = 1.0; /* empty references, non-empty hypothesis */
+        else score = 0.0;
+        out->score = 100 * score;
+        out->num_edits = edits;
+        out->ref_length = ref_length;
+        return;
+    }
+    }
+}
+
+void tfm_metric_corpus_score(const tfm_metric *m, tfm_score *out)
+{
+    tfm_metric_compute(m, m->totals, out);
+}
+
+void tfm_metric_name(const tfm_metric *m, char *out, size_t size)
+{
+    switch (m->p.kind) {
+    case TFM_METRIC_BLEU: snprintf(out, size, "BLEU"); return;
+    case TFM_METRIC_TER: snprintf(out, size, "TER"); return;
+    case TFM_METRIC_CHRF: {
+        /* CHRFScore: f'chrF{beta}' + '+' * word_order */
+        int n = snprintf(out, size, "chrF%d", m->p.beta);
+        for (int i = 0; i < m->p.word_order && n >= 0 && (size_t)n + 1 < size; i++) out[n++] = '+';
+        if (n >= 0 && (size_t)n < size) out[n] = 0;
+        return;
+    }
+    }
+    snprintf(out, size, "?");
+}
+
+tfm_score_format tfm_score_format_default(void)
+{
+    tfm_score_format f;
+    memset(&f, 0, sizeof f);
+    f.width = 1;
+    f.nrefs = 1;
+    return f;
+}
+
+/* The signature as (key, value) pairs, in sacreBLEU's order. */
+typedef struct sig_pair {
+    const char *key;
+    char value[32];
+} sig_pair;
+
+static int signature_pairs(const tfm_metric *m, const tfm_score_format *f, sig_pair *pairs)
+{
+    int n = 0;
+    const tfm_metric_params *p = &m->p;
+#define PAIR(k, ...) (pairs[n].key = (k), snprintf(pairs[n].value, sizeof pairs[n].value, __VA_ARGS__), n++)
+    if (f->nrefs < 0) PAIR("nrefs", "var");
+    else PAIR("nrefs", "%d", f->nrefs);
+    if (f->n_bootstrap > 0) {
+        PAIR("bs", "%d", f->n_bootstrap);
+        PAIR("seed", "%llu", (unsigned long long)f->seed);
+    }
+    switch (p->kind) {
+    case TFM_METRIC_BLEU:
+        PAIR("case", "%s", p->lowercase ? "lc" : "mixed");
+        PAIR("eff", "%s", p->effective_order ? "yes" : "no");
+        PAIR("tok", "%s", tfm_bleu_tok_name(p->tokenize));
+        if (p->smooth == TFM_BLEU_SMOOTH_FLOOR || p->smooth == TFM_BLEU_SMOOTH_ADD_K) {
+            double v = p->smooth_value >= 0 ? p->smooth_value
+                                            : p->smooth == TFM_BLEU_SMOOTH_FLOOR ? 0.1 : 1.0;
+            PAIR("smooth", "%s[%.2f]", tfm_bleu_smooth_name(p->smooth), v);
+        } else {
+            PAIR("smooth", "%s", tfm_bleu_smooth_name(p->smooth));
+        }
+        break;
+    case TFM_METRIC_CHRF:
+        PAIR("case", "%s", p->lowercase ? "lc" : "mixed");
+        PAIR("eff", "%s", p->eps_smoothing ? "no" : "yes");
+        PAIR("nc", "%d", p->char_order);
+        PAIR("nw", "%d", p->word_order);
+        PAIR("space", "%s", p->whitespace ? "yes" : "no");
+        break;
+    case TFM_METRIC_TER:
+        PAIR("case", "%s", p->case_sensitive ? "mixed" : "lc");
+        PAIR("tok", "tercom");
+        PAIR("norm", "%s", p->normalized ? "yes" : "no");
+        PAIR("punct", "%s", p->no_punct ? "no" : "yes");
+        PAIR("asian", "no");
+        break;
+    }
+    PAIR("version", TFM_SACREBLEU_VERSION);
+#undef PAIR
+    return n;
+}
+
+tfm_status tfm_metric_signature(const tfm_metric *m, const tfm_score_format *f, tfm_buf *out)
+{
+    sig_pair pairs[16];
+    int n = signature_pairs(m, f, pairs);
+    tfm_status s = TFM_OK;
+    for (int i = 0; i < n && s == TFM_OK; i++)
+        s = tfm_buf_printf(out, "%s%s:%s", i ? "|" : "", pairs[i].key, pairs[i].value);
+    return s;
+}
+
+tfm_status tfm_json_number(double x, int width, tfm_buf *out)
+{
+    char text[64];
+    int n = snprintf(text, sizeof text, "%.*f", width, x);
+    if (n < 0 || (size_t)n >= sizeof text) return tfm_buf_printf(out, "%.17g", x);
+    char *dot = strchr(text, '.');
+    if (!dot) return tfm_buf_printf(out, "%s.0", text);
+    /* Python's repr: the shortest digits, but at least one after the point. */
+    while (n > 0 && text[n - 1] == '0' && text + n - 1 > dot + 1) text[--n] = 0;
+    return tfm_buf_append(out, text, (size_t)n);
+}
+
+/* The verbose part of a BLEU score (BLEUScore._verbose). */
+static tfm_status bleu_verbose(const tfm_score *s, tfm_buf *out)
+{
+    tfm_status st = TFM_OK;
+    for (int i = 0; i < s->order && st == TFM_OK; i++)
+        st = tfm_buf_printf(out, "%s%.1f", i ? "/" : "", s->precisions[i]);
+    if (st == TFM_OK)
+        st = tfm_buf_printf(out, " (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)", s->bp,
+                            s->ratio, (long long)s->hyp_len, (long long)s->ref_len);
+    return st;
+}
+
+#define MU "\xce\xbc"     /* U+03BC */
+#define PLUSMINUS "\xc2\xb1" /* U+00B1 */
+
+tfm_status tfm_metric_format(const tfm_metric *m, const tfm_score *s, const tfm_score_format *f,
+                             tfm_buf *out)
+{
+    char name[40];
+    tfm_metric_name(m, name, sizeof name);
+    tfm_buf sig, verbose, sc;
+    tfm_buf_init(&sig);
+    tfm_buf_init(&verbose);
+    tfm_buf_init(&sc);
+    int w = f->width;
+    bool show_ci = f->has_ci && f->mean > 0; /* Score.format: "if self._mean > 0" */
+    tfm_status st = tfm_metric_signature(m, f, &sig);
+    if (st == TFM_OK && m->p.kind == TFM_METRIC_BLEU) st = bleu_verbose(s, &verbose);
+    if (st == TFM_OK) st = tfm_buf_printf(&sc, "%.*f", w, s->score);
+    if (st == TFM_OK && show_ci)
+        st = tfm_buf_printf(&sc, " (" MU " = %.*f " PLUSMINUS " %.*f)", w, f->mean, w, f->ci);
+    if (st != TFM_OK) goto done;
+
+    if (f->score_only) { /* Score.format: score_only wins over JSON */
+        st = tfm_buf_append(out, sc.data, sc.len);
+    } else if (!f->json) {
+        st = tfm_buf_printf(out, "%s|%s = %s", name, sig.data, sc.data);
+        if (st == TFM_OK && verbose.len) st = tfm_buf_printf(out, " %s", verbose.data);
+    } else {
+        /* json.dumps(d, indent=1, ensure_ascii=False), or one line when compact. */
+        const char *open = f->compact ? "{" : "{\n ", *sep = f->compact ? ", " : ",\n ",
+                   *close = f->compact ? "}" : "\n}";
+        st = tfm_buf_printf(out, "%s\"name\": \"%s\"%s\"score\": ", open, name, sep);
+        if (st == TFM_OK) st = tfm_json_number(s->score, w, out);
+        if (st == TFM_OK) st = tfm_buf_printf(out, "%s\"signature\": \"%s\"", sep, sig.data);
+        if (st == TFM_OK && show_ci) {
+            st = tfm_buf_printf(out, "%s\"confidence_mean\": ", sep);
+            if (st == TFM_OK) st = tfm_json_number(f->mean, w, out);
+            if (st == TFM_OK) st = tfm_buf_printf(out, "%s\"confidence_var\": ", sep);
+            if (st == TFM_OK) st = tfm_json_number(f->ci, w, out);
+            if (st == TFM_OK)
+                st = tfm_buf_printf(out, "%s\"confidence\": \"" MU " = %.*f " PLUSMINUS " %.*f\"",
+                                    sep, w, f->mean, w, f->ci);
+        }
+        if (st == TFM_OK && verbose.len)
+            st = tfm_buf_printf(out, "%s\"verbose_score\": \"%s\"", sep, verbose.data);
+        sig_pair pairs[16];
+        int n = signature_pairs(m, f, pairs);
+        for (int i = 0; i < n && st == TFM_OK; i++)
+            st = tfm_buf_printf(out, "%s\"%s\": \"%s\"", sep, pairs[i].key, pairs[i].value);
+        if (st == TFM_OK) st = tfm_buf_printf(out, "%s", close);
+    }
+done:
+    tfm_buf_free(&sig);
+    tfm_buf_free(&verbose);
+    tfm_buf_free(&sc);
+    return st;
+}

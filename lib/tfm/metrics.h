@@ -1,0 +1,260 @@
+/* tfm/metrics.h - BLEU, chrF / chrF++ and TER as sacreBLEU 2.3.1 computes
+ * them, so that a number printed by tfm can be put beside a number from a
+ * paper that used sacreBLEU.
+ *
+ * sacreBLEU is the reference: its tokenizers (13a, intl, zh, char, none),
+ * its n-gram matching, smoothing, brevity penalty and effective order, its
+ * chrF statistics and best-reference choice, its TER shift search with
+ * Tercom's limits, its bootstrap confidence intervals and paired bootstrap
+ * test.  Python string semantics are reproduced where they matter: what
+ * str.split() and str.rstrip() call whitespace, what str.lower() does, and
+ * how re.sub() scans.  The one deliberate difference: bootstrap resamples
+ * come from tfm_rng, not numpy's generator, so a confidence interval or a
+ * p-value agrees with sacreBLEU's only up to resampling noise.
+ *
+ * How to use it: create a tfm_metric, add each hypothesis with its
+ * references, and ask for the corpus score:
+ *
+ *     tfm_metric_params p = tfm_metric_default_params(TFM_METRIC_BLEU);
+ *     tfm_metric *bleu;
+ *     tfm_metric_create(&p, &bleu, &err);
+ *     for each line:
+ *         const char *refs[1] = {ref};  size_t lens[1] = {ref_len};
+ *         tfm_metric_add(bleu, hyp, hyp_len, refs, lens, 1, &err);
+ *     tfm_score s;
+ *     tfm_metric_corpus_score(bleu, &s);          // s.score == 34.12...
+ *     tfm_score_format f = tfm_score_format_default();
+ *     f.nrefs = tfm_metric_nrefs(bleu);
+ *     tfm_metric_format(bleu, &s, &f, &text);     // "BLEU|nrefs:1|...= 34.1 ..."
+ *     tfm_metric_free(bleu);
+ *
+ * A metric keeps the sum of its segments' sufficient statistics (a few
+ * numbers per segment, not the text), so memory does not grow with the
+ * corpus unless keep_segments asks to keep each segment's statistics for
+ * bootstrap resampling.  A tfm_metric is not thread-safe: use one per thread
+ * and tfm_metric_add_stats to gather their results.
+ */
+#ifndef TFM_METRICS_H
+#define TFM_METRICS_H
+
+#include "tfm/core.h"
+
+/* The sacreBLEU release whose numbers and signature strings these are. */
+#define TFM_SACREBLEU_VERSION "2.3.1"
+
+/* The longest BLEU n-gram order the library accepts (sacreBLEU's is 4). */
+#define TFM_BLEU_MAX_ORDER 8
+/* chrF character plus word orders at most. */
+#define TFM_CHRF_MAX_ORDER 16
+
+typedef enum tfm_metric_kind {
+    TFM_METRIC_BLEU = 0,
+    TFM_METRIC_CHRF = 1,
+    TFM_METRIC_TER = 2,
+} tfm_metric_kind;
+
+/* BLEU's tokenizers: "13a" (mteval-v13a, the default), "intl" (mteval-v14
+ * international: Unicode punctuation and symbols), "zh" (every CJK character a
+ * word, then 13a), "char" (every character a word), "none". */
+typedef enum tfm_bleu_tok {
+    TFM_BLEU_TOK_13A = 0,
+    TFM_BLEU_TOK_INTL,
+    TFM_BLEU_TOK_ZH,
+    TFM_BLEU_TOK_CHAR,
+    TFM_BLEU_TOK_NONE,
+} tfm_bleu_tok;
+
+/* BLEU smoothing (Chen and Cherry, 2014): "exp" (mteval's, the default),
+ * "floor" (zero counts get smooth_value, 0.1), "add-k" (add smooth_value, 1,
+ * to matches and totals of orders above 1), "none". */
+typedef enum tfm_bleu_smooth {
+    TFM_BLEU_SMOOTH_EXP = 0,
+    TFM_BLEU_SMOOTH_FLOOR,
+    TFM_BLEU_SMOOTH_ADD_K,
+    TFM_BLEU_SMOOTH_NONE,
+} tfm_bleu_smooth;
+
+typedef struct tfm_metric_params {
+    tfm_metric_kind kind;
+    bool lowercase;          /* BLEU and chrF: Python's str.lower() first */
+    bool keep_segments;      /* keep each segment's statistics (bootstrap) */
+
+    /* BLEU */
+    tfm_bleu_tok tokenize;
+    tfm_bleu_smooth smooth;
+    double smooth_value;     /* < 0: the method's default (floor 0.1, add-k 1) */
+    int max_order;           /* 1..TFM_BLEU_MAX_ORDER, default 4 */
+    bool effective_order;    /* sentence BLEU: only orders that have n-grams */
+
+    /* chrF */
+    int char_order;          /* default 6 */
+    int word_order;          /* default 0; 2 is chrF++ */
+    int beta;                /* default 2 */
+    bool whitespace;         /* keep whitespace in character n-grams */
+    bool eps_smoothing;      /* chrF++.py's epsilon smoothing instead of
+                                sacreBLEU's effective order */
+
+    /* TER (Tercom's defaults: case-insensitive, no normalisation) */
+    bool case_sensitive;
+    bool normalized;         /* Tercom's western tokenization */
+    bool no_punct;           /* remove . , ? : ; ! " ( ) */
+} tfm_metric_params;
+
+/* sacreBLEU's defaults for that metric. */
+tfm_metric_params tfm_metric_default_params(tfm_metric_kind kind);
+
+/* Names as sacreBLEU spells them on its command line; false when unknown. */
+bool tfm_bleu_tok_parse(const char *name, tfm_bleu_tok *tok);
+const char *tfm_bleu_tok_name(tfm_bleu_tok tok);
+bool tfm_bleu_smooth_parse(const char *name, tfm_bleu_smooth *smooth);
+const char *tfm_bleu_smooth_name(tfm_bleu_smooth smooth);
+
+/* ---- the metric ---------------------------------------------------------------- */
+
+typedef struct tfm_metric tfm_metric;
+
+/* Checks the parameters (orders in range, ...): TFM_ERR_ARG says which. */
+tfm_status tfm_metric_create(const tfm_metric_params *p, tfm_metric **out, tfm_error *err);
+void tfm_metric_free(tfm_metric *m);
+const tfm_metric_params *tfm_metric_get_params(const tfm_metric *m);
+
+/* The number of sufficient statistics of one segment:
+ *   BLEU: hyp_len, ref_len, matches[max_order], totals[max_order]
+ *   chrF: (hyp n-grams, ref n-grams, matches) for each character order, then
+ *         each word order
+ *   TER:  edits, average reference length */
+size_t tfm_metric_n_stats(const tfm_metric *m);
+
+/* Computes the statistics of one segment into stats[tfm_metric_n_stats].
+ * The text is UTF-8 (an invalid byte counts as U+FFFD); n_refs >= 1.  Empty
+ * references are left out, as sacreBLEU does; when every reference is empty
+ * the result is TFM_ERR_ARG (sacreBLEU refuses such a segment too).
+ * *n_used (may be NULL) is set to the number of non-empty references. */
+tfm_status tfm_metric_segment(tfm_metric *m, const char *hyp, size_t hyp_len,
+                              const char *const *refs, const size_t *ref_lens, int n_refs,
+                              double *stats, int *n_used, tfm_error *err);
+
+/* Adds a segment: tfm_metric_segment, then tfm_metric_add_stats. */
+tfm_status tfm_metric_add(tfm_metric *m, const char *hyp, size_t hyp_len,
+                          const char *const *refs, const size_t *ref_lens, int n_refs,
+                          tfm_error *err);
+
+/* Adds statistics computed elsewhere (by another tfm_metric with the same
+ * parameters) as the next segment; n_used is its number of references. */
+tfm_status tfm_metric_add_stats(tfm_metric *m, const double *stats, int n_used, tfm_error *err);
+
+/* Segments added so far. */
+size_t tfm_metric_count(const tfm_metric *m);
+/* The summed statistics (tfm_metric_n_stats numbers). */
+const double *tfm_metric_totals(const tfm_metric *m);
+/* With keep_segments: every segment's statistics, count x n_stats, in order
+ * (NULL otherwise).  Valid until the next add. */
+const double *tfm_metric_segments(const tfm_metric *m);
+/* The references per segment for the signature: the count when every segment
+ * had the same number of non-empty references, -1 ("var") when they differ,
+ * 0 before any segment. */
+int tfm_metric_nrefs(const tfm_metric *m);
+
+/* ---- scores ---------------------------------------------------------------------- */
+
+typedef struct tfm_score {
+    double score;            /* 0..100 (TER can pass 100) */
+    /* BLEU */
+    int order;                               /* max_order */
+    double precisions[TFM_BLEU_MAX_ORDER];   /* percent */
+    double bp, ratio;
+    int64_t hyp_len, ref_len;
+    /* TER */
+    double num_edits, ref_length;
+} tfm_score;
+
+/* The score of summed statistics (of a corpus, one segment or a resample). */
+void tfm_metric_compute(const tfm_metric *m, const double *stats, tfm_score *out);
+/* tfm_metric_compute of tfm_metric_totals. */
+void tfm_metric_corpus_score(const tfm_metric *m, tfm_score *out);
+
+/* "BLEU", "chrF2", "chrF2++" (beta and one '+' per word order), "TER". */
+void tfm_metric_name(const tfm_metric *m, char *out, size_t size);
+
+/* What a formatted score shows. */
+typedef struct tfm_score_format {
+    int width;           /* decimals of the score (sacreBLEU's --width; 1) */
+    bool score_only;     /* the number alone (with the interval, if any),
+                            even when json is set, as sacreBLEU does */
+    bool json;           /* sacreBLEU's JSON object instead of a text line */
+    bool compact;        /* JSON on one line (for one object per segment) */
+    int nrefs;           /* for the signature: tfm_metric_nrefs(), -1 = var */
+    int n_bootstrap;     /* > 0: the signature names resamples and seed */
+    uint64_t seed;
+    bool has_ci;         /* show "(μ = mean ± ci)" when mean > 0 */
+    double mean, ci;
+} tfm_score_format;
+
+tfm_score_format tfm_score_format_default(void);
+
+/* The signature, as sacreBLEU prints it, e.g.
+ * "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.3.1" (appended). */
+tfm_status tfm_metric_signature(const tfm_metric *m, const tfm_score_format *f, tfm_buf *out);
+
+/* The score as sacreBLEU's Score.format prints it (appended, no newline):
+ *   text:  "BLEU|<signature> = 34.1 65.3/40.1/27.9/19.9 (BP = 0.981 ratio = ...)"
+ *   json:  {"name": "BLEU", "score": 34.1, "signature": ..., "verbose_score": ...,
+ *           "nrefs": "1", ...} with sacreBLEU's key order and indentation. */
+tfm_status tfm_metric_format(const tfm_metric *m, const tfm_score *s,
+                             const tfm_score_format *f, tfm_buf *out);
+
+/* Appends x as sacreBLEU's JSON shows a number it rounded to width decimals:
+ * Python's repr of float(f"{x:.{width}f}") ("34.1", "0.0", "100.0"). */
+tfm_status tfm_json_number(double x, int width, tfm_buf *out);
+
+/* ---- bootstrap resampling ---------------------------------------------------------- */
+
+typedef struct tfm_bootstrap_params {
+    int n_samples;       /* sacreBLEU's default: 1000 */
+    uint64_t seed;       /* sacreBLEU's default: 12345 */
+    int n_threads;       /* results do not depend on it */
+} tfm_bootstrap_params;
+
+tfm_bootstrap_params tfm_bootstrap_default_params(void);
+
+/* A 95% confidence interval from n_samples resamples (with replacement) of
+ * the n_segments rows of seg_stats: *mean is the mean resampled score and
+ * *ci half the distance between the 2.5% and 97.5% resampled scores, as in
+ * sacreBLEU's estimate_ci.  n_segments >= 1. */
+tfm_status tfm_metric_bootstrap(const tfm_metric *m, const double *seg_stats, size_t n_segments,
+                                const tfm_bootstrap_params *bp, double *mean, double *ci,
+                                tfm_error *err);
+
+/* Paired bootstrap resampling (Koehn, 2004) as sacreBLEU's --paired-bs: both
+ * systems are resampled with the same segment indices; p_value is the
+ * share of resamples whose centred absolute difference exceeds the real
+ * absolute difference, (count + 1) / (n_samples + 1). */
+typedef struct tfm_paired_result {
+    double base_score, base_mean, base_ci;
+    double sys_score, sys_mean, sys_ci;
+    double p_value;
+} tfm_paired_result;
+
+tfm_status tfm_metric_paired_bootstrap(const tfm_metric *m, const double *base_stats,
+                                       const double *sys_stats, size_t n_segments,
+                                       const tfm_bootstrap_params *bp, tfm_paired_result *out,
+                                       tfm_error *err);
+
+/* ---- the text side, for tests and other programs ----------------------------------- */
+
+/* Tokenizes one line as sacreBLEU's BLEU tokenizer of that name does (no
+ * lowercasing, no stripping) and writes the result to out (cleared first). */
+tfm_status tfm_bleu_tokenize(tfm_bleu_tok tok, const char *in, size_t len, tfm_buf *out,
+                             tfm_error *err);
+
+/* Tokenizes one line as sacreBLEU's TER (TercomTokenizer) does with the
+ * case_sensitive, normalized and no_punct settings of p. */
+tfm_status tfm_ter_tokenize(const tfm_metric_params *p, const char *in, size_t len,
+                            tfm_buf *out, tfm_error *err);
+
+/* The length of s[0..len) without trailing whitespace as Python's
+ * str.rstrip() sees it (Unicode spaces, U+001C..U+001F and U+0085 too);
+ * sacreBLEU's command line strips every line so. */
+size_t tfm_text_rstrip(const char *s, size_t len);
+
+#endif
