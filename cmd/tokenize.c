@@ -30,7 +30,8 @@ static const char usage_text[] =
     "writes one line for each line read, in order.\n"
     "\n"
     "Encoding and decoding:\n"
-    "  -m, --model=VOCAB          the vocabulary file (from 'tokenize learn')\n"
+    "  -m, --model=VOCAB          a vocabulary file (from 'tokenize learn') or a model\n"
+    "                             file, which carries its vocabulary\n"
     "  -d, --decode               decode id lines or piece lines back to text\n"
     "      --output=FORMAT        encode to 'ids' (default) or 'pieces'\n"
     "      --input=FORMAT         decode from 'auto' (default), 'ids' or 'pieces'\n"
@@ -300,7 +301,7 @@ static tfm_vocab *load_vocab(const char *path)
 {
     tfm_vocab *vocab;
     tfm_error err;
-    if (tfm_vocab_load(path, &vocab, &err) != TFM_OK) fail_with(path, 0, &err);
+    if (tfm_model_load_vocab(path, &vocab, &err) != TFM_OK) fail_with(path, 0, &err);
     return vocab;
 }
 

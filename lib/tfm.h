@@ -3,12 +3,16 @@
  *
  * This header is the manual.  It includes one header per part:
  *
- *   tfm/core.h   status codes and error details, buffers, hash maps, seeded
- *                random numbers, a blocking parallel-for
+ *   tfm/core.h   status codes and error details, buffers, UTF-8, hash maps,
+ *                seeded random numbers, a blocking parallel-for
  *   tfm/io.h     line reading that never holds a line back, .npy records and
  *                tensor streams, atomic file writes
+ *   tfm/safetensors.h  the container of model and checkpoint files
  *   tfm/text.h   Unicode normalisation, vocabularies, BPE learning, encoding
  *                and decoding
+ *   tfm/metrics.h  BLEU, chrF and TER as sacreBLEU computes them
+ *   tfm/model.h  the Transformer: configuration, parameters, model files, the
+ *                batched encoder and the incremental decoder
  *
  * Rules that hold everywhere:
  *   - Every function that can fail returns tfm_status; TFM_OK is 0.  Pass a
@@ -52,5 +56,6 @@
 #include "tfm/safetensors.h"
 #include "tfm/text.h"
 #include "tfm/metrics.h"
+#include "tfm/model.h"
 
 #endif

@@ -545,3 +545,32 @@ tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err)
     *out = m;
     return TFM_OK;
 }
+
+tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *err)
+{
+    *out = NULL;
+    /* A vocabulary file starts with its header line; anything else is taken
+     * for a model file. */
+    char magic[10] = {0};
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return tfm_error_set(err, TFM_ERR_IO, "%s", strerror(errno));
+    size_t got = fread(magic, 1, sizeof magic, fp);
+    fclose(fp);
+    if (got == sizeof magic && memcmp(magic, "#tfm-vocab", sizeof magic) == 0)
+        return tfm_vocab_load(path, out, err);
+    tfm_safetensors *f;
+    tfm_status st = tfm_safetensors_open(path, &f, err);
+    if (st != TFM_OK) {
+        if (st != TFM_ERR_IO)
+            tfm_error_prefix(err, "neither a vocabulary file nor a model file: model file '%s'",
+                             path);
+        return st;
+    }
+    const char *text = tfm_safetensors_metadata(f, "vocab");
+    if (!text)
+        st = tfm_error_set(err, TFM_ERR_FORMAT, "model file '%s' holds no vocabulary", path);
+    else if ((st = tfm_vocab_parse(text, strlen(text), out, err)) != TFM_OK)
+        tfm_error_prefix(err, "model file '%s': the vocabulary in its metadata", path);
+    tfm_safetensors_free(f);
+    return st;
+}

@@ -163,6 +163,10 @@ void tfm_model_free(tfm_model *m);
  * Loading checks the header, every tensor's dtype and shape against the
  * configuration, and that no tensor is missing or unexpected. */
 tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err);
+/* Loads only the vocabulary: from a vocabulary file (tfm-formats(5)) or from
+ * the metadata of a model file, whichever path names, without reading the
+ * weights.  This is what "tokenize -m" takes. */
+tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *err);
 /* Writes atomically.  extra_metadata: NULL-terminated key, value pairs, or NULL. */
 tfm_status tfm_model_save(const tfm_model *m, const char *path, const char *const *extra_metadata,
                           tfm_error *err);

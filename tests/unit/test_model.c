@@ -901,6 +901,46 @@ static void test_python(void)
     tfm_model_free(m);
 }
 
+/* tfm_model_load_vocab reads the vocabulary from a vocabulary file and from a
+ * model file alike, and says so when a model has none. */
+static void test_load_vocab(void)
+{
+    tfm_config c = small_config(284);
+    tfm_vocab *v = make_vocab(24);
+    tfm_model *m;
+    tfm_error err;
+    CHECK_MSG(tfm_model_create(&c, v, 5, &m, &err) == TFM_OK, "%s", err.msg);
+    char model_path[512], vocab_path[512];
+    snprintf(model_path, sizeof model_path, "%s", tmp_path("with_vocab.safetensors"));
+    snprintf(vocab_path, sizeof vocab_path, "%s", tmp_path("plain.vocab"));
+    CHECK(tfm_model_save(m, model_path, NULL, &err) == TFM_OK);
+    CHECK(tfm_vocab_save(v, vocab_path, &err) == TFM_OK);
+    const char *paths[] = {model_path, vocab_path};
+    for (int k = 0; k < 2; k++) {
+        tfm_vocab *got = NULL;
+        CHECK_MSG(tfm_model_load_vocab(paths[k], &got, &err) == TFM_OK, "%s", err.msg);
+        if (!got) continue;
+        CHECK(tfm_vocab_size(got) == 284);
+        CHECK(tfm_vocab_find(got, "\xe2\x96\x81w23", 6) == tfm_vocab_find(v, "\xe2\x96\x81w23", 6));
+        tfm_vocab_free(got);
+    }
+    tfm_model_free(m);
+    /* A model without a vocabulary, and a file that is neither. */
+    CHECK(tfm_model_create(&c, NULL, 5, &m, &err) == TFM_OK);
+    CHECK(tfm_model_save(m, model_path, NULL, &err) == TFM_OK);
+    tfm_vocab *none = NULL;
+    CHECK(tfm_model_load_vocab(model_path, &none, &err) == TFM_ERR_FORMAT && none == NULL);
+    CHECK_MSG(contains(err.msg, "holds no vocabulary"), "%s", err.msg);
+    FILE *fp = fopen(vocab_path, "w");
+    fputs("hello world\n", fp);
+    fclose(fp);
+    CHECK(tfm_model_load_vocab(vocab_path, &none, &err) != TFM_OK && none == NULL);
+    CHECK_MSG(contains(err.msg, "neither a vocabulary file nor a model file"), "%s", err.msg);
+    CHECK(tfm_model_load_vocab("/nonexistent/x", &none, &err) == TFM_ERR_IO);
+    tfm_model_free(m);
+    tfm_vocab_free(v);
+}
+
 int main(void)
 {
     const char *env = getenv("TEST_TMP");
@@ -920,6 +960,7 @@ int main(void)
     RUN(test_create_vocab);
     RUN(test_round_trip);
     RUN(test_bad_files);
+    RUN(test_load_vocab);
     if (have_numpy())
         RUN(test_python);
     else
