@@ -549,21 +549,20 @@ tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err)
 tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *err)
 {
     *out = NULL;
-    /* A vocabulary file starts with its header line; anything else is taken
-     * for a model file. */
-    char magic[10] = {0};
+    /* A safetensors file starts with an 8-byte header length and then the
+     * JSON header's '{'; anything else is read as a vocabulary file, whose
+     * loader says what is wrong with it. */
+    unsigned char start[9] = {0};
     FILE *fp = fopen(path, "rb");
     if (!fp) return tfm_error_set(err, TFM_ERR_IO, "%s", strerror(errno));
-    size_t got = fread(magic, 1, sizeof magic, fp);
+    size_t got = fread(start, 1, sizeof start, fp);
     fclose(fp);
-    if (got == sizeof magic && memcmp(magic, "#tfm-vocab", sizeof magic) == 0)
-        return tfm_vocab_load(path, out, err);
+    if (got < sizeof start || start[8] != '{') return tfm_vocab_load(path, out, err);
     tfm_safetensors *f;
     tfm_status st = tfm_safetensors_open(path, &f, err);
     if (st != TFM_OK) {
         if (st != TFM_ERR_IO)
-            tfm_error_prefix(err, "neither a vocabulary file nor a model file: model file '%s'",
-                             path);
+            tfm_error_prefix(err, "model file '%s'", path);
         return st;
     }
     const char *text = tfm_safetensors_metadata(f, "vocab");

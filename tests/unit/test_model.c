@@ -935,7 +935,7 @@ static void test_load_vocab(void)
     fputs("hello world\n", fp);
     fclose(fp);
     CHECK(tfm_model_load_vocab(vocab_path, &none, &err) != TFM_OK && none == NULL);
-    CHECK_MSG(contains(err.msg, "neither a vocabulary file nor a model file"), "%s", err.msg);
+    CHECK_MSG(contains(err.msg, "line 1"), "%s", err.msg); /* read as a vocabulary file */
     CHECK(tfm_model_load_vocab("/nonexistent/x", &none, &err) == TFM_ERR_IO);
     tfm_model_free(m);
     tfm_vocab_free(v);
