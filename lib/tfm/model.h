@@ -181,10 +181,16 @@ typedef struct tfm_encoder tfm_encoder;
 tfm_status tfm_encoder_create(const tfm_model *m, tfm_encoder **out, tfm_error *err);
 void tfm_encoder_free(tfm_encoder *e);
 
-/* Encodes B sentences: ids[b] holds lens[b] source ids (lens[b] may be 0).
- * states receives the final encoder states of all sentences packed one after
- * another: sum(lens) x D floats, sentence b at row offset sum(lens[0..b)).
- * The result of a sentence does not depend on the others in the batch. */
+/* Encodes B sentences: ids[b] holds lens[b] source ids (lens[b] may be 0;
+ * ids[b] is then not read).  states receives the final encoder states of all
+ * sentences packed one after another: sum(lens) x D floats, sentence b at
+ * row offset sum(lens[0..b)); nothing more is written.  The sentences are
+ * packed without padding inside too (every GEMM runs over the sum(lens)
+ * real rows; attention per sentence over its own rows), so the result of a
+ * sentence does not depend on the others in the batch, up to float rounding
+ * (~1e-6: the BLAS may block a product of N rows differently from one of M).
+ * TFM_ERR_RANGE for an id outside the source vocabulary or a sentence
+ * longer than max_positions. */
 tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids, const int *lens,
                                float *states, tfm_error *err);
 
@@ -200,21 +206,30 @@ tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *
 void tfm_decoder_free(tfm_decoder *d);
 
 /* Starts a batch: n_sentences sources (states[s]: src_lens[s] x D floats, the
- * encoder's output; the decoder copies what it needs), and R rows, row r
- * decoding sentence row_sentence[r] (several rows per sentence for a beam).
- * max_steps bounds the target length of this batch (for the caches). */
+ * encoder's output; the decoder copies what it needs, so states may be freed
+ * after the call), and R rows, row r decoding sentence row_sentence[r]
+ * (several rows per sentence for a beam).  max_steps bounds the target
+ * length of this batch (for the caches): 1 to max_positions.  When the
+ * sources lie one after another in memory, as tfm_encoder_forward packs
+ * them, their encoder-attention keys and values come from one GEMM per layer
+ * without a copy.  A source with no states (src_lens[s] == 0) is allowed:
+ * encoder-decoder attention then contributes zeros. */
 tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const *states,
                              const int *src_lens, int R, const int *row_sentence, int max_steps,
                              tfm_error *err);
 
 /* Feeds one token per row (tokens[r]: the previous output, <s> at step 0) and
- * writes the log-probabilities of the next token: log_probs[R, V_tgt]. */
+ * writes the log-probabilities of the next token: log_probs[R, V_tgt].
+ * TFM_ERR_RANGE (and no step taken) for a token outside the target
+ * vocabulary or a step beyond max_steps. */
 tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_probs,
                             tfm_error *err);
 
 /* Rearranges rows after a beam-search step: new row i continues old row
  * parent[i] (its caches are copied), for i in [0, new_R).  Rows may be
- * dropped (finished) or duplicated (a beam splitting). */
+ * dropped (finished) or duplicated (a beam splitting); new_R may exceed the
+ * current rows (e.g. one row per sentence at step 0, a beam after it) and
+ * may be 0.  TFM_ERR_ARG for a parent outside [0, rows). */
 tfm_status tfm_decoder_reorder(tfm_decoder *d, int new_R, const int *parent, tfm_error *err);
 
 /* The current number of rows and target position. */
@@ -222,8 +237,10 @@ int tfm_decoder_rows(const tfm_decoder *d);
 int tfm_decoder_position(const tfm_decoder *d);
 
 /* The reference: the whole decoder recomputed over a full target prefix
- * without caches, for one sentence.  tgt: T ids beginning with <s>;
- * log_probs: [T, V_tgt].  Tests check the incremental decoder against it. */
+ * without caches, for one sentence.  states: [src_len, D] (may be NULL when
+ * src_len is 0); tgt: T ids beginning with <s>; log_probs: [T, V_tgt], row t
+ * the distribution after tgt[0..t].  Allocates per call.  Tests check the
+ * incremental decoder against it. */
 tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int src_len,
                                     const int32_t *tgt, int T, float *log_probs, tfm_error *err);
 

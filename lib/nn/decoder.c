@@ -1,0 +1,410 @@
+/* decoder.c - the decoder stack for inference: incremental decoding of many
+ * rows (hypotheses) at once, and the plain full recomputation it is tested
+ * against.
+ *
+ * Incremental decoding (tfm_decoder_step) feeds one token per row per step.
+ * Each layer's self-attention keys and values of the earlier positions are
+ * cached per row, so a step costs one position's work: GEMMs over the R rows
+ * for every projection and FFN, and per row and head a query against that
+ * row's cache (two GEMVs).  The encoder-decoder keys and values depend only
+ * on the source, so tfm_decoder_start computes them once per sentence and
+ * layer, and the rows of a sentence (its beam) share them.
+ *
+ * The reference (tfm_decoder_forward_full) recomputes everything for a whole
+ * prefix with T x T causal attention through attention_forward, the kernel
+ * training uses; only the linear layers, norms and embeddings are common to
+ * both paths, so comparing them tests the caches, the positions and the masks.
+ */
+#include <assert.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/layers.h"
+#include "tfm/model.h"
+
+struct tfm_decoder {
+    const tfm_model *m;
+    const float *positions; /* [max_steps, D] at least: learned, or in sinusoids */
+    tfm_buf sinusoids;      /* [n_sinusoids, D] (see positions_table) */
+    int n_sinusoids;
+
+    /* the batch set by tfm_decoder_start */
+    int n_sentences;
+    int total_src;          /* sum of the source lengths */
+    int max_src;            /* the longest source */
+    int max_steps;
+    int R;                  /* rows */
+    int t;                  /* the position the next step feeds */
+    tfm_buf src;            /* int [2, n_sentences]: row offset of each source, then its length */
+    tfm_buf packed;         /* [total_src, D]: the sources, when not already contiguous */
+    tfm_buf cross;          /* [L, total_src, 2D]: each layer's encoder-attention k and v */
+
+    /* Per row: int row_sentence, and the self-attention cache
+     * [L, max_steps, 2D] (each position's k then v, as the q,k,v GEMM lays
+     * them out).  Two of each: tfm_decoder_reorder copies from front to back
+     * and swaps, so rows never overwrite a parent still to be read. */
+    tfm_buf rows[2];
+    tfm_buf cache[2];
+    int front;
+
+    tfm_buf act;            /* activations of one step, grown to the largest R */
+};
+
+tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err)
+{
+    *out = NULL;
+    tfm_decoder *d = calloc(1, sizeof *d);
+    if (!d) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory");
+    d->m = m;
+    tfm_buf_init(&d->sinusoids);
+    tfm_buf_init(&d->src);
+    tfm_buf_init(&d->packed);
+    tfm_buf_init(&d->cross);
+    tfm_buf_init(&d->act);
+    for (int i = 0; i < 2; i++) {
+        tfm_buf_init(&d->rows[i]);
+        tfm_buf_init(&d->cache[i]);
+    }
+    *out = d;
+    return TFM_OK;
+}
+
+void tfm_decoder_free(tfm_decoder *d)
+{
+    if (!d) return;
+    tfm_buf_free(&d->sinusoids);
+    tfm_buf_free(&d->src);
+    tfm_buf_free(&d->packed);
+    tfm_buf_free(&d->cross);
+    tfm_buf_free(&d->act);
+    for (int i = 0; i < 2; i++) {
+        tfm_buf_free(&d->rows[i]);
+        tfm_buf_free(&d->cache[i]);
+    }
+    free(d);
+}
+
+int tfm_decoder_rows(const tfm_decoder *d) { return d->R; }
+int tfm_decoder_position(const tfm_decoder *d) { return d->t; }
+
+/* Floats of one row's cache: [L, max_steps, 2D]. */
+static size_t cache_row_size(const tfm_decoder *d)
+{
+    const tfm_config *c = &d->m->config;
+    return (size_t)c->n_decoder_layers * d->max_steps * 2 * c->d_model;
+}
+
+/* Row r's cache of layer l in buffer which: [max_steps, 2D]. */
+static float *cache_at(tfm_decoder *d, int which, int r, int l)
+{
+    const int D = d->m->config.d_model;
+    float *base = (float *)(void *)d->cache[which].data;
+    return base + (size_t)r * cache_row_size(d) + (size_t)l * d->max_steps * 2 * D;
+}
+
+/* states[s]: [src_lens[s], D]; row_sentence: [R] */
+tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const *states,
+                             const int *src_lens, int R, const int *row_sentence, int max_steps,
+                             tfm_error *err)
+{
+    const tfm_config *c = &d->m->config;
+    const tfm_params *p = &d->m->params;
+    const int D = c->d_model, NL = c->n_decoder_layers;
+
+    d->n_sentences = d->R = d->t = d->total_src = d->max_src = d->max_steps = 0;
+    if (n_sentences < 0 || R < 0)
+        return tfm_error_set(err, TFM_ERR_ARG, "decoder: %d sentences, %d rows", n_sentences, R);
+    if (max_steps < 1 || max_steps > c->max_positions)
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "decoder: max_steps %d; the model takes 1 to %d target positions",
+                             max_steps, c->max_positions);
+    size_t total = 0;
+    int max_src = 0;
+    for (int s = 0; s < n_sentences; s++) {
+        if (src_lens[s] < 0 || src_lens[s] > c->max_positions)
+            return tfm_error_set(err, TFM_ERR_RANGE,
+                                 "decoder: source %d has %d states; the model takes 0 to %d", s,
+                                 src_lens[s], c->max_positions);
+        total += (size_t)src_lens[s];
+        if (src_lens[s] > max_src) max_src = src_lens[s];
+    }
+    if (total > INT32_MAX / (size_t)(2 * D))
+        return tfm_error_set(err, TFM_ERR_RANGE, "decoder: %zu source states are too many", total);
+    for (int r = 0; r < R; r++)
+        if (row_sentence[r] < 0 || row_sentence[r] >= n_sentences)
+            return tfm_error_set(err, TFM_ERR_ARG, "decoder: row %d decodes sentence %d of %d", r,
+                                 row_sentence[r], n_sentences);
+
+    int *src = nn_reserve(&d->src, 2 * (size_t)n_sentences, sizeof(int));
+    int *rows = nn_reserve(&d->rows[0], (size_t)R, sizeof(int));
+    float *cross = nn_reserve(&d->cross, (size_t)NL * total * 2 * D, sizeof(float));
+    d->max_steps = max_steps; /* the cache layout depends on it */
+    float *cache = nn_reserve(&d->cache[0], (size_t)R * cache_row_size(d), sizeof(float));
+    d->positions = positions_table(p->tgt_positions, &d->sinusoids, &d->n_sinusoids, max_steps, D);
+    if (!src || !rows || !cross || !cache || !d->positions) {
+        d->max_steps = 0;
+        return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
+    }
+    d->front = 0;
+
+    /* The sources as one [total, D] matrix, so each layer's k and v are one
+     * GEMM over all sentences.  The encoder's output is usually that matrix
+     * already (sentences packed one after another); otherwise copy. */
+    int first = -1;
+    for (int s = 0, off = 0; s < n_sentences; off += src_lens[s], s++) {
+        src[s] = off;
+        src[n_sentences + s] = src_lens[s];
+        if (first < 0 && src_lens[s] > 0) first = s;
+    }
+    const float *sources = NULL;
+    if (first >= 0) {
+        bool contiguous = true;
+        for (int s = first; s < n_sentences && contiguous; s++)
+            if (src_lens[s] > 0 && (uintptr_t)states[s] !=
+                                       (uintptr_t)states[first] + (size_t)src[s] * D * sizeof(float))
+                contiguous = false;
+        if (contiguous) {
+            sources = states[first];
+        } else {
+            float *pk = nn_reserve(&d->packed, total * D, sizeof(float));
+            if (!pk)
+                return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %zu states",
+                                     total);
+            for (int s = 0; s < n_sentences; s++)
+                if (src_lens[s] > 0)
+                    memcpy(pk + (size_t)src[s] * D, states[s], (size_t)src_lens[s] * D * sizeof *pk);
+            sources = pk;
+        }
+    }
+    for (int l = 0; l < NL && total > 0; l++) {
+        const tfm_attention *a = &p->decoder_layers[l].encoder_attn;
+        assert(a->v_proj.weight == a->k_proj.weight + (size_t)D * D);
+        assert(a->v_proj.bias == a->k_proj.bias + D);
+        /* [total, 2D] = sources [total, D] x [k; v]^T ([2D, D]) */
+        linear_forward(cross + (size_t)l * total * 2 * D, sources, a->k_proj.weight,
+                       a->k_proj.bias, (int)total, D, 2 * D);
+    }
+    if (R > 0) memcpy(rows, row_sentence, (size_t)R * sizeof *rows);
+    d->n_sentences = n_sentences;
+    d->total_src = (int)total;
+    d->max_src = max_src;
+    d->R = R;
+    return TFM_OK;
+}
+
+/* tokens: [R]; log_probs: [R, V_tgt] */
+tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_probs,
+                            tfm_error *err)
+{
+    const tfm_config *c = &d->m->config;
+    const tfm_params *p = &d->m->params;
+    const int D = c->d_model, F = c->d_ff, H = c->n_heads, Dh = D / H, V = c->tgt_vocab_size;
+    const int R = d->R, t = d->t, S = d->max_steps;
+    const float eps = c->layer_norm_eps;
+
+    if (t >= S)
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "decoder: step at position %d, beyond max_steps %d given to start", t,
+                             S);
+    for (int r = 0; r < R; r++)
+        if (tokens[r] < 0 || tokens[r] >= V)
+            return tfm_error_set(err, TFM_ERR_RANGE,
+                                 "decoder: row %d: token %d is outside the target vocabulary "
+                                 "[0, %d)",
+                                 r, (int)tokens[r], V);
+
+    size_t n_scores = (size_t)(S > d->max_src ? S : d->max_src);
+    float *x = nn_reserve(&d->act, (size_t)R * (7 * (size_t)D + F) + n_scores, sizeof(float));
+    if (!x) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
+    float *y = x + (size_t)R * D;        /* [R, D] */
+    float *qkv = y + (size_t)R * D;      /* [R, 3D] */
+    float *attn = qkv + (size_t)R * 3 * D; /* [R, D] */
+    float *tmp = attn + (size_t)R * D;   /* [R, D] */
+    float *hidden = tmp + (size_t)R * D; /* [R, F] */
+    float *scores = hidden + (size_t)R * F;
+    const int *row_sentence = (const int *)(const void *)d->rows[d->front].data;
+    const int *src_off = (const int *)(const void *)d->src.data;
+    const int *src_len = src_off + d->n_sentences;
+    const float *cross = (const float *)(const void *)d->cross.data;
+    /* restricted self-attention: the position sees keys [t - window, t] */
+    const int lo = c->attention_window > 0 && t > c->attention_window ? t - c->attention_window : 0;
+
+    embedding_forward(x, tokens, p->tgt_embed, d->positions, t, 0, R, D);
+
+    for (int l = 0; l < c->n_decoder_layers; l++) {
+        const tfm_decoder_layer *L = &p->decoder_layers[l];
+
+        /* self-attention over the row's cache, after appending this step's k, v */
+        const tfm_layer_norm *ln = &L->self_attn_layer_norm;
+        const float *in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
+        linear_forward(qkv, in, L->self_attn.q_proj.weight, L->self_attn.q_proj.bias, R, D,
+                       3 * D);
+        for (int r = 0; r < R; r++) {
+            float *kv = cache_at(d, d->front, r, l); /* [S, 2D] */
+            memcpy(kv + (size_t)t * 2 * D, qkv + (size_t)r * 3 * D + D, 2 * (size_t)D * sizeof *kv);
+            const float *band = kv + (size_t)lo * 2 * D;
+            attention_row_forward(attn + (size_t)r * D, qkv + (size_t)r * 3 * D, band, 2 * D,
+                                  band + D, 2 * D, t - lo + 1, H, Dh, scores);
+        }
+        linear_forward(tmp, attn, L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, R, D,
+                       D);
+        sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
+
+        /* encoder-decoder attention against the row's sentence */
+        ln = &L->encoder_attn_layer_norm;
+        in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
+        float *q = qkv; /* [R, D] */
+        linear_forward(q, in, L->encoder_attn.q_proj.weight, L->encoder_attn.q_proj.bias, R, D, D);
+        const float *cross_l = cross + (size_t)l * d->total_src * 2 * D;
+        for (int r = 0; r < R; r++) {
+            int s = row_sentence[r];
+            const float *kv = cross_l + (size_t)src_off[s] * 2 * D;
+            attention_row_forward(attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, kv + D,
+                                  2 * D, src_len[s], H, Dh, scores);
+        }
+        linear_forward(tmp, attn, L->encoder_attn.out_proj.weight, L->encoder_attn.out_proj.bias,
+                       R, D, D);
+        sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
+
+        /* feed-forward */
+        ln = &L->final_layer_norm;
+        in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
+        ffn_forward(tmp, hidden, in, L->fc1.weight, L->fc1.bias, L->fc2.weight, L->fc2.bias, R,
+                    D, F);
+        sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
+    }
+    if (c->pre_norm)
+        layer_norm_forward(x, NULL, NULL, x, p->decoder_layer_norm.weight,
+                           p->decoder_layer_norm.bias, R, D, eps);
+
+    /* [R, V] = x [R, D] x output_proj^T, then log-softmax per row */
+    linear_forward(log_probs, x, p->output_proj, NULL, R, D, V);
+    log_softmax_forward(log_probs, R, V);
+    d->t++;
+    return TFM_OK;
+}
+
+/* parent: [new_R] */
+tfm_status tfm_decoder_reorder(tfm_decoder *d, int new_R, const int *parent, tfm_error *err)
+{
+    const int D = d->m->config.d_model, NL = d->m->config.n_decoder_layers;
+    if (new_R < 0) return tfm_error_set(err, TFM_ERR_ARG, "decoder: reorder to %d rows", new_R);
+    for (int i = 0; i < new_R; i++)
+        if (parent[i] < 0 || parent[i] >= d->R)
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "decoder: new row %d continues row %d, but there are %d rows", i,
+                                 parent[i], d->R);
+    const int back = 1 - d->front;
+    int *rows = nn_reserve(&d->rows[back], (size_t)new_R, sizeof(int));
+    float *cache = nn_reserve(&d->cache[back], (size_t)new_R * cache_row_size(d), sizeof(float));
+    if (!rows || !cache)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", new_R);
+    const int *old_rows = (const int *)(const void *)d->rows[d->front].data;
+    for (int i = 0; i < new_R; i++) {
+        rows[i] = old_rows[parent[i]];
+        /* only the positions fed so far hold anything */
+        for (int l = 0; l < NL && d->t > 0; l++)
+            memcpy(cache_at(d, back, i, l), cache_at(d, d->front, parent[i], l),
+                   (size_t)d->t * 2 * D * sizeof(float));
+    }
+    d->front = back;
+    d->R = new_R;
+    return TFM_OK;
+}
+
+/* states: [src_len, D]; tgt: [T]; log_probs: [T, V_tgt].  Allocates its
+ * buffers per call: it is the reference, not the fast path. */
+tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int src_len,
+                                    const int32_t *tgt, int T, float *log_probs, tfm_error *err)
+{
+    const tfm_config *c = &m->config;
+    const tfm_params *p = &m->params;
+    const int D = c->d_model, F = c->d_ff, H = c->n_heads, Dh = D / H, V = c->tgt_vocab_size;
+    const float eps = c->layer_norm_eps;
+
+    if (T < 0 || T > c->max_positions)
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "decoder: target of %d tokens; the model takes 0 to %d", T,
+                             c->max_positions);
+    if (src_len < 0 || src_len > c->max_positions)
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "decoder: source of %d states; the model takes 0 to %d", src_len,
+                             c->max_positions);
+    for (int i = 0; i < T; i++)
+        if (tgt[i] < 0 || tgt[i] >= V)
+            return tfm_error_set(err, TFM_ERR_RANGE,
+                                 "decoder: target token %d: id %d is outside the target "
+                                 "vocabulary [0, %d)",
+                                 i, (int)tgt[i], V);
+    if (T == 0) return TFM_OK;
+
+    const attention_mask self_mask = {.q_pos = 0, .causal = true, .window = c->attention_window};
+    const attention_mask cross_mask = {.q_pos = 0, .causal = false, .window = 0};
+    size_t n_scratch = attention_scratch_size(T, T, self_mask);
+    size_t n_cross = attention_scratch_size(T, src_len, cross_mask);
+    if (n_cross > n_scratch) n_scratch = n_cross;
+    const size_t Tz = (size_t)T, Sz = (size_t)src_len;
+    float *x = malloc((Tz * (7 * (size_t)D + F) + Sz * 2 * D + n_scratch) * sizeof(float));
+    tfm_buf sinusoids;
+    tfm_buf_init(&sinusoids);
+    int n_sinusoids = 0;
+    const float *positions = positions_table(p->tgt_positions, &sinusoids, &n_sinusoids, T, D);
+    if (!x || !positions) {
+        free(x);
+        tfm_buf_free(&sinusoids);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d tokens", T);
+    }
+    float *y = x + Tz * D;           /* [T, D] */
+    float *qkv = y + Tz * D;         /* [T, 3D] */
+    float *attn = qkv + Tz * 3 * D;  /* [T, D] */
+    float *tmp = attn + Tz * D;      /* [T, D] */
+    float *hidden = tmp + Tz * D;    /* [T, F] */
+    float *cross = hidden + Tz * F;  /* [S, 2D] */
+    float *scratch = cross + Sz * 2 * D;
+
+    embedding_forward(x, tgt, p->tgt_embed, positions, 0, 1, T, D);
+
+    for (int l = 0; l < c->n_decoder_layers; l++) {
+        const tfm_decoder_layer *L = &p->decoder_layers[l];
+
+        /* causal self-attention over the whole prefix */
+        const tfm_layer_norm *ln = &L->self_attn_layer_norm;
+        const float *in = sublayer_input(y, x, ln->weight, ln->bias, T, D, eps, c->pre_norm);
+        linear_forward(qkv, in, L->self_attn.q_proj.weight, L->self_attn.q_proj.bias, T, D,
+                       3 * D);
+        attention_forward(attn, D, qkv, 3 * D, qkv + D, 3 * D, qkv + 2 * D, 3 * D, T, T, H, Dh,
+                          self_mask, scratch, NULL);
+        linear_forward(tmp, attn, L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, T, D,
+                       D);
+        sublayer_output(x, tmp, ln->weight, ln->bias, T, D, eps, c->pre_norm);
+
+        /* encoder-decoder attention */
+        ln = &L->encoder_attn_layer_norm;
+        in = sublayer_input(y, x, ln->weight, ln->bias, T, D, eps, c->pre_norm);
+        float *q = qkv; /* [T, D] */
+        linear_forward(q, in, L->encoder_attn.q_proj.weight, L->encoder_attn.q_proj.bias, T, D, D);
+        linear_forward(cross, states, L->encoder_attn.k_proj.weight, L->encoder_attn.k_proj.bias,
+                       src_len, D, 2 * D);
+        attention_forward(attn, D, q, D, cross, 2 * D, cross + D, 2 * D, T, src_len, H, Dh,
+                          cross_mask, scratch, NULL);
+        linear_forward(tmp, attn, L->encoder_attn.out_proj.weight, L->encoder_attn.out_proj.bias,
+                       T, D, D);
+        sublayer_output(x, tmp, ln->weight, ln->bias, T, D, eps, c->pre_norm);
+
+        /* feed-forward */
+        ln = &L->final_layer_norm;
+        in = sublayer_input(y, x, ln->weight, ln->bias, T, D, eps, c->pre_norm);
+        ffn_forward(tmp, hidden, in, L->fc1.weight, L->fc1.bias, L->fc2.weight, L->fc2.bias, T,
+                    D, F);
+        sublayer_output(x, tmp, ln->weight, ln->bias, T, D, eps, c->pre_norm);
+    }
+    if (c->pre_norm)
+        layer_norm_forward(x, NULL, NULL, x, p->decoder_layer_norm.weight,
+                           p->decoder_layer_norm.bias, T, D, eps);
+    linear_forward(log_probs, x, p->output_proj, NULL, T, D, V);
+    log_softmax_forward(log_probs, T, V);
+    free(x);
+    tfm_buf_free(&sinusoids);
+    return TFM_OK;
+}

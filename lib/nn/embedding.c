@@ -1,0 +1,46 @@
+/* embedding.c - token embeddings scaled by sqrt(D) plus position encodings
+ * (section 3.4 and 3.5 of the paper): sinusoidal, or a learned table. */
+#include <math.h>
+
+#include "nn/layers.h"
+
+/* table: [n_pos, D].  Computed in double, so the float table is exact to
+ * rounding even at large positions. */
+void positions_sinusoidal(float *table, int from, int n_pos, int D)
+{
+    for (int pos = from; pos < n_pos; pos++) {
+        float *row = table + (size_t)pos * D;
+        for (int i = 0; i < D; i += 2) {
+            /* i is the even index 2k: the frequency is 1 / 10000^(2k/D) */
+            double angle = pos / pow(10000.0, (double)i / D);
+            row[i] = (float)sin(angle);
+            if (i + 1 < D) row[i + 1] = (float)cos(angle);
+        }
+    }
+}
+
+/* out: [N, D]; ids: [N]; embed: [V, D]; positions: [n_pos, D] */
+void embedding_forward(float *out, const int32_t *ids, const float *embed,
+                       const float *positions, int pos0, int pos_step, int N, int D)
+{
+    float scale = sqrtf((float)D);
+    for (int n = 0; n < N; n++) {
+        const float *e = embed + (size_t)ids[n] * D;
+        const float *p = positions + (size_t)(pos0 + n * pos_step) * D;
+        float *o = out + (size_t)n * D;
+        for (int i = 0; i < D; i++) o[i] = e[i] * scale + p[i];
+    }
+}
+
+/* cache: sinusoids [*cached, D] so far */
+const float *positions_table(const float *learned, tfm_buf *cache, int *cached, int n, int D)
+{
+    if (learned) return learned;
+    float *table = nn_reserve(cache, (size_t)(n > *cached ? n : *cached) * D, sizeof(float));
+    if (!table) return NULL;
+    if (n > *cached) {
+        positions_sinusoidal(table, *cached, n, D);
+        *cached = n;
+    }
+    return table;
+}

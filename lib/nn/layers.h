@@ -1,0 +1,150 @@
+/* nn/layers.h - the layer kernels of the Transformer, internal to lib/nn.
+ *
+ * One file per layer kind (linear.c, layer_norm.c, softmax.c, attention.c,
+ * embedding.c), each with its forward function; the training code adds the
+ * backward function beside each forward.  Kernels take raw float pointers and
+ * sizes, allocate nothing and keep no state, so the encoder, the incremental
+ * decoder, the full reference decoder and training all share them.
+ *
+ * Shapes use: N rows (tokens of a batch, packed), D = d_model, H heads,
+ * Dh = D / H, F = d_ff, V vocabulary, n_in and n_out a linear layer's
+ * input and output widths.  Matrices are row-major; "rows ld apart" means
+ * row i starts at p + i*ld, which lets a kernel read one head (a column
+ * slice) of a wider matrix without copying it.
+ */
+#ifndef TFM_NN_LAYERS_H
+#define TFM_NN_LAYERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tfm/core.h"
+
+/* ---- linear.c: y = x W^T + b, and the elementwise pieces of a sublayer ---- */
+
+/* out: [N, n_out], inp: [N, n_in], weight: [n_out, n_in] (PyTorch's layout),
+ * bias: [n_out] or NULL.  One cblas_sgemm over all N rows.  out must not
+ * overlap inp. */
+void linear_forward(float *out, const float *inp, const float *weight, const float *bias, int N,
+                    int n_in, int n_out);
+
+/* The position-wise feed-forward network, max(0, x W1^T + b1) W2^T + b2:
+ * out: [N, D], inp: [N, D], hidden: [N, F] (scratch; holds the activations
+ * after the ReLU on return), w1: [F, D], b1: [F], w2: [D, F], b2: [D]. */
+void ffn_forward(float *out, float *hidden, const float *inp, const float *w1, const float *b1,
+                 const float *w2, const float *b2, int N, int D, int F);
+
+/* x: [n], in place: x = max(0, x), the FFN's activation. */
+void relu_forward(float *x, size_t n);
+
+/* x: [n], in place: x += y, a sublayer's residual connection. */
+void residual_forward(float *x, const float *y, size_t n);
+
+/* ---- layer_norm.c --------------------------------------------------------- */
+
+/* out, inp: [N, D]; weight, bias: [D].  out = (inp - mean) / sqrt(var + eps)
+ * * weight + bias per row, with the biased variance (as PyTorch).  out may
+ * equal inp.  mean, rstd: [N] or NULL; when given they receive each row's
+ * mean and 1/sqrt(var + eps), which the backward pass needs. */
+void layer_norm_forward(float *out, float *mean, float *rstd, const float *inp,
+                        const float *weight, const float *bias, int N, int D, float eps);
+
+/* The two ends of a sublayer, for both norm placements, so the encoder and
+ * decoder say "sublayer" once:
+ *   pre-norm  (x + Sublayer(LayerNorm(x))): sublayer_input returns LN(x),
+ *             written to y; sublayer_output does x += sub.
+ *   post-norm (LayerNorm(x + Sublayer(x))): sublayer_input returns x itself;
+ *             sublayer_output does x = LN(x + sub).
+ * x, y, sub: [N, D]; weight, bias: the sublayer's LayerNorm [D]. */
+const float *sublayer_input(float *y, const float *x, const float *weight, const float *bias,
+                            int N, int D, float eps, bool pre_norm);
+void sublayer_output(float *x, const float *sub, const float *weight, const float *bias, int N,
+                     int D, float eps, bool pre_norm);
+
+/* ---- softmax.c ------------------------------------------------------------ */
+
+/* x: [n], in place.  Subtracts the row maximum first, so logits of any
+ * finite size give weights that sum to 1.  n >= 1. */
+void softmax_forward(float *x, int n);
+
+/* x: [N, n], in place: log-softmax of each row (x - max - log sum exp(x - max)). */
+void log_softmax_forward(float *x, int N, int n);
+
+/* ---- attention.c: scaled dot-product attention, all heads ------------------ */
+
+/* Which keys a query sees.  Query i sits at position q_pos + i; keys are
+ * numbered 0 .. n_k-1.  Query i sees keys j in [lo(i), hi(i)]:
+ *   lo(i) = window > 0 ? max(0, q_pos + i - window) : 0
+ *   hi(i) = causal ? q_pos + i
+ *         : window > 0 ? min(n_k - 1, q_pos + i + window) : n_k - 1
+ * so the encoder's restricted attention is |i - j| <= window and the
+ * decoder's is j in [i - window, i]. */
+typedef struct attention_mask {
+    int q_pos;
+    bool causal;
+    int window;
+} attention_mask;
+
+/* Floats of scratch attention_forward needs for n_q queries and n_k keys. */
+size_t attention_scratch_size(int n_q, int n_k, attention_mask mask);
+
+/* Multi-head attention of one sequence: out_h = softmax(q_h k_h^T / sqrt(Dh)) v_h
+ * for each head h, the column slice [h*Dh, (h+1)*Dh) of q, k, v and out.
+ *   out: [n_q, H*Dh] rows ldo apart      q: [n_q, H*Dh] rows ldq apart
+ *   k:   [n_k, H*Dh] rows ldk apart      v: [n_k, H*Dh] rows ldv apart
+ *   scratch: attention_scratch_size(n_q, n_k, mask) floats
+ *   att: [H, n_q, n_k] or NULL; receives the attention weights, exactly 0
+ *        where masked (for inspect-attn and the backward pass).
+ * Scores and weighted sums are sgemm calls with leading dimensions.  With a
+ * window the queries go in blocks and each block multiplies only the keys its
+ * band reaches, so the work is O(window * n * D), not O(n^2 * D).  A query
+ * that sees no key at all (n_k == 0) gets a zero output. */
+void attention_forward(float *out, int ldo, const float *q, int ldq, const float *k, int ldk,
+                       const float *v, int ldv, int n_q, int n_k, int H, int Dh,
+                       attention_mask mask, float *scratch, float *att);
+
+/* One query against n_k keys, all visible (the incremental decoder: the
+ * caller slices the window).  out, q: [H*Dh]; k, v: [n_k, H*Dh] rows ldk,
+ * ldv apart; scratch: n_k floats.  Two cblas_sgemv per head. */
+void attention_row_forward(float *out, const float *q, const float *k, int ldk, const float *v,
+                           int ldv, int n_k, int H, int Dh, float *scratch);
+
+/* ---- embedding.c ------------------------------------------------------------ */
+
+/* table: [n_pos, D]; rows [from, n_pos) receive the paper's sinusoidal
+ * encoding: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(...). */
+void positions_sinusoidal(float *table, int from, int n_pos, int D);
+
+/* The position table covering positions [0, n): the learned table when
+ * learned is not NULL, else sinusoids kept in cache, of which the first
+ * *cached rows are computed already; the table grows (and *cached with it)
+ * as longer sentences come, so a model allowing a million positions costs
+ * only the positions used.  NULL when memory runs out. */
+const float *positions_table(const float *learned, tfm_buf *cache, int *cached, int n, int D);
+
+/* out: [N, D]; ids: [N] (checked by the caller to be < V); embed: [V, D];
+ * positions: [n_pos, D] (sinusoidal or learned).  Row i is at position
+ * pos0 + i * pos_step (pos_step 1: a sentence; 0: decoder rows at one step):
+ * out[i] = embed[ids[i]] * sqrt(D) + positions[pos0 + i * pos_step]. */
+void embedding_forward(float *out, const int32_t *ids, const float *embed,
+                       const float *positions, int pos0, int pos_step, int N, int D);
+
+/* ---- scratch memory ------------------------------------------------------------ */
+
+/* Makes b hold at least n elements of size bytes each (contents kept) and
+ * returns them, or NULL when memory runs out.  Objects keep their
+ * activations in tfm_bufs grown to the largest shape seen, so steady-state
+ * calls allocate nothing. */
+static inline void *nn_reserve(tfm_buf *b, size_t n, size_t size)
+{
+    if (size && n > (SIZE_MAX - 1) / size) return NULL;
+    size_t bytes = n * size;
+    if (bytes > b->len || !b->data) { /* never NULL on success, even for 0 bytes */
+        if (tfm_buf_reserve(b, bytes - b->len) != TFM_OK) return NULL;
+        b->len = bytes;
+    }
+    return b->data;
+}
+
+#endif

@@ -1,0 +1,779 @@
+/* test_forward.c - the forward pass used for inference: the layer kernels
+ * against values worked out by hand (with NumPy), the softmax and the masks,
+ * the incremental decoder against the full recomputation, batching and
+ * padding invariance of the encoder and decoder, restricted attention, empty
+ * sentences, argument checks, and (when /usr/bin/python3 has NumPy) the
+ * whole model against the independent reimplementation in forward_ref.py.
+ *
+ * Tolerances: the incremental decoder and the full recomputation sum the
+ * same products in different orders (GEMV over a cache against GEMM over
+ * the prefix), and the BLAS blocks a product of N rows differently from one
+ * of M rows, so results are not bit-identical: here they differ by about
+ * 1e-6 (a few float roundings of values of order 1-10).  We allow 1e-5.
+ * Against NumPy in float64 they differ by about 1e-6 too; we allow 3e-5.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "nn/layers.h"
+#include "tfm/model.h"
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+static double max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m)) m = d; /* NaN propagates as a failure */
+    }
+    return m;
+}
+
+/* A small model: D 16, 2 heads, F 32, 2 + 2 layers, 40 positions. */
+static tfm_config small_config(bool pre_norm, tfm_pos_kind pos, int window, bool shared)
+{
+    tfm_config c;
+    tfm_config_preset("tiny", &c, NULL);
+    c.d_model = 16;
+    c.d_ff = 32;
+    c.n_heads = 2;
+    c.n_encoder_layers = 2;
+    c.n_decoder_layers = 2;
+    c.max_positions = 40;
+    c.positions = pos;
+    c.pre_norm = pre_norm;
+    c.attention_window = window;
+    c.shared_embeddings = shared;
+    c.src_vocab_size = shared ? 23 : 19;
+    c.tgt_vocab_size = 23;
+    return c;
+}
+
+/* A model with every parameter nudged off its initial value, so biases and
+ * LayerNorm gains are not the 0s and 1s that hide mistakes. */
+static tfm_model *make_model(const tfm_config *c, uint64_t seed)
+{
+    tfm_model *m = NULL;
+    tfm_error err;
+    if (tfm_model_create(c, NULL, seed, &m, &err) != TFM_OK) {
+        printf("FAIL: model: %s\n", err.msg);
+        return NULL;
+    }
+    tfm_rng rng;
+    tfm_rng_seed(&rng, seed + 1000);
+    size_t n = tfm_params_count(c);
+    for (size_t i = 0; i < n; i++) m->data[i] += 0.2f * (tfm_rng_float(&rng) - 0.5f);
+    return m;
+}
+
+static void fill_ids(int32_t *ids, int n, int32_t V, uint64_t seed)
+{
+    tfm_rng rng;
+    tfm_rng_seed(&rng, seed);
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)tfm_rng_below(&rng, (uint64_t)V);
+}
+
+/* Encodes one sentence alone. */
+static tfm_status encode_one(tfm_encoder *e, const int32_t *ids, int len, float *states)
+{
+    tfm_error err;
+    const int32_t *p[1] = {ids};
+    tfm_status st = tfm_encoder_forward(e, 1, p, &len, states, &err);
+    if (st) printf("encode: %s\n", err.msg);
+    return st;
+}
+
+/* ---- the kernels, by hand ---------------------------------------------------------- */
+
+static void test_linear_by_hand(void)
+{
+    /* x [2, 3], W [2, 3] (out, in), b [2]: y = x W^T + b */
+    const float x[6] = {1, 2, 3, -1, 0, 2};
+    const float W[6] = {1, 0, -1, 0.5f, 2, 1};
+    const float b[2] = {0.5f, -1};
+    float y[4];
+    linear_forward(y, x, W, b, 2, 3, 2);
+    CHECK_NEAR(y[0], 1 - 3 + 0.5, 1e-6);       /* -1.5 */
+    CHECK_NEAR(y[1], 0.5 + 4 + 3 - 1, 1e-6);   /* 6.5 */
+    CHECK_NEAR(y[2], -1 - 2 + 0.5, 1e-6);      /* -2.5 */
+    CHECK_NEAR(y[3], -0.5 + 0 + 2 - 1, 1e-6);  /* 0.5 */
+    linear_forward(y, x, W, NULL, 2, 3, 2);
+    CHECK_NEAR(y[0], -2, 1e-6);
+    CHECK_NEAR(y[3], 1.5, 1e-6);
+
+    /* the FFN: max(0, x W1^T + b1) W2^T + b2 with D 3, F 2 */
+    const float W2[6] = {1, 1, 2, 0, -1, 1}; /* [3, 2] */
+    const float b2[3] = {0, 1, 0};
+    float hidden[4], out[6];
+    ffn_forward(out, hidden, x, W, b, W2, b2, 2, 3, 2);
+    /* row 0: hidden = relu(-1.5, 6.5) = (0, 6.5) -> (6.5, 1 + 0, 6.5) */
+    CHECK_NEAR(out[0], 6.5, 1e-6);
+    CHECK_NEAR(out[1], 1, 1e-6);
+    CHECK_NEAR(out[2], 6.5, 1e-6);
+    /* row 1: hidden = relu(-2.5, 0.5) = (0, 0.5) -> (0.5, 1, 0.5) */
+    CHECK_NEAR(out[3], 0.5, 1e-6);
+    CHECK_NEAR(out[4], 1, 1e-6);
+    CHECK_NEAR(out[5], 0.5, 1e-6);
+}
+
+static void test_layer_norm_by_hand(void)
+{
+    /* mean 2.5, biased variance 1.25; NumPy: (x - m) / sqrt(v + 1e-5) * w + b */
+    float x[8] = {1, 2, 3, 4, 7, 7, 7, 7};
+    const float w[4] = {1, 1, 2, 0.5f}, b[4] = {0, 0.5f, 0, 0};
+    float y[8], mean[2], rstd[2];
+    layer_norm_forward(y, mean, rstd, x, w, b, 2, 4, 1e-5f);
+    CHECK_NEAR(y[0], -1.34163542, 1e-6);
+    CHECK_NEAR(y[1], 0.052788193, 1e-6);
+    CHECK_NEAR(y[2], 0.894423613, 1e-6);
+    CHECK_NEAR(y[3], 0.67081771, 1e-6);
+    CHECK_NEAR(mean[0], 2.5, 1e-6);
+    CHECK_NEAR(rstd[0], 1 / sqrt(1.25 + 1e-5), 1e-6);
+    /* a constant row normalises to the bias (variance 0, eps keeps it finite) */
+    for (int i = 0; i < 4; i++) CHECK_NEAR(y[4 + i], b[i], 1e-6);
+    /* in place gives the same */
+    layer_norm_forward(x, NULL, NULL, x, w, b, 2, 4, 1e-5f);
+    CHECK(max_abs_diff(x, y, 8) == 0);
+    /* a large offset does not cancel the variance away (two-pass) */
+    float big[4] = {1e4f + 1, 1e4f + 2, 1e4f + 3, 1e4f + 4};
+    layer_norm_forward(big, NULL, NULL, big, w, b, 1, 4, 1e-5f);
+    CHECK_NEAR(big[0], -1.34163542, 1e-4);
+}
+
+/* q [2, 4], k, v [3, 4]; 2 heads of 2.  Expected values from NumPy
+ * (softmax(q_h k_h^T / sqrt(2)) v_h); e.g. query 0, head 0: scores
+ * (1, 0, 1)/sqrt(2), weights (0.401, 0.198, 0.401), output (3, 4). */
+static const float hq[8] = {1, 0, 0, 1, 0, 1, 1, 1};
+static const float hk[12] = {1, 0, 1, 0, 0, 1, 0, 1, 1, 1, 2, 0};
+static const float hv[12] = {1, 2, 0, 1, 3, 4, 1, 0, 5, 6, 2, 2};
+
+static void test_attention_by_hand(void)
+{
+    const double full[8] = {3, 4, 1, 0.744765235, 3.406672556, 4.406672556, 1.255234765,
+                            1.255234765};
+    /* causal, the first query at position 1: query 0 sees keys 0..1 */
+    const double causal[8] = {1.660476901, 2.660476901, 0.669761549, 0.330238451,
+                              3.406672556, 4.406672556, 1.255234765, 1.255234765};
+    float out[8], scratch[64], att[12];
+    attention_mask m = {0, false, 0};
+    attention_forward(out, 4, hq, 4, hk, 4, hv, 4, 2, 3, 2, 2, m, scratch, att);
+    for (int i = 0; i < 8; i++) CHECK_NEAR(out[i], full[i], 1e-6);
+    CHECK_NEAR(att[0], 0.401112093, 1e-6);
+    CHECK_NEAR(att[1], 0.197775815, 1e-6);
+    CHECK_NEAR(att[6 + 1], 0.503489843, 1e-6); /* head 1, query 0, key 1 */
+
+    attention_mask mc = {1, true, 0};
+    CHECK(attention_scratch_size(2, 3, mc) <= 64);
+    attention_forward(out, 4, hq, 4, hk, 4, hv, 4, 2, 3, 2, 2, mc, scratch, att);
+    for (int i = 0; i < 8; i++) CHECK_NEAR(out[i], causal[i], 1e-6);
+    CHECK(att[2] == 0.0f && att[6 + 2] == 0.0f); /* query 0 never sees key 2 */
+    CHECK_NEAR(att[0], 0.669761549, 1e-6);
+
+    /* The same through leading dimensions: q, k, v as column blocks of one
+     * [3, 12] "qkv" matrix, the output into columns 4..8 of a [2, 9] matrix. */
+    float qkv[36] = {0}, wide[18];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) {
+            if (i < 2) qkv[i * 12 + j] = hq[i * 4 + j];
+            qkv[i * 12 + 4 + j] = hk[i * 4 + j];
+            qkv[i * 12 + 8 + j] = hv[i * 4 + j];
+        }
+    for (int i = 0; i < 18; i++) wide[i] = -7;
+    attention_forward(wide + 4, 9, qkv, 12, qkv + 4, 12, qkv + 8, 12, 2, 3, 2, 2, m, scratch,
+                      NULL);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) CHECK_NEAR(wide[i * 9 + 4 + j], full[i * 4 + j], 1e-6);
+    CHECK(wide[0] == -7 && wide[8] == -7 && wide[9 + 3] == -7 && wide[17] == -7);
+
+    /* one query against its keys, as the incremental decoder does it */
+    float row[4], scores[3];
+    attention_row_forward(row, hq + 4, hk, 4, hv, 4, 3, 2, 2, scores);
+    for (int j = 0; j < 4; j++) CHECK_NEAR(row[j], full[4 + j], 1e-6);
+    attention_row_forward(row, hq, hk, 4, hv, 4, 2, 2, 2, scores); /* keys 0..1 only */
+    for (int j = 0; j < 4; j++) CHECK_NEAR(row[j], causal[j], 1e-6);
+    /* no keys: zero output (a sentence with an empty source) */
+    attention_row_forward(row, hq, hk, 4, hv, 4, 0, 2, 2, scores);
+    for (int j = 0; j < 4; j++) CHECK(row[j] == 0.0f);
+}
+
+static void test_softmax_large_logits(void)
+{
+    float x[5] = {1e30f, -1e30f, 3e29f, 1e30f, -3e38f};
+    softmax_forward(x, 5);
+    CHECK_NEAR(x[0] + x[1] + x[2] + x[3] + x[4], 1, 1e-6);
+    CHECK_NEAR(x[0], 0.5, 1e-7);
+    CHECK_NEAR(x[3], 0.5, 1e-7);
+    CHECK(x[1] == 0.0f && x[2] == 0.0f && x[4] == 0.0f);
+
+    float y[3] = {1, 2, 3};
+    softmax_forward(y, 3);
+    double e = exp(1) + exp(2) + exp(3);
+    CHECK_NEAR(y[0], exp(1) / e, 1e-7);
+    CHECK_NEAR(y[2], exp(3) / e, 1e-7);
+
+    float one[1] = {-5e37f};
+    softmax_forward(one, 1);
+    CHECK(one[0] == 1.0f);
+
+    /* log-softmax: rows exponentiate to 1, also with huge logits */
+    float l[8] = {1, 2, 3, 4, 2e30f, 2e30f, -2e30f, 0};
+    log_softmax_forward(l, 2, 4);
+    double s0 = 0, s1 = 0;
+    for (int i = 0; i < 4; i++) {
+        s0 += exp(l[i]);
+        s1 += exp(l[4 + i]);
+    }
+    CHECK_NEAR(s0, 1, 1e-6);
+    CHECK_NEAR(s1, 1, 1e-6);
+    CHECK_NEAR(l[3], 4 - log(exp(1) + exp(2) + exp(3) + exp(4)), 1e-6);
+    CHECK_NEAR(l[4], -log(2.0), 1e-6);
+
+    /* rows of several lengths (the vectorised body and the scalar tail),
+     * one logit far below the rest, against double arithmetic */
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 3);
+    const int ns[] = {1, 3, 7, 64, 1003};
+    for (int k = 0; k < 5; k++) {
+        enum { MAXN = 1003 };
+        int n = ns[k];
+        float z[2 * MAXN];
+        double zd[MAXN], max = -INFINITY, sum = 0;
+        for (int i = 0; i < n; i++) z[i] = z[n + i] = 100 * tfm_rng_float(&rng) - 50;
+        z[n / 2] = z[n + n / 2] = -1e30f;
+        for (int i = 0; i < n; i++) max = fmax(max, zd[i] = z[i]);
+        for (int i = 0; i < n; i++) sum += exp(zd[i] - max);
+        log_softmax_forward(z, 2, n);
+        double worst = 0, total = 0;
+        for (int i = 0; i < n; i++) {
+            worst = fmax(worst, fabs(z[i] - (zd[i] - max - log(sum))));
+            worst = fmax(worst, fabs(z[n + i] - z[i])); /* rows are independent */
+            total += exp(z[i]);
+        }
+        CHECK_MSG(worst < 1e-5 && fabs(total - 1) < 1e-5, "n %d: off by %g, sum %.9g", n, worst,
+                  total);
+    }
+}
+
+/* attention_forward against a plain triple loop in double with an explicit
+ * mask, over lengths that make several query blocks, with and without
+ * causality and windows; masked weights must be exactly 0 and rows sum to 1. */
+static void test_masks_against_naive(void)
+{
+    enum { N = 150, H = 2, Dh = 3, D = H * Dh };
+    static float q[N * D], k[N * D], v[N * D], out[N * D], att[H * N * N];
+    static double ref[N * D];
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 7);
+    for (int i = 0; i < N * D; i++) {
+        q[i] = 2 * tfm_rng_float(&rng) - 1;
+        k[i] = 2 * tfm_rng_float(&rng) - 1;
+        v[i] = 2 * tfm_rng_float(&rng) - 1;
+    }
+    const int windows[] = {0, 1, 5, 70, 200};
+    const int lens[][2] = {{N, N}, {37, 37}, {1, 1}, {20, 90}};
+    for (int wi = 0; wi < 5; wi++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int li = 0; li < 4; li++) {
+                int n_q = lens[li][0], n_k = lens[li][1];
+                /* causal queries sit at the end of the keys, as a decoder chunk would */
+                int q_pos = causal ? n_k - n_q : 0;
+                attention_mask m = {q_pos, causal, windows[wi]};
+                size_t ns = attention_scratch_size(n_q, n_k, m);
+                float *scratch = malloc(ns * sizeof *scratch);
+                attention_forward(out, D, q, D, k, D, v, D, n_q, n_k, H, Dh, m, scratch, att);
+                free(scratch);
+                int bad_mask = 0, bad_sum = 0;
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < n_q; i++) {
+                        int pos = q_pos + i, w = windows[wi];
+                        double s[N], mx = -INFINITY, sum = 0, rowsum = 0;
+                        for (int j = 0; j < n_k; j++) {
+                            bool ok = (!causal || j <= pos) &&
+                                      (w == 0 || (causal ? j >= pos - w : abs(pos - j) <= w));
+                            float a = att[((size_t)h * n_q + i) * n_k + j];
+                            if (!ok && a != 0.0f) bad_mask++;
+                            rowsum += a;
+                            s[j] = -INFINITY;
+                            if (!ok) continue;
+                            double d = 0;
+                            for (int c = 0; c < Dh; c++)
+                                d += (double)q[i * D + h * Dh + c] * k[j * D + h * Dh + c];
+                            s[j] = d / sqrt((double)Dh);
+                            if (s[j] > mx) mx = s[j];
+                        }
+                        if (fabs(rowsum - 1) > 1e-5) bad_sum++;
+                        for (int j = 0; j < n_k; j++) {
+                            s[j] = exp(s[j] - mx);
+                            sum += s[j];
+                        }
+                        for (int c = 0; c < Dh; c++) {
+                            double o = 0;
+                            for (int j = 0; j < n_k; j++) o += s[j] / sum * v[j * D + h * Dh + c];
+                            ref[i * D + h * Dh + c] = o;
+                        }
+                    }
+                double diff = 0;
+                for (int i = 0; i < n_q * D; i++) diff = fmax(diff, fabs(out[i] - ref[i]));
+                CHECK_MSG(diff < 1e-5 && bad_mask == 0 && bad_sum == 0,
+                          "window %d causal %d n_q %d n_k %d: diff %g, %d unmasked, %d bad sums",
+                          windows[wi], causal, n_q, n_k, diff, bad_mask, bad_sum);
+            }
+}
+
+static void test_sinusoid_values(void)
+{
+    enum { P = 50, D = 8 };
+    float t[P * D];
+    positions_sinusoidal(t, 0, P, D);
+    CHECK(t[0] == 0.0f && t[1] == 1.0f); /* position 0: sin 0, cos 0 */
+    CHECK_NEAR(t[1 * D + 0], sin(1.0), 1e-7);
+    CHECK_NEAR(t[1 * D + 1], cos(1.0), 1e-7);
+    CHECK_NEAR(t[3 * D + 2], sin(3 / pow(10000, 2.0 / 8)), 1e-7);
+    CHECK_NEAR(t[3 * D + 3], cos(3 / pow(10000, 2.0 / 8)), 1e-7);
+    CHECK_NEAR(t[49 * D + 6], sin(49 / pow(10000, 6.0 / 8)), 1e-7);
+    CHECK_NEAR(t[49 * D + 7], cos(49 / pow(10000, 6.0 / 8)), 1e-7);
+
+    /* the table grown in pieces, as the encoder and decoder grow it, is the
+     * table computed at once; a learned table is passed through */
+    tfm_buf cache;
+    tfm_buf_init(&cache);
+    int cached = 0;
+    CHECK(positions_table(NULL, &cache, &cached, 3, D) != NULL && cached == 3);
+    CHECK(positions_table(NULL, &cache, &cached, 2, D) != NULL && cached == 3);
+    const float *grown = positions_table(NULL, &cache, &cached, P, D);
+    CHECK(grown && cached == P && max_abs_diff(grown, t, P * D) == 0);
+    CHECK(positions_table(t, &cache, &cached, 7, D) == t);
+    tfm_buf_free(&cache);
+
+    /* the embedding: embed[id] * sqrt(D) + PE(pos) */
+    float E[3 * D], out[2 * D];
+    for (int i = 0; i < 3 * D; i++) E[i] = (float)i / 10;
+    const int32_t ids[2] = {2, 1};
+    embedding_forward(out, ids, E, t, 5, 1, 2, D);
+    CHECK_NEAR(out[3], E[2 * D + 3] * sqrt(8.0) + t[5 * D + 3], 1e-6);
+    CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0) + t[6 * D + 4], 1e-6);
+    embedding_forward(out, ids, E, t, 5, 0, 2, D); /* both rows at position 5 */
+    CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0) + t[5 * D + 4], 1e-6);
+}
+
+/* ---- the model ------------------------------------------------------------------ */
+
+/* Over every combination of norm placement, positions, attention window and
+ * embedding sharing: the log-probs of each incremental step equal the row of
+ * the full recomputation at that position. */
+static void test_incremental_equals_full(void)
+{
+    enum { S = 6, T = 9 };
+    for (int combo = 0; combo < 16; combo++) {
+        bool pre = combo & 1, shared = combo & 8;
+        tfm_pos_kind pos = (combo & 2) ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
+        int window = (combo & 4) ? 2 : 0;
+        tfm_config c = small_config(pre, pos, window, shared);
+        tfm_model *m = make_model(&c, 100 + combo);
+        if (!m) return;
+        const int V = c.tgt_vocab_size, D = c.d_model;
+        int32_t src[S], tgt[T];
+        fill_ids(src, S, c.src_vocab_size, combo);
+        fill_ids(tgt, T, V, 50 + combo);
+        tgt[0] = c.bos_id;
+
+        float states[S * D], full[T * 23], step[23];
+        tfm_encoder *e;
+        tfm_decoder *d;
+        tfm_error err;
+        CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
+        CHECK(tfm_decoder_create(m, &d, &err) == TFM_OK);
+        CHECK(encode_one(e, src, S, states) == TFM_OK);
+        CHECK(tfm_decoder_forward_full(m, states, S, tgt, T, full, &err) == TFM_OK);
+        const float *sp[1] = {states};
+        int src_len = S, row = 0;
+        CHECK(tfm_decoder_start(d, 1, sp, &src_len, 1, &row, T, &err) == TFM_OK);
+        double worst = 0;
+        for (int t = 0; t < T; t++) {
+            CHECK(tfm_decoder_position(d) == t);
+            CHECK(tfm_decoder_step(d, &tgt[t], step, &err) == TFM_OK);
+            worst = fmax(worst, max_abs_diff(step, full + (size_t)t * V, (size_t)V));
+        }
+        CHECK_MSG(worst <= 1e-5, "pre %d learned %d window %d shared %d: differ by %g", pre,
+                  pos == TFM_POS_LEARNED, window, shared, worst);
+        /* and the log-probs are a distribution */
+        double sum = 0;
+        for (int i = 0; i < V; i++) sum += exp(step[i]);
+        CHECK_NEAR(sum, 1, 1e-5);
+        tfm_decoder_free(d);
+        tfm_encoder_free(e);
+        tfm_model_free(m);
+    }
+}
+
+/* A sentence encoded alone equals the same sentence inside batches with
+ * longer, shorter and empty companions; the ids after a sentence's length
+ * (padding, as far as this API has any) are never read. */
+static void test_encoder_batch_invariance(void)
+{
+    for (int variant = 0; variant < 2; variant++) {
+        tfm_config c = small_config(variant, TFM_POS_SINUSOIDAL, variant ? 3 : 0, true);
+        tfm_model *m = make_model(&c, 7 + variant);
+        if (!m) return;
+        enum { B = 5, MAXLEN = 12, D = 16 };
+        const int lens[B] = {7, 12, 0, 2, 9};
+        int32_t ids[B][MAXLEN + 4];
+        for (int b = 0; b < B; b++) fill_ids(ids[b], MAXLEN + 4, c.src_vocab_size, 31 * b);
+        const int32_t *ptrs[B];
+        for (int b = 0; b < B; b++) ptrs[b] = ids[b];
+
+        tfm_encoder *e;
+        tfm_error err;
+        CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
+        static float batch[(7 + 12 + 2 + 9) * D + 1], alone[MAXLEN * D];
+        batch[30 * D] = -123; /* sentinel: the encoder writes only sum(lens) rows */
+        CHECK(tfm_encoder_forward(e, B, ptrs, lens, batch, &err) == TFM_OK);
+        CHECK(batch[30 * D] == -123);
+        int off = 0;
+        for (int b = 0; b < B; b++) {
+            if (lens[b] > 0) {
+                CHECK(encode_one(e, ids[b], lens[b], alone) == TFM_OK);
+                double diff = max_abs_diff(alone, batch + (size_t)off * D, (size_t)lens[b] * D);
+                CHECK_MSG(diff <= 1e-5, "variant %d sentence %d: %g", variant, b, diff);
+            }
+            off += lens[b];
+        }
+
+        /* Different companions and different "padding" after each length:
+         * sentence 0 (7 tokens) next to others, with garbage after its end. */
+        int32_t noisy[MAXLEN + 4];
+        memcpy(noisy, ids[0], sizeof noisy);
+        for (int i = lens[0]; i < MAXLEN + 4; i++) noisy[i] = (int32_t)(i % 5);
+        const int32_t *p2[3] = {ids[4], noisy, ids[1]};
+        const int l2[3] = {3, lens[0], 11};
+        static float batch2[(3 + 7 + 11) * D];
+        CHECK(tfm_encoder_forward(e, 3, p2, l2, batch2, &err) == TFM_OK);
+        double diff = max_abs_diff(batch2 + 3 * D, batch, (size_t)lens[0] * D);
+        CHECK_MSG(diff <= 1e-5, "variant %d, other companions: %g", variant, diff);
+        /* the first 3 rows of sentence 4 are not its 9-token result: a
+         * sentence sees its own length, and the check above can fail */
+        CHECK(max_abs_diff(batch2, batch + (size_t)(7 + 12 + 0 + 2) * D, 3 * D) > 1e-3);
+        tfm_encoder_free(e);
+        tfm_model_free(m);
+    }
+}
+
+/* Several sentences (one with an empty source) decoded as rows of one
+ * batch, with a beam-like reorder that drops, duplicates and then grows the
+ * rows: every row's log-probs equal the full recomputation of its own
+ * history alone, and a row decoded alone by another decoder agrees. */
+static void test_decoder_rows_and_reorder(void)
+{
+    for (int variant = 0; variant < 2; variant++) {
+        tfm_config c = variant ? small_config(true, TFM_POS_LEARNED, 2, false)
+                               : small_config(false, TFM_POS_SINUSOIDAL, 0, true);
+        tfm_model *m = make_model(&c, 300 + variant);
+        if (!m) return;
+        enum { NS = 3, STEPS = 7, MAXR = 8, D = 16, V = 23 };
+        const int src_lens[NS] = {4, 0, 6};
+        int32_t src[NS][6];
+        const int32_t *sp[NS];
+        for (int s = 0; s < NS; s++) {
+            fill_ids(src[s], 6, c.src_vocab_size, 90 + s);
+            sp[s] = src[s];
+        }
+        tfm_encoder *e;
+        tfm_decoder *d, *alone;
+        tfm_error err;
+        CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
+        CHECK(tfm_decoder_create(m, &d, &err) == TFM_OK);
+        CHECK(tfm_decoder_create(m, &alone, &err) == TFM_OK);
+        float packed[10 * D];
+        CHECK(tfm_encoder_forward(e, NS, sp, src_lens, packed, &err) == TFM_OK);
+        /* variant 0 passes the encoder's packed output (no copy); variant 1
+         * separate arrays in reverse order in memory (copied) */
+        float separate[10 * D];
+        const float *states[NS] = {packed, packed + 4 * D, packed + 4 * D};
+        if (variant) {
+            memcpy(separate, packed + 4 * D, 6 * D * sizeof(float));
+            memcpy(separate + 6 * D, packed, 4 * D * sizeof(float));
+            states[0] = separate + 6 * D;
+            states[1] = separate; /* empty: never read */
+            states[2] = separate;
+        }
+
+        int R = 5;
+        int row_sentence[MAXR] = {0, 0, 1, 2, 2};
+        int32_t hist[MAXR][STEPS], newhist[MAXR][STEPS];
+        CHECK(tfm_decoder_start(d, NS, states, src_lens, R, row_sentence, STEPS, &err) == TFM_OK);
+        static float lp[MAXR * V], full[STEPS * V];
+        double worst = 0;
+        for (int t = 0; t < STEPS; t++) {
+            if (t == 2 || t == 4) {
+                /* step 2: drop rows 1 and 3, duplicate row 0; step 4: grow to 8 */
+                static const int par2[4] = {4, 0, 0, 2};
+                static const int par4[8] = {3, 3, 1, 0, 2, 2, 1, 0};
+                const int *par = t == 2 ? par2 : par4;
+                int new_R = t == 2 ? 4 : 8;
+                CHECK(tfm_decoder_reorder(d, new_R, par, &err) == TFM_OK);
+                int new_rs[MAXR];
+                for (int i = 0; i < new_R; i++) {
+                    memcpy(newhist[i], hist[par[i]], sizeof hist[0]);
+                    new_rs[i] = row_sentence[par[i]];
+                }
+                memcpy(hist, newhist, sizeof hist);
+                memcpy(row_sentence, new_rs, sizeof new_rs);
+                R = new_R;
+                CHECK(tfm_decoder_rows(d) == R);
+            }
+            int32_t tok[MAXR];
+            for (int r = 0; r < R; r++) {
+                tok[r] = t == 0 ? c.bos_id : (int32_t)((3 + 7 * r + 5 * t) % V);
+                hist[r][t] = tok[r];
+            }
+            CHECK(tfm_decoder_step(d, tok, lp, &err) == TFM_OK);
+            for (int r = 0; r < R; r++) {
+                int s = row_sentence[r];
+                CHECK(tfm_decoder_forward_full(m, states[s], src_lens[s], hist[r], t + 1, full,
+                                               &err) == TFM_OK);
+                worst = fmax(worst, max_abs_diff(lp + (size_t)r * V, full + (size_t)t * V, V));
+            }
+        }
+        CHECK_MSG(worst <= 1e-5, "variant %d: rows differ from their full recomputation by %g",
+                  variant, worst);
+
+        /* row 4 (sentence 0 by now? whichever) decoded alone, incrementally */
+        int r = 4, s = row_sentence[r];
+        CHECK(tfm_decoder_start(alone, 1, &states[s], &src_lens[s], 1, (int[]){0}, STEPS, &err) ==
+              TFM_OK);
+        float one[V];
+        for (int t = 0; t < STEPS; t++)
+            CHECK(tfm_decoder_step(alone, &hist[r][t], one, &err) == TFM_OK);
+        double diff = max_abs_diff(one, lp + (size_t)r * V, V);
+        CHECK_MSG(diff <= 1e-5, "variant %d: alone vs in the batch: %g", variant, diff);
+
+        /* a step past max_steps is refused, and the decoder stays usable */
+        CHECK(tfm_decoder_step(d, (int32_t[MAXR]){0}, lp, &err) == TFM_ERR_RANGE);
+        /* all rows finished: zero rows, and a step over them does nothing */
+        CHECK(tfm_decoder_start(d, NS, states, src_lens, 2, (int[]){2, 1}, 3, &err) == TFM_OK);
+        CHECK(tfm_decoder_step(d, (int32_t[]){2, 2}, lp, &err) == TFM_OK);
+        CHECK(tfm_decoder_reorder(d, 0, NULL, &err) == TFM_OK);
+        CHECK(tfm_decoder_rows(d) == 0);
+        CHECK(tfm_decoder_step(d, NULL, lp, &err) == TFM_OK);
+
+        tfm_decoder_free(alone);
+        tfm_decoder_free(d);
+        tfm_encoder_free(e);
+        tfm_model_free(m);
+    }
+}
+
+/* Restricted attention with a window no shorter than the sentences is full
+ * attention; a short window is not. */
+static void test_window_covering_equals_full(void)
+{
+    enum { S = 10, T = 8, D = 16, V = 23 };
+    for (int pre = 0; pre < 2; pre++) {
+        tfm_config c = small_config(pre, TFM_POS_SINUSOIDAL, 0, true);
+        tfm_model *m = make_model(&c, 400 + pre);
+        if (!m) return;
+        int32_t src[S], tgt[T];
+        fill_ids(src, S, V, 5);
+        fill_ids(tgt, T, V, 6);
+        float st[3][S * D], lp[3][T * V], step[V];
+        const int windows[3] = {0, S, 2};
+        tfm_error err;
+        for (int w = 0; w < 3; w++) {
+            m->config.attention_window = windows[w];
+            tfm_encoder *e;
+            tfm_decoder *d;
+            CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
+            CHECK(tfm_decoder_create(m, &d, &err) == TFM_OK);
+            CHECK(encode_one(e, src, S, st[w]) == TFM_OK);
+            const float *sp[1] = {st[w]};
+            int sl = S, row = 0;
+            CHECK(tfm_decoder_start(d, 1, sp, &sl, 1, &row, T, &err) == TFM_OK);
+            for (int t = 0; t < T; t++) {
+                CHECK(tfm_decoder_step(d, &tgt[t], step, &err) == TFM_OK);
+                memcpy(lp[w] + t * V, step, sizeof step);
+            }
+            tfm_decoder_free(d);
+            tfm_encoder_free(e);
+        }
+        CHECK(max_abs_diff(st[0], st[1], S * D) <= 1e-6);
+        CHECK(max_abs_diff(lp[0], lp[1], T * V) <= 1e-6);
+        CHECK(max_abs_diff(st[0], st[2], S * D) > 1e-3);
+        CHECK(max_abs_diff(lp[0] + 4 * V, lp[2] + 4 * V, V) > 1e-4);
+        tfm_model_free(m);
+    }
+}
+
+static void test_empty_sentences(void)
+{
+    tfm_config c = small_config(false, TFM_POS_SINUSOIDAL, 0, true);
+    tfm_model *m = make_model(&c, 500);
+    if (!m) return;
+    tfm_encoder *e;
+    tfm_error err;
+    CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
+    float out[4] = {9, 9, 9, 9};
+    const int32_t *none[2] = {NULL, NULL};
+    const int zero[2] = {0, 0};
+    CHECK(tfm_encoder_forward(e, 2, none, zero, out, &err) == TFM_OK);
+    CHECK(tfm_encoder_forward(e, 0, NULL, NULL, out, &err) == TFM_OK);
+    CHECK(out[0] == 9 && out[3] == 9); /* nothing written */
+
+    /* an empty source decodes (encoder attention contributes zero), and the
+     * incremental and full paths agree on it */
+    float lp[23], full[2 * 23];
+    tfm_decoder *d;
+    CHECK(tfm_decoder_create(m, &d, &err) == TFM_OK);
+    const float *sp[1] = {NULL};
+    int sl = 0;
+    CHECK(tfm_decoder_start(d, 1, sp, &sl, 1, (int[]){0}, 2, &err) == TFM_OK);
+    int32_t tgt[2] = {2, 7};
+    CHECK(tfm_decoder_step(d, &tgt[0], lp, &err) == TFM_OK);
+    CHECK(tfm_decoder_step(d, &tgt[1], lp, &err) == TFM_OK);
+    CHECK(tfm_decoder_forward_full(m, NULL, 0, tgt, 2, full, &err) == TFM_OK);
+    CHECK(max_abs_diff(lp, full + 23, 23) <= 1e-5);
+    CHECK(tfm_decoder_forward_full(m, NULL, 0, tgt, 0, full, &err) == TFM_OK);
+    tfm_decoder_free(d);
+    tfm_encoder_free(e);
+    tfm_model_free(m);
+}
+
+static void test_bad_arguments(void)
+{
+    tfm_config c = small_config(false, TFM_POS_SINUSOIDAL, 0, false);
+    tfm_model *m = make_model(&c, 600);
+    if (!m) return;
+    tfm_encoder *e;
+    tfm_decoder *d;
+    tfm_error err;
+    CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
+    CHECK(tfm_decoder_create(m, &d, &err) == TFM_OK);
+    static float out[64 * 16];
+    int32_t ids[41] = {0};
+    const int32_t *p[1] = {ids};
+    int len = 3;
+    ids[1] = 19; /* src vocabulary is 19 */
+    CHECK(tfm_encoder_forward(e, 1, p, &len, out, &err) == TFM_ERR_RANGE);
+    CHECK(strstr(err.msg, "19") != NULL);
+    ids[1] = -1;
+    CHECK(tfm_encoder_forward(e, 1, p, &len, out, &err) == TFM_ERR_RANGE);
+    ids[1] = 0;
+    len = 41; /* max_positions is 40 */
+    CHECK(tfm_encoder_forward(e, 1, p, &len, out, &err) == TFM_ERR_RANGE);
+    len = -1;
+    CHECK(tfm_encoder_forward(e, 1, p, &len, out, &err) == TFM_ERR_RANGE);
+    len = 3;
+    CHECK(tfm_encoder_forward(e, 1, p, &len, out, &err) == TFM_OK);
+
+    const float *sp[1] = {out};
+    CHECK(tfm_decoder_start(d, 1, sp, &len, 1, (int[]){1}, 5, &err) == TFM_ERR_ARG);
+    CHECK(tfm_decoder_start(d, 1, sp, &len, 1, (int[]){0}, 41, &err) == TFM_ERR_RANGE);
+    CHECK(tfm_decoder_start(d, 1, sp, &len, 1, (int[]){0}, 0, &err) == TFM_ERR_RANGE);
+    CHECK(tfm_decoder_start(d, 1, sp, &len, 2, (int[]){0, 0}, 2, &err) == TFM_OK);
+    float lp[2 * 23];
+    CHECK(tfm_decoder_step(d, (int32_t[]){2, 23}, lp, &err) == TFM_ERR_RANGE);
+    CHECK(tfm_decoder_position(d) == 0);
+    CHECK(tfm_decoder_step(d, (int32_t[]){2, 22}, lp, &err) == TFM_OK);
+    CHECK(tfm_decoder_reorder(d, 2, (int[]){0, 2}, &err) == TFM_ERR_ARG);
+    CHECK(tfm_decoder_reorder(d, -1, NULL, &err) == TFM_ERR_ARG);
+    CHECK(tfm_decoder_reorder(d, 1, (int[]){1}, &err) == TFM_OK);
+    CHECK(tfm_decoder_step(d, (int32_t[]){5}, lp, &err) == TFM_OK);
+    CHECK(tfm_decoder_step(d, (int32_t[]){5}, lp, &err) == TFM_ERR_RANGE); /* max_steps 2 */
+    CHECK(tfm_decoder_forward_full(m, out, 3, (int32_t[]){2, 99}, 2, lp, &err) == TFM_ERR_RANGE);
+    tfm_decoder_free(d);
+    tfm_encoder_free(e);
+    tfm_model_free(m);
+    tfm_encoder_free(NULL);
+    tfm_decoder_free(NULL);
+}
+
+/* The whole model against forward_ref.py (NumPy, float64). */
+static void test_numpy_reference(void)
+{
+    const char *root = getenv("ROOT") ? getenv("ROOT") : ".";
+    char script[4096], dir[4096], model_path[4200], out_path[4200], cmd[16384];
+    snprintf(script, sizeof script, "%s/tests/unit/forward_ref.py", root);
+    if (access("/usr/bin/python3", X_OK) != 0 || access(script, R_OK) != 0 ||
+        system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
+        SKIP(test_numpy_reference, "no /usr/bin/python3 with numpy, or no forward_ref.py");
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/fwdXXXXXX", getenv("TEST_TMP") ? getenv("TEST_TMP") : "/tmp");
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(0, "mkdtemp %s", dir);
+        return;
+    }
+    snprintf(model_path, sizeof model_path, "%s/m.safetensors", dir);
+    snprintf(out_path, sizeof out_path, "%s/out.f32", dir);
+    enum { S = 7, T = 6, D = 16, V = 23 };
+    for (int variant = 0; variant < 2; variant++) {
+        tfm_config c = variant ? small_config(true, TFM_POS_LEARNED, 2, false)
+                               : small_config(false, TFM_POS_SINUSOIDAL, 0, true);
+        tfm_model *m = make_model(&c, 700 + variant);
+        if (!m) return;
+        tfm_error err;
+        CHECK(tfm_model_save(m, model_path, NULL, &err) == TFM_OK);
+        int32_t src[S], tgt[T];
+        fill_ids(src, S, c.src_vocab_size, 11);
+        fill_ids(tgt, T, V, 12);
+        tgt[0] = c.bos_id;
+        char src_s[256] = "", tgt_s[256] = "";
+        for (int i = 0; i < S; i++)
+            snprintf(src_s + strlen(src_s), sizeof src_s - strlen(src_s), "%d,", (int)src[i]);
+        for (int i = 0; i < T; i++)
+            snprintf(tgt_s + strlen(tgt_s), sizeof tgt_s - strlen(tgt_s), "%d,", (int)tgt[i]);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s' %s %s '%s'", script, model_path,
+                 src_s, tgt_s, out_path);
+        CHECK_MSG(system(cmd) == 0, "%s", cmd);
+        static float ref[S * D + T * V], states[S * D], lp[V];
+        FILE *fp = fopen(out_path, "rb");
+        size_t got = fp ? fread(ref, sizeof(float), S * D + T * V, fp) : 0;
+        if (fp) fclose(fp);
+        CHECK_MSG(got == S * D + T * V, "read %zu floats from %s", got, out_path);
+
+        tfm_encoder *e;
+        tfm_decoder *d;
+        CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
+        CHECK(tfm_decoder_create(m, &d, &err) == TFM_OK);
+        CHECK(encode_one(e, src, S, states) == TFM_OK);
+        double ds = max_abs_diff(states, ref, S * D);
+        CHECK_MSG(ds <= 3e-5, "variant %d: encoder states differ from NumPy by %g", variant, ds);
+        const float *sp[1] = {states};
+        int sl = S;
+        CHECK(tfm_decoder_start(d, 1, sp, &sl, 1, (int[]){0}, T, &err) == TFM_OK);
+        double dl = 0;
+        for (int t = 0; t < T; t++) {
+            CHECK(tfm_decoder_step(d, &tgt[t], lp, &err) == TFM_OK);
+            dl = fmax(dl, max_abs_diff(lp, ref + S * D + t * V, V));
+        }
+        CHECK_MSG(dl <= 3e-5, "variant %d: log-probs differ from NumPy by %g", variant, dl);
+        tfm_decoder_free(d);
+        tfm_encoder_free(e);
+        tfm_model_free(m);
+    }
+    remove(model_path);
+    remove(out_path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    RUN(test_linear_by_hand);
+    RUN(test_layer_norm_by_hand);
+    RUN(test_attention_by_hand);
+    RUN(test_softmax_large_logits);
+    RUN(test_masks_against_naive);
+    RUN(test_sinusoid_values);
+    RUN(test_incremental_equals_full);
+    RUN(test_encoder_batch_invariance);
+    RUN(test_decoder_rows_and_reorder);
+    RUN(test_window_covering_equals_full);
+    RUN(test_empty_sentences);
+    RUN(test_bad_arguments);
+    RUN(test_numpy_reference);
+    CHECK_DONE();
+}
