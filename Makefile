@@ -42,6 +42,8 @@ UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(sort $(wildcard tests/bench/*.c))
 BENCH_BINS:= $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
+TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: all deps check check-release check-asan demo bench fuzz install uninstall clean
@@ -63,6 +65,10 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(BUILD)/cmd/cli.o $(BUILD)/libtfm.a
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libtfm.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tools/%: $(BUILD)/tests/tools/%.o $(BUILD)/libtfm.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
@@ -104,7 +110,7 @@ check-asan:
 	  sh tests/run.sh build/asan | tee build/check-asan.log
 
 .PHONY: tests
-tests: $(UNIT_BINS) $(BINS)
+tests: $(UNIT_BINS) $(BINS) $(TOOL_BINS)
 
 # ---- demo ------------------------------------------------------------------
 
@@ -113,7 +119,7 @@ demo: deps all
 
 # ---- benchmarks --------------------------------------------------------------
 
-bench: deps all $(BENCH_BINS)
+bench: deps all $(BENCH_BINS) $(TOOL_BINS)
 	$(Q)sh tests/bench/run.sh $(BUILD)
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------------
