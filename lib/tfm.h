@@ -56,6 +56,7 @@
 #include "tfm/safetensors.h"
 #include "tfm/text.h"
 #include "tfm/metrics.h"
+#include "tfm/search.h"
 #include "tfm/model.h"
 
 #endif

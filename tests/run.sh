@@ -7,6 +7,9 @@ BUILD=${1:?usage: tests/run.sh BUILD}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$BUILD" && pwd)
 export BIN="$BUILD/bin" ROOT BUILD
+# Small matrix products gain nothing from BLAS threads, and idle OpenBLAS
+# threads spin on a shared machine: tests run BLAS single-threaded.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 TMPROOT=$(mktemp -d "${TMPDIR:-/tmp}/tfm-tests.XXXXXX")
 trap 'rm -rf "$TMPROOT"' EXIT
 out="$TMPROOT/out"

@@ -1,0 +1,140 @@
+/* search/search_internal.h - what greedy search, sampling and beam search
+ * share, internal to lib/search: the searcher's state, the rules every
+ * search obeys (search_constrain), candidate ranking and selection, and the
+ * slots that hold finished hypotheses.
+ *
+ * Shapes: n sentences, V target vocabulary, S = the longest max_len + 1
+ * (decoder positions), spp hypothesis slots per sentence, R decoder rows.
+ */
+#ifndef TFM_SEARCH_INTERNAL_H
+#define TFM_SEARCH_INTERNAL_H
+
+#include <math.h>
+
+#include "tfm/search.h"
+
+struct tfm_search {
+    const tfm_model *m;
+    int V;                /* target vocabulary size */
+    int max_positions;
+    int32_t pad, bos, eos;
+
+    /* the current (or last) run, set by search_setup */
+    const tfm_search_params *p;   /* valid during the run only */
+    const tfm_search_input *in;   /* valid during the run only */
+    int n;                /* sentences; 0 after a failed run */
+    int spp;              /* hypothesis slots per sentence */
+    int S;                /* decoder positions: max over sentences of max_len + 1 */
+    int *max_len;         /* [n] */
+    int *count;           /* [n] hypotheses in each sentence's results */
+    tfm_hypothesis *hyps; /* [n * spp]; slot i's ids and token_log_probs point to
+                             ids + i*S and lps + i*S (the pointers move with the
+                             struct when a sorted list is rearranged) */
+    int32_t *ids;         /* [n * spp, S] */
+    float *lps;           /* [n * spp, S] */
+    float *log_probs;     /* [R, V] the decoder's output of a step */
+
+    tfm_buf b_max_len, b_count, b_hyps, b_ids, b_lps, b_log_probs;
+    tfm_buf work[8];      /* the algorithms' own scratch, see search_work */
+};
+
+/* Which implementation search_run uses; tests compare them. */
+typedef enum search_algo {
+    SEARCH_AUTO = 0, /* greedy for beam 1, sampling when asked, else beam */
+    SEARCH_ROWS,     /* greedy or sampling: one token chosen per row */
+    SEARCH_BEAM,     /* beam search, even for beam 1 */
+} search_algo;
+
+/* tfm_search_run with a chosen implementation. */
+tfm_status search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
+                      const tfm_search_input *in, search_algo algo, tfm_error *err);
+
+/* The two algorithms (greedy.c, beam.c).  search_setup has run. */
+tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err);
+tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err);
+
+/* Checks the input against the model, computes each sentence's max_len and
+ * S, and sizes the result slots (spp per sentence, all empty) and the
+ * log-prob buffer (rows_per_sentence * n rows). */
+tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_search_input *in,
+                        int spp, int rows_per_sentence, tfm_error *err);
+
+/* Scratch buffer i (0 <= i < 8) holding at least n elements of size bytes,
+ * or NULL when memory runs out.  Contents are not kept across runs. */
+void *search_work(tfm_search *s, int i, size_t n, size_t size);
+
+/* Applies the rules of tfm/search.h (forced prefix, no <pad> or <s>, max_len,
+ * min_length, n-gram blocking) to lp [V], the log-probs of the token that
+ * follows hist[0..t) in sentence sent: forbidden tokens become -inf.  At
+ * least one token stays finite. */
+void search_constrain(const tfm_search *s, int sent, const int32_t *hist, int t, float *lp);
+
+/* The most probable token of lp [V] (the lowest id on ties), ignoring -inf;
+ * -1 if every entry is -inf. */
+int32_t search_argmax(const float *lp, int V);
+
+/* The ranking score of a finished hypothesis of len ids (and </s>). */
+float search_score(const tfm_search *s, int len, double log_prob);
+
+/* Writes a finished hypothesis into h (whose ids and token_log_probs point at
+ * slot storage): len ids and their log-probs from ids and lps (either may be
+ * the slot's own storage), then </s>'s log-prob, its total log-prob and its
+ * score. */
+void search_hyp_write(const tfm_search *s, tfm_hypothesis *h, const int32_t *ids,
+                      const float *lps, int len, float eos_lp, double log_prob);
+
+/* ---- candidates -------------------------------------------------------------- */
+
+/* A candidate continuation: row (local to its sentence) followed by tok. */
+typedef struct search_cand {
+    double score;
+    int row;
+    int32_t tok;
+} search_cand;
+
+/* The ranking of candidates, a strict total order: higher score first, then
+ * the lower row, then the lower token id, so ties never depend on memory
+ * layout or on the other sentences of a batch. */
+static inline bool search_cand_better(const search_cand *a, const search_cand *b)
+{
+    if (a->score != b->score) return a->score > b->score;
+    if (a->row != b->row) return a->row < b->row;
+    return a->tok < b->tok;
+}
+
+/* The best cap candidates of a stream, in a min-heap (its root is the worst
+ * kept), so a stream of V entries costs O(V) comparisons against the root
+ * and O(log cap) only for entries that get in. */
+typedef struct search_heap {
+    search_cand *c; /* [cap] */
+    int n, cap;
+} search_heap;
+
+static inline void search_heap_init(search_heap *h, search_cand *storage, int cap)
+{
+    h->c = storage;
+    h->n = 0;
+    h->cap = cap;
+}
+
+void search_heap_push_slow(search_heap *h, search_cand c);
+
+/* Offers a candidate; -inf (and NaN) scores are never kept. */
+static inline void search_heap_offer(search_heap *h, double score, int row, int32_t tok)
+{
+    if (!(score > -INFINITY)) return;
+    if (h->n == h->cap && score < h->c[0].score) return; /* the common case: not good enough */
+    search_heap_push_slow(h, (search_cand){score, row, tok});
+}
+
+/* Sorts the kept candidates best first (the heap is used up). */
+void search_heap_sort(search_heap *h);
+
+/* ---- sampling (sample.c) ------------------------------------------------------- */
+
+/* Draws the next token from lp [V] (constrained, at least one finite) by the
+ * sampling parameters of p.  scratch: V candidates. */
+int32_t search_sample(const tfm_search_params *p, const float *lp, int V, tfm_rng *rng,
+                      search_cand *scratch);
+
+#endif

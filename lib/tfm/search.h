@@ -1,0 +1,164 @@
+/* tfm/search.h - turning the incremental decoder's next-token
+ * log-probabilities into output sentences: greedy search, beam search (the
+ * paper: beam 4, length penalty alpha 0.6, max length = source length + 50)
+ * and sampling (top-k, nucleus, temperature) for data augmentation.
+ *
+ * Many sentences are decoded together: every live hypothesis of every
+ * sentence is one row of the decoder, and a sentence that is done leaves the
+ * batch (its rows are dropped), so the late steps of a batch cost only what
+ * is still running.  The result of a sentence does not depend on the other
+ * sentences of the batch (up to the last float rounding of the BLAS).
+ *
+ * A worked example: translate a batch with the paper's settings.
+ *
+ *     tfm_search *search;
+ *     tfm_decoder *dec;
+ *     tfm_search_create(model, &search, &err);     // model outlives both
+ *     tfm_decoder_create(model, &dec, &err);
+ *     tfm_search_params sp = tfm_search_default_params();
+ *     tfm_search_input in = {.n_sentences = B, .states = states, .src_lens = lens};
+ *     if (tfm_search_run(search, dec, &sp, &in, &err) != TFM_OK) ...
+ *     for (int s = 0; s < B; s++) {
+ *         tfm_nbest nb = tfm_search_result(search, s);
+ *         // nb.hyps[0].ids, nb.hyps[0].len: the best translation
+ *     }
+ *
+ * Scores.  A hypothesis Y of n ids is scored with the n + 1 log-probs of its
+ * ids and of the final </s> (both count: a hypothesis ended early by </s> pays
+ * for the </s>).  log_prob is their sum; score = log_prob / lp(n + 1) with
+ * GNMT's length penalty lp(m) = ((5 + m) / 6)^alpha (Wu et al., 2016); alpha
+ * 0 ranks by log_prob.  Hypotheses are ranked by score.
+ *
+ * What every search obeys, in this order of precedence:
+ *   - a forced prefix (per sentence) is produced first, whatever the model
+ *     prefers; its log-probs count in the score like any other token's;
+ *   - <pad> and <s> are never produced;
+ *   - a hypothesis holds at most max_len ids: after max_len ids only </s> is
+ *     allowed, where max_len = min(source length + max_length_offset,
+ *     max_length if > 0, the model's max_positions - 1), raised to the
+ *     prefix length if the prefix is longer;
+ *   - </s> is forbidden before min_length ids (unless no other token is
+ *     allowed at all: then the rule yields rather than leave no choice);
+ *   - with no_repeat_ngram_size N > 0, a token that would complete an N-gram
+ *     already present in the hypothesis's ids is forbidden (as in fairseq and
+ *     Hugging Face; the <s> is not part of the ids).
+ *
+ * Beam search (beam k > 1).  Each step, for each live sentence, the scores of
+ * its live hypotheses plus their next-token log-probs are ranked and the best
+ * 2k candidates taken (a partial selection, never a sort of k x V).  Walking
+ * them best first: a </s> candidate among the first k becomes a finished
+ * hypothesis; other candidates continue, up to k of them.  A sentence is done
+ * when it has k finished hypotheses, or no live one (fairseq's rule).
+ *
+ * Beam search also follows the greedy path of each sentence: when the beam
+ * drops the greedy hypothesis, it is decoded on in a row of its own to its
+ * end (or until it cannot beat the best finished hypothesis any more) and
+ * competes for the n-best list.  So the best hypothesis of beam search never
+ * scores below greedy search's under the same settings, which plain beam
+ * search does not promise (pruning can lose the greedy path), and it costs
+ * at most one extra row per sentence, only after the two paths part.
+ *
+ * Greedy search (beam 1, no sampling) picks the most probable allowed token
+ * (the lowest id on ties), and equals beam search with k = 1.
+ *
+ * Sampling (sampling = true; beam ignored) draws nbest independent samples
+ * per sentence.  The next token is drawn from the allowed tokens with
+ * probability proportional to exp(log_prob / temperature), restricted to the
+ * top_k most probable (top_k > 0) and then to the smallest most-probable set
+ * whose probability reaches top_p (nucleus sampling, Holtzman et al., 2020).
+ * temperature 0 or top_k 1 pick the most probable token (greedy).  Sample j
+ * of sentence s uses its own tfm_rng seeded from (seeds[s], j), so samples do
+ * not depend on the batch they were decoded in.  Scores of samples are the
+ * model's log-probs (not tempered); samples are returned in the order drawn,
+ * not sorted, and may repeat.
+ */
+#ifndef TFM_SEARCH_H
+#define TFM_SEARCH_H
+
+#include "tfm/core.h"
+#include "tfm/model.h"
+
+typedef struct tfm_search_params {
+    int beam;                  /* hypotheses kept per sentence; 1 = greedy.  Default 4 */
+    int nbest;                 /* hypotheses returned per sentence, 1 .. beam (samples per
+                                  sentence when sampling).  Default 1 */
+    float length_penalty;      /* alpha of lp(m) = ((5 + m) / 6)^alpha, >= 0.  Default 0.6 */
+    int max_length_offset;     /* max_len = source length + this (>= 0).  Default 50 */
+    int max_length;            /* an absolute cap on max_len; 0: only the model's.  Default 0 */
+    int min_length;            /* no </s> before this many ids.  Default 0 */
+    int no_repeat_ngram_size;  /* N > 0: no N-gram twice in a hypothesis.  Default 0 (off) */
+    bool sampling;             /* sample instead of search.  Default false */
+    int top_k;                 /* sampling: only the k most probable tokens; 0: all */
+    float top_p;               /* sampling: nucleus mass in (0, 1]; 1: all */
+    float temperature;         /* sampling: >= 0; 0 = most probable.  Default 1 */
+    uint64_t seed;             /* sampling: the seed of sentences without their own */
+} tfm_search_params;
+
+/* The paper's settings: beam 4, alpha 0.6, max_len = source length + 50,
+ * nbest 1, no minimum, no n-gram blocking, no sampling (top_k 0, top_p 1,
+ * temperature 1, seed 0). */
+tfm_search_params tfm_search_default_params(void);
+
+/* TFM_ERR_RANGE naming the first field out of range (beam 1 .. 1024, nbest
+ * 1 .. beam, or 1 .. 1024 samples, ...). */
+tfm_status tfm_search_params_validate(const tfm_search_params *p, tfm_error *err);
+
+/* GNMT's length penalty lp(m) = ((5 + m) / 6)^alpha, m tokens counting </s>. */
+double tfm_length_penalty(int m, float alpha);
+
+/* One batch of sentences to decode.  Only n_sentences, states and src_lens
+ * are required; the rest may be NULL. */
+typedef struct tfm_search_input {
+    int n_sentences;
+    const float *const *states;     /* states[s]: src_lens[s] x D floats, the encoder's
+                                       output (tfm_encoder_forward); read during the call */
+    const int *src_lens;            /* [n_sentences]; 0 is allowed */
+    const int32_t *const *prefixes; /* NULL, or [n_sentences] forced target prefixes
+                                       (without <s>; NULL where prefix_lens[s] is 0) */
+    const int *prefix_lens;         /* [n_sentences] when prefixes is given */
+    const uint64_t *seeds;          /* sampling: [n_sentences] seeds.  NULL: params.seed for
+                                       all, so all draw the same random numbers; give
+                                       distinct seeds (a line number mixed with the
+                                       user's seed) for independent samples */
+} tfm_search_input;
+
+/* One output hypothesis.  Its memory belongs to the tfm_search. */
+typedef struct tfm_hypothesis {
+    const int32_t *ids;             /* len ids, without <s> and </s> */
+    int len;
+    const float *token_log_probs;   /* len + 1: each id's log-prob, then the </s>'s */
+    float log_prob;                 /* their sum */
+    float score;                    /* log_prob / tfm_length_penalty(len + 1, alpha) */
+} tfm_hypothesis;
+
+/* A sentence's hypotheses: n of them (1 <= n <= nbest), best score first for
+ * greedy and beam search, in the order drawn for sampling.  Beam search's
+ * hypotheses are distinct. */
+typedef struct tfm_nbest {
+    const tfm_hypothesis *hyps;
+    int n;
+} tfm_nbest;
+
+/* A searcher: the buffers of a search and the results of the last run.  It
+ * holds memory sized for the largest batch seen, so steady-state runs
+ * allocate nothing.  The model must outlive it; one per thread (with its own
+ * decoder). */
+typedef struct tfm_search tfm_search;
+
+tfm_status tfm_search_create(const tfm_model *m, tfm_search **out, tfm_error *err);
+void tfm_search_free(tfm_search *s);
+
+/* Decodes the sentences of in with d (a decoder of the same model, owned by
+ * the caller; its previous batch is discarded).  Fails with TFM_ERR_RANGE or
+ * TFM_ERR_ARG for bad parameters or input (a prefix id outside the target
+ * vocabulary or equal to </s>, a prefix longer than the model allows, a
+ * source too long, ...), TFM_ERR_NOMEM when memory runs out; the results
+ * of a failed run are empty. */
+tfm_status tfm_search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
+                          const tfm_search_input *in, tfm_error *err);
+
+/* The hypotheses of sentence i (0 <= i < in->n_sentences) of the last
+ * successful run.  Valid until the next run or tfm_search_free. */
+tfm_nbest tfm_search_result(const tfm_search *s, int i);
+
+#endif
