@@ -10,14 +10,13 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "tfm/io.h"
-
-static char tmpdir[4096];
 
 /* Makes a fresh folder for one test, so the file counts below are exact. */
 static void make_folder(char *out, size_t size, const char *name)
 {
-    snprintf(out, size, "%s/%s", tmpdir, name);
+    snprintf(out, size, "%s/%s", test_tmpdir, name);
     mkdir(out, 0777);
 }
 
@@ -111,7 +110,7 @@ static void test_abort_keeps_old(void)
 static void test_missing_folder(void)
 {
     char path[8300];
-    snprintf(path, sizeof path, "%s/no-such-folder/model.bin", tmpdir);
+    snprintf(path, sizeof path, "%s/no-such-folder/model.bin", test_tmpdir);
     tfm_atomic_file f;
     tfm_error err;
     CHECK(tfm_atomic_open(&f, path, &err) == TFM_ERR_IO);
@@ -173,16 +172,7 @@ static void test_write_error(void)
 
 int main(void)
 {
-    const char *env = getenv("TEST_TMP");
-    if (env && *env) {
-        snprintf(tmpdir, sizeof tmpdir, "%s", env);
-    } else {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/test_atomic.XXXXXX");
-        if (!mkdtemp(tmpdir)) {
-            perror("mkdtemp");
-            return 1;
-        }
-    }
+    test_tmpdir_init("test_atomic");
     RUN(test_commit_replaces);
     RUN(test_abort_keeps_old);
     RUN(test_missing_folder);

@@ -14,24 +14,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "tfm/model.h"
 #include "tfm/safetensors.h"
-
-#define PYTHON "/usr/bin/python3"
-
-static char tmpdir[4096];
-
-/* A file name inside the test's temporary folder (valid for the next three calls). */
-static const char *tmp_path(const char *name)
-{
-    /* A few buffers in turn, so that a callee's tmp_path does not overwrite
-     * the caller's. */
-    static char paths[4][8192];
-    static int next;
-    char *path = paths[next++ % 4];
-    snprintf(path, sizeof paths[0], "%s/%s", tmpdir, name);
-    return path;
-}
 
 /* The tiny preset, made smaller still so every test runs fast under ASan. */
 static tfm_config small_config(int32_t vocab)
@@ -827,11 +812,6 @@ static void test_bad_files(void)
 
 /* ---- python -------------------------------------------------------------------------- */
 
-static bool have_numpy(void)
-{
-    return system(PYTHON " -c 'import numpy' >/dev/null 2>&1") == 0;
-}
-
 /* A reader written from the safetensors spec alone (struct, json, numpy)
  * finds our tensors by name, in the order we listed, with our values, and
  * the configuration in __metadata__. */
@@ -890,14 +870,7 @@ static void test_python(void)
     fp = fopen(tmp_path("names.txt"), "w");
     tfm_params_visit(&c, &m->params, write_name, fp);
     fclose(fp);
-    fp = fopen(tmp_path("script.py"), "w");
-    fputs(python_script, fp);
-    fclose(fp);
-
-    char cmd[20000];
-    snprintf(cmd, sizeof cmd, "%s '%s/script.py' '%s'", PYTHON, tmpdir, tmpdir);
-    fflush(stdout);
-    CHECK(system(cmd) == 0);
+    CHECK(run_python(python_script, test_tmpdir) == 0);
     tfm_model_free(m);
 }
 
@@ -943,16 +916,7 @@ static void test_load_vocab(void)
 
 int main(void)
 {
-    const char *env = getenv("TEST_TMP");
-    if (env && *env) {
-        snprintf(tmpdir, sizeof tmpdir, "%s", env);
-    } else {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/test_model.XXXXXX");
-        if (!mkdtemp(tmpdir)) {
-            perror("mkdtemp");
-            return 1;
-        }
-    }
+    test_tmpdir_init("test_model");
     RUN(test_presets);
     RUN(test_validate);
     RUN(test_layout);
@@ -964,11 +928,7 @@ int main(void)
     if (have_numpy())
         RUN(test_python);
     else
-        SKIP(test_python, PYTHON " cannot import numpy");
-    if (!(env && *env)) {
-        char cmd[8192];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        if (system(cmd) != 0) printf("warning: could not remove %s\n", tmpdir);
-    }
+        SKIP(test_python, TEST_PYTHON " cannot import numpy");
+    test_tmpdir_cleanup();
     CHECK_DONE();
 }

@@ -8,19 +8,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "tfm/io.h"
-
-#define PYTHON "/usr/bin/python3"
-
-static char tmpdir[4096];
-
-/* A file name inside the test's temporary folder (valid until the next call). */
-static const char *tmp_path(const char *name)
-{
-    static char path[8192];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    return path;
-}
 
 /* Element i of the test pattern; python computes the same values. */
 static float pattern_f32(int64_t i) { return (float)i * 0.5f - 3.0f; }
@@ -540,26 +529,6 @@ static void test_reuse_and_pipe(void)
     tfm_tensor_free(&t);
 }
 
-/* Runs a python script with numpy and one argument (not from tmp_path,
- * whose buffer this reuses); returns its exit status. */
-static int run_python(const char *script, const char *arg)
-{
-    const char *spath = tmp_path("script.py");
-    FILE *fp = fopen(spath, "w");
-    if (!fp) return -1;
-    fputs(script, fp);
-    fclose(fp);
-    char cmd[20000];
-    snprintf(cmd, sizeof cmd, "%s '%s/script.py' '%s'", PYTHON, tmpdir, arg);
-    fflush(stdout);
-    return system(cmd);
-}
-
-static bool have_numpy(void)
-{
-    return system(PYTHON " -c 'import numpy' >/dev/null 2>&1") == 0;
-}
-
 /* numpy.load called again and again on one open file reads our stream, and
  * numpy.save writes the same bytes we did. */
 static const char numpy_reads_script[] =
@@ -623,7 +592,7 @@ static const char numpy_writes_script[] =
 
 static void test_we_read_numpy(void)
 {
-    CHECK(run_python(numpy_writes_script, tmpdir) == 0);
+    CHECK(run_python(numpy_writes_script, test_tmpdir) == 0);
     static const struct {
         tfm_dtype dtype;
         int ndim;
@@ -680,16 +649,7 @@ static void test_we_read_numpy(void)
 
 int main(void)
 {
-    const char *env = getenv("TEST_TMP");
-    if (env && *env) {
-        snprintf(tmpdir, sizeof tmpdir, "%s", env);
-    } else {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/test_npy.XXXXXX");
-        if (!mkdtemp(tmpdir)) {
-            perror("mkdtemp");
-            return 1;
-        }
-    }
+    test_tmpdir_init("test_npy");
     RUN(test_shape_str);
     RUN(test_reshape_rejects);
     RUN(test_round_trip_stream);
@@ -704,8 +664,8 @@ int main(void)
         RUN(test_numpy_reads_ours);
         RUN(test_we_read_numpy);
     } else {
-        SKIP(test_numpy_reads_ours, PYTHON " cannot import numpy");
-        SKIP(test_we_read_numpy, PYTHON " cannot import numpy");
+        SKIP(test_numpy_reads_ours, TEST_PYTHON " cannot import numpy");
+        SKIP(test_we_read_numpy, TEST_PYTHON " cannot import numpy");
     }
     CHECK_DONE();
 }

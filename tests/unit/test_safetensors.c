@@ -15,20 +15,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "tfm/io.h"
 #include "tfm/safetensors.h"
-
-#define PYTHON "/usr/bin/python3"
-
-static char tmpdir[4096];
-
-/* A file name inside the test's temporary folder (valid until the next call). */
-static const char *tmp_path(const char *name)
-{
-    static char path[8192];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    return path;
-}
 
 /* Element i of the test pattern; python computes the same values. */
 static float pattern_f32(int64_t i) { return (float)i * 0.5f - 3.0f; }
@@ -778,7 +767,7 @@ static void test_open(void)
     CHECK_MSG(strstr(err.msg, "cannot open ") == err.msg && strstr(err.msg, missing) &&
                   strstr(err.msg, "No such file"),
               "%s", err.msg);
-    CHECK(tfm_safetensors_open(tmpdir, &f, &err) == TFM_ERR_IO && !f);
+    CHECK(tfm_safetensors_open(test_tmpdir, &f, &err) == TFM_ERR_IO && !f);
     CHECK_MSG(strstr(err.msg, "Is a directory") != NULL, "%s", err.msg);
     const char *empty = tmp_path("empty.safetensors");
     CHECK(write_whole(empty, "", 0));
@@ -879,26 +868,6 @@ static void test_writer_errors(void)
 
 /* ---- python ------------------------------------------------------------------------ */
 
-/* Runs a python script with one argument (not from tmp_path, whose buffer
- * this reuses); returns its exit status. */
-static int run_python(const char *script, const char *arg)
-{
-    const char *spath = tmp_path("script.py");
-    FILE *fp = fopen(spath, "w");
-    if (!fp) return -1;
-    fputs(script, fp);
-    fclose(fp);
-    char cmd[20000];
-    snprintf(cmd, sizeof cmd, "%s '%s/script.py' '%s'", PYTHON, tmpdir, arg);
-    fflush(stdout);
-    return system(cmd);
-}
-
-static bool have_numpy(void)
-{
-    return system(PYTHON " -c 'import numpy' >/dev/null 2>&1") == 0;
-}
-
 /* A reader written from the spec alone reads our file: the length, the
  * header padded with spaces, the offsets, the data and the metadata (which
  * the C side writes out NUL-separated for comparison). */
@@ -945,7 +914,7 @@ static void test_python_reads_ours(void)
     for (int i = 0; i < 6; i++) fprintf(fp, "%s%c%s%c", meta_keys[i], 0, meta_values[i], 0);
     for (size_t i = 0; i < N_ROUND_TRIP; i++) fprintf(fp, "%s%c", round_trip_tensors[i].name, 0);
     fclose(fp);
-    CHECK(run_python(python_reads_script, tmpdir) == 0);
+    CHECK(run_python(python_reads_script, test_tmpdir) == 0);
 }
 
 /* Python writes files by the spec, with json.dumps: one padded as the
@@ -1037,23 +1006,14 @@ static void check_python_file(const char *name)
 
 static void test_we_read_python(void)
 {
-    CHECK(run_python(python_writes_script, tmpdir) == 0);
+    CHECK(run_python(python_writes_script, test_tmpdir) == 0);
     check_python_file("py_aligned.safetensors");
     check_python_file("py_unaligned.safetensors");
 }
 
 int main(void)
 {
-    const char *env = getenv("TEST_TMP");
-    if (env && *env) {
-        snprintf(tmpdir, sizeof tmpdir, "%s", env);
-    } else {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/test_safetensors.XXXXXX");
-        if (!mkdtemp(tmpdir)) {
-            perror("mkdtemp");
-            return 1;
-        }
-    }
+    test_tmpdir_init("test_safetensors");
     RUN(test_round_trip);
     RUN(test_reference_bytes);
     RUN(test_get_errors);
@@ -1069,8 +1029,8 @@ int main(void)
         RUN(test_python_reads_ours);
         RUN(test_we_read_python);
     } else {
-        SKIP(test_python_reads_ours, PYTHON " cannot import numpy");
-        SKIP(test_we_read_python, PYTHON " cannot import numpy");
+        SKIP(test_python_reads_ours, TEST_PYTHON " cannot import numpy");
+        SKIP(test_we_read_python, TEST_PYTHON " cannot import numpy");
     }
     for (size_t i = 0; i < N_ROUND_TRIP; i++) free(round_trip_data[i]);
     CHECK_DONE();
