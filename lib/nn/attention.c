@@ -6,7 +6,8 @@
  *
  * The projections that make Q, K and V, and the output projection, are linear
  * layers run by the caller over a whole batch; this file is the part between
- * them, one sequence at a time. */
+ * them, one sequence at a time: the forward pass, dropout on the attention
+ * weights for training, and the backward pass. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -109,6 +110,82 @@ void attention_forward(float *out, int ldo, const float *q, int ldq, const float
                 }
             }
         }
+    }
+}
+
+/* out: [n_q, H*Dh] (ldo); v: [n_k, H*Dh] (ldv); att: [H, n_q, n_k];
+ * keep: [H, n_q, n_k] (drawn here); scratch: [n_q * n_k].  The weights stay
+ * as they were (the backward pass needs them before dropout); the dropped
+ * copy lives in scratch only for the product. */
+void attention_dropout_forward(float *out, int ldo, const float *v, int ldv, const float *att,
+                               uint8_t *keep, int n_q, int n_k, int H, int Dh, float p,
+                               tfm_rng *rng, float *scratch)
+{
+    if (n_q <= 0 || n_k <= 0) return;
+    const size_t n = (size_t)n_q * n_k;
+    for (int h = 0; h < H; h++) {
+        memcpy(scratch, att + h * n, n * sizeof *scratch);
+        dropout_forward(scratch, keep + h * n, n, p, rng);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, Dh, n_k, 1.0f, scratch, n_k,
+                    v + (size_t)h * Dh, ldv, 0.0f, out + (size_t)h * Dh, ldo);
+    }
+}
+
+size_t attention_backward_scratch_size(int n_q, int n_k)
+{
+    if (n_q <= 0 || n_k <= 0) return 1;
+    return 2 * (size_t)n_q * (size_t)n_k;
+}
+
+/* dq, q: [n_q, H*Dh] (ldq); dk, k: [n_k, H*Dh] (ldk); dv, v: [n_k, H*Dh] (ldv);
+ * dout: [n_q, H*Dh] (ldo); att, keep: [H, n_q, n_k]; scratch:
+ * attention_backward_scratch_size(n_q, n_k).  Per head, with P the weights,
+ * P' = Dropout(P) (P itself without dropout), S the scaled scores
+ * (P = softmax(S), S = Q K^T / sqrt(Dh)) and O = P' V:
+ *   dV += P'^T dO          dP' = dO V^T         dP = Dropout'(dP')
+ *   dS  = softmax'(P, dP)  dQ += dS K / sqrt(Dh)  dK += dS^T Q / sqrt(Dh)
+ * The products run over the full [n_q, n_k] block of the head (weights are
+ * stored whole, 0 where masked, so masked pairs contribute nothing); with a
+ * window that is O(n^2) work, unlike the banded forward, which is the price
+ * of keeping the backward one sgemm per product. */
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, int ldo,
+                        const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                        const float *att, const uint8_t *keep, float p, int n_q, int n_k, int H,
+                        int Dh, float *scratch)
+{
+    if (n_q <= 0 || n_k <= 0) return;
+    const float scale = 1.0f / sqrtf((float)Dh);
+    const size_t n = (size_t)n_q * n_k;
+    float *a = scratch, *b = scratch + n; /* two [n_q, n_k] blocks */
+    for (int h = 0; h < H; h++) {
+        const float *P = att + h * n;
+        const float *dO = dout + (size_t)h * Dh;
+        const float *dP = b;
+        /* dV_h += P'^T dO_h (P' into b when there is dropout) */
+        const float *Pd = P;
+        if (keep) {
+            memset(b, 0, n * sizeof *b);
+            dropout_backward(b, P, keep + h * n, n, p); /* the same mask and scale as forward */
+            Pd = b;
+        }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_k, Dh, n_q, 1.0f, Pd, n_k, dO, ldo,
+                    1.0f, dv + (size_t)h * Dh, ldv);
+        /* dP'_h = dO_h V_h^T into a; through the dropout mask into b */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_k, Dh, 1.0f, dO, ldo,
+                    v + (size_t)h * Dh, ldv, 0.0f, keep ? a : b, n_k);
+        if (keep) {
+            memset(b, 0, n * sizeof *b);
+            dropout_backward(b, a, keep + h * n, n, p);
+        }
+        /* dS_h (unscaled) into a, row by row */
+        memset(a, 0, n * sizeof *a);
+        for (int i = 0; i < n_q; i++)
+            softmax_backward(a + (size_t)i * n_k, dP + (size_t)i * n_k, P + (size_t)i * n_k, n_k);
+        /* dQ_h += scale dS K_h;  dK_h += scale dS^T Q_h */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, Dh, n_k, scale, a, n_k,
+                    k + (size_t)h * Dh, ldk, 1.0f, dq + (size_t)h * Dh, ldq);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_k, Dh, n_q, scale, a, n_k,
+                    q + (size_t)h * Dh, ldq, 1.0f, dk + (size_t)h * Dh, ldk);
     }
 }
 

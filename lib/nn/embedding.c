@@ -1,5 +1,6 @@
 /* embedding.c - token embeddings scaled by sqrt(D) plus position encodings
- * (section 3.4 and 3.5 of the paper): sinusoidal, or a learned table. */
+ * (section 3.4 and 3.5 of the paper): sinusoidal, or a learned table;
+ * forward and backward. */
 #include <math.h>
 
 #include "nn/layers.h"
@@ -29,6 +30,25 @@ void embedding_forward(float *out, const int32_t *ids, const float *embed,
         const float *p = positions + (size_t)(pos0 + n * pos_step) * D;
         float *o = out + (size_t)n * D;
         for (int i = 0; i < D; i++) o[i] = e[i] * scale + p[i];
+    }
+}
+
+/* dembed: [V, D]; dpositions: [n_pos, D] or NULL (sinusoids learn nothing);
+ * ids: [N]; dout: [N, D].  Rows run in order, so a token that occurs twice
+ * (or a matrix shared by the source, the target and the output projection)
+ * gathers every contribution, in the same order every time. */
+void embedding_backward(float *dembed, float *dpositions, const int32_t *ids, const float *dout,
+                        int pos0, int pos_step, int N, int D)
+{
+    float scale = sqrtf((float)D);
+    for (int n = 0; n < N; n++) {
+        float *de = dembed + (size_t)ids[n] * D;
+        const float *d = dout + (size_t)n * D;
+        for (int i = 0; i < D; i++) de[i] += d[i] * scale;
+        if (dpositions) {
+            float *dp = dpositions + (size_t)(pos0 + n * pos_step) * D;
+            for (int i = 0; i < D; i++) dp[i] += d[i];
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 /* layer_norm.c - layer normalisation (Ba et al., 2016) as PyTorch computes
- * it: biased variance, eps inside the square root; and the two ends of a
- * sublayer under pre-norm or post-norm placement. */
+ * it: biased variance, eps inside the square root, forward and backward; and
+ * the two ends of a sublayer under pre-norm or post-norm placement. */
 #include <math.h>
 
 #include "nn/layers.h"
@@ -27,6 +27,38 @@ void layer_norm_forward(float *out, float *mean, float *rstd, const float *inp,
         for (int i = 0; i < D; i++) y[i] = (x[i] - m) * s * weight[i] + bias[i];
         if (mean) mean[n] = m;
         if (rstd) rstd[n] = s;
+    }
+}
+
+/* dinp, dout, inp: [N, D]; dweight, dbias, weight: [D]; mean, rstd: [N] as
+ * the forward saved them.  With xhat = (x - mean) * rstd and y = xhat * w + b
+ * (llm.c's layernorm_backward):
+ *   db += dy,  dw += dy * xhat,
+ *   dx += rstd * (dy w - mean(dy w) - xhat * mean(dy w * xhat))
+ * where the means run over the row: the last two terms are the gradient
+ * through the row's mean and variance. */
+void layer_norm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *mean, const float *rstd,
+                         const float *weight, int N, int D)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * D;
+        const float *dy = dout + (size_t)n * D;
+        float *dx = dinp + (size_t)n * D;
+        const float m = mean[n], s = rstd[n];
+        float sum_dyw = 0.0f, sum_dyw_xhat = 0.0f;
+        for (int i = 0; i < D; i++) {
+            float dyw = dy[i] * weight[i];
+            sum_dyw += dyw;
+            sum_dyw_xhat += dyw * (x[i] - m) * s;
+        }
+        const float mean_dyw = sum_dyw / (float)D, mean_dyw_xhat = sum_dyw_xhat / (float)D;
+        for (int i = 0; i < D; i++) {
+            float xhat = (x[i] - m) * s;
+            dbias[i] += dy[i];
+            dweight[i] += dy[i] * xhat;
+            dx[i] += s * (dy[i] * weight[i] - mean_dyw - xhat * mean_dyw_xhat);
+        }
     }
 }
 

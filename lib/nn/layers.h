@@ -1,10 +1,17 @@
 /* nn/layers.h - the layer kernels of the Transformer, internal to lib/nn.
  *
  * One file per layer kind (linear.c, layer_norm.c, softmax.c, attention.c,
- * embedding.c), each with its forward function; the training code adds the
- * backward function beside each forward.  Kernels take raw float pointers and
- * sizes, allocate nothing and keep no state, so the encoder, the incremental
+ * embedding.c, dropout.c, loss.c), each with its forward function and the
+ * backward function beside it.  Kernels take raw float pointers and sizes,
+ * allocate nothing and keep no state, so the encoder, the incremental
  * decoder, the full reference decoder and training all share them.
+ *
+ * Backward functions ACCUMULATE (+=) into the gradients they produce, of
+ * inputs and of parameters alike (llm.c's convention): the caller zeroes a
+ * gradient buffer as its own step, and a tensor used twice (a shared
+ * embedding) simply gathers both contributions.  The few that work in place
+ * instead say so.  tests/unit/test_gradients.c checks every backward against
+ * central finite differences in double precision.
  *
  * Shapes use: N rows (tokens of a batch, packed), D = d_model, H heads,
  * Dh = D / H, F = d_ff, V vocabulary, n_in and n_out a linear layer's
@@ -18,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tfm/core.h"
 
@@ -35,8 +43,26 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 void ffn_forward(float *out, float *hidden, const float *inp, const float *w1, const float *b1,
                  const float *w2, const float *b2, int N, int D, int F);
 
+/* The gradients of linear_forward: dinp [N, n_in] (NULL: not wanted),
+ * dweight [n_out, n_in], dbias [n_out] (NULL when the layer has no bias)
+ * all accumulate; dout: [N, n_out]; inp and weight as the forward got them.
+ * Two cblas_sgemm over all N rows. */
+void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int n_in, int n_out);
+
+/* The FFN's gradients: dinp [N, D] (or NULL), dw1, db1, dw2, db2 accumulate;
+ * dhidden: [N, F] scratch (overwritten); dout: [N, D]; inp, hidden, w1, w2
+ * as ffn_forward had and left them (hidden after the ReLU). */
+void ffn_backward(float *dinp, float *dw1, float *db1, float *dw2, float *db2, float *dhidden,
+                  const float *dout, const float *inp, const float *hidden, const float *w1,
+                  const float *w2, int N, int D, int F);
+
 /* x: [n], in place: x = max(0, x), the FFN's activation. */
 void relu_forward(float *x, size_t n);
+
+/* d: [n], IN PLACE: the gradient of relu_forward's output becomes that of its
+ * input (zero where the output y [n] is 0). */
+void relu_backward(float *d, const float *y, size_t n);
 
 /* x: [n], in place: x += y, a sublayer's residual connection. */
 void residual_forward(float *x, const float *y, size_t n);
@@ -49,6 +75,13 @@ void residual_forward(float *x, const float *y, size_t n);
  * mean and 1/sqrt(var + eps), which the backward pass needs. */
 void layer_norm_forward(float *out, float *mean, float *rstd, const float *inp,
                         const float *weight, const float *bias, int N, int D, float eps);
+
+/* The gradients of layer_norm_forward: dinp [N, D], dweight and dbias [D]
+ * accumulate; dout: [N, D]; inp: the forward's input [N, D]; mean, rstd:
+ * [N], as the forward saved them.  dinp must not overlap dout. */
+void layer_norm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *mean, const float *rstd,
+                         const float *weight, int N, int D);
 
 /* The two ends of a sublayer, for both norm placements, so the encoder and
  * decoder say "sublayer" once:
@@ -68,8 +101,17 @@ void sublayer_output(float *x, const float *sub, const float *weight, const floa
  * finite size give weights that sum to 1.  n >= 1. */
 void softmax_forward(float *x, int n);
 
+/* dx, dy, y: [n]; y = softmax_forward's output.  dx accumulates the
+ * gradient of its input: y * (dy - <dy, y>).  dx must not overlap dy. */
+void softmax_backward(float *dx, const float *dy, const float *y, int n);
+
 /* x: [N, n], in place: log-softmax of each row (x - max - log sum exp(x - max)). */
 void log_softmax_forward(float *x, int N, int n);
+
+/* x: [n], in place: x = exp(x) for x <= 0, four lanes at a time (the
+ * log-softmax's exp; below -87 it gives ~1.6e-38 rather than a subnormal).
+ * Turns log-probabilities back into probabilities. */
+void exp_nonpositive(float *x, size_t n);
 
 /* ---- attention.c: scaled dot-product attention, all heads ------------------ */
 
@@ -104,6 +146,32 @@ void attention_forward(float *out, int ldo, const float *q, int ldq, const float
                        const float *v, int ldv, int n_q, int n_k, int H, int Dh,
                        attention_mask mask, float *scratch, float *att);
 
+/* Dropout on the attention weights (training): att [H, n_q, n_k] as
+ * attention_forward left it; draws keep [H, n_q, n_k] from rng and
+ * recomputes out [n_q, H*Dh] (rows ldo apart) = Dropout(att_h) v_h per head,
+ * att itself unchanged.  v: [n_k, H*Dh] rows ldv apart; scratch: n_q * n_k
+ * floats.  p in (0, 1). */
+void attention_dropout_forward(float *out, int ldo, const float *v, int ldv, const float *att,
+                               uint8_t *keep, int n_q, int n_k, int H, int Dh, float p,
+                               tfm_rng *rng, float *scratch);
+
+/* Floats of scratch attention_backward needs. */
+size_t attention_backward_scratch_size(int n_q, int n_k);
+
+/* The gradients of attention_forward (and attention_dropout_forward) for one
+ * sequence.  dq, dk, dv accumulate and are laid out as q, k, v (rows ldq,
+ * ldk, ldv apart), so one [n, 3D] buffer takes the gradients of a fused
+ * q,k,v matrix; dout: [n_q, H*Dh] rows ldo apart; q, k, v as the forward got
+ * them; att: [H, n_q, n_k] the weights the forward saved (0 where masked:
+ * the mask needs no other mention); keep: the dropout mask, or NULL without
+ * attention dropout (p is then ignored); scratch:
+ * attention_backward_scratch_size(n_q, n_k) floats.  Keys past n_k (a longer
+ * buffer's padding) are never read or written. */
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, int ldo,
+                        const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                        const float *att, const uint8_t *keep, float p, int n_q, int n_k, int H,
+                        int Dh, float *scratch);
+
 /* One query against n_k keys, all visible (the incremental decoder: the
  * caller slices the window).  out, q: [H*Dh]; k, v: [n_k, H*Dh] rows ldk,
  * ldv apart; scratch: n_k floats.  Two cblas_sgemv per head. */
@@ -129,6 +197,60 @@ const float *positions_table(const float *learned, tfm_buf *cache, int *cached, 
  * out[i] = embed[ids[i]] * sqrt(D) + positions[pos0 + i * pos_step]. */
 void embedding_forward(float *out, const int32_t *ids, const float *embed,
                        const float *positions, int pos0, int pos_step, int N, int D);
+
+/* The gradients of embedding_forward: dembed [V, D] gathers sqrt(D) * dout
+ * into the rows of the ids, dpositions [n_pos, D] (NULL for sinusoids,
+ * which learn nothing) gathers dout into the rows of the positions; both
+ * accumulate.  dout: [N, D]. */
+void embedding_backward(float *dembed, float *dpositions, const int32_t *ids, const float *dout,
+                        int pos0, int pos_step, int N, int D);
+
+/* ---- dropout.c ---------------------------------------------------------------- */
+
+/* x: [n], in place: each value zeroed with probability p, survivors scaled
+ * by 1 / (1 - p); keep: [n] receives the mask (1 kept, 0 dropped), drawn
+ * from rng in order.  p in [0, 1); p == 0 is the identity and touches
+ * neither keep (may be NULL) nor rng. */
+void dropout_forward(float *x, uint8_t *keep, size_t n, float p, tfm_rng *rng);
+
+/* dx, dy, keep: [n].  dx += dy * keep / (1 - p): the same linear map as the
+ * forward, so it also applies a saved mask to any values.  p == 0: dx += dy. */
+void dropout_backward(float *dx, const float *dy, const uint8_t *keep, size_t n, float p);
+
+/* ---- loss.c: label-smoothed cross-entropy ----------------------------------------- */
+
+/* Per row of log-probabilities logp [N, V] (log_softmax_forward's output)
+ * and its label: nll = -logp[label] and
+ *     loss = (1 - eps) nll - eps / V * sum_v logp[v]
+ * (fairseq's label_smoothed_nll_loss; see loss.c).  loss, nll: [N],
+ * written; 0 for rows whose label is ignore (the padding id). */
+void label_smoothed_loss_forward(double *loss, double *nll, const float *logp,
+                                 const int32_t *labels, int N, int V, float eps, int32_t ignore);
+
+/* IN PLACE: logp [N, V] becomes the gradient of scale * sum(loss) with
+ * respect to the LOGITS the log-softmax read (the log-softmax's backward is
+ * fused in): scale * (p - q) with p = exp(logp) and q the smoothed target;
+ * zero rows for ignored labels.  In place because the [N, V] logits are the
+ * largest activation of a training step. */
+void label_smoothed_loss_backward(float *logp, const int32_t *labels, int N, int V, float eps,
+                                  int32_t ignore, float scale);
+
+/* ---- four float lanes ------------------------------------------------------------ */
+
+/* GCC/Clang vector extensions: SSE (or NEON) code from plain C, without
+ * intrinsics or special flags, for the few elementwise loops the compiler
+ * would not vectorise at -O2 (softmax.c's exp, linear.c's ReLU mask). */
+typedef float nn_f32x4 __attribute__((vector_size(16)));
+typedef int32_t nn_i32x4 __attribute__((vector_size(16)));
+
+static inline nn_f32x4 nn_load4(const float *p)
+{
+    nn_f32x4 v;
+    memcpy(&v, p, sizeof v); /* unaligned load */
+    return v;
+}
+
+static inline void nn_store4(float *p, nn_f32x4 v) { memcpy(p, &v, sizeof v); }
 
 /* ---- scratch memory ------------------------------------------------------------ */
 

@@ -1,6 +1,8 @@
 /* softmax.c - softmax and log-softmax over rows, numerically stable: the row
  * maximum is subtracted before exponentiating, so no exp overflows and the
- * largest term is exactly exp(0) = 1 (the sum is never 0).
+ * largest term is exactly exp(0) = 1 (the sum is never 0).  The softmax's
+ * backward sits beside it; the log-softmax's is fused into the loss
+ * (loss.c), which reads probabilities back with exp_nonpositive.
  *
  * The log-softmax over the vocabulary runs on every decoder step over R x V
  * values (64 x 32000 for a base model's beam batch); with the C library's
@@ -8,7 +10,6 @@
  * a time with GCC/Clang vector extensions, which compile to SSE (or NEON)
  * on any target without intrinsics or special flags. */
 #include <math.h>
-#include <string.h>
 
 #include "nn/layers.h"
 
@@ -27,17 +28,14 @@ void softmax_forward(float *x, int n)
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-typedef float f32x4 __attribute__((vector_size(16)));
-typedef int32_t i32x4 __attribute__((vector_size(16)));
-
-static inline f32x4 load4(const float *p)
+/* dx, dy, y: [n].  With y = softmax(x): dx_i += y_i (dy_i - sum_j dy_j y_j).
+ * A weight that is exactly 0 (a masked key) passes no gradient. */
+void softmax_backward(float *dx, const float *dy, const float *y, int n)
 {
-    f32x4 v;
-    memcpy(&v, p, sizeof v); /* unaligned load */
-    return v;
+    float dot = 0.0f;
+    for (int i = 0; i < n; i++) dot += dy[i] * y[i];
+    for (int i = 0; i < n; i++) dx[i] += y[i] * (dy[i] - dot);
 }
-
-static inline void store4(float *p, f32x4 v) { memcpy(p, &v, sizeof v); }
 
 /* exp(x) for x <= 0, four lanes: Cephes' expf.  x = n ln2 + r with n an
  * integer and |r| <= ln2/2 (ln2 split in two constants so n ln2 is exact),
@@ -45,23 +43,23 @@ static inline void store4(float *p, f32x4 v) { memcpy(p, &v, sizeof v); }
  * error below 1e-7 on [-87, 0] (measured against double exp).  Inputs below
  * -87 give exp(-87) ~ 1.6e-38 instead of a subnormal or 0: invisible in a
  * sum whose largest term is 1, which is the only use here. */
-static inline f32x4 exp4_nonpositive(f32x4 x)
+static inline nn_f32x4 exp4_nonpositive(nn_f32x4 x)
 {
-    const f32x4 floor_value = x - x - 87.0f;
-    i32x4 low = x < floor_value;
-    x = (f32x4)(((i32x4)x & ~low) | ((i32x4)floor_value & low));
+    const nn_f32x4 floor_value = x - x - 87.0f;
+    nn_i32x4 low = x < floor_value;
+    x = (nn_f32x4)(((nn_i32x4)x & ~low) | ((nn_i32x4)floor_value & low));
     /* round x / ln2 to the nearest integer: adding 1.5 * 2^23 pushes the
      * fraction bits out of the float, subtracting it brings the integer back */
-    f32x4 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    f32x4 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    f32x4 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    nn_f32x4 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    nn_f32x4 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    nn_f32x4 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    i32x4 two_n = (__builtin_convertvector(n, i32x4) + 127) << 23; /* the bits of 2^n */
-    return p * (f32x4)two_n;
+    nn_i32x4 two_n = (__builtin_convertvector(n, nn_i32x4) + 127) << 23; /* the bits of 2^n */
+    return p * (nn_f32x4)two_n;
 }
 
 /* The largest of x[0..n), n >= 1. */
@@ -70,11 +68,11 @@ static float row_max(const float *x, int n)
     int i = 0;
     float max = x[0];
     if (n >= 4) {
-        f32x4 m = load4(x);
+        nn_f32x4 m = nn_load4(x);
         for (i = 4; i + 4 <= n; i += 4) {
-            f32x4 v = load4(x + i);
-            i32x4 gt = v > m;
-            m = (f32x4)(((i32x4)v & gt) | ((i32x4)m & ~gt));
+            nn_f32x4 v = nn_load4(x + i);
+            nn_i32x4 gt = v > m;
+            m = (nn_f32x4)(((nn_i32x4)v & gt) | ((nn_i32x4)m & ~gt));
         }
         for (int j = 0; j < 4; j++)
             if (m[j] > max) max = m[j];
@@ -93,9 +91,9 @@ static double row_sum_exp(const float *x, int n, float max)
     double sum = 0.0;
     int i = 0;
     while (i + 4 <= n) {
-        f32x4 acc = {0, 0, 0, 0};
+        nn_f32x4 acc = {0, 0, 0, 0};
         int end = i + CHUNK < n ? i + CHUNK : n;
-        for (; i + 4 <= end; i += 4) acc += exp4_nonpositive(load4(x + i) - max);
+        for (; i + 4 <= end; i += 4) acc += exp4_nonpositive(nn_load4(x + i) - max);
         sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
     }
     for (; i < n; i++) sum += expf(x[i] - max);
@@ -112,7 +110,15 @@ void log_softmax_forward(float *x, int N, int n)
         float max = row_max(row, n);
         float log_sum = (float)log(row_sum_exp(row, n, max));
         int i = 0;
-        for (; i + 4 <= n; i += 4) store4(row + i, (load4(row + i) - max) - log_sum);
+        for (; i + 4 <= n; i += 4) nn_store4(row + i, (nn_load4(row + i) - max) - log_sum);
         for (; i < n; i++) row[i] = (row[i] - max) - log_sum;
     }
+}
+
+/* x: [n], every value <= 0 (log-probabilities), in place. */
+void exp_nonpositive(float *x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) nn_store4(x + i, exp4_nonpositive(nn_load4(x + i)));
+    for (; i < n; i++) x[i] = expf(x[i]);
 }

@@ -244,4 +244,108 @@ int tfm_decoder_position(const tfm_decoder *d);
 tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int src_len,
                                     const int32_t *tgt, int T, float *log_probs, tfm_error *err);
 
+/* ---- training: forward and backward ------------------------------------------------------ */
+
+/* The training objective of a batch, its gradient, and the same forward pass
+ * for validation and scoring.
+ *
+ * A batch is B sentence pairs.  The decoder reads <s> followed by the target
+ * (teacher forcing) and learns to predict the target followed by </s>, so a
+ * pair with a target of n tokens makes n + 1 predictions.  The loss is the
+ * label-smoothed cross-entropy with eps = config.label_smoothing (fairseq's
+ * formula: (1 - eps) * nll + eps / V * sum over the vocabulary of -log p;
+ * lib/nn/loss.c), summed over every prediction; a label equal to pad_id
+ * counts nowhere.  Dropout (config.dropout on embeddings + positions and on
+ * each sublayer's output, config.attention_dropout on attention weights)
+ * applies only in training.
+ *
+ * Sentences are packed one after another without padding (as
+ * tfm_encoder_forward does): the linear layers, norms and the FFN are GEMMs
+ * over all the batch's rows, attention runs per sentence and head, and the
+ * output projection and the loss are one [rows, V] product.  So a sentence's
+ * loss does not depend on its companions, up to float rounding.
+ *
+ * A training step, in outline (error checks left out):
+ *
+ *     tfm_train_workspace *ws;
+ *     tfm_train_workspace_create(model, &ws, &err);
+ *     float *grads = calloc(tfm_params_count(&model->config), sizeof *grads);
+ *     tfm_rng rng;
+ *     tfm_rng_seed(&rng, seed);
+ *     for (each step) {
+ *         memset(grads, 0, n_params * sizeof *grads);   // gradients accumulate
+ *         tfm_loss_sums sums;
+ *         tfm_model_forward_backward(ws, &batch, &rng, 1.0f, grads, &sums, &err);
+ *         // grads now hold d(sums.loss)/d(params): divide by sums.n_tokens
+ *         // (fairseq's sample size), then update model->data (Adam)
+ *     }
+ *     tfm_train_workspace_free(ws);
+ */
+
+/* B sentence pairs: src[b] holds src_lens[b] source ids and tgt[b]
+ * tgt_lens[b] target ids, without <s> or </s> (the model adds them).  A
+ * length may be 0 (the ids pointer is then not read); a source may be up to
+ * max_positions long and a target up to max_positions - 1 (with <s> in
+ * front).  The caller owns all the arrays. */
+typedef struct tfm_train_batch {
+    int B;
+    const int32_t *const *src;
+    const int *src_lens;
+    const int32_t *const *tgt;
+    const int *tgt_lens;
+} tfm_train_batch;
+
+/* Sums over the predictions of a batch (divide by n_tokens for means; the
+ * paper's perplexity is exp(nll / n_tokens)). */
+typedef struct tfm_loss_sums {
+    double loss;      /* label-smoothed cross-entropy, nats */
+    double nll;       /* -log p(label), nats */
+    int64_t n_tokens; /* predictions counted: sum of tgt_lens[b] + 1, less <pad> labels */
+} tfm_loss_sums;
+
+/* Holds the activations of a batch for the backward pass, and the gradient
+ * scratch, grown to the largest batch shape seen: once the shapes settle, a
+ * step allocates nothing.  Memory grows with the batch: per source row and
+ * encoder layer ~(8 D + F) floats, per target row and decoder layer
+ * ~(12 D + F), the [target rows, V] logits once, and the attention weights,
+ * H n_q n_k floats per sentence and attention (so a base model at 25,000
+ * tokens needs several GB); a large batch may be split into several calls
+ * whose gradients accumulate.  The model must outlive the workspace; its
+ * parameters may change between calls (the optimizer updates them in
+ * place).  One workspace per thread. */
+typedef struct tfm_train_workspace tfm_train_workspace;
+
+tfm_status tfm_train_workspace_create(const tfm_model *m, tfm_train_workspace **out,
+                                      tfm_error *err);
+void tfm_train_workspace_free(tfm_train_workspace *ws);
+
+/* The forward pass only: the loss of a batch, and optionally what "score"
+ * prints.  dropout: apply the training dropout (from rng, which may be NULL
+ * when dropout is false or both rates are 0); false for validation and
+ * scoring.  sums: receives the batch's sums (or NULL).  sentence_logprob:
+ * [B] or NULL; receives each pair's log p(target + </s> | source), the sum
+ * of its tokens'.  token_logprob: NULL or sum(tgt_lens[b] + 1) floats; pair b's
+ * tgt_lens[b] + 1 values (log p of each label, </s> last) start at offset
+ * sum over b' < b of (tgt_lens[b'] + 1).  A <pad> label gets 0 in both.
+ * TFM_ERR_RANGE for an id outside its vocabulary or a sentence too long,
+ * TFM_ERR_ARG for a missing rng, TFM_ERR_NOMEM. */
+tfm_status tfm_model_loss(tfm_train_workspace *ws, const tfm_train_batch *batch, bool dropout,
+                          tfm_rng *rng, tfm_loss_sums *sums, double *sentence_logprob,
+                          float *token_logprob, tfm_error *err);
+
+/* One training step's work: the forward pass with dropout (rng as for
+ * tfm_model_loss with dropout true), then the backward pass.  grads:
+ * tfm_params_count(&config) floats in the layout of tfm_params (lay it out
+ * with tfm_params_layout to name its parts); ACCUMULATES
+ * grad_scale * d(sums->loss)/d(params), so zero it before a step, or not
+ * between the parts of a split batch.  A shared embedding matrix gathers the
+ * gradients of all its uses.  Pass the same grads buffer every step (the
+ * workspace keeps its layout; a new buffer is laid out again, which
+ * allocates).  The rng is advanced by the dropout masks drawn, in a fixed
+ * order, so the same state, batch, parameters and BLAS thread count give
+ * the same gradients bit for bit.  Errors as tfm_model_loss; on an error grads are unchanged. */
+tfm_status tfm_model_forward_backward(tfm_train_workspace *ws, const tfm_train_batch *batch,
+                                      tfm_rng *rng, float grad_scale, float *grads,
+                                      tfm_loss_sums *sums, tfm_error *err);
+
 #endif
