@@ -18,13 +18,29 @@ missing_args() {
     case $1 in
         tokenize) echo normalize ;;
         score) echo "bleu -r $ROOT/tests/data/corpus-small.txt" ;;
+        encode|decode)
+            # Both need a model: a tiny untrained one, made here once, with
+            # id lines (cc-big.ids) and their encoder states (cc-big.npy).
+            if [ ! -f cc-big.npy ] && [ -x "$BUILD/tools/mkmodel" ] && [ -x "$BIN/encode" ]; then
+                "$BIN/tokenize" learn -q --vocab-size 500 --soft-vocab-limit -o cc.vocab \
+                    "$ROOT/tests/data/corpus-small.txt" &&
+                    "$BUILD/tools/mkmodel" --preset tiny --vocab cc.vocab -o cc-model.st &&
+                    head -2000 "$ROOT/tests/data/corpus-small.txt" |
+                    "$BIN/tokenize" -m cc.vocab >cc-big.ids &&
+                    "$BIN/encode" -m cc-model.st cc-big.ids >cc-big.npy
+            fi
+            if [ -f cc-big.npy ]; then echo "-m cc-model.st"; else echo ""; fi ;;
         *) echo "" ;;
     esac
 }
+# encode and decode read id lines and a tensor stream, not text: they read
+# a file made by missing_args (named last, so stdin is not read).
 pipe_args() {
     case $1 in
         tokenize) echo normalize ;;
         score) echo "bleu --sentence -r big.txt" ;;
+        encode) [ -n "$(missing_args encode)" ] && echo "-m cc-model.st cc-big.ids" ;;
+        decode) [ -n "$(missing_args decode)" ] && echo "-m cc-model.st --greedy --max-length 20 cc-big.npy" ;;
         *) echo "" ;;
     esac
 }

@@ -1,0 +1,616 @@
+/* decode - the Transformer's decoder as a filter: beam search, greedy search
+ * and sampling over encoder states.
+ *
+ *   encode -m MODEL < src.ids | decode -m MODEL [--beam 4] > out.ids
+ *
+ * Reads a stream of .npy records (one per sentence, as 'encode' writes them)
+ * and writes one line of target token ids per record, in order (or N lines
+ * in Marian's n-best form with --nbest N).
+ *
+ * The program parses options, reads records and prints: the search is in
+ * lib/search (tfm_search_run) over lib/nn's incremental decoder. */
+#include <getopt.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* OpenBLAS's own threads are switched off: decoding multiplies small
+ * matrices (sentences x beam rows), which gain nothing from a second BLAS
+ * thread, so this program parallelises over sentences instead, one level of
+ * threads at a time (DESIGN.md, Threads).  Declared here to keep cblas.h out. */
+void openblas_set_num_threads(int num_threads);
+
+#define MAX_THREADS 64
+
+static const char usage_text[] =
+    "Usage: decode -m MODEL [OPTION]... [FILE]...\n"
+    "Translates encoder states (the .npy stream 'encode' writes, one record per\n"
+    "sentence) into lines of target token ids, one line per record, in order.\n"
+    "Reads the FILEs, or standard input when none is given; '-' is standard input.\n"
+    "\n"
+    "Search:\n"
+    "  -m, --model=MODEL          the model file (safetensors) the states came from\n"
+    "  -b, --beam=K               beam size (default 4, as the paper); 1 is greedy\n"
+    "      --greedy               greedy search: the same as --beam 1\n"
+    "      --length-penalty=A     alpha of GNMT's ((5 + m) / 6)^alpha (default 0.6)\n"
+    "      --max-length-offset=N  at most source length + N ids (default 50)\n"
+    "      --max-length=N         at most N ids, whatever the source (default: no cap\n"
+    "                             but the model's max_positions - 1)\n"
+    "      --min-length=N         no </s> before N ids (default 0)\n"
+    "      --no-repeat-ngram=N    never repeat an N-gram within a hypothesis (0: off)\n"
+    "      --prefix=FILE          force a target prefix: one line of ids per record of\n"
+    "                             the input; an empty line forces nothing\n"
+    "\n"
+    "Sampling (any of these samples instead of searching):\n"
+    "      --sample               sample from the model's distribution\n"
+    "      --sample-topk=K        sample from the K most probable tokens only\n"
+    "      --sample-topp=P        sample from the smallest set holding probability P\n"
+    "      --temperature=T        divide the log-probabilities by T (default 1)\n"
+    "      --seed=N               seed of the samples (default 1); each sentence draws\n"
+    "                             from its own generator, seeded by N and its number\n"
+    "\n"
+    "Output:\n"
+    "      --nbest=N              N hypotheses per record (at most the beam; samples\n"
+    "                             when sampling), in Marian's n-best form:\n"
+    "                             'INDEX ||| IDS ||| F0= LOG-PROB ||| SCORE'\n"
+    "      --scores               append a TAB and the score of each line's hypothesis:\n"
+    "                             its log-probability divided by the length penalty\n"
+    "\n"
+    "Resources:\n"
+    "      --batch-size=N         sentences decoded together, at most (default 64)\n"
+    "      --batch-tokens=N       source tokens decoded together, at most (default 4096)\n"
+    "      --max-input-length=N   crop longer sources to N states, with a warning\n"
+    "                             (default: the model's max_positions)\n"
+    "      --threads=N            threads to use (default: the number of CPUs)\n"
+    "  -q, --quiet                print errors only\n"
+    "  -v, --verbose              print more about what is done\n"
+    "  -h, --help                 display this help and exit\n"
+    "  -V, --version              output version information and exit\n"
+    "\n"
+    "Output lines hold ids without <s> and </s>.  An empty record (an empty source\n"
+    "line) is decoded too, from no source.  A batch takes only the records that are\n"
+    "ready, so each record of an interactive pipe is answered at once.\n"
+    "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n"
+    "Example:\n"
+    "  tokenize -m m.safetensors < in.txt | encode -m m.safetensors \\\n"
+    "    | decode -m m.safetensors --beam 4 | tokenize -d -m m.safetensors\n";
+
+enum {
+    OPT_GREEDY = 256, OPT_LENGTH_PENALTY, OPT_MAX_LENGTH_OFFSET, OPT_MAX_LENGTH, OPT_MIN_LENGTH,
+    OPT_NO_REPEAT, OPT_PREFIX, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMPERATURE, OPT_SEED,
+    OPT_NBEST, OPT_SCORES, OPT_BATCH_SIZE, OPT_BATCH_TOKENS, OPT_MAX_INPUT, OPT_THREADS,
+};
+
+static const struct option long_options[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"beam", required_argument, NULL, 'b'},
+    {"greedy", no_argument, NULL, OPT_GREEDY},
+    {"length-penalty", required_argument, NULL, OPT_LENGTH_PENALTY},
+    {"max-length-offset", required_argument, NULL, OPT_MAX_LENGTH_OFFSET},
+    {"max-length", required_argument, NULL, OPT_MAX_LENGTH},
+    {"min-length", required_argument, NULL, OPT_MIN_LENGTH},
+    {"no-repeat-ngram", required_argument, NULL, OPT_NO_REPEAT},
+    {"prefix", required_argument, NULL, OPT_PREFIX},
+    {"sample", no_argument, NULL, OPT_SAMPLE},
+    {"sample-topk", required_argument, NULL, OPT_TOPK},
+    {"sample-topp", required_argument, NULL, OPT_TOPP},
+    {"temperature", required_argument, NULL, OPT_TEMPERATURE},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"nbest", required_argument, NULL, OPT_NBEST},
+    {"scores", no_argument, NULL, OPT_SCORES},
+    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS},
+    {"max-input-length", required_argument, NULL, OPT_MAX_INPUT},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct options {
+    const char *model;
+    tfm_search_params search;
+    bool beam_given;
+    const char *prefix_file;
+    bool scores;
+    int batch_size;
+    int batch_tokens;
+    int max_input_length; /* 0: the model's max_positions */
+    int threads;
+} options;
+
+/* One worker: a decoder and a searcher of its own, and the results of its
+ * slice of the batch. */
+typedef struct worker {
+    tfm_decoder *decoder;
+    tfm_search *search;
+    int lo, hi;           /* its sentences of the batch: [lo, hi) */
+    tfm_status status;
+    tfm_error err;
+} worker;
+
+/* The records of one batch and, after decoding, their output text. */
+typedef struct batch {
+    int n;
+    tfm_tensor *records;        /* [batch_size], reused from batch to batch */
+    const float **states;       /* [batch_size]: records[i].data */
+    int *src_len;               /* [batch_size]: rows of states used (after cropping) */
+    tfm_ids *prefix;            /* [batch_size] */
+    const int32_t **prefix_ids; /* [batch_size] */
+    int *prefix_len;            /* [batch_size] */
+    uint64_t *seeds;            /* [batch_size] */
+    size_t *index;              /* [batch_size]: 0-based record number over all inputs */
+    tfm_buf *out;               /* [batch_size]: the output lines of each record */
+    size_t src_tokens;
+} batch;
+
+typedef struct decode_run {
+    options opt;
+    tfm_model *model;
+    int D;
+    int max_input;
+    worker workers[MAX_THREADS];
+    int n_workers;               /* workers on the current batch */
+    batch b;
+    tfm_line_reader *prefix_reader;
+    int prefix_fd;
+    size_t records;              /* records read over all inputs */
+    size_t out_tokens;           /* ids written (best hypotheses), for -v */
+} decode_run;
+
+/* An error found while reading a batch: reported after the records before
+ * it are decoded and written, so the output is a clean prefix of the answer. */
+typedef struct pending_error {
+    bool set;
+    const char *file;
+    size_t line;
+    char msg[600];
+} pending_error;
+
+static void pend(pending_error *pe, const char *file, size_t line, const char *msg)
+{
+    pe->set = true;
+    pe->file = file;
+    pe->line = line;
+    snprintf(pe->msg, sizeof pe->msg, "%s", msg);
+}
+
+/* ---- reading records -------------------------------------------------------------------- */
+
+/* True when reading the next record will not wait for input that has not
+ * come yet: bytes are buffered in fp, the stream has ended, or its file
+ * descriptor has data (or an end) ready now.  stdio has no call that tells
+ * how much input it holds buffered, so this looks inside glibc's FILE
+ * (_IO_read_ptr .. _IO_read_end is the unread part of its buffer).  Without
+ * glibc only the descriptor is asked: batches may then be cut smaller than
+ * they could be, but no record is ever held back. */
+static bool input_ready(FILE *fp)
+{
+#ifdef __GLIBC__
+    if (fp->_IO_read_ptr < fp->_IO_read_end) return true;
+#endif
+    if (feof(fp) || ferror(fp)) return true;
+    struct pollfd p = {.fd = fileno(fp), .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* Reads the prefix line of a record into b->prefix[i]; false (and pe set)
+ * when the prefix file has ended or the line is bad. */
+static bool read_prefix(decode_run *run, int i, pending_error *pe)
+{
+    batch *b = &run->b;
+    const char *line;
+    size_t len;
+    tfm_error err;
+    const char *name = run->opt.prefix_file;
+    tfm_status s = tfm_lines_next(run->prefix_reader, &line, &len, &err);
+    size_t number = tfm_lines_number(run->prefix_reader);
+    if (s == TFM_EOF) {
+        snprintf(err.msg, sizeof err.msg,
+                 "has %zu lines, but the input has more records: every record needs a prefix "
+                 "line (an empty line forces nothing)", number);
+        pend(pe, name, 0, err.msg);
+        return false;
+    }
+    if (s != TFM_OK) {
+        pend(pe, name, number + 1, err.msg);
+        return false;
+    }
+    const tfm_config *c = &run->model->config;
+    if (tfm_ids_parse(line, len, c->tgt_vocab_size, &b->prefix[i], &err) != TFM_OK) {
+        pend(pe, name, number, err.msg);
+        return false;
+    }
+    for (size_t j = 0; j < b->prefix[i].len; j++)
+        if (b->prefix[i].data[j] == c->eos_id) {
+            snprintf(err.msg, sizeof err.msg, "id %d at position %zu is </s>: a prefix cannot end "
+                     "the sentence", (int)c->eos_id, j + 1);
+            pend(pe, name, number, err.msg);
+            return false;
+        }
+    if (b->prefix[i].len > (size_t)c->max_positions - 1) {
+        snprintf(err.msg, sizeof err.msg, "a prefix of %zu ids is longer than the model takes (%d)",
+                 b->prefix[i].len, c->max_positions - 1);
+        pend(pe, name, number, err.msg);
+        return false;
+    }
+    return true;
+}
+
+/* Checks record t (number `record` of file `name`) and adds it to the batch. */
+static bool add_record(decode_run *run, const char *name, size_t record, pending_error *pe)
+{
+    batch *b = &run->b;
+    int i = b->n;
+    tfm_tensor *t = &b->records[i];
+    char msg[600], shape[96];
+    tfm_tensor_shape_str(t, shape, sizeof shape);
+    if (t->dtype != TFM_F32) {
+        snprintf(msg, sizeof msg, "record %zu: states must be float32 ('<f4'), not int32", record);
+        pend(pe, name, 0, msg);
+        return false;
+    }
+    if (t->ndim != 2) {
+        snprintf(msg, sizeof msg, "record %zu: states must have shape (n, d_model), not %s",
+                 record, shape);
+        pend(pe, name, 0, msg);
+        return false;
+    }
+    if (t->shape[1] != run->D) {
+        snprintf(msg, sizeof msg, "record %zu: states have width %lld, but the model's d_model "
+                 "is %d", record, (long long)t->shape[1], run->D);
+        pend(pe, name, 0, msg);
+        return false;
+    }
+    int64_t rows = t->shape[0];
+    if (rows > run->max_input) {
+        cli_warn(name, 0, "record %zu: %lld states are more than the %d the model takes; "
+                 "cropped to the first %d", record, (long long)rows, run->max_input, run->max_input);
+        rows = run->max_input;
+    }
+    b->states[i] = t->data;
+    b->src_len[i] = (int)rows;
+    b->prefix_len[i] = 0;
+    b->prefix_ids[i] = NULL;
+    if (run->prefix_reader) {
+        if (!read_prefix(run, i, pe)) return false;
+        b->prefix_len[i] = (int)b->prefix[i].len;
+        b->prefix_ids[i] = b->prefix[i].len ? b->prefix[i].data : NULL;
+    }
+    b->index[i] = run->records;
+    /* Sentence k's samples come from (seed, k): independent of the batch. */
+    uint64_t key[2] = {run->opt.search.seed, (uint64_t)run->records};
+    b->seeds[i] = tfm_hash_bytes(key, sizeof key);
+    run->records++;
+    b->src_tokens += (size_t)rows;
+    b->n++;
+    return true;
+}
+
+/* Reads records until the batch is full, the input ends (*ended), an error
+ * comes, or no further record is ready now. */
+static void read_batch(decode_run *run, tfm_npy_stream *st, const char *name, bool *ended,
+                       pending_error *pe)
+{
+    batch *b = &run->b;
+    b->n = 0;
+    b->src_tokens = 0;
+    while (b->n < run->opt.batch_size && b->src_tokens < (size_t)run->opt.batch_tokens) {
+        if (b->n > 0 && !input_ready(st->fp)) break;
+        tfm_error err;
+        tfm_status s = tfm_npy_stream_read(st, &b->records[b->n], &err);
+        if (s == TFM_EOF) {
+            *ended = true;
+            break;
+        }
+        if (s != TFM_OK) {
+            pend(pe, name, 0, err.msg);
+            break;
+        }
+        if (!add_record(run, name, st->record, pe)) break;
+    }
+}
+
+/* ---- decoding and output ---------------------------------------------------------------- */
+
+/* Formats the hypotheses of sentence i of the batch into b->out[i]. */
+static void format_sentence(decode_run *run, const tfm_search *search, int i, int k)
+{
+    batch *b = &run->b;
+    tfm_buf *out = &b->out[i];
+    tfm_buf_clear(out);
+    tfm_nbest nb = tfm_search_result(search, k);
+    bool ok = true;
+    if (run->opt.search.nbest > 1) {
+        for (int h = 0; h < nb.n && ok; h++) {
+            const tfm_hypothesis *hyp = &nb.hyps[h];
+            ok = tfm_buf_printf(out, "%zu ||| ", b->index[i]) == TFM_OK &&
+                 tfm_ids_format(hyp->ids, (size_t)hyp->len, out) == TFM_OK &&
+                 tfm_buf_printf(out, " ||| F0= %.6f ||| %.6f\n", (double)hyp->log_prob,
+                                (double)hyp->score) == TFM_OK;
+        }
+    } else if (nb.n > 0) {
+        const tfm_hypothesis *hyp = &nb.hyps[0];
+        ok = tfm_ids_format(hyp->ids, (size_t)hyp->len, out) == TFM_OK &&
+             (!run->opt.scores || tfm_buf_printf(out, "\t%.6f", (double)hyp->score) == TFM_OK) &&
+             tfm_buf_putc(out, '\n') == TFM_OK;
+    } else {
+        ok = tfm_buf_putc(out, '\n') == TFM_OK;
+    }
+    if (!ok) cli_fail(NULL, 0, "out of memory");
+}
+
+static void decode_slice(void *ctx, size_t w)
+{
+    decode_run *run = ctx;
+    batch *b = &run->b;
+    worker *wk = &run->workers[w];
+    int lo = wk->lo;
+    tfm_search_input in = {
+        .n_sentences = wk->hi - lo,
+        .states = b->states + lo,
+        .src_lens = b->src_len + lo,
+        .prefixes = run->prefix_reader ? b->prefix_ids + lo : NULL,
+        .prefix_lens = run->prefix_reader ? b->prefix_len + lo : NULL,
+        .seeds = b->seeds + lo,
+    };
+    wk->status = tfm_search_run(wk->search, wk->decoder, &run->opt.search, &in, &wk->err);
+    if (wk->status != TFM_OK) return;
+    for (int i = lo; i < wk->hi; i++) format_sentence(run, wk->search, i, i - lo);
+}
+
+/* Decodes the batch in up to --threads slices of consecutive sentences (one
+ * per worker; the split depends only on the batch size and the thread
+ * count), then writes the output in order. */
+static void decode_batch(decode_run *run, const char *name)
+{
+    batch *b = &run->b;
+    int n = run->opt.threads < b->n ? run->opt.threads : b->n;
+    run->n_workers = n;
+    for (int w = 0; w < n; w++) {
+        run->workers[w].lo = (int)((int64_t)b->n * w / n);
+        run->workers[w].hi = (int)((int64_t)b->n * (w + 1) / n);
+    }
+    tfm_parallel_for(n, (size_t)n, decode_slice, run);
+    for (int w = 0; w < n; w++) {
+        worker *wk = &run->workers[w];
+        if (wk->status != TFM_OK)
+            cli_fail(name, 0, "records %zu to %zu: %s", b->index[wk->lo] + 1, b->index[wk->hi - 1] + 1,
+                     wk->err.msg);
+    }
+    for (int i = 0; i < b->n; i++) cli_write(b->out[i].data, b->out[i].len);
+    for (int w = 0; w < n; w++) {
+        worker *wk = &run->workers[w];
+        for (int i = wk->lo; i < wk->hi; i++) {
+            tfm_nbest nb = tfm_search_result(wk->search, i - wk->lo);
+            if (nb.n > 0) run->out_tokens += (size_t)nb.hyps[0].len;
+        }
+    }
+}
+
+static void decode_file(decode_run *run, const char *name)
+{
+    int fd = cli_open_input(name);
+    FILE *fp = fd == STDIN_FILENO ? stdin : fdopen(fd, "rb");
+    if (!fp) cli_fail(name, 0, "out of memory");
+    tfm_npy_stream st = {.fp = fp};
+    bool ended = false;
+    pending_error pe = {0};
+    while (!ended) {
+        read_batch(run, &st, name, &ended, &pe);
+        if (run->b.n > 0) decode_batch(run, name);
+        if (pe.set) cli_fail(pe.file, pe.line, "%s", pe.msg);
+        if (!ended && !input_ready(fp)) cli_flush();
+    }
+    if (fp != stdin) fclose(fp);
+}
+
+/* ---- options and the run ------------------------------------------------------------------- */
+
+static void parse_options(int argc, char **argv, options *opt)
+{
+    tfm_search_params *sp = &opt->search;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:b:qvhV", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'm': opt->model = optarg; break;
+        case 'b':
+            sp->beam = (int)cli_parse_int("--beam", optarg, 1, 1024);
+            opt->beam_given = true;
+            break;
+        case OPT_GREEDY: sp->beam = 1; opt->beam_given = true; break;
+        case OPT_LENGTH_PENALTY:
+            sp->length_penalty = (float)cli_parse_double("--length-penalty", optarg, 0, 100);
+            break;
+        case OPT_MAX_LENGTH_OFFSET:
+            sp->max_length_offset = (int)cli_parse_int("--max-length-offset", optarg, 0, 1 << 24);
+            break;
+        case OPT_MAX_LENGTH:
+            sp->max_length = (int)cli_parse_int("--max-length", optarg, 1, 1 << 24);
+            break;
+        case OPT_MIN_LENGTH:
+            sp->min_length = (int)cli_parse_int("--min-length", optarg, 0, 1 << 24);
+            break;
+        case OPT_NO_REPEAT:
+            sp->no_repeat_ngram_size = (int)cli_parse_int("--no-repeat-ngram", optarg, 0, 1 << 20);
+            break;
+        case OPT_PREFIX: opt->prefix_file = optarg; break;
+        case OPT_SAMPLE: sp->sampling = true; break;
+        case OPT_TOPK:
+            sp->top_k = (int)cli_parse_int("--sample-topk", optarg, 0, 1 << 24);
+            sp->sampling = true;
+            break;
+        case OPT_TOPP:
+            sp->top_p = (float)cli_parse_double("--sample-topp", optarg, 1e-6, 1);
+            sp->sampling = true;
+            break;
+        case OPT_TEMPERATURE:
+            sp->temperature = (float)cli_parse_double("--temperature", optarg, 0, 1e6);
+            sp->sampling = true;
+            break;
+        case OPT_SEED: sp->seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
+        case OPT_NBEST: sp->nbest = (int)cli_parse_int("--nbest", optarg, 1, 1024); break;
+        case OPT_SCORES: opt->scores = true; break;
+        case OPT_BATCH_SIZE:
+            opt->batch_size = (int)cli_parse_int("--batch-size", optarg, 1, 1 << 20);
+            break;
+        case OPT_BATCH_TOKENS:
+            opt->batch_tokens = (int)cli_parse_int("--batch-tokens", optarg, 1, 1 << 26);
+            break;
+        case OPT_MAX_INPUT:
+            opt->max_input_length = (int)cli_parse_int("--max-input-length", optarg, 1, 1 << 24);
+            break;
+        case OPT_THREADS: opt->threads = (int)cli_parse_int("--threads", optarg, 1, MAX_THREADS); break;
+        case 'q': cli_verbosity = 0; break;
+        case 'v': cli_verbosity = 2; break;
+        case 'h': fputs(usage_text, stdout); cli_flush(); exit(CLI_EXIT_OK);
+        case 'V': cli_print_version(); cli_flush(); exit(CLI_EXIT_OK);
+        default: cli_usage_error("unknown or incomplete option");
+        }
+    }
+    if (!opt->model) cli_usage_error("a model is required: -m MODEL");
+    if (sp->sampling && opt->beam_given && sp->beam > 1)
+        cli_usage_error("--beam %d and sampling exclude each other: sampling draws --nbest "
+                        "samples per sentence", sp->beam);
+    if (!sp->sampling && sp->nbest > sp->beam)
+        cli_usage_error("--nbest %d is more than the beam (%d): beam search keeps only beam "
+                        "hypotheses; give --beam %d", sp->nbest, sp->beam, sp->nbest);
+    tfm_error err;
+    if (tfm_search_params_validate(sp, &err) != TFM_OK) cli_usage_error("%s", err.msg);
+}
+
+/* Loads the model or exits with the library's reason.  Its messages name
+ * the file already ("model file 'm.st': file is truncated ..."), so the
+ * name is put in front only when they do not. */
+static tfm_model *load_model(const char *path)
+{
+    tfm_model *model;
+    tfm_error err;
+    if (tfm_model_load(path, &model, &err) != TFM_OK)
+        cli_fail(strstr(err.msg, path) ? NULL : path, 0, "%s", err.msg);
+    return model;
+}
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void batch_alloc(batch *b, size_t n)
+{
+    b->records = calloc(n, sizeof *b->records);
+    b->states = calloc(n, sizeof *b->states);
+    b->src_len = calloc(n, sizeof *b->src_len);
+    b->prefix = calloc(n, sizeof *b->prefix);
+    b->prefix_ids = calloc(n, sizeof *b->prefix_ids);
+    b->prefix_len = calloc(n, sizeof *b->prefix_len);
+    b->seeds = calloc(n, sizeof *b->seeds);
+    b->index = calloc(n, sizeof *b->index);
+    b->out = calloc(n, sizeof *b->out);
+    if (!b->records || !b->states || !b->src_len || !b->prefix || !b->prefix_ids ||
+        !b->prefix_len || !b->seeds || !b->index || !b->out)
+        cli_fail(NULL, 0, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        tfm_tensor_init(&b->records[i]);
+        tfm_ids_init(&b->prefix[i]);
+        tfm_buf_init(&b->out[i]);
+    }
+}
+
+static void batch_release(batch *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        tfm_tensor_free(&b->records[i]);
+        tfm_ids_free(&b->prefix[i]);
+        tfm_buf_free(&b->out[i]);
+    }
+    free(b->records);
+    free(b->states);
+    free(b->src_len);
+    free(b->prefix);
+    free(b->prefix_ids);
+    free(b->prefix_len);
+    free(b->seeds);
+    free(b->index);
+    free(b->out);
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("decode");
+    options opt = {.search = tfm_search_default_params(), .batch_size = 64,
+                   .batch_tokens = 4096, .threads = tfm_cpu_count()};
+    opt.search.seed = 1;
+    if (opt.threads > MAX_THREADS) opt.threads = MAX_THREADS;
+    parse_options(argc, argv, &opt);
+    openblas_set_num_threads(1);
+    double t0 = now_seconds();
+
+    static decode_run run;
+    run.opt = opt;
+    tfm_error err;
+    run.model = load_model(opt.model);
+    const tfm_config *c = &run.model->config;
+    run.D = c->d_model;
+    run.max_input = c->max_positions;
+    if (opt.max_input_length > c->max_positions)
+        cli_usage_error("--max-input-length %d: the model takes at most %d positions",
+                        opt.max_input_length, c->max_positions);
+    if (opt.max_input_length > 0) run.max_input = opt.max_input_length;
+    if (opt.search.sampling)
+        cli_info("sampling %d per sentence (top-k %d, top-p %g, temperature %g, seed %llu)",
+                 opt.search.nbest, opt.search.top_k, (double)opt.search.top_p,
+                 (double)opt.search.temperature, (unsigned long long)opt.search.seed);
+    else
+        cli_info("%s search (beam %d, length penalty %g, n-best %d); %d thread%s",
+                 opt.search.beam == 1 ? "greedy" : "beam", opt.search.beam,
+                 (double)opt.search.length_penalty, opt.search.nbest, opt.threads,
+                 opt.threads == 1 ? "" : "s");
+    for (int w = 0; w < opt.threads; w++) {
+        if (tfm_decoder_create(run.model, &run.workers[w].decoder, &err) != TFM_OK ||
+            tfm_search_create(run.model, &run.workers[w].search, &err) != TFM_OK)
+            cli_fail(NULL, 0, "%s", err.msg);
+    }
+    if (opt.prefix_file) {
+        run.prefix_fd = cli_open_input(opt.prefix_file);
+        run.prefix_reader = tfm_lines_create(run.prefix_fd);
+        if (!run.prefix_reader) cli_fail(NULL, 0, "out of memory");
+    }
+    batch_alloc(&run.b, (size_t)opt.batch_size);
+
+    char *stdin_only[] = {"-"};
+    char **files = argc > optind ? argv + optind : stdin_only;
+    int n_files = argc > optind ? argc - optind : 1;
+    for (int f = 0; f < n_files; f++) decode_file(&run, files[f]);
+    cli_flush();
+
+    if (run.prefix_reader) {
+        const char *line;
+        size_t len;
+        if (tfm_lines_next(run.prefix_reader, &line, &len, &err) == TFM_OK)
+            cli_fail(opt.prefix_file, tfm_lines_number(run.prefix_reader),
+                     "the prefix file has more lines than the input has records (%zu)",
+                     run.records);
+        tfm_lines_free(run.prefix_reader);
+        cli_close_input(run.prefix_fd);
+    }
+    double t = now_seconds() - t0;
+    cli_info("decoded %zu sentences into %zu tokens in %.2f s (%.1f sentences/s, %.0f tokens/s)",
+             run.records, run.out_tokens, t, t > 0 ? (double)run.records / t : 0.0,
+             t > 0 ? (double)run.out_tokens / t : 0.0);
+    batch_release(&run.b, (size_t)opt.batch_size);
+    for (int w = 0; w < opt.threads; w++) {
+        tfm_decoder_free(run.workers[w].decoder);
+        tfm_search_free(run.workers[w].search);
+    }
+    tfm_model_free(run.model);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,362 @@
+/* encode - the Transformer's encoder as a filter.
+ *
+ *   encode -m MODEL [FILE...] > states.npy
+ *
+ * Reads lines of source token ids (as 'tokenize' writes them) and writes, for
+ * each line, the encoder's final states of that sentence as one .npy record
+ * of shape (n, d_model), float32: a stream of records back to back, in input
+ * order, which 'decode' reads (and numpy.load reads one at a time).
+ *
+ * The program parses options, reads lines, and prints: the work is in
+ * lib/nn (tfm_encoder_forward) and lib/io (tfm_npy_write). */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* OpenBLAS's own threads are switched off: this program parallelises over
+ * sentences itself, and two levels of threads fight (DESIGN.md, Threads).
+ * Debian's cblas.h declares it; declaring it here keeps cblas.h out. */
+void openblas_set_num_threads(int num_threads);
+
+#define MAX_THREADS 64
+/* A batch of fewer source tokens than this runs on one thread: splitting it
+ * costs more in thread start-up than it saves. */
+#define MIN_TOKENS_PER_THREAD 64
+
+static const char usage_text[] =
+    "Usage: encode -m MODEL [OPTION]... [FILE]...\n"
+    "Runs the Transformer's encoder over lines of source token ids (as 'tokenize'\n"
+    "writes them) and writes the final encoder states of each line as one .npy\n"
+    "record of shape (n, d_model), float32, in input order, to standard output.\n"
+    "Reads the FILEs, or standard input when none is given; '-' is standard input.\n"
+    "\n"
+    "  -m, --model=MODEL          the model file (safetensors) to encode with\n"
+    "      --no-eos               do not append </s> to each source sentence (by\n"
+    "                             default </s> is appended, as fairseq does)\n"
+    "      --max-input-length=N   crop longer sources (</s> included) to N tokens,\n"
+    "                             with a warning (default: the model's max_positions)\n"
+    "      --batch-size=N         sentences encoded together, at most (default 128)\n"
+    "      --batch-tokens=N       source tokens encoded together, at most (default 8192)\n"
+    "      --threads=N            threads to use (default: the number of CPUs)\n"
+    "  -q, --quiet                print errors only\n"
+    "  -v, --verbose              print more about what is done\n"
+    "  -h, --help                 display this help and exit\n"
+    "  -V, --version              output version information and exit\n"
+    "\n"
+    "An empty line is an empty sentence: its record has shape (0, d_model) and no\n"
+    "</s> is appended.  An id outside the model's source vocabulary is an error\n"
+    "naming the line.  The output is binary: encode refuses to write it to a\n"
+    "terminal.  A batch takes only the lines that are ready, so each line of an\n"
+    "interactive pipe is answered at once.\n"
+    "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n"
+    "Example:\n"
+    "  tokenize -m m.safetensors < in.txt | encode -m m.safetensors \\\n"
+    "    | decode -m m.safetensors | tokenize -d -m m.safetensors\n";
+
+enum { OPT_NO_EOS = 256, OPT_MAX_INPUT, OPT_BATCH_SIZE, OPT_BATCH_TOKENS, OPT_THREADS };
+
+static const struct option long_options[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"no-eos", no_argument, NULL, OPT_NO_EOS},
+    {"max-input-length", required_argument, NULL, OPT_MAX_INPUT},
+    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct options {
+    const char *model;
+    bool eos;
+    int max_input_length; /* 0: the model's max_positions */
+    int batch_size;
+    int batch_tokens;
+    int threads;
+} options;
+
+/* A batch of parsed sentences and, after encoding, their states. */
+typedef struct batch {
+    int n;                /* sentences */
+    tfm_ids *ids;         /* [batch_size]: each sentence's ids, </s> included */
+    const int32_t **ptr;  /* [batch_size]: ids[i].data, as the encoder takes them */
+    int *len;             /* [batch_size] */
+    size_t *row;          /* [batch_size + 1]: first state row of each sentence */
+    size_t tokens;        /* sum of len */
+    float *states;        /* [tokens, D] */
+    size_t states_cap;    /* floats */
+} batch;
+
+/* Everything the run needs; the workers read it. */
+typedef struct encode_run {
+    options opt;
+    tfm_model *model;
+    int D;
+    int max_input;        /* longest source in tokens, </s> included */
+    tfm_encoder *encoders[MAX_THREADS];
+    batch b;
+    int n_slices;         /* threads working on the current batch */
+    int slice_start[MAX_THREADS + 1]; /* sentences of slice w: [start[w], start[w+1]) */
+    tfm_status status[MAX_THREADS];
+    tfm_error errors[MAX_THREADS];
+    size_t sentences, tokens;  /* totals, for -v */
+} encode_run;
+
+/* An error found while reading a batch: reported after the lines before it
+ * are written, so the output is a clean prefix of the full answer. */
+typedef struct pending_error {
+    bool set;
+    size_t line;
+    tfm_error err;
+} pending_error;
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+/* Parses one input line into sentence b->n of the batch: its ids, cropped to
+ * the longest source the model (or --max-input-length) takes, then </s>. */
+static bool add_sentence(encode_run *run, const char *line, size_t len, const char *name,
+                         size_t number, pending_error *pe)
+{
+    batch *b = &run->b;
+    tfm_ids *ids = &b->ids[b->n];
+    if (tfm_ids_parse(line, len, run->model->config.src_vocab_size, ids, &pe->err) != TFM_OK) {
+        pe->set = true;
+        pe->line = number;
+        return false;
+    }
+    if (ids->len > 0) { /* an empty line stays an empty sentence: no </s> */
+        size_t room = (size_t)run->max_input - (run->opt.eos ? 1 : 0);
+        if (ids->len > room) {
+            cli_warn(name, number, "%zu ids are more than the %d tokens the model takes%s; "
+                     "cropped to the first %zu", ids->len, run->max_input,
+                     run->opt.eos ? " (</s> included)" : "", room);
+            ids->len = room;
+        }
+        if (run->opt.eos && tfm_ids_push(ids, run->model->config.eos_id) != TFM_OK)
+            cli_fail(NULL, 0, "out of memory");
+    }
+    b->ptr[b->n] = ids->data;
+    b->len[b->n] = (int)ids->len;
+    b->tokens += ids->len;
+    b->n++;
+    return true;
+}
+
+/* Reads lines into the batch until it is full, the input ends, an error
+ * comes, or no further line is ready (then what has come is encoded at
+ * once).  Returns false when nothing was read and the input has ended. */
+static bool read_batch(encode_run *run, tfm_line_reader *r, const char *name, size_t *first_line,
+                       pending_error *pe)
+{
+    batch *b = &run->b;
+    b->n = 0;
+    b->tokens = 0;
+    *first_line = tfm_lines_number(r) + 1;
+    while (b->n < run->opt.batch_size && b->tokens < (size_t)run->opt.batch_tokens) {
+        if (b->n > 0 && !tfm_lines_ready(r)) break;
+        const char *line;
+        size_t len;
+        tfm_status s = tfm_lines_next(r, &line, &len, &pe->err);
+        if (s == TFM_EOF) break;
+        if (s != TFM_OK) {
+            pe->set = true;
+            pe->line = tfm_lines_number(r) + 1;
+            break;
+        }
+        if (!add_sentence(run, line, len, name, tfm_lines_number(r), pe)) break;
+    }
+    return b->n > 0 || pe->set;
+}
+
+/* ---- encoding ------------------------------------------------------------------------ */
+
+static void encode_slice(void *ctx, size_t w)
+{
+    encode_run *run = ctx;
+    batch *b = &run->b;
+    int lo = run->slice_start[w], hi = run->slice_start[w + 1];
+    run->status[w] = tfm_encoder_forward(run->encoders[w], hi - lo, b->ptr + lo, b->len + lo,
+                                         b->states + b->row[lo] * (size_t)run->D, &run->errors[w]);
+}
+
+/* Splits the batch into contiguous slices of about equal token counts, one
+ * per thread; the split depends only on the batch and the thread count, so
+ * the output does too. */
+static void plan_slices(encode_run *run)
+{
+    batch *b = &run->b;
+    int n = (int)(b->tokens / MIN_TOKENS_PER_THREAD);
+    if (n > run->opt.threads) n = run->opt.threads;
+    if (n > b->n) n = b->n;
+    if (n < 1) n = 1;
+    run->n_slices = n;
+    run->slice_start[0] = 0;
+    int i = 0;
+    for (int w = 1; w < n; w++) {
+        size_t target = b->tokens * (size_t)w / (size_t)n;
+        while (i < b->n && b->row[i] < target) i++;
+        run->slice_start[w] = i;
+    }
+    run->slice_start[n] = b->n;
+}
+
+static void encode_batch(encode_run *run, const char *name, size_t first_line)
+{
+    batch *b = &run->b;
+    b->row[0] = 0;
+    for (int i = 0; i < b->n; i++) b->row[i + 1] = b->row[i] + (size_t)b->len[i];
+    size_t need = b->tokens * (size_t)run->D;
+    if (need > b->states_cap) {
+        free(b->states);
+        b->states = malloc((need ? need : 1) * sizeof *b->states);
+        if (!b->states) cli_fail(NULL, 0, "out of memory for %zu states", b->tokens);
+        b->states_cap = need;
+    }
+    plan_slices(run);
+    tfm_parallel_for(run->n_slices, (size_t)run->n_slices, encode_slice, run);
+    for (int w = 0; w < run->n_slices; w++)
+        if (run->status[w] != TFM_OK)
+            cli_fail(name, first_line + (size_t)run->slice_start[w], "%s", run->errors[w].msg);
+
+    for (int i = 0; i < b->n; i++) {
+        /* The record points into the batch's states; npy_write only reads it. */
+        tfm_tensor t = {.dtype = TFM_F32, .ndim = 2, .shape = {b->len[i], run->D},
+                        .data = b->states + b->row[i] * (size_t)run->D};
+        tfm_error err;
+        if (tfm_npy_write(stdout, &t, &err) != TFM_OK)
+            cli_fail("standard output", 0, "%s", err.msg);
+    }
+    run->sentences += (size_t)b->n;
+    run->tokens += b->tokens;
+}
+
+static void encode_file(encode_run *run, const char *name)
+{
+    int fd = cli_open_input(name);
+    tfm_line_reader *reader = tfm_lines_create(fd);
+    if (!reader) cli_fail(NULL, 0, "out of memory");
+    pending_error pe = {0};
+    size_t first_line;
+    while (read_batch(run, reader, name, &first_line, &pe)) {
+        if (run->b.n > 0) encode_batch(run, name, first_line);
+        if (pe.set) cli_fail(name, pe.line, "%s", pe.err.msg);
+        if (!tfm_lines_ready(reader)) cli_flush();
+    }
+    tfm_lines_free(reader);
+    cli_close_input(fd);
+}
+
+/* ---- options and the run ------------------------------------------------------------------- */
+
+static void parse_options(int argc, char **argv, options *opt)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, "m:qvhV", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'm': opt->model = optarg; break;
+        case OPT_NO_EOS: opt->eos = false; break;
+        case OPT_MAX_INPUT:
+            opt->max_input_length = (int)cli_parse_int("--max-input-length", optarg, 1, 1 << 24);
+            break;
+        case OPT_BATCH_SIZE:
+            opt->batch_size = (int)cli_parse_int("--batch-size", optarg, 1, 1 << 20);
+            break;
+        case OPT_BATCH_TOKENS:
+            opt->batch_tokens = (int)cli_parse_int("--batch-tokens", optarg, 1, 1 << 26);
+            break;
+        case OPT_THREADS: opt->threads = (int)cli_parse_int("--threads", optarg, 1, MAX_THREADS); break;
+        case 'q': cli_verbosity = 0; break;
+        case 'v': cli_verbosity = 2; break;
+        case 'h': fputs(usage_text, stdout); cli_flush(); exit(CLI_EXIT_OK);
+        case 'V': cli_print_version(); cli_flush(); exit(CLI_EXIT_OK);
+        default: cli_usage_error("unknown or incomplete option");
+        }
+    }
+    if (!opt->model) cli_usage_error("a model is required: -m MODEL");
+}
+
+/* Loads the model or exits with the library's reason.  Its messages name
+ * the file already ("model file 'm.st': file is truncated ..."), so the
+ * name is put in front only when they do not. */
+static tfm_model *load_model(const char *path)
+{
+    tfm_model *model;
+    tfm_error err;
+    if (tfm_model_load(path, &model, &err) != TFM_OK)
+        cli_fail(strstr(err.msg, path) ? NULL : path, 0, "%s", err.msg);
+    return model;
+}
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init("encode");
+    options opt = {.eos = true, .batch_size = 128, .batch_tokens = 8192,
+                   .threads = tfm_cpu_count()};
+    if (opt.threads > MAX_THREADS) opt.threads = MAX_THREADS;
+    parse_options(argc, argv, &opt);
+    if (isatty(STDOUT_FILENO))
+        cli_fail(NULL, 0, "refusing to write binary tensors to a terminal; redirect or pipe "
+                          "the output");
+    openblas_set_num_threads(1);
+    double t0 = now_seconds();
+
+    static encode_run run;
+    run.opt = opt;
+    tfm_error err;
+    run.model = load_model(opt.model);
+    const tfm_config *c = &run.model->config;
+    run.D = c->d_model;
+    run.max_input = c->max_positions;
+    if (opt.max_input_length > c->max_positions)
+        cli_usage_error("--max-input-length %d: the model takes at most %d positions",
+                        opt.max_input_length, c->max_positions);
+    if (opt.max_input_length > 0) run.max_input = opt.max_input_length;
+    cli_info("model %s: d_model %d, %d encoder layers, %d heads, vocabulary %d; %d thread%s",
+             opt.model, c->d_model, c->n_encoder_layers, c->n_heads, (int)c->src_vocab_size,
+             opt.threads, opt.threads == 1 ? "" : "s");
+    for (int w = 0; w < opt.threads; w++)
+        if (tfm_encoder_create(run.model, &run.encoders[w], &err) != TFM_OK)
+            cli_fail(NULL, 0, "%s", err.msg);
+
+    batch *b = &run.b;
+    size_t bs = (size_t)opt.batch_size;
+    b->ids = calloc(bs, sizeof *b->ids);
+    b->ptr = calloc(bs, sizeof *b->ptr);
+    b->len = calloc(bs, sizeof *b->len);
+    b->row = calloc(bs + 1, sizeof *b->row);
+    if (!b->ids || !b->ptr || !b->len || !b->row) cli_fail(NULL, 0, "out of memory");
+    for (size_t i = 0; i < bs; i++) tfm_ids_init(&b->ids[i]);
+
+    char *stdin_only[] = {"-"};
+    char **files = argc > optind ? argv + optind : stdin_only;
+    int n_files = argc > optind ? argc - optind : 1;
+    for (int f = 0; f < n_files; f++) encode_file(&run, files[f]);
+    cli_flush();
+
+    double t = now_seconds() - t0;
+    cli_info("encoded %zu sentences, %zu tokens in %.2f s (%.0f tokens/s)", run.sentences,
+             run.tokens, t, t > 0 ? (double)run.tokens / t : 0.0);
+    for (size_t i = 0; i < bs; i++) tfm_ids_free(&b->ids[i]);
+    free(b->ids);
+    free(b->ptr);
+    free(b->len);
+    free(b->row);
+    free(b->states);
+    for (int w = 0; w < opt.threads; w++) tfm_encoder_free(run.encoders[w]);
+    tfm_model_free(run.model);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,254 @@
+#!/bin/sh
+# translate.sh BUILD - encode | decode against PyTorch's nn.Transformer, side
+# by side on the same shapes, weights and thread count.
+#
+#   speed    sentences/s and target tokens/s of greedy search and beam 4, at
+#            batch 64 and batch 1, on the small preset (d_model 256, 3+3
+#            layers, d_ff 1024, 4 heads) with an 8k vocabulary and on the base
+#            preset (512, 6+6, 2048, 8 heads; same vocabulary, fewer
+#            sentences); 25-token sources (+ </s>), exactly 30 output tokens.
+#            No trained model exists yet, so the models are freshly
+#            initialised (tests/tools/mkmodel) and decoding runs at fixed
+#            length (--min-length 30 --max-length 30): the work is that of a
+#            real model, the output is not a translation.
+#   flops    the achieved GFLOP/s of encode + decode (counted from the shapes)
+#            as a fraction of this machine's sgemm rate on decoding shapes
+#            (tests/bench/sgemm.c, with the same thread count).
+#   peer     PyTorch (Debian's python3-torch): tests/bench/torch_translate.py
+#            builds nn.Transformer with our weights and decodes greedily at
+#            batch 64 and 1 (it has no key/value cache and no beam search:
+#            what a PyTorch user gets); ratio = ours / torch.  Torch runs
+#            with OMP_WAIT_POLICY=PASSIVE: its default spinning OpenMP pool
+#            made it up to 20x slower on this shared 2-CPU machine (DESIGN.md,
+#            Threads), so it gets its best setting.  It also checks
+#            correctness: both decode the same sources with no token repeated
+#            (--no-repeat-ngram 1, so a random model's outputs vary), and
+#            the share of identical outputs is reported.
+#   targets  CTranslate2 on this kind of machine (d_model 256, 3+3, 8k
+#            vocabulary, 25-token sources, 30 output tokens): 9,700 target
+#            tokens/s greedy batch 64, 3,300 beam 4 batch 64, 850 greedy
+#            batch 1 - printed beside ours.
+#   memory   peak RSS of encode and of decode (greedy, batch 64) on 10,000 and
+#            on 1,000,000 input lines with a very small model: bounded by the
+#            batch, not by the input.
+#
+# Everything goes to OUTDIR (default BENCH_OUT/translate, BENCH_OUT default
+# build/bench).  Environment: THREADS (default: the CPU count), SGEMM_GFLOPS_*
+# and BENCH_OUT from tests/bench/run.sh (else sgemm runs here), SCALE (a
+# factor on the sentence counts, default 1), SKIP_BASE=1, SKIP_MEMORY=1.
+set -u
+BUILD=${1:?usage: tests/bench/translate.sh BUILD}
+BUILD=$(cd "$BUILD" && pwd) || exit 1
+cd "$(dirname "$0")/../.." || exit 1
+THREADS=${THREADS:-$(nproc 2>/dev/null || echo 1)}
+BENCH_OUT=${BENCH_OUT:-build/bench}
+OUTDIR=${OUTDIR:-$BENCH_OUT/translate}
+SCALE=${SCALE:-1}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+ENC="$BUILD/bin/encode" DEC="$BUILD/bin/decode" TOK="$BUILD/bin/tokenize" MK="$BUILD/tools/mkmodel"
+export LC_ALL=C.UTF-8
+for p in "$ENC" "$DEC" "$TOK" "$MK"; do
+    [ -x "$p" ] || { echo "translate bench: $p is not built (make all tests)"; exit 1; }
+done
+PY=/usr/bin/python3
+have_torch=yes
+"$PY" -c 'import torch, numpy' 2>/dev/null || { have_torch=; echo "translate bench: PyTorch not installed for $PY: ours only"; }
+TARGET_greedy_64=9700 TARGET_beam_64=3300 TARGET_greedy_1=850 TARGET_beam_1=
+
+# ---- the yardstick: sgemm on decoding shapes, with our thread count --------------
+
+st=$THREADS; [ "$st" -gt 2 ] && st=2
+sgemm_log="$BENCH_OUT/sgemm.log"
+if ! grep -q "^sgemm_gflops_decode threads=$st " "$sgemm_log" 2>/dev/null; then
+    sgemm_log="$OUTDIR/sgemm.log"
+    if [ -x "$BUILD/bench/sgemm" ]; then "$BUILD/bench/sgemm" --seconds 0.2 >"$sgemm_log" 2>&1
+    else : >"$sgemm_log"; fi
+fi
+SGEMM=$(awk -v t="threads=$st" '$1 == "sgemm_gflops_decode" && $2 == t { print $3 }' "$sgemm_log")
+[ -n "$SGEMM" ] || SGEMM=nan
+echo "translate bench: $THREADS threads; sgemm on decoding shapes ($st thread(s)): $SGEMM GFLOP/s;" \
+     "load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); output in $OUTDIR"
+
+# ---- vocabulary, sources, models ---------------------------------------------------
+
+corpus="$BENCH_OUT/corpus.txt"
+[ -f "$corpus" ] || corpus=tests/data/corpus-small.txt
+if [ ! -f "$OUTDIR/v8k.vocab" ]; then
+    "$TOK" learn -q --vocab-size 8000 --soft-vocab-limit --input-sentence-size 200000 \
+        "$corpus" -o "$OUTDIR/v8k.vocab" || exit 1
+fi
+V=$(($(wc -l <"$OUTDIR/v8k.vocab") - 1))
+# 2000 sources of exactly 25 ids: lines of at least 25 ids, cropped (cycled
+# when the corpus has too few).
+head -60000 "$corpus" | "$TOK" -m "$OUTDIR/v8k.vocab" |
+    awk 'NF >= 25 { for (i = 1; i <= 25; i++) l[n] = l[n] (i > 1 ? " " : "") $i; n++ }
+         END { for (i = 0; i < 2000 && n > 0; i++) print l[i % n] }' >"$OUTDIR/src25.ids"
+[ -s "$OUTDIR/src25.ids" ] || { echo "translate bench: no 25-token sources in $corpus"; exit 1; }
+for preset in small base; do
+    [ -f "$OUTDIR/$preset.st" ] || "$MK" --preset "$preset" --vocab "$OUTDIR/v8k.vocab" --seed 1 \
+        -o "$OUTDIR/$preset.st" || exit 1
+done
+echo "vocabulary: $V pieces from $corpus; sources: 25 ids + </s>; outputs: 30 ids"
+
+# timed NAME COMMAND... - runs COMMAND (stdout to OUTDIR/NAME.out, stderr to
+# OUTDIR/NAME.err) and sets wall and cpu (seconds).
+timed() {
+    name=$1; shift
+    /usr/bin/time -f '%e %U %S' -o "$OUTDIR/$name.time" "$@" >"$OUTDIR/$name.out" 2>"$OUTDIR/$name.err"
+    rc=$?
+    set -- $(tail -1 "$OUTDIR/$name.time")
+    wall=$1 cpu=$(awk "BEGIN { print $2 + $3 }")
+    if [ "$rc" -ne 0 ]; then
+        echo "  $name: FAILED (exit $rc):"; tail -3 "$OUTDIR/$name.err" | sed 's/^/    /'
+    fi
+    return "$rc"
+}
+
+# flops PRESET N ROWS - the flops of encoding and decoding N sentences (26
+# source tokens, 30 target tokens, ROWS decoder rows per sentence and step):
+# linear layers 2 x in x out per row, attention 4 x D per query and key,
+# the encoder-attention keys and values once per sentence.
+flops() {
+    case $1 in small) D=256 F=1024 L=3 ;; base) D=512 F=2048 L=6 ;; esac
+    awk -v D=$D -v F=$F -v L=$L -v V=$V -v n=$2 -v r=$3 'BEGIN {
+        S = 26; T = 30
+        enc = L * (S * 2 * (4 * D * D + 2 * D * F) + 4 * S * S * D)
+        cross_kv = L * S * 2 * 2 * D * D
+        step = L * (2 * (6 * D * D + 2 * D * F) + 4 * S * D) + 2 * D * V
+        self_attn = L * 4 * D * T * (T + 1) / 2
+        print n * (enc + cross_kv + r * (T * step + self_attn)) }'
+}
+
+# ---- speed -------------------------------------------------------------------------------
+
+: >"$OUTDIR/results.txt"
+# run_ours PRESET SEARCH BATCH N - encode then decode N sources; prints a row.
+run_ours() {
+    preset=$1 search=$2 batch=$3 n=$(($4 * SCALE))
+    m="$OUTDIR/$preset.st" tag="$preset-$search-$batch"
+    head -n "$n" "$OUTDIR/src25.ids" >"$OUTDIR/$tag.ids"
+    timed "$tag-enc" "$ENC" -m "$m" --threads "$THREADS" --batch-size "$batch" "$OUTDIR/$tag.ids" || return
+    ew=$wall ec=$cpu
+    mv "$OUTDIR/$tag-enc.out" "$OUTDIR/$tag.npy"
+    if [ "$search" = greedy ]; then opts="--greedy" rows=1; else opts="--beam 4" rows=4; fi
+    timed "$tag-dec" "$DEC" -m "$m" --threads "$THREADS" --batch-size "$batch" $opts \
+        --min-length 30 --max-length 30 "$OUTDIR/$tag.npy" || return
+    dw=$wall dc=$cpu
+    got=$(awk '{ t += NF } END { print NR, t }' "$OUTDIR/$tag-dec.out")
+    [ "$got" = "$n $((30 * n))" ] || echo "  $tag: WRONG output: $got lines, tokens (expected $n, $((30 * n)))"
+    rm -f "$OUTDIR/$tag.npy"
+    fl=$(flops "$preset" "$n" "$rows")
+    awk -v tag="$tag" -v n=$n -v ew=$ew -v ec=$ec -v dw=$dw -v dc=$dc -v fl=$fl -v sg=$SGEMM \
+        -v target="$(eval echo "\${TARGET_${search}_${batch}:-}")" 'BEGIN {
+        w = ew + dw; c = ec + dc; tps = 30 * n / w; gf = fl / w / 1e9
+        printf "  %-18s %5d %8.2f %8.2f %9.1f %9.0f %9.0f %8.1f %7.1f%%   %s\n", tag, n, w, c, n / w,
+            tps, 30 * n / c, gf, (sg > 0 ? 100 * gf / sg : 0), target
+        print tag, n, w, c, tps, gf >> "'"$OUTDIR/results.txt"'" }'
+}
+
+echo
+echo "encode | decode (our pipeline; wall and CPU seconds of encode + decode):"
+printf "  %-18s %5s %8s %8s %9s %9s %9s %8s %8s   %s\n" "preset-search-batch" "sents" "wall s" \
+    "cpu s" "sent/s" "tok/s" "tok/cpu-s" "GFLOP/s" "of sgemm" "CTranslate2 target tok/s"
+run_ours small greedy 64 640
+run_ours small beam 64 256
+run_ours small greedy 1 64
+run_ours small beam 1 32
+if [ "${SKIP_BASE:-0}" != 1 ]; then
+    run_ours base greedy 64 128
+    run_ours base beam 64 64
+    run_ours base greedy 1 16
+    run_ours base beam 1 8
+fi
+
+# ---- PyTorch ------------------------------------------------------------------------------------
+
+# run_torch PRESET BATCH N - torch greedy (no repeats) on N sources, and ours
+# on the same with --no-repeat-ngram 1: speed and agreement.
+run_torch() {
+    preset=$1 batch=$2 n=$(($3 * SCALE))
+    m="$OUTDIR/$preset.st" tag="torch-$preset-$batch"
+    head -n "$n" "$OUTDIR/src25.ids" >"$OUTDIR/$tag.ids"
+    OMP_WAIT_POLICY=PASSIVE "$PY" tests/bench/torch_translate.py "$m" "$OUTDIR/$tag.ids" "$OUTDIR/$tag.txt" --batch "$batch" \
+        --threads "$THREADS" --length 30 --no-repeat >"$OUTDIR/$tag.log" 2>&1 ||
+        { echo "  $tag: FAILED:"; tail -3 "$OUTDIR/$tag.log" | sed 's/^/    /'; return; }
+    ts=$(awk '$1 == "torch_seconds" { print $2 }' "$OUTDIR/$tag.log")
+    "$ENC" -m "$m" --threads "$THREADS" "$OUTDIR/$tag.ids" |
+        "$DEC" -m "$m" --threads "$THREADS" --batch-size "$batch" --greedy --min-length 30 \
+            --max-length 30 --no-repeat-ngram 1 >"$OUTDIR/$tag.ours.txt"
+    ours=$(awk -v t="$preset-greedy-$batch" '$1 == t { print $5 }' "$OUTDIR/results.txt")
+    awk -v tag="$preset-greedy-$batch" -v n=$n -v ts=$ts -v ours="$ours" -v preset=$preset \
+        -v batch=$batch -v threads=$THREADS '
+        NR == FNR { a[FNR] = $0; next }
+        { same += (a[FNR] == $0); k = split(a[FNR], x, " "); split($0, y, " ")
+          for (i = 1; i <= k; i++) { tok++; if (x[i] != y[i]) break; agree++ } }
+        END { tps = 30 * n / ts
+              printf "  %-18s %5d %8.2f %9.0f %9.0f %7.2f   %d/%d outputs identical, %.1f%% of tokens before the first difference\n",
+                  tag, n, ts, tps, ours, ours / tps, same, FNR, 100 * agree / tok
+              printf "translate_vs_torch preset=%s search=greedy batch=%d threads=%d ours_tok_s=%.0f torch_tok_s=%.0f ratio=%.2f identical=%d/%d\n",
+                  preset, batch, threads, ours, tps, ours / tps, same, FNR > "/dev/stderr" }' \
+        "$OUTDIR/$tag.ours.txt" "$OUTDIR/$tag.txt" 2>>"$OUTDIR/machine.txt"
+}
+
+: >"$OUTDIR/machine.txt"
+echo
+if [ -n "$have_torch" ]; then
+    echo "PyTorch nn.Transformer, greedy, no cache ($(
+        "$PY" -c 'import torch; print(torch.__version__)'), $THREADS threads, OMP_WAIT_POLICY=PASSIVE):"
+    printf "  %-18s %5s %8s %9s %9s %7s   %s\n" "preset-search-batch" "sents" "wall s" "tok/s" \
+        "ours" "ratio" "agreement with ours (greedy, no repeated token)"
+    run_torch small 64 64
+    run_torch small 1 16
+    if [ "${SKIP_BASE:-0}" != 1 ]; then
+        run_torch base 64 64
+        run_torch base 1 8
+    fi
+else
+    echo "PyTorch: not installed, no comparison"
+fi
+
+# ---- memory ---------------------------------------------------------------------------------------
+
+if [ "${SKIP_MEMORY:-0}" != 1 ]; then
+    echo
+    echo "peak memory of encode | decode --greedy --batch-size 64 (d_model 32, 1+1 layers):"
+    "$TOK" learn -q --vocab-size 300 --soft-vocab-limit tests/data/corpus-small.txt \
+        -o "$OUTDIR/v300.vocab" 2>/dev/null
+    "$MK" --preset tiny --vocab "$OUTDIR/v300.vocab" --d-model 32 --d-ff 64 --heads 2 --layers 1 \
+        -o "$OUTDIR/micro.st"
+    for lines in 10000 1000000; do
+        t0=$(date +%s.%N)
+        awk -v n=$lines 'BEGIN { srand(1); for (i = 0; i < n; i++) { k = 1 + int(rand() * 8); s = ""
+                                 for (j = 0; j < k; j++) s = s (j ? " " : "") (4 + int(rand() * 290)); print s } }' |
+            /usr/bin/time -f %M -o "$OUTDIR/mem-enc-$lines" "$ENC" -m "$OUTDIR/micro.st" |
+            /usr/bin/time -f %M -o "$OUTDIR/mem-dec-$lines" "$DEC" -m "$OUTDIR/micro.st" --greedy \
+                --max-length 3 --batch-size 64 | wc -l >"$OUTDIR/mem-lines-$lines"
+        t1=$(date +%s.%N)
+        printf "  %8d lines: encode %6d KB, decode %6d KB peak RSS; %d output lines in %.1f s\n" "$lines" \
+            "$(tail -1 "$OUTDIR/mem-enc-$lines")" "$(tail -1 "$OUTDIR/mem-dec-$lines")" \
+            "$(cat "$OUTDIR/mem-lines-$lines")" "$(awk "BEGIN { print $t1 - $t0 }")"
+    done
+    awk -v e1="$(tail -1 "$OUTDIR/mem-enc-10000")" -v e2="$(tail -1 "$OUTDIR/mem-enc-1000000")" \
+        -v d1="$(tail -1 "$OUTDIR/mem-dec-10000")" -v d2="$(tail -1 "$OUTDIR/mem-dec-1000000")" 'BEGIN {
+        printf "  1M lines / 10k lines peak RSS: encode %.2fx, decode %.2fx (1.00 = bounded by the batch)\n", e2 / e1, d2 / d1
+        printf "translate_memory_kb lines=10000 encode=%d decode=%d\n", e1, d1 > "/dev/stderr"
+        printf "translate_memory_kb lines=1000000 encode=%d decode=%d\n", e2, d2 > "/dev/stderr" }' \
+        2>>"$OUTDIR/machine.txt"
+fi
+
+# ---- machine-readable lines --------------------------------------------------------------------------
+
+echo
+awk -v sg=$SGEMM -v th=$THREADS '{
+    split($1, p, "-"); t = "TARGET_" p[2] "_" p[3]
+    printf "translate_tok_s preset=%s search=%s batch=%s threads=%s sents=%d tok_s=%.0f gflops=%.1f of_sgemm=%.3f\n",
+        p[1], p[2], p[3], th, $2, $5, $6, (sg > 0 ? $6 / sg : 0) }' "$OUTDIR/results.txt"
+cat "$OUTDIR/machine.txt"
+for sb in greedy_64 beam_64 greedy_1; do
+    target=$(eval echo "\$TARGET_$sb")
+    s=${sb%_*} b=${sb#*_}
+    awk -v s=$s -v b=$b -v target=$target -v tag="small-$s-$b" '$1 == tag {
+        printf "translate_vs_ctranslate2 preset=small search=%s batch=%s ours_tok_s=%.0f target_tok_s=%d ratio=%.2f\n",
+            s, b, $5, target, $5 / target }' "$OUTDIR/results.txt"
+done
