@@ -95,6 +95,31 @@ void cli_print_version(void)
     printf("%s (tfm) %s\n", program, TFM_VERSION);
 }
 
+void cli_common_option(int c, const char *usage_text)
+{
+    switch (c) {
+    case 'q': cli_verbosity = 0; break;
+    case 'v': cli_verbosity = 2; break;
+    case 'h':
+        fputs(usage_text, stdout);
+        cli_flush();
+        exit(CLI_EXIT_OK);
+    case 'V':
+        cli_print_version();
+        cli_flush();
+        exit(CLI_EXIT_OK);
+    default: cli_usage_error("unknown or incomplete option");
+    }
+}
+
+tfm_model *cli_load_model(const char *path)
+{
+    tfm_model *model;
+    tfm_error err;
+    if (tfm_model_load(path, &model, &err) != TFM_OK) cli_fail(path, 0, "%s", err.msg);
+    return model;
+}
+
 long long cli_parse_int(const char *option, const char *text, long long min, long long max)
 {
     char *end;

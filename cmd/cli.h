@@ -38,6 +38,14 @@ _Noreturn void cli_usage_error(const char *fmt, ...) __attribute__((format(print
 /* Prints "prog (tfm) VERSION" to stdout. */
 void cli_print_version(void);
 
+/* The options every program shares, for the default branch of a getopt_long
+ * switch: -q, -v, -h (prints usage_text and exits 0), -V (exits 0); any
+ * other option is a usage error. */
+void cli_common_option(int c, const char *usage_text);
+
+/* Loads a model file or exits with "prog: PATH: reason". */
+tfm_model *cli_load_model(const char *path);
+
 /* Checked number parsing for option values: the whole string must be a
  * number within [min, max], else a usage error naming the option. */
 long long cli_parse_int(const char *option, const char *text, long long min, long long max);

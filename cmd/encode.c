@@ -272,26 +272,10 @@ static void parse_options(int argc, char **argv, options *opt)
             opt->batch_tokens = (int)cli_parse_int("--batch-tokens", optarg, 1, 1 << 26);
             break;
         case OPT_THREADS: opt->threads = (int)cli_parse_int("--threads", optarg, 1, MAX_THREADS); break;
-        case 'q': cli_verbosity = 0; break;
-        case 'v': cli_verbosity = 2; break;
-        case 'h': fputs(usage_text, stdout); cli_flush(); exit(CLI_EXIT_OK);
-        case 'V': cli_print_version(); cli_flush(); exit(CLI_EXIT_OK);
-        default: cli_usage_error("unknown or incomplete option");
+        default: cli_common_option(c, usage_text);
         }
     }
     if (!opt->model) cli_usage_error("a model is required: -m MODEL");
-}
-
-/* Loads the model or exits with the library's reason.  Its messages name
- * the file already ("model file 'm.st': file is truncated ..."), so the
- * name is put in front only when they do not. */
-static tfm_model *load_model(const char *path)
-{
-    tfm_model *model;
-    tfm_error err;
-    if (tfm_model_load(path, &model, &err) != TFM_OK)
-        cli_fail(strstr(err.msg, path) ? NULL : path, 0, "%s", err.msg);
-    return model;
 }
 
 static double now_seconds(void)
@@ -317,7 +301,7 @@ int main(int argc, char **argv)
     static encode_run run;
     run.opt = opt;
     tfm_error err;
-    run.model = load_model(opt.model);
+    run.model = cli_load_model(opt.model);
     const tfm_config *c = &run.model->config;
     run.D = c->d_model;
     run.max_input = c->max_positions;

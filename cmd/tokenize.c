@@ -584,11 +584,7 @@ static void parse_options(int argc, char **argv, options *opt)
             learn_only = true;
             break;
         case OPT_SOFT_LIMIT: opt->learn.soft_vocab_limit = true; learn_only = true; break;
-        case 'q': cli_verbosity = 0; break;
-        case 'v': cli_verbosity = 2; break;
-        case 'h': fputs(usage_text, stdout); cli_flush(); exit(CLI_EXIT_OK);
-        case 'V': cli_print_version(); cli_flush(); exit(CLI_EXIT_OK);
-        default: cli_usage_error("unknown or incomplete option");
+        default: cli_common_option(c, usage_text);
         }
         if (learn_only && !opt->learn_only_option_used) {
             opt->learn_only_option_used = true;

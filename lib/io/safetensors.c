@@ -550,11 +550,11 @@ static tfm_status read_all(int fd, tfm_buf *b, const char *path, tfm_error *err)
 {
     for (;;) {
         if (tfm_buf_reserve(b, ST_READ_CHUNK) != TFM_OK)
-            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory reading %s", path);
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         ssize_t got = read(fd, b->data + b->len, b->cap - b->len - 1);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0)
-            return tfm_error_set(err, TFM_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+            return tfm_error_set(err, TFM_ERR_IO, "read error: %s", strerror(errno));
         if (got == 0) return TFM_OK;
         b->len += (size_t)got;
         b->data[b->len] = 0;
@@ -565,7 +565,7 @@ tfm_status tfm_safetensors_open(const char *path, tfm_safetensors **out, tfm_err
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "%s", strerror(errno));
     tfm_safetensors *f = calloc(1, sizeof *f);
     if (!f) {
         close(fd);
@@ -575,7 +575,7 @@ tfm_status tfm_safetensors_open(const char *path, tfm_safetensors **out, tfm_err
     tfm_status st = TFM_OK;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
-        st = tfm_error_set(err, TFM_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        st = tfm_error_set(err, TFM_ERR_IO, "read error: %s", strerror(errno));
     } else if (S_ISREG(sb.st_mode) && sb.st_size > 0) {
         void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m != MAP_FAILED) {

@@ -523,11 +523,7 @@ tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err)
     *out = NULL;
     tfm_safetensors *f;
     tfm_status st = tfm_safetensors_open(path, &f, err);
-    if (st != TFM_OK) {
-        /* An I/O failure's message already names the path. */
-        if (st != TFM_ERR_IO) tfm_error_prefix(err, "model file '%s'", path);
-        return st;
-    }
+    if (st != TFM_OK) return st;
     tfm_config c;
     int64_t step = 0;
     tfm_vocab *vocab = NULL;
@@ -537,7 +533,6 @@ tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err)
     tfm_safetensors_free(f);
     if (st != TFM_OK) {
         tfm_vocab_free(vocab);
-        tfm_error_prefix(err, "model file '%s'", path);
         return st;
     }
     m->vocab = vocab;
@@ -560,16 +555,12 @@ tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *er
     if (got < sizeof start || start[8] != '{') return tfm_vocab_load(path, out, err);
     tfm_safetensors *f;
     tfm_status st = tfm_safetensors_open(path, &f, err);
-    if (st != TFM_OK) {
-        if (st != TFM_ERR_IO)
-            tfm_error_prefix(err, "model file '%s'", path);
-        return st;
-    }
+    if (st != TFM_OK) return st;
     const char *text = tfm_safetensors_metadata(f, "vocab");
     if (!text)
-        st = tfm_error_set(err, TFM_ERR_FORMAT, "model file '%s' holds no vocabulary", path);
+        st = tfm_error_set(err, TFM_ERR_FORMAT, "the model file holds no vocabulary");
     else if ((st = tfm_vocab_parse(text, strlen(text), out, err)) != TFM_OK)
-        tfm_error_prefix(err, "model file '%s': the vocabulary in its metadata", path);
+        tfm_error_prefix(err, "the vocabulary in its metadata");
     tfm_safetensors_free(f);
     return st;
 }

@@ -695,7 +695,8 @@ static void expect_load_fails(const tfm_model *m, variant v, tfm_status st, cons
     CHECK_MSG(got == st, "got %d (%s), expected %d", (int)got, err.msg, (int)st);
     CHECK(back == NULL);
     CHECK_MSG(contains(err.msg, want), "'%s' lacks '%s'", err.msg, want);
-    CHECK_MSG(strncmp(err.msg, "model file '", 12) == 0, "%s", err.msg);
+    /* The caller names the file ("decode: m.safetensors: ..."), not the library. */
+    CHECK_MSG(!contains(err.msg, p), "%s", err.msg);
     if (got == TFM_OK) tfm_model_free(back);
 }
 
@@ -800,13 +801,13 @@ static void test_bad_files(void)
         back = (tfm_model *)1;
         tfm_status st = tfm_model_load(cut_path, &back, &err);
         CHECK_MSG(st == TFM_ERR_FORMAT && back == NULL, "cut at %ld: %d", cuts[i], (int)st);
-        CHECK_MSG(contains(err.msg, "model file '"), "%s", err.msg);
+        CHECK_MSG(contains(err.msg, "truncated"), "%s", err.msg);
     }
     free(bytes);
 
-    /* A file that is not there names its path. */
+    /* A file that is not there says why (the caller names the file). */
     CHECK(tfm_model_load(tmp_path("absent.safetensors"), &back, &err) == TFM_ERR_IO);
-    CHECK_MSG(contains(err.msg, "absent.safetensors"), "%s", err.msg);
+    CHECK_MSG(contains(err.msg, "No such file"), "%s", err.msg);
     tfm_model_free(m);
 }
 

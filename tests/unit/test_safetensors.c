@@ -764,9 +764,7 @@ static void test_open(void)
     tfm_error err;
     const char *missing = tmp_path("no_such.safetensors");
     CHECK(tfm_safetensors_open(missing, &f, &err) == TFM_ERR_IO && !f);
-    CHECK_MSG(strstr(err.msg, "cannot open ") == err.msg && strstr(err.msg, missing) &&
-                  strstr(err.msg, "No such file"),
-              "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "No such file") && !strstr(err.msg, missing), "%s", err.msg);
     CHECK(tfm_safetensors_open(test_tmpdir, &f, &err) == TFM_ERR_IO && !f);
     CHECK_MSG(strstr(err.msg, "Is a directory") != NULL, "%s", err.msg);
     const char *empty = tmp_path("empty.safetensors");
