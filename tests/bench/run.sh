@@ -1,0 +1,132 @@
+#!/bin/sh
+# run.sh BUILD - the benchmarks of `make bench`.  They print figures; they
+# never pass or fail, and `make check` does not run them.
+#
+# Every figure is a ratio measured in this one run, on this machine:
+#   - the sgemm rate of OpenBLAS on a Transformer's matrix shapes comes first
+#     (tests/bench/sgemm.c); it is the physical limit, and the later sections
+#     report their flop rates as a fraction of it;
+#   - then each tool against the peer a user would pick instead, side by side
+#     on the same input and thread count, where the peer is installed:
+#     tokenize against SentencePiece (tests/bench/tokenize.sh, on a corpus of
+#     50+ MB of real text that tests/bench/corpus.sh builds from Debian
+#     packages and caches in build/bench/corpus.txt).
+# The machines are small (2 CPUs) and shared: CPU seconds are reported beside
+# wall seconds, and only figures taken in the same run should be compared.
+#
+# Output goes to the terminal and to BENCH_OUT (default build/bench): one
+# NAME.log per section, and summary.txt with the machine-readable lines
+# ("key [name=value]... value") of every section and each section's status.
+#
+# Adding a benchmark is one block at the end of the sections below:
+#
+#   if [ -x "$BUILD/bin/train" ]; then
+#       section train "train against PyTorch" sh tests/bench/train.sh "$BUILD"
+#   fi
+#
+# A section's command runs from the top of the source tree and finds in its
+# environment: BUILD (absolute), BENCH_OUT, THREADS, and SGEMM_GFLOPS_1 and
+# SGEMM_GFLOPS_2 (training-shape rates of 1 and 2 BLAS threads, GFLOP/s).
+# Lines it prints that look like "some_key k=v... 12.3" go into the summary.
+#
+# Environment: BENCH_OUT, THREADS (default: the CPU count).
+set -u
+BUILD=${1:?usage: tests/bench/run.sh BUILD}
+BUILD=$(cd "$BUILD" && pwd) || exit 1
+cd "$(dirname "$0")/../.." || exit 1
+BENCH_OUT=${BENCH_OUT:-build/bench}
+THREADS=${THREADS:-$(nproc 2>/dev/null || echo 1)}
+mkdir -p "$BENCH_OUT"
+BENCH_OUT=$(cd "$BENCH_OUT" && pwd)
+export BUILD BENCH_OUT THREADS
+# Figures of an earlier run must not reach this run's summary.
+rm -f "$BENCH_OUT"/*.log "$BENCH_OUT"/*.rc
+: >"$BENCH_OUT/status.txt"
+
+echo "tfm benchmarks, $(date '+%Y-%m-%d %H:%M'), $(uname -n): $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+echo "All figures are ratios measured in this one run; compare only figures from the same run."
+
+# section NAME TITLE COMMAND... - runs one benchmark, showing its output as it
+# comes and keeping it in BENCH_OUT/NAME.log; records "NAME ok" or "NAME
+# failed (exit N)" for the summary.  A failed section does not stop the others.
+section() {
+    name=$1 title=$2; shift 2
+    echo
+    echo "==== $name: $title ===="
+    { "$@"; echo $? >"$BENCH_OUT/$name.rc"; } 2>&1 | tee "$BENCH_OUT/$name.log"
+    rc=$(cat "$BENCH_OUT/$name.rc" 2>/dev/null || echo 1)
+    if [ "$rc" -eq 0 ]; then
+        echo "$name ok" >>"$BENCH_OUT/status.txt"
+    else
+        echo "$name failed (exit $rc)" >>"$BENCH_OUT/status.txt"
+    fi
+}
+
+# skipped NAME WHY - a section that could not run.
+skipped() {
+    echo
+    echo "==== $1: skipped: $2 ===="
+    echo "$1 skipped: $2" >>"$BENCH_OUT/status.txt"
+}
+
+# ---- sections ------------------------------------------------------------------
+
+if [ -x "$BUILD/bench/sgemm" ]; then
+    section sgemm "the machine's sgemm rate (OpenBLAS) on a Transformer's shapes" \
+        "$BUILD/bench/sgemm"
+else
+    skipped sgemm "$BUILD/bench/sgemm is not built (make bench builds it)"
+fi
+SGEMM_GFLOPS_1=$(awk '$1 == "sgemm_gflops" && $2 == "threads=1" { print $3 }' \
+                 "$BENCH_OUT/sgemm.log" 2>/dev/null)
+SGEMM_GFLOPS_2=$(awk '$1 == "sgemm_gflops" && $2 == "threads=2" { print $3 }' \
+                 "$BENCH_OUT/sgemm.log" 2>/dev/null)
+export SGEMM_GFLOPS_1 SGEMM_GFLOPS_2
+
+if [ -x "$BUILD/bin/tokenize" ]; then
+    section tokenize "tokenize against SentencePiece (learning, encoding, pieces)" \
+        sh -c 'sh tests/bench/corpus.sh "$BENCH_OUT/corpus.txt" &&
+               OUTDIR="$BENCH_OUT/tokenize" sh tests/bench/tokenize.sh "$BUILD" "$BENCH_OUT/corpus.txt"'
+else
+    skipped tokenize "$BUILD/bin/tokenize is not built"
+fi
+
+if [ -x "$BUILD/bench/forward" ]; then
+    section forward "the forward pass alone: encoder and decoder steps against sgemm" \
+        "$BUILD/bench/forward"
+fi
+
+if [ -x "$BUILD/bin/decode" ] && [ -x "$BUILD/tools/mkmodel" ]; then
+    section translate "encode | decode: greedy and beam, against PyTorch and CTranslate2's figures" \
+        sh tests/bench/translate.sh "$BUILD"
+else
+    skipped translate "encode, decode or tools/mkmodel is not built"
+fi
+
+if [ -x "$BUILD/bin/train" ]; then
+    section train "train: tokens/s and the model-flops rate, against PyTorch" \
+        sh tests/bench/train.sh "$BUILD"
+else
+    skipped train "$BUILD/bin/train is not built"
+fi
+
+if [ -x "$BUILD/bin/score" ]; then
+    section score "score: BLEU and chrF lines per second" sh tests/bench/score.sh "$BUILD"
+else
+    skipped score "$BUILD/bin/score is not built"
+fi
+
+# ---- summary -------------------------------------------------------------------
+
+{
+    echo "status:"
+    sed 's/^/  /' "$BENCH_OUT/status.txt"
+    echo "figures:"
+    for log in "$BENCH_OUT"/*.log; do
+        [ -f "$log" ] || continue
+        grep -E '^[a-z][a-z0-9_]* ([a-z0-9_]+=[^ ]+ )*[-+0-9.]+$|^[a-z][a-z0-9_]* ([a-z0-9_]+=[^ ]+ ?)+$' "$log"
+    done | sed 's/^/  /'
+} >"$BENCH_OUT/summary.txt"
+echo
+echo "==== summary (also in $BENCH_OUT/summary.txt) ===="
+cat "$BENCH_OUT/summary.txt"
