@@ -28,9 +28,12 @@ else
 Q := @
 endif
 
-# The Debian packages the build, the tests and the benchmarks need.
-DEB_PACKAGES = gcc make libopenblas-dev libutf8proc-dev pkg-config python3-numpy \
-               clang libclang-rt-14-dev sentencepiece libxml2-utils libcjson-dev
+# The Debian packages the build and the tests need; the benchmarks and the
+# fuzzers need a few more, installed by their own targets.
+DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
+                 python3-numpy libxml2-utils
+BENCH_PACKAGES = sentencepiece python3-torch time
+FUZZ_PACKAGES  = clang libclang-rt-14-dev
 
 LIB_SRC   := $(sort $(wildcard lib/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -46,7 +49,7 @@ TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all deps check check-release check-asan demo bench fuzz install uninstall clean
+.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a
 
@@ -79,8 +82,12 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtfm.a
 # ---- set-up ----------------------------------------------------------------
 
 # Installs only what is missing; runs apt-get update first only when needed.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+deps: ; @$(call install_missing,$(DEB_PACKAGES))
+deps-bench: deps ; @$(call install_missing,$(BENCH_PACKAGES))
+deps-fuzz: deps ; @$(call install_missing,$(FUZZ_PACKAGES))
+
+define install_missing
+	missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -90,6 +97,7 @@ deps:
 	  $$SUDO apt-get install -y -q $$missing || \
 	    { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $$missing; }; \
 	fi
+endef
 
 # ---- tests -----------------------------------------------------------------
 
@@ -119,7 +127,7 @@ demo: deps all
 
 # ---- benchmarks --------------------------------------------------------------
 
-bench: deps all $(BENCH_BINS) $(TOOL_BINS)
+bench: deps-bench all $(BENCH_BINS) $(TOOL_BINS)
 	$(Q)sh tests/bench/run.sh $(BUILD)
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------------
@@ -132,7 +140,7 @@ $(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(Q)clang $(FUZZ_FLAGS) -DTFM_VERSION='"$(VERSION)"' $< $(LIB_SRC) $(LDLIBS) -o $@
 
-fuzz: deps $(FUZZ_BINS)
+fuzz: deps-fuzz $(FUZZ_BINS)
 	$(Q)for f in $(FUZZ_BINS); do \
 	  name=$$(basename $$f); corpus=tests/fuzz/corpus/$$name; \
 	  work=$(FUZZ_BUILD)/corpus/$$name; mkdir -p $$work; \
