@@ -6,16 +6,31 @@
  *   score chrf -r REF --sentence < hyp.txt                     one per line
  *   score ter -r REF --confidence hyp.txt                      with a 95% interval
  *   score bleu -r REF --paired-bs BASELINE SYSTEM...           significance
+ *   score -m MODEL --src SRC --tgt TGT                         log p(tgt | src)
+ *   score -m MODEL --src SRC --nbest NBEST                     rescore an n-best list
  *
  * The program reads the hypotheses and references in step, line by line,
  * and keeps only each line's sufficient statistics (a few numbers), so the
- * files may be of any size.  The work is in lib/metrics (tfm_metric_*). */
+ * files may be of any size.  The work is in lib/metrics (tfm_metric_*).
+ *
+ * With -m it scores sentence pairs with a model instead, as marian-scorer
+ * does: the log-probability of each target given its source, from the
+ * training forward pass with dropout off (tfm_model_loss), a batch of pairs
+ * at a time, in input order. */
 #include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
+
+/* Model scoring runs one forward pass at a time; its GEMMs are large (all
+ * the batch's rows), so the threads are OpenBLAS's own (one level of
+ * threads).  Debian's cblas.h declares it; declaring it here keeps cblas.h out. */
+void openblas_set_num_threads(int num_threads);
 
 /* Lines are gathered into batches of at most this many lines or bytes (the
  * statistics of a batch are computed in parallel), and a batch is cut
@@ -26,6 +41,8 @@
 static const char usage_text[] =
     "Usage: score METRIC -r REF [-r REF]... [OPTION]... [HYP]\n"
     "       score METRIC -r REF [-r REF]... --paired-bs [OPTION]... BASELINE SYSTEM...\n"
+    "       score -m MODEL --src=SRC --tgt=TGT [OPTION]...\n"
+    "       score -m MODEL --src=SRC --nbest=NBEST [OPTION]...\n"
     "Scores the hypotheses in HYP (or standard input; '-' is standard input) against\n"
     "the references, line by line in step, with METRIC: bleu, chrf, chrf++ or ter.\n"
     "The numbers are those sacreBLEU 2.3.1 computes, and the output is its text (or\n"
@@ -65,7 +82,31 @@ static const char usage_text[] =
     "      --paired-bs            paired bootstrap test of each SYSTEM against BASELINE\n"
     "      --paired-bs-n=N        resamples for --paired-bs (default 1000)\n"
     "      --seed=N               seed of the resampling (default 12345)\n"
-    "      --threads=N            threads to use (default: the number of CPUs)\n"
+    "      --threads=N            threads to use (default: the number of CPUs, at most\n"
+    "                             8); with -m, the BLAS threads of the forward pass\n"
+    "\n"
+    "Scoring with a model ('score -m MODEL'), as marian-scorer does:\n"
+    "  -m, --model=MODEL          the model file (safetensors) to score with\n"
+    "      --src=FILE             the sources, one line per sentence\n"
+    "      --tgt=FILE             the targets, one line per source line; prints for\n"
+    "                             each pair TOTAL<TAB>AVERAGE: log p(target + </s> |\n"
+    "                             source) in nats, and that divided by the target's\n"
+    "                             ids + 1 (the </s>)\n"
+    "      --nbest=FILE           an n-best list in Marian's form 'I ||| IDS |||\n"
+    "                             FEATURES ||| SCORE' (I: the 0-based source line),\n"
+    "                             printed back with 'NAME= TOTAL' added to FEATURES\n"
+    "      --nbest-feature=NAME   the feature's name (default Score, as Marian's)\n"
+    "  -n, --normalize            print the average alone (with --nbest, add it as\n"
+    "                             the feature instead of the total)\n"
+    "      --per-token            add a TAB and each target token's log-prob,\n"
+    "                             space-separated, the </s>'s last\n"
+    "      --text                 the files hold text, tokenized with the model's\n"
+    "                             vocabulary as 'tokenize' does, not id lines\n"
+    "      --no-eos               do not end each source with </s> (for a model\n"
+    "                             trained with 'train --no-eos')\n"
+    "      --batch-size=N         pairs scored together, at most (default 64)\n"
+    "      --batch-tokens=N       source and target ids scored together, at most\n"
+    "                             (default 2048)\n"
     "\n"
     "Common options:\n"
     "  -q, --quiet                print errors only\n"
@@ -73,6 +114,9 @@ static const char usage_text[] =
     "  -h, --help                 display this help and exit\n"
     "  -V, --version              output version information and exit\n"
     "\n"
+    "With -m, the corpus perplexity, exp of minus the mean log-prob per target token\n"
+    "(</s> included), goes to standard error.  Each source gets a </s> at its end,\n"
+    "as 'encode' and 'train' give it one (an empty source stays empty).\n"
     "An empty reference line is left out when there are several references; a line\n"
     "whose references are all empty cannot be scored (sacreBLEU refuses it too).\n"
     "Resamples are drawn with tfm's generator, not numpy's: intervals and p-values\n"
@@ -82,7 +126,8 @@ static const char usage_text[] =
     "Examples:\n"
     "  score bleu -r newstest.de < output.de\n"
     "  score chrf++ -r ref.de -f json output.de\n"
-    "  score bleu -r ref.de --paired-bs baseline.de new.de\n";
+    "  score bleu -r ref.de --paired-bs baseline.de new.de\n"
+    "  score -m m.safetensors --src test.en.ids --tgt test.de.ids\n";
 
 enum {
     OPT_SENTENCE = 256,
@@ -106,6 +151,15 @@ enum {
     OPT_PAIRED_N,
     OPT_SEED,
     OPT_THREADS,
+    OPT_SRC,
+    OPT_TGT,
+    OPT_NBEST,
+    OPT_NBEST_FEATURE,
+    OPT_PER_TOKEN,
+    OPT_TEXT,
+    OPT_NO_EOS,
+    OPT_BATCH_SIZE,
+    OPT_BATCH_TOKENS,
 };
 
 static const struct option long_options[] = {
@@ -134,6 +188,17 @@ static const struct option long_options[] = {
     {"paired-bs-n", required_argument, NULL, OPT_PAIRED_N},
     {"seed", required_argument, NULL, OPT_SEED},
     {"threads", required_argument, NULL, OPT_THREADS},
+    {"model", required_argument, NULL, 'm'},
+    {"src", required_argument, NULL, OPT_SRC},
+    {"tgt", required_argument, NULL, OPT_TGT},
+    {"nbest", required_argument, NULL, OPT_NBEST},
+    {"nbest-feature", required_argument, NULL, OPT_NBEST_FEATURE},
+    {"normalize", no_argument, NULL, 'n'},
+    {"per-token", no_argument, NULL, OPT_PER_TOKEN},
+    {"text", no_argument, NULL, OPT_TEXT},
+    {"no-eos", no_argument, NULL, OPT_NO_EOS},
+    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -157,6 +222,12 @@ typedef struct options {
     uint64_t seed;
     const char *misplaced;        /* an option of another metric, as given */
     int misplaced_for;
+    /* Scoring with a model (-m). */
+    const char *model, *src, *tgt, *nbest, *feature;
+    bool normalize, per_token, text, eos;
+    int batch_size, batch_tokens;
+    char metric_option[64];       /* the first option only the metrics take, as given */
+    char model_option[64];        /* the first option only -m takes, as given */
 } options;
 
 /* ---- reading the inputs in step ------------------------------------------------------ */
@@ -625,6 +696,511 @@ static int run(const options *opt, char **files, int n_files)
     return CLI_EXIT_OK;
 }
 
+/* ---- scoring with a model (score -m) ------------------------------------------------------- */
+
+/* What 'score -m' computes for a pair (source x, target y of n ids): the
+ * log-probability the model gives y followed by </s>, reading <s> y
+ * (teacher forcing) and the source with a </s> at its end (as 'encode' and
+ * 'train' give it one; an empty source stays empty, as in 'encode').  It is
+ * the training forward pass with dropout off (tfm_model_loss), so it is the
+ * number the model was trained to raise; decode's log-probs are the same
+ * computation done incrementally, and agree with it up to float rounding. */
+
+/* One sentence pair of a batch. */
+typedef struct pair_slot {
+    tfm_ids src, tgt;
+    tfm_buf line;                 /* --nbest: the n-best line, printed back with the feature */
+    bool unusable;                /* a target too long for the model: no score */
+} pair_slot;
+
+/* An error met while gathering a batch: reported after the pairs before it
+ * are printed, so the output is a clean prefix of the full answer. */
+typedef struct pending_error {
+    bool set;
+    bool mismatch;                /* the sources and targets differ in length */
+    const char *file;             /* display name */
+    size_t line;
+    tfm_error err;
+} pending_error;
+
+typedef struct model_run {
+    const options *opt;
+    tfm_model *model;
+    tfm_train_workspace *ws;
+    tfm_bpe *bpe;                 /* --text only */
+    input src, tgt;               /* tgt: the targets, or the n-best list */
+    int max_src, max_tgt;         /* ids a source (</s> included) and a target may hold */
+    pair_slot *slots;             /* [batch_size] */
+    int n;                        /* pairs in the batch */
+    size_t tokens;                /* their source and target ids */
+    bool ended;
+    /* The batch as tfm_model_loss takes it, and what it gives back. */
+    const int32_t **src_ptr, **tgt_ptr;
+    int *src_len, *tgt_len;
+    double *sentence_lp;
+    float *token_lp;
+    size_t token_cap;
+    /* --nbest: the source the list is at (line nbest_index + 1 of the sources). */
+    tfm_ids nbest_src;
+    size_t nbest_index;
+    pending_error pe;
+    /* Totals, for the perplexity. */
+    double sum_lp;
+    int64_t n_tokens;
+    size_t n_pairs, n_unusable;
+    tfm_buf out;
+} model_run;
+
+/* Notes an error at FILE:LINE to report once the pairs before it are out;
+ * returns false, so that a caller can "return later_error(...)". */
+static bool later_error(model_run *run, const input *in, size_t line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool later_error(model_run *run, const input *in, size_t line, const char *fmt, ...)
+{
+    pending_error *pe = &run->pe;
+    pe->set = true;
+    pe->file = display_name(in->name);
+    pe->line = line;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pe->err.msg, sizeof pe->err.msg, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Reads one side of a pair: an id line, or with --text a line of text
+ * encoded with the model's vocabulary (as 'tokenize -m MODEL' encodes it). */
+static bool read_side(model_run *run, const input *in, const char *line, size_t len,
+                      int32_t vocab_size, tfm_ids *ids)
+{
+    tfm_error err;
+    if (!run->opt->text) {
+        if (tfm_ids_parse(line, len, vocab_size, ids, &err) != TFM_OK)
+            return later_error(run, in, in->lines, "%s", err.msg);
+        return true;
+    }
+    size_t repaired = 0;
+    tfm_bpe_encode_params ep = {.strict = run->opt->strict};
+    if (tfm_bpe_encode(run->bpe, &ep, line, len, ids, &repaired, &err) != TFM_OK)
+        return later_error(run, in, in->lines, "%s", err.msg);
+    if (repaired)
+        cli_warn(display_name(in->name), in->lines, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)",
+                 repaired, repaired == 1 ? "" : "s");
+    for (size_t i = 0; i < ids->len; i++) /* a vocabulary larger than the model's embeddings */
+        if (ids->data[i] >= vocab_size)
+            return later_error(run, in, in->lines, "token %zu: id %d is outside the model's "
+                               "vocabulary (0..%d)", i + 1, (int)ids->data[i], (int)vocab_size - 1);
+    return true;
+}
+
+/* Makes a source what the model was trained on: cropped to what it takes
+ * (with a warning, as 'encode' crops), then </s> unless --no-eos. */
+static void finish_source(model_run *run, const input *in, tfm_ids *ids)
+{
+    if (ids->len == 0) return; /* an empty source stays empty, as in 'encode' */
+    bool eos = run->opt->eos;
+    size_t room = (size_t)run->max_src - (eos ? 1 : 0);
+    if (ids->len > room) {
+        cli_warn(display_name(in->name), in->lines, "%zu ids are more than the %d tokens the model "
+                 "takes%s; cropped to the first %zu", ids->len, run->max_src,
+                 eos ? " (</s> included)" : "", room);
+        ids->len = room;
+    }
+    if (eos && tfm_ids_push(ids, run->model->config.eos_id) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+}
+
+/* Checks a target: <pad> is never a label, so it cannot be scored; a target
+ * longer than the model's positions (less one for <s>) gets no score: an
+ * empty output line and a warning, or with --nbest an error (a feature
+ * cannot be left out of one hypothesis of a list). */
+static bool check_target(model_run *run, const input *in, pair_slot *slot)
+{
+    const tfm_config *c = &run->model->config;
+    for (size_t i = 0; i < slot->tgt.len; i++)
+        if (slot->tgt.data[i] == c->pad_id)
+            return later_error(run, in, in->lines, "token %zu: id %d is <pad>, which the model "
+                               "never predicts: it cannot be scored", i + 1, (int)c->pad_id);
+    if (slot->tgt.len > (size_t)run->max_tgt) {
+        if (run->opt->nbest)
+            return later_error(run, in, in->lines, "the hypothesis has %zu ids; the model scores "
+                               "at most %d (max_positions %d, less 1 for <s>)", slot->tgt.len,
+                               run->max_tgt, c->max_positions);
+        cli_warn(display_name(in->name), in->lines, "the target has %zu ids; the model scores at "
+                 "most %d (max_positions %d, less 1 for <s>): no score for this line",
+                 slot->tgt.len, run->max_tgt, c->max_positions);
+        slot->unusable = true;
+    }
+    return true;
+}
+
+/* The sources and targets differ in length: counts what is left of both. */
+static _Noreturn void pairs_mismatch(model_run *run)
+{
+    const char *line;
+    size_t len;
+    while (next_line(&run->src, &line, &len)) {}
+    while (next_line(&run->tgt, &line, &len)) {}
+    cli_fail(NULL, 0, "sources in %s have %zu line%s but targets in %s have %zu line%s",
+             display_name(run->src.name), run->src.lines, run->src.lines == 1 ? "" : "s",
+             display_name(run->tgt.name), run->tgt.lines, run->tgt.lines == 1 ? "" : "s");
+}
+
+static bool ready(model_run *run)
+{
+    return tfm_lines_ready(run->tgt.reader) && (run->opt->nbest || tfm_lines_ready(run->src.reader));
+}
+
+/* Reads the next pair of --src and --tgt into the batch; false at the end
+ * of both or on an error (then pending). */
+static bool gather_pair(model_run *run, pair_slot *slot)
+{
+    const char *sl, *tl;
+    size_t slen, tlen;
+    bool got_src = next_line(&run->src, &sl, &slen), got_tgt = next_line(&run->tgt, &tl, &tlen);
+    if (!got_src && !got_tgt) {
+        run->ended = true;
+        return false;
+    }
+    if (got_src != got_tgt) {
+        run->pe.set = run->pe.mismatch = true;
+        return false;
+    }
+    if (!read_side(run, &run->src, sl, slen, run->model->config.src_vocab_size, &slot->src)) return false;
+    finish_source(run, &run->src, &slot->src);
+    return read_side(run, &run->tgt, tl, tlen, run->model->config.tgt_vocab_size, &slot->tgt) &&
+           check_target(run, &run->tgt, slot);
+}
+
+/* Where "|||" next occurs in line[from, len), or len. */
+static size_t find_bars(const char *line, size_t len, size_t from)
+{
+    const char *p = from < len ? memmem(line + from, len - from, "|||", 3) : NULL;
+    return p ? (size_t)(p - line) : len;
+}
+
+/* line[*from, *to) without the spaces and tabs at either end. */
+static void trim(const char *line, size_t *from, size_t *to)
+{
+    while (*from < *to && (line[*from] == ' ' || line[*from] == '\t')) (*from)++;
+    while (*to > *from && (line[*to - 1] == ' ' || line[*to - 1] == '\t')) (*to)--;
+}
+
+/* Moves the sources on to line index + 1 (0-based index, as Marian's). */
+static bool nbest_source(model_run *run, size_t index)
+{
+    if (run->src.lines > 0 && index == run->nbest_index) return true;
+    if (run->src.lines > 0 && index < run->nbest_index)
+        return later_error(run, &run->tgt, run->tgt.lines, "sentence %zu comes after sentence %zu: "
+                           "the n-best list must follow the order of the sources", index,
+                           run->nbest_index);
+    while (run->src.lines < index + 1) {
+        const char *sl;
+        size_t slen;
+        if (!next_line(&run->src, &sl, &slen))
+            return later_error(run, &run->tgt, run->tgt.lines, "sentence %zu, but the sources in %s "
+                               "have %zu line%s (sentences 0 to %zu)", index,
+                               display_name(run->src.name), run->src.lines,
+                               run->src.lines == 1 ? "" : "s", run->src.lines - 1);
+        if (run->src.lines == index + 1) {
+            if (!read_side(run, &run->src, sl, slen, run->model->config.src_vocab_size, &run->nbest_src))
+                return false;
+            finish_source(run, &run->src, &run->nbest_src);
+        }
+    }
+    run->nbest_index = index;
+    return true;
+}
+
+/* Reads the next line of the n-best list, 'INDEX ||| IDS ||| FEATURES |||
+ * SCORE', with its source; false at its end or on an error. */
+static bool gather_hypothesis(model_run *run, pair_slot *slot)
+{
+    const char *line;
+    size_t len;
+    if (!next_line(&run->tgt, &line, &len)) {
+        run->ended = true;
+        return false;
+    }
+    size_t bar1 = find_bars(line, len, 0), bar2 = find_bars(line, len, bar1 + 3);
+    if (bar2 == len)
+        return later_error(run, &run->tgt, run->tgt.lines, "not an n-best line: expected "
+                           "'INDEX ||| IDS ||| FEATURES ||| SCORE' (Marian's form)");
+    size_t from = 0, to = bar1;
+    trim(line, &from, &to);
+    size_t index = 0;
+    for (size_t i = from; i < to; i++) {
+        if (line[i] < '0' || line[i] > '9' || index > (SIZE_MAX - 9) / 10) {
+            from = to; /* not a number */
+            break;
+        }
+        index = index * 10 + (size_t)(line[i] - '0');
+    }
+    if (from == to)
+        return later_error(run, &run->tgt, run->tgt.lines, "the first field of an n-best line "
+                           "must be the 0-based number of its source line, not '%.*s'",
+                           (int)(bar1 < 20 ? bar1 : 20), line);
+    tfm_buf_clear(&slot->line);
+    if (tfm_buf_append(&slot->line, line, len) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    from = bar1 + 3;
+    to = bar2;
+    trim(line, &from, &to);
+    if (!read_side(run, &run->tgt, line + from, to - from, run->model->config.tgt_vocab_size,
+                   &slot->tgt) ||
+        !check_target(run, &run->tgt, slot) || !nbest_source(run, index))
+        return false;
+    tfm_ids_clear(&slot->src);
+    for (size_t i = 0; i < run->nbest_src.len; i++)
+        if (tfm_ids_push(&slot->src, run->nbest_src.data[i]) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    return true;
+}
+
+/* Fills the batch with what is ready, up to --batch-size pairs and
+ * --batch-tokens ids. */
+static void gather(model_run *run)
+{
+    const options *opt = run->opt;
+    run->n = 0;
+    run->tokens = 0;
+    while (run->n < opt->batch_size && run->tokens < (size_t)opt->batch_tokens) {
+        if (run->n > 0 && !ready(run)) break;
+        pair_slot *slot = &run->slots[run->n];
+        slot->unusable = false;
+        bool got = opt->nbest ? gather_hypothesis(run, slot) : gather_pair(run, slot);
+        if (!got) break;
+        run->tokens += slot->src.len + slot->tgt.len + 1;
+        run->n++;
+    }
+}
+
+/* Appends "NAME= VALUE" to the features of an n-best line (the third field),
+ * as marian-scorer --n-best adds its feature. */
+static void nbest_line(model_run *run, const pair_slot *slot, double value)
+{
+    const char *line = slot->line.data;
+    size_t len = slot->line.len;
+    size_t bar1 = find_bars(line, len, 0), bar2 = find_bars(line, len, bar1 + 3);
+    size_t bar3 = find_bars(line, len, bar2 + 3);
+    size_t from = bar2 + 3, to = bar3;
+    trim(line, &from, &to);
+    tfm_buf *out = &run->out;
+    const char *name = run->opt->feature ? run->opt->feature : "Score";
+    bool ok = tfm_buf_append(out, line, bar2 + 3) == TFM_OK &&
+              tfm_buf_printf(out, " %.*s%s%s= %.6f", (int)(to - from), line + from,
+                             to > from ? " " : "", name, value) == TFM_OK &&
+              (bar3 == len || (tfm_buf_putc(out, ' ') == TFM_OK &&
+                               tfm_buf_append(out, line + bar3, len - bar3) == TFM_OK));
+    if (!ok) cli_fail(NULL, 0, "out of memory");
+}
+
+/* Scores the batch with one forward pass and prints a line per pair. */
+static void score_batch(model_run *run)
+{
+    const options *opt = run->opt;
+    int B = 0;
+    size_t labels = 0;
+    for (int i = 0; i < run->n; i++) {
+        pair_slot *slot = &run->slots[i];
+        if (slot->unusable) continue;
+        run->src_ptr[B] = slot->src.data;
+        run->src_len[B] = (int)slot->src.len;
+        run->tgt_ptr[B] = slot->tgt.data;
+        run->tgt_len[B] = (int)slot->tgt.len;
+        labels += slot->tgt.len + 1;
+        B++;
+    }
+    if (labels > run->token_cap) {
+        free(run->token_lp);
+        run->token_lp = xcalloc(labels, sizeof *run->token_lp);
+        run->token_cap = labels;
+    }
+    tfm_train_batch tb = {.B = B, .src = run->src_ptr, .src_lens = run->src_len,
+                          .tgt = run->tgt_ptr, .tgt_lens = run->tgt_len};
+    tfm_error err;
+    if (B > 0 && tfm_model_loss(run->ws, &tb, false, NULL, NULL, run->sentence_lp, run->token_lp,
+                                &err) != TFM_OK)
+        cli_fail(display_name(run->tgt.name), 0, "%s", err.msg);
+
+    size_t at = 0; /* the first label of pair b in token_lp */
+    for (int i = 0, b = 0; i < run->n; i++) {
+        pair_slot *slot = &run->slots[i];
+        if (slot->unusable) { /* one output line per input line: an empty one */
+            cli_write_line("", 0);
+            run->n_unusable++;
+            continue;
+        }
+        int m = run->tgt_len[b] + 1; /* the target's ids and </s> */
+        double total = run->sentence_lp[b], average = total / m;
+        run->sum_lp += total;
+        run->n_tokens += m;
+        run->n_pairs++;
+        tfm_buf *out = &run->out;
+        tfm_buf_clear(out);
+        if (opt->nbest) {
+            nbest_line(run, slot, opt->normalize ? average : total);
+        } else {
+            tfm_status st = opt->normalize ? tfm_buf_printf(out, "%.6f", average)
+                                           : tfm_buf_printf(out, "%.6f\t%.6f", total, average);
+            for (int t = 0; t < m && opt->per_token && st == TFM_OK; t++)
+                st = tfm_buf_printf(out, "%s%.6f", t ? " " : "\t", (double)run->token_lp[at + (size_t)t]);
+            if (st != TFM_OK) cli_fail(NULL, 0, "out of memory");
+        }
+        cli_write_line(out->data, out->len);
+        at += (size_t)m;
+        b++;
+    }
+}
+
+static void report_pending(model_run *run)
+{
+    if (run->pe.mismatch) pairs_mismatch(run);
+    cli_fail(run->pe.file, run->pe.line, "%s", run->pe.err.msg);
+}
+
+/* --nbest: the list must cover every source line, as decode --nbest writes it. */
+static void check_nbest_covers_sources(model_run *run)
+{
+    const char *line;
+    size_t len;
+    size_t covered = run->src.lines; /* the sources read so far: up to the list's last sentence */
+    while (next_line(&run->src, &line, &len)) {}
+    if (run->src.lines != covered)
+        cli_fail(NULL, 0, "the n-best list in %s covers %zu sentence%s but the sources in %s have "
+                 "%zu line%s", display_name(run->tgt.name), covered, covered == 1 ? "" : "s",
+                 display_name(run->src.name), run->src.lines, run->src.lines == 1 ? "" : "s");
+}
+
+/* Loads the model or exits with the library's reason (its messages name the
+ * file already, so the name is put in front only when they do not). */
+static tfm_model *load_model(const char *path)
+{
+    tfm_model *model;
+    tfm_error err;
+    if (tfm_model_load(path, &model, &err) != TFM_OK)
+        cli_fail(strstr(err.msg, path) ? NULL : path, 0, "%s", err.msg);
+    return model;
+}
+
+static void check_model_options(options *opt, int n_files)
+{
+    if (!opt->model) cli_usage_error("%s is an option of 'score -m MODEL': give a model", opt->model_option);
+    if (opt->metric_option[0])
+        cli_usage_error("%s is an option of the metrics, not of 'score -m MODEL'", opt->metric_option);
+    if (n_files > 0)
+        cli_usage_error("'score -m' reads --src and --tgt (or --nbest), not FILE operands");
+    if (!opt->src) cli_usage_error("the sources are required: --src SRC");
+    if (opt->tgt && opt->nbest) cli_usage_error("give --tgt or --nbest, not both");
+    if (!opt->tgt && !opt->nbest)
+        cli_usage_error("the targets are required: --tgt TGT (or an n-best list: --nbest NBEST)");
+    const char *other = opt->tgt ? opt->tgt : opt->nbest;
+    if (strcmp(opt->src, "-") == 0 && strcmp(other, "-") == 0)
+        cli_usage_error("standard input ('-') can be only one of the inputs");
+    if (opt->per_token && opt->nbest)
+        cli_usage_error("--per-token prints a line per pair; it does not go with --nbest");
+    if (opt->feature && !opt->nbest) cli_usage_error("--nbest-feature names the feature of --nbest");
+    if (opt->feature) {
+        size_t len = strlen(opt->feature);
+        if (len == 0 || strcspn(opt->feature, " \t|=") != len)
+            cli_usage_error("--nbest-feature '%s': a name without spaces, '|' or '='", opt->feature);
+    }
+}
+
+static int run_model(const options *opt)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    openblas_set_num_threads(opt->threads);
+    static model_run run; /* zeroed */
+    run.opt = opt;
+    run.model = load_model(opt->model);
+    const tfm_config *c = &run.model->config;
+    run.max_src = c->max_positions;
+    run.max_tgt = c->max_positions - 1;
+    tfm_error err;
+    if (opt->text) {
+        if (!run.model->vocab)
+            cli_fail(opt->model, 0, "the model holds no vocabulary to tokenize --text with: give id lines");
+        if (tfm_bpe_create(run.model->vocab, &run.bpe, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    }
+    if (tfm_train_workspace_create(run.model, &run.ws, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    cli_info("model %s: d_model %d, %d+%d layers, vocabulary %d/%d; %d BLAS thread%s", opt->model,
+             c->d_model, c->n_encoder_layers, c->n_decoder_layers, (int)c->src_vocab_size,
+             (int)c->tgt_vocab_size, opt->threads, opt->threads == 1 ? "" : "s");
+
+    size_t bs = (size_t)opt->batch_size;
+    run.slots = xcalloc(bs, sizeof *run.slots);
+    for (size_t i = 0; i < bs; i++) {
+        tfm_ids_init(&run.slots[i].src);
+        tfm_ids_init(&run.slots[i].tgt);
+        tfm_buf_init(&run.slots[i].line);
+    }
+    run.src_ptr = xcalloc(bs, sizeof *run.src_ptr);
+    run.tgt_ptr = xcalloc(bs, sizeof *run.tgt_ptr);
+    run.src_len = xcalloc(bs, sizeof *run.src_len);
+    run.tgt_len = xcalloc(bs, sizeof *run.tgt_len);
+    run.sentence_lp = xcalloc(bs, sizeof *run.sentence_lp);
+    tfm_ids_init(&run.nbest_src);
+    tfm_buf_init(&run.out);
+
+    run.src.name = opt->src;
+    run.tgt.name = opt->tgt ? opt->tgt : opt->nbest;
+    input *inputs[2] = {&run.src, &run.tgt};
+    for (int k = 0; k < 2; k++) {
+        inputs[k]->fd = cli_open_input(inputs[k]->name);
+        inputs[k]->reader = tfm_lines_create(inputs[k]->fd);
+        if (!inputs[k]->reader) cli_fail(NULL, 0, "out of memory");
+    }
+
+    for (;;) {
+        gather(&run);
+        if (run.n > 0) score_batch(&run);
+        if (run.pe.set) report_pending(&run);
+        if (run.ended) break;
+        if (!ready(&run)) cli_flush();
+    }
+    if (opt->nbest) check_nbest_covers_sources(&run);
+    cli_flush();
+    for (int k = 0; k < 2; k++) {
+        tfm_lines_free(inputs[k]->reader);
+        cli_close_input(inputs[k]->fd);
+    }
+
+    /* The corpus perplexity, as the paper reports it: exp(nll / tokens). */
+    if (cli_verbosity >= 1) {
+        if (run.n_tokens > 0)
+            fprintf(stderr, "%s: perplexity %.4f over %lld target tokens (</s> included) of %zu "
+                    "pair%s; mean log-prob %.6f per token\n", cli_program(),
+                    exp(-run.sum_lp / (double)run.n_tokens), (long long)run.n_tokens, run.n_pairs,
+                    run.n_pairs == 1 ? "" : "s", run.sum_lp / (double)run.n_tokens);
+        else
+            fprintf(stderr, "%s: no pairs scored: no perplexity\n", cli_program());
+        if (run.n_unusable)
+            fprintf(stderr, "%s: %zu target%s too long for the model had no score\n", cli_program(),
+                    run.n_unusable, run.n_unusable == 1 ? "" : "s");
+    }
+    double t = seconds_since(&start);
+    cli_info("scored %zu pairs, %lld target tokens in %.2f s (%.0f target tokens/s)", run.n_pairs,
+             (long long)run.n_tokens, t, t > 0 ? (double)run.n_tokens / t : 0.0);
+
+    for (size_t i = 0; i < bs; i++) {
+        tfm_ids_free(&run.slots[i].src);
+        tfm_ids_free(&run.slots[i].tgt);
+        tfm_buf_free(&run.slots[i].line);
+    }
+    free(run.slots);
+    free(run.src_ptr);
+    free(run.tgt_ptr);
+    free(run.src_len);
+    free(run.tgt_len);
+    free(run.sentence_lp);
+    free(run.token_lp);
+    tfm_ids_free(&run.nbest_src);
+    tfm_buf_free(&run.out);
+    tfm_bpe_free(run.bpe);
+    tfm_train_workspace_free(run.ws);
+    tfm_model_free(run.model);
+    return CLI_EXIT_OK;
+}
+
 /* ---- options ------------------------------------------------------------------------------ */
 
 /* Notes the first option that belongs to other metrics than `kinds`. */
@@ -636,14 +1212,56 @@ static void only_for(options *opt, int kinds, const char *option)
     }
 }
 
+/* Which mode an option belongs to: the metrics, -m, or both. */
+enum { FOR_METRICS, FOR_MODEL, FOR_BOTH };
+
+static int mode_of_option(int c)
+{
+    switch (c) {
+    case 'm': case OPT_SRC: case OPT_TGT: case OPT_NBEST: case OPT_NBEST_FEATURE: case 'n':
+    case OPT_PER_TOKEN: case OPT_TEXT: case OPT_NO_EOS: case OPT_BATCH_SIZE: case OPT_BATCH_TOKENS:
+        return FOR_MODEL;
+    case OPT_THREADS: case OPT_STRICT: case 'q': case 'v': case 'h': case 'V': case '?':
+        return FOR_BOTH;
+    default: return FOR_METRICS;
+    }
+}
+
+/* Notes the first option of each mode as the user spelled it ("--name"
+ * when given long, else "-c"), for the checks in main. */
+static void note_mode(options *opt, int c, int long_index)
+{
+    int mode = mode_of_option(c);
+    char *first = mode == FOR_MODEL ? opt->model_option
+                  : mode == FOR_METRICS ? opt->metric_option : NULL;
+    if (!first || first[0]) return;
+    if (long_index >= 0) snprintf(first, sizeof opt->model_option, "--%s", long_options[long_index].name);
+    else snprintf(first, sizeof opt->model_option, "-%c", c);
+}
+
 static void parse_options(int argc, char **argv, options *opt)
 {
     static const char *const formats[] = {"text", "json", NULL};
     static const char *const tokenizers[] = {"13a", "intl", "zh", "char", "none", NULL};
     static const char *const smooths[] = {"exp", "floor", "add-k", "none", NULL};
-    int c;
-    while ((c = getopt_long(argc, argv, "r:f:bw:qvhV", long_options, NULL)) != -1) {
+    int c, long_index = -1;
+    while ((c = getopt_long(argc, argv, "r:f:bw:m:nqvhV", long_options, &long_index)) != -1) {
+        note_mode(opt, c, long_index);
+        long_index = -1;
         switch (c) {
+        case 'm': opt->model = optarg; break;
+        case OPT_SRC: opt->src = optarg; break;
+        case OPT_TGT: opt->tgt = optarg; break;
+        case OPT_NBEST: opt->nbest = optarg; break;
+        case OPT_NBEST_FEATURE: opt->feature = optarg; break;
+        case 'n': opt->normalize = true; break;
+        case OPT_PER_TOKEN: opt->per_token = true; break;
+        case OPT_TEXT: opt->text = true; break;
+        case OPT_NO_EOS: opt->eos = false; break;
+        case OPT_BATCH_SIZE: opt->batch_size = (int)cli_parse_int("--batch-size", optarg, 1, 1 << 20); break;
+        case OPT_BATCH_TOKENS:
+            opt->batch_tokens = (int)cli_parse_int("--batch-tokens", optarg, 1, 1 << 26);
+            break;
         case 'r':
             opt->refs = realloc(opt->refs, (size_t)(opt->n_refs + 1) * sizeof *opt->refs);
             if (!opt->refs) cli_fail(NULL, 0, "out of memory");
@@ -737,7 +1355,8 @@ static const char *metrics_of(int kinds)
 int main(int argc, char **argv)
 {
     cli_init("score");
-    options opt = {.width = 1, .n_confidence = 1000, .n_paired = 1000, .seed = 12345};
+    options opt = {.width = 1, .n_confidence = 1000, .n_paired = 1000, .seed = 12345,
+                   .eos = true, .batch_size = 64, .batch_tokens = 2048};
     opt.threads = tfm_cpu_count();
     if (opt.threads > 8) opt.threads = 8;
     bool have_metric = argc > 1 && metric_of(argv[1], &opt.p) >= 0;
@@ -757,8 +1376,16 @@ int main(int argc, char **argv)
     char **files = argv + optind;
     int n_files = argc - optind;
 
+    if (opt.model || opt.model_option[0]) {
+        if (have_metric)
+            cli_usage_error("%s is for scoring with a model (score -m MODEL), not with a metric: "
+                            "leave out '%s'", opt.model_option, opt.metric_name);
+        check_model_options(&opt, n_files);
+        return run_model(&opt);
+    }
     if (!have_metric)
-        cli_usage_error("a metric is required first: score bleu|chrf|chrf++|ter -r REF [HYP]");
+        cli_usage_error("a metric is required first: score bleu|chrf|chrf++|ter -r REF [HYP], "
+                        "or a model: score -m MODEL --src SRC --tgt TGT");
     if (opt.misplaced)
         cli_usage_error("%s is an option of %s, not of 'score %s'", opt.misplaced,
                         metrics_of(opt.misplaced_for), opt.metric_name);
