@@ -58,5 +58,7 @@
 #include "tfm/metrics.h"
 #include "tfm/search.h"
 #include "tfm/model.h"
+#include "tfm/train.h"
+#include "tfm/view.h"
 
 #endif

@@ -131,6 +131,8 @@ struct tfm_train_workspace {
     acts a;
     grad_acts g;
     float p_drop, p_att;      /* the dropout rates of the last forward pass */
+    bool have_forward;        /* the last forward pass succeeded: acts hold its values
+                                 (tfm_model_attention reads them) */
     const float *src_pos, *tgt_pos; /* position tables covering the batch */
     tfm_buf index, act, grad; /* the three buffers */
     tfm_buf sinusoids;        /* see positions_table */
@@ -862,6 +864,7 @@ static tfm_status run_forward(tfm_train_workspace *ws, const tfm_train_batch *ba
                               bool dropout, tfm_rng *rng, tfm_loss_sums *sums, tfm_error *err)
 {
     const tfm_config *c = &ws->m->config;
+    ws->have_forward = false;
     ws->p_drop = dropout ? c->dropout : 0.0f;
     ws->p_att = dropout ? c->attention_dropout : 0.0f;
     if ((ws->p_drop > 0 || ws->p_att > 0) && !rng)
@@ -869,6 +872,7 @@ static tfm_status run_forward(tfm_train_workspace *ws, const tfm_train_batch *ba
     tfm_status st = prepare(ws, batch, err);
     if (st != TFM_OK) return st;
     forward(ws, rng);
+    ws->have_forward = true;
     tfm_loss_sums s = {0, 0, 0};
     for (int r = 0; r < ws->pk.Nt; r++) {
         if (ws->pk.labels[r] == c->pad_id) continue;
@@ -918,5 +922,42 @@ tfm_status tfm_model_forward_backward(tfm_train_workspace *ws, const tfm_train_b
                              "training: out of memory for the gradients of %d + %d rows",
                              ws->pk.Ns, ws->pk.Nt);
     backward(ws, &ws->gp, grad_scale);
+    return TFM_OK;
+}
+
+/* The weights are read where the forward pass saved them for the backward
+ * pass (attention_acts.att), so inspection sees exactly what training and
+ * scoring compute, with no second code path to keep in step. */
+tfm_status tfm_model_attention(const tfm_train_workspace *ws, int b, tfm_attention_kind kind,
+                               int layer, const float **weights, int *n_q, int *n_k,
+                               tfm_error *err)
+{
+    const tfm_config *c = &ws->m->config;
+    const packing *pk = &ws->pk;
+    if (!ws->have_forward)
+        return tfm_error_set(err, TFM_ERR_ARG, "attention: no forward pass has run");
+    if (b < 0 || b >= pk->B)
+        return tfm_error_set(err, TFM_ERR_RANGE, "attention: pair %d of a batch of %d", b, pk->B);
+    if (kind < TFM_ATTENTION_ENCODER || kind > TFM_ATTENTION_CROSS)
+        return tfm_error_set(err, TFM_ERR_RANGE, "attention: unknown kind %d", (int)kind);
+    int layers = kind == TFM_ATTENTION_ENCODER ? c->n_encoder_layers : c->n_decoder_layers;
+    if (layer < 0 || layer >= layers)
+        return tfm_error_set(err, TFM_ERR_RANGE, "attention: layer %d; the stack has 0 to %d",
+                             layer, layers - 1);
+    switch (kind) {
+    case TFM_ATTENTION_ENCODER:
+        *weights = ws->a.enc[layer].attn.att + pk->enc_att[b];
+        *n_q = *n_k = pk->src_len[b];
+        break;
+    case TFM_ATTENTION_DECODER:
+        *weights = ws->a.dec[layer].self.att + pk->dec_att[b];
+        *n_q = *n_k = pk->tgt_len[b];
+        break;
+    case TFM_ATTENTION_CROSS:
+        *weights = ws->a.dec[layer].cross.att + pk->cross_att[b];
+        *n_q = pk->tgt_len[b];
+        *n_k = pk->src_len[b];
+        break;
+    }
     return TFM_OK;
 }

@@ -348,4 +348,38 @@ tfm_status tfm_model_forward_backward(tfm_train_workspace *ws, const tfm_train_b
                                       tfm_rng *rng, float grad_scale, float *grads,
                                       tfm_loss_sums *sums, tfm_error *err);
 
+/* ---- inspection: the attention weights --------------------------------------------------- */
+
+/* What the model attends to, as inspect-attn shows it.  Run tfm_model_loss
+ * with dropout false on a batch of pairs, then read each pair's weights:
+ * they are the ones the forward pass computed and saved (no second code
+ * path), and that pass is the computation the incremental decoder performs
+ * (its log-probs equal the search's, up to float rounding; tested).  For a
+ * source alone, decode first (tfm_search_run) and take the hypothesis as the
+ * target: the cross-attention is then the one that produced it. */
+
+typedef enum tfm_attention_kind {
+    TFM_ATTENTION_ENCODER = 0, /* encoder self-attention: queries and keys are the
+                                  source tokens (n_q = n_k = source length) */
+    TFM_ATTENTION_DECODER = 1, /* decoder self-attention, causal: queries and keys are
+                                  the decoder's inputs <s> y1 .. yn (n_q = n_k = n + 1);
+                                  weights on later positions are exactly 0 */
+    TFM_ATTENTION_CROSS = 2,   /* encoder-decoder attention: query t reads the decoder's
+                                  input t and predicts y(t+1) (the last one </s>), so
+                                  n_q = n + 1; the keys are the source tokens */
+} tfm_attention_kind;
+
+/* Pair b's weights of one kind in one layer (0-based, of the encoder stack
+ * for TFM_ATTENTION_ENCODER, else of the decoder stack) after the last
+ * forward pass of ws (tfm_model_loss or tfm_model_forward_backward).
+ * *weights points at [H, n_q, n_k] floats inside the workspace, valid until
+ * the next forward pass on it: row (h, i) is head h's softmax distribution
+ * of query i over the keys (it sums to 1; exactly 0 where masked).  They are
+ * the weights before attention dropout, which applies only in training.
+ * n_k may be 0 (an empty source).  TFM_ERR_ARG when no forward pass has
+ * succeeded on ws, TFM_ERR_RANGE for b, kind or layer out of range. */
+tfm_status tfm_model_attention(const tfm_train_workspace *ws, int b, tfm_attention_kind kind,
+                               int layer, const float **weights, int *n_q, int *n_k,
+                               tfm_error *err);
+
 #endif

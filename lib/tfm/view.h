@@ -1,0 +1,153 @@
+/* tfm/view.h - looking at what the model attends to: one sentence's
+ * attention weights gathered into a tensor, token labels beside them, and
+ * writers for TSV matrices, SVG heatmaps, terminal heatmaps and word
+ * alignments (fast_align's hard "i-j" pairs, Marian's soft distributions).
+ * This is the library behind inspect-attn(1).
+ *
+ * The weights come from tfm_model_attention (tfm/model.h): run tfm_model_loss
+ * without dropout on a batch of pairs, then gather each pair's weights:
+ *
+ *     tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err);
+ *     tfm_tensor w;
+ *     tfm_tensor_init(&w);
+ *     tfm_attention_gather(model, ws, 0, TFM_ATTENTION_CROSS,
+ *                          model->config.n_decoder_layers - 1, TFM_VIEW_MEAN, &w, &err);
+ *     // w: [1, 1, target length + 1, source length]
+ *     tfm_labels rows, cols;       // tfm_labels_set(...) from the pair's ids
+ *     tfm_attention_view v = {.weights = &w, .rows = rows.text, .cols = cols.text,
+ *                             .first_layer = model->config.n_decoder_layers - 1,
+ *                             .first_head = TFM_VIEW_MEAN, .n_model_heads = 4};
+ *     tfm_buf svg;
+ *     tfm_buf_init(&svg);
+ *     tfm_view_svg(&v, &svg, &err);
+ *
+ * Writers append to a tfm_buf and never print: the caller decides where the
+ * text goes.  Weights are drawn on an absolute scale, 0 to 1.
+ */
+#ifndef TFM_VIEW_H
+#define TFM_VIEW_H
+
+#include "tfm/core.h"
+#include "tfm/io.h"
+#include "tfm/model.h"
+#include "tfm/text.h"
+
+/* ---- gathering the weights ------------------------------------------------------ */
+
+/* Selections of layers and heads besides a 0-based number. */
+enum { TFM_VIEW_ALL = -1, TFM_VIEW_MEAN = -2 };
+
+/* Gathers pair b's weights of one kind, from the last forward pass of ws (a
+ * workspace of model m), into out: float32 of shape [L, H', n_q, n_k] (n_q,
+ * n_k as tfm_model_attention says).  layer: a layer number of the kind's
+ * stack (L = 1) or TFM_VIEW_ALL (L = the stack's depth).  head: a head
+ * number (H' = 1), TFM_VIEW_ALL (H' = n_heads) or TFM_VIEW_MEAN (H' = 1, the
+ * mean of the heads: its rows still sum to 1).  Errors as
+ * tfm_model_attention; TFM_ERR_RANGE for a head out of range. */
+tfm_status tfm_attention_gather(const tfm_model *m, const tfm_train_workspace *ws, int b,
+                                tfm_attention_kind kind, int layer, int head, tfm_tensor *out,
+                                tfm_error *err);
+
+/* The first n_q rows and n_k columns (at most) of every matrix of in
+ * ([L, H, rows, cols], float32) into out, for drawing long sentences. */
+tfm_status tfm_attention_crop(const tfm_tensor *in, int n_q, int n_k, tfm_tensor *out,
+                              tfm_error *err);
+
+/* The mean of the L x H matrices of t ([L, H, n_q, n_k], float32) into
+ * out[n_q * n_k]: one matrix for alignments. */
+void tfm_attention_mean(const tfm_tensor *t, float *out);
+
+/* ---- token labels ---------------------------------------------------------------- */
+
+/* Labels of tokens: text[i] is the label of token i, NUL-terminated.  The
+ * memory is the struct's (reused from call to call). */
+typedef struct tfm_labels {
+    int n;
+    const char **text; /* [n] */
+    tfm_buf buf;       /* the labels, one after another */
+    size_t *off;       /* [n] where each starts in buf */
+    int cap;
+} tfm_labels;
+
+void tfm_labels_init(tfm_labels *l);
+void tfm_labels_free(tfm_labels *l);
+
+/* Sets l to the pieces of ids[0..n) in v (as the vocabulary spells them:
+ * "▁the", "<0x0A>", "</s>"), each shortened to max_chars characters (code
+ * points) when longer, the last of them an ellipsis "…" (max_chars 0: never
+ * shortened).  v may be NULL (a model without a vocabulary): the labels are
+ * then the ids in decimal, as is an id v does not hold.  TFM_ERR_NOMEM. */
+tfm_status tfm_labels_set(tfm_labels *l, const tfm_vocab *v, const int32_t *ids, int n,
+                          int max_chars, tfm_error *err);
+
+/* Appends the first len bytes of s to out, escaped for XML text and
+ * attribute values: & < > " ' become entities, and what XML 1.0 cannot hold
+ * (invalid UTF-8, control characters other than tab and newline, U+FFFE,
+ * U+FFFF) becomes U+FFFD. */
+tfm_status tfm_xml_escape(tfm_buf *out, const char *s, size_t len);
+
+/* The width in terminal columns of a UTF-8 string (wide East Asian
+ * characters count 2, combining marks 0; invalid bytes 1 each). */
+int tfm_text_width(const char *s, size_t len);
+
+/* ---- views ------------------------------------------------------------------------- */
+
+/* One sentence's weights with their labels: what a writer draws. */
+typedef struct tfm_attention_view {
+    const tfm_tensor *weights; /* float32 [L, H, n_q, n_k] */
+    const char *const *rows;   /* [n_q] labels of the queries */
+    const char *const *cols;   /* [n_k] labels of the keys */
+    int first_layer;           /* the model's number of weights' layer 0; the rest follow */
+    int first_head;            /* likewise for heads, or TFM_VIEW_MEAN (then H == 1) */
+    int n_model_heads;         /* the model's heads, for "mean of 8 heads" */
+    const char *title;         /* a heading ("sentence 3: cross-attention"), or NULL */
+    const char *note;          /* a line below it (a truncation notice), or NULL */
+} tfm_attention_view;
+
+/* The name of matrix (l, h) of a view: "layer 5, head 2" or "layer 5, mean
+ * of 8 heads", appended to out. */
+tfm_status tfm_view_matrix_name(const tfm_attention_view *v, int l, int h, tfm_buf *out);
+
+/* TSV: one table per layer and head, each followed by an empty line.  A
+ * table's first row holds, in its first cell, "TITLE: layer L, head H" (the
+ * title left out when NULL) and then the column labels; each further row a
+ * query's label and its weights ("%.6g").  Labels hold no tab or newline
+ * (pieces cannot); one that does has them replaced by spaces. */
+tfm_status tfm_view_tsv(const tfm_attention_view *v, tfm_buf *out, tfm_error *err);
+
+/* SVG: one standalone document (XML declaration included), a grid of
+ * panels, one row per layer and one column per head; each panel a heatmap
+ * with the query labels on the left and the key labels above, rotated;
+ * every cell carries a <title> with its labels and weight (a tooltip); a
+ * colour legend below.  Colours: viridis, 0 dark to 1 yellow.  All text is
+ * escaped with tfm_xml_escape. */
+tfm_status tfm_view_svg(const tfm_attention_view *v, tfm_buf *out, tfm_error *err);
+
+typedef enum tfm_term_colors {
+    TFM_TERM_PLAIN = 0,     /* no escape sequences: the ramp " .:-=+*#%@" */
+    TFM_TERM_256 = 1,       /* xterm's 256 colours (ESC[48;5;Nm) */
+    TFM_TERM_TRUECOLOR = 2, /* 24-bit colour (ESC[48;2;R;G;Bm) */
+} tfm_term_colors;
+
+/* A heatmap for a terminal, for each layer and head: its name (and the
+ * title and note), the key labels written vertically above the columns, and
+ * one line per query: its label, right-aligned, then one cell of two
+ * columns per key; then a legend of the scale. */
+tfm_status tfm_view_term(const tfm_attention_view *v, tfm_term_colors colors, tfm_buf *out,
+                         tfm_error *err);
+
+/* ---- alignments ------------------------------------------------------------------ */
+
+/* Hard alignment from one matrix w [n_rows, n_cols] (rows: target tokens,
+ * columns: source positions): for each row t in order, the column i of its
+ * largest weight (the first on ties) as "i-t", 0-based, separated by
+ * spaces, appended to out (fast_align's and Marian's "source-target" form).
+ * A row whose largest weight lies at a column >= n_words (the source's </s>)
+ * is left unaligned, as fast_align leaves a word it cannot align. */
+tfm_status tfm_align_hard(const float *w, int n_rows, int n_cols, int n_words, tfm_buf *out);
+
+/* Soft alignment in Marian's form: each row's weights ("%.6g") joined by
+ * ',', the rows joined by ' ', appended to out. */
+tfm_status tfm_align_soft(const float *w, int n_rows, int n_cols, tfm_buf *out);
+
+#endif
