@@ -38,6 +38,13 @@ _Noreturn void cli_usage_error(const char *fmt, ...) __attribute__((format(print
 /* Prints "prog (tfm) VERSION" to stdout. */
 void cli_print_version(void);
 
+/* The long options every program shares; put last in a long_options table,
+ * before the terminating {NULL, 0, NULL, 0}, and handle them with
+ * cli_common_option (their short forms are "qvhV"). */
+#define CLI_COMMON_LONG_OPTIONS                                                \
+    {"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},    \
+        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}
+
 /* The options every program shares, for the default branch of a getopt_long
  * switch: -q, -v, -h (prints usage_text and exits 0), -V (exits 0); any
  * other option is a usage error. */

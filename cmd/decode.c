@@ -106,10 +106,7 @@ static const struct option long_options[] = {
     {"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS},
     {"max-input-length", required_argument, NULL, OPT_MAX_INPUT},
     {"threads", required_argument, NULL, OPT_THREADS},
-    {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
+    CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 

@@ -120,10 +120,7 @@ static const struct option long_options[] = {
     {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
     {"label-width", required_argument, NULL, OPT_LABEL_WIDTH},
     {"color", required_argument, NULL, OPT_COLOR},
-    {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
+    CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 

@@ -199,10 +199,7 @@ static const struct option long_options[] = {
     {"no-eos", no_argument, NULL, OPT_NO_EOS},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
     {"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS},
-    {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
+    CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
@@ -1316,15 +1313,12 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_PAIRED_N: opt->n_paired = (int)cli_parse_int("--paired-bs-n", optarg, 1, 1000000); break;
         case OPT_SEED: opt->seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
         case OPT_THREADS: opt->threads = (int)cli_parse_int("--threads", optarg, 1, 64); break;
-        case 'q': cli_verbosity = 0; break;
-        case 'v': cli_verbosity = 2; break;
-        case 'h': fputs(usage_text, stdout); cli_flush(); exit(CLI_EXIT_OK);
         case 'V':
             cli_print_version();
             printf("computes BLEU, chrF and TER as sacreBLEU %s does\n", TFM_SACREBLEU_VERSION);
             cli_flush();
             exit(CLI_EXIT_OK);
-        default: cli_usage_error("unknown or incomplete option");
+        default: cli_common_option(c, usage_text);
         }
     }
 }

@@ -107,10 +107,7 @@ static const struct option long_options[] = {
     {"user-symbols", required_argument, NULL, OPT_USER_SYMBOLS},
     {"soft-vocab-limit", no_argument, NULL, OPT_SOFT_LIMIT},
     {"output-file", required_argument, NULL, 'o'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
+    CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
