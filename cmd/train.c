@@ -55,6 +55,7 @@ static const char usage_text[] =
     "\n"
     "Data:\n"
     "  -m, --vocab=VOCAB          the vocabulary (from 'tokenize learn') or a model file\n"
+    "                             (--model=VOCAB is the same, as in tokenize)\n"
     "      --vocab-size=N         without a vocabulary: id files with ids below N\n"
     "      --src=FILE, --tgt=FILE the training data\n"
     "      --input-format=F       'auto' (default: each file by its first line), 'ids'\n"
@@ -134,7 +135,7 @@ enum {
     O_VALID_TGT, O_BATCH_TOKENS, O_ACCUM, O_SORT_WINDOW, O_LR_FACTOR, O_WARMUP, O_CLIP_NORM,
     O_EMA, O_SEED, O_THREADS, O_MAX_STEPS, O_MAX_EPOCHS, O_MAX_TIME, O_VALID_EVERY,
     O_VALID_BLEU, O_PATIENCE, O_SAVE_EVERY, O_KEEP, O_CHECKPOINT_DIR, O_AVERAGE_LAST, O_LOG,
-    O_PROGRESS, O_DEBUG_NAN, O_RESUME, O_OUTPUT, O_INIT_ONLY, O_QUIET, O_VERBOSE,
+    O_PROGRESS, O_DEBUG_NAN, O_RESUME, O_OUTPUT, O_INIT_ONLY,
     O_COUNT
 };
 
@@ -194,8 +195,6 @@ static const opt_def defs[O_COUNT] = {
     [O_RESUME] = {"resume", optional_argument, K_ONCE, NULL},
     [O_OUTPUT] = {"output", required_argument, K_ONCE, NULL},
     [O_INIT_ONLY] = {"init-only", no_argument, K_ONCE, NULL},
-    [O_QUIET] = {"quiet", no_argument, K_ONCE, NULL},
-    [O_VERBOSE] = {"verbose", no_argument, K_ONCE, NULL},
 };
 
 /* The text values: given on the command line, stored in the checkpoint,
@@ -384,33 +383,27 @@ static void resolve(options *o)
 
 static void parse_command_line(int argc, char **argv)
 {
-    struct option longs[O_COUNT + 4];
+    static const struct option common[] = {CLI_COMMON_LONG_OPTIONS,
+                                           {"model", required_argument, NULL, 'm'}};
+    enum { N_COMMON = sizeof common / sizeof common[0] };
+    struct option longs[O_COUNT + N_COMMON + 1];
     for (int i = 0; i < O_COUNT; i++)
         longs[i] = (struct option){defs[i].name, defs[i].has_arg, NULL, 256 + i};
-    int n = O_COUNT;
-    longs[n++] = (struct option){"help", no_argument, NULL, 'h'};
-    longs[n++] = (struct option){"version", no_argument, NULL, 'V'};
-    longs[n++] = (struct option){"model", required_argument, NULL, 'm'};
-    longs[n] = (struct option){NULL, 0, NULL, 0};
+    for (int i = 0; i < N_COMMON; i++) longs[O_COUNT + i] = common[i];
+    longs[O_COUNT + N_COMMON] = (struct option){NULL, 0, NULL, 0};
     int c;
     while ((c = getopt_long(argc, argv, "m:o:qvhV", longs, NULL)) != -1) {
         int id;
-        switch (c) {
-        case 'm': id = O_VOCAB; break;
-        case 'o': id = O_OUTPUT; break;
-        case 'q': id = O_QUIET; break;
-        case 'v': id = O_VERBOSE; break;
-        case 'h': fputs(usage_text, stdout); exit(CLI_EXIT_OK);
-        case 'V': cli_print_version(); exit(CLI_EXIT_OK);
-        default:
-            if (c < 256 || c >= 256 + O_COUNT) cli_usage_error("unknown option");
-            id = c - 256;
+        if (c == 'm') id = O_VOCAB;
+        else if (c == 'o') id = O_OUTPUT;
+        else if (c >= 256 && c < 256 + O_COUNT) id = c - 256;
+        else {
+            cli_common_option(c, usage_text);
+            continue;
         }
         given[id] = defs[id].has_arg == no_argument ? "yes" : optarg ? optarg : "";
     }
     if (optind < argc) cli_usage_error("unexpected argument '%s'", argv[optind]);
-    if (given[O_QUIET]) cli_verbosity = 0;
-    if (given[O_VERBOSE]) cli_verbosity = 2;
 }
 
 /* ---- files of the run ---------------------------------------------------------------------- */
@@ -628,19 +621,16 @@ static tfm_corpus *load_corpus(const options *o, const char *src, const char *tg
 static int run_average(int argc, char **argv)
 {
     static const struct option longs[] = {
-        {"output", required_argument, NULL, 'o'}, {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+        {"output", required_argument, NULL, 'o'},
+        CLI_COMMON_LONG_OPTIONS,
+        {NULL, 0, NULL, 0},
     };
     const char *out = NULL;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:qh", longs, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'q': cli_verbosity = 0; break;
-        case 'h': fputs(average_usage_text, stdout); return CLI_EXIT_OK;
-        default: cli_usage_error("unknown option");
-        }
+    while ((c = getopt_long(argc, argv, "o:qvhV", longs, NULL)) != -1) {
+        if (c == 'o') out = optarg;
+        else cli_common_option(c, average_usage_text);
     }
     if (!out) cli_usage_error("average: -o MODEL is required");
     if (optind >= argc) cli_usage_error("average: no files to average");
@@ -716,7 +706,7 @@ static void report(run *r, const tfm_step_result *res, double t)
         char line[256];
         snprintf(line, sizeof line,
                  "step %" PRId64 " epoch %.2f loss %.3f ppl %.2f lr %.2e %.0f tok/s elapsed %s ETA %s",
-                 step, epoch + 1, loss, ppl, res->lr, rate, el_text, eta_text);
+                 step, epoch, loss, ppl, res->lr, rate, el_text, eta_text);
         if (p->tty) {
             fprintf(stderr, "\r%s\033[K", line);
             p->line_shown = true;

@@ -12,7 +12,11 @@
  *                and decoding
  *   tfm/metrics.h  BLEU, chrF and TER as sacreBLEU computes them
  *   tfm/model.h  the Transformer: configuration, parameters, model files, the
- *                batched encoder and the incremental decoder
+ *                batched encoder, the incremental decoder, training's forward
+ *                and backward passes, attention weights for inspection
+ *   tfm/search.h greedy and beam search and sampling over the decoder
+ *   tfm/train.h  training: data, batches, Adam and the schedule, checkpoints
+ *   tfm/view.h   attention as npy, TSV, SVG, terminal heatmaps, alignments
  *
  * Rules that hold everywhere:
  *   - Every function that can fail returns tfm_status; TFM_OK is 0.  Pass a

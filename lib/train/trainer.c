@@ -1,0 +1,443 @@
+/* trainer.c - the training loop's one update, validation, and the trainer's
+ * checkpoints: everything of training but the forward and backward pass
+ * (tfm_model_forward_backward, lib/nn) and the program around it
+ * (cmd/train.c).
+ *
+ * An update: accum batches forward and backward into one gradient buffer
+ * (the gradient of the summed loss), divided by the number of target tokens
+ * (fairseq's normalisation, so the rate does not depend on the batch size),
+ * checked for NaN and infinity, clipped to a global norm if asked, and
+ * applied by Adam at the scheduled rate; then the moving average. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tfm/metrics.h"
+#include "tfm/search.h"
+#include "tfm/train.h"
+
+/* Sentences decoded together when validating. */
+#define DECODE_BATCH 64
+
+struct tfm_trainer {
+    tfm_train_params p;
+    const tfm_corpus *corpus;
+    tfm_train_state s;           /* model, moments, average, generators */
+    size_t n_params;
+    float *grads;                /* [n_params] */
+    tfm_batcher *batcher;
+    tfm_train_workspace *ws;
+    int64_t poisoned;            /* updates poisoned so far (debug_nan_*) */
+};
+
+tfm_train_params tfm_train_default_params(void)
+{
+    return (tfm_train_params){
+        .batches = tfm_batcher_default_params(),
+        .accum = 1,
+        .lr_factor = 1.0,
+        .warmup = 4000,
+        .clip_norm = 0.0,
+        .adam = tfm_adam_default_params(),
+        .ema_decay = 0.0,
+        .seed = 1,
+        .max_bad_steps = 5,
+    };
+}
+
+tfm_status tfm_train_params_validate(const tfm_train_params *p, tfm_error *err)
+{
+    if (p->batches.batch_tokens < 1)
+        return tfm_error_set(err, TFM_ERR_RANGE, "batch_tokens is %lld, expected 1 or more",
+                             (long long)p->batches.batch_tokens);
+    if (p->batches.window < 1)
+        return tfm_error_set(err, TFM_ERR_RANGE, "window is %d, expected 1 or more",
+                             p->batches.window);
+    if (p->accum < 1)
+        return tfm_error_set(err, TFM_ERR_RANGE, "accum is %d, expected 1 or more", p->accum);
+    if (!(p->lr_factor > 0) || !isfinite(p->lr_factor))
+        return tfm_error_set(err, TFM_ERR_RANGE, "lr_factor is %g, expected a positive number",
+                             p->lr_factor);
+    if (p->warmup < 1)
+        return tfm_error_set(err, TFM_ERR_RANGE, "warmup is %d, expected 1 or more", p->warmup);
+    if (!(p->clip_norm >= 0) || !isfinite(p->clip_norm))
+        return tfm_error_set(err, TFM_ERR_RANGE, "clip_norm is %g, expected 0 (off) or more",
+                             p->clip_norm);
+    if (!(p->adam.beta1 >= 0 && p->adam.beta1 < 1) || !(p->adam.beta2 >= 0 && p->adam.beta2 < 1))
+        return tfm_error_set(err, TFM_ERR_RANGE, "Adam's betas are %g and %g, expected [0, 1)",
+                             (double)p->adam.beta1, (double)p->adam.beta2);
+    if (!(p->adam.eps > 0))
+        return tfm_error_set(err, TFM_ERR_RANGE, "Adam's eps is %g, expected a positive number",
+                             (double)p->adam.eps);
+    if (!(p->ema_decay >= 0 && p->ema_decay < 1))
+        return tfm_error_set(err, TFM_ERR_RANGE, "ema_decay is %g, expected [0, 1)",
+                             p->ema_decay);
+    if (p->max_bad_steps < 1)
+        return tfm_error_set(err, TFM_ERR_RANGE, "max_bad_steps is %d, expected 1 or more",
+                             p->max_bad_steps);
+    return TFM_OK;
+}
+
+void tfm_trainer_free(tfm_trainer *t)
+{
+    if (!t) return;
+    tfm_train_workspace_free(t->ws);
+    tfm_batcher_free(t->batcher);
+    free(t->grads);
+    tfm_train_state_free(&t->s);
+    free(t);
+}
+
+/* Makes what every trainer has besides its state: the gradient buffer, the
+ * batcher (at the state's position) and the workspace. */
+static tfm_status build(tfm_trainer *t, tfm_error *err)
+{
+    t->n_params = tfm_params_count(&t->s.model->config);
+    size_t bytes = (t->n_params * sizeof(float) + 63) / 64 * 64;
+    t->grads = aligned_alloc(64, bytes ? bytes : 64);
+    if (!t->grads) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for the gradients");
+    memset(t->grads, 0, t->n_params * sizeof(float));
+    tfm_status st = tfm_batcher_create(t->corpus, &t->p.batches, &t->batcher, err);
+    if (st == TFM_OK) st = tfm_batcher_set_state(t->batcher, &t->s.batcher, err);
+    if (st == TFM_OK) st = tfm_train_workspace_create(t->s.model, &t->ws, err);
+    return st;
+}
+
+tfm_status tfm_trainer_create(tfm_model *model, const tfm_corpus *corpus,
+                              const tfm_train_params *p, tfm_trainer **out, tfm_error *err)
+{
+    *out = NULL;
+    tfm_status st = tfm_train_params_validate(p, err);
+    tfm_trainer *t = st == TFM_OK ? calloc(1, sizeof *t) : NULL;
+    if (st == TFM_OK && !t) st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    if (st != TFM_OK) {
+        tfm_model_free(model);
+        return st;
+    }
+    t->p = *p;
+    t->corpus = corpus;
+    st = tfm_train_state_init(&t->s, model, p->ema_decay > 0, err);
+    if (st == TFM_OK) {
+        tfm_rng_seed(&t->s.batcher.rng, p->batches.seed);
+        /* Dropout draws from a stream of its own, apart from the shuffles even
+         * when both come from one seed. */
+        tfm_rng_seed(&t->s.dropout_rng, p->seed ^ 0x6a09e667f3bcc909ULL);
+        t->s.corpus_pairs = tfm_corpus_size(corpus);
+        t->s.corpus_hash = tfm_corpus_hash(corpus);
+        st = build(t, err);
+    } else {
+        t->s.model = model; /* freed with the trainer */
+    }
+    if (st != TFM_OK) {
+        tfm_trainer_free(t);
+        return st;
+    }
+    *out = t;
+    return TFM_OK;
+}
+
+tfm_status tfm_trainer_resume(const char *path, const tfm_corpus *corpus,
+                              const tfm_train_params *p, tfm_trainer **out, tfm_error *err)
+{
+    *out = NULL;
+    tfm_status st = tfm_train_params_validate(p, err);
+    if (st != TFM_OK) return st;
+    tfm_trainer *t = calloc(1, sizeof *t);
+    if (!t) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    t->p = *p;
+    t->corpus = corpus;
+    st = tfm_checkpoint_load(path, &t->s, err);
+    if (st == TFM_OK &&
+        (t->s.corpus_pairs != tfm_corpus_size(corpus) || t->s.corpus_hash != tfm_corpus_hash(corpus)))
+        st = tfm_error_set(err, TFM_ERR_ARG,
+                           "checkpoint '%s' was trained on %llu sentence pairs, but the training "
+                           "data given %s: resuming needs the same data",
+                           path, (unsigned long long)t->s.corpus_pairs,
+                           t->s.corpus_pairs != tfm_corpus_size(corpus) ? "hold another number"
+                                                                        : "hold other pairs");
+    /* A moving average asked for now but not kept before starts from the
+     * weights; one no longer asked for is dropped. */
+    size_t n = st == TFM_OK ? tfm_params_count(&t->s.model->config) : 0;
+    if (st == TFM_OK && p->ema_decay > 0 && !t->s.ema) {
+        t->s.ema = malloc(n * sizeof(float));
+        if (!t->s.ema) st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        else memcpy(t->s.ema, t->s.model->data, n * sizeof(float));
+    }
+    if (st == TFM_OK && p->ema_decay == 0 && t->s.ema) {
+        free(t->s.ema);
+        t->s.ema = NULL;
+    }
+    if (st == TFM_OK) st = build(t, err);
+    if (st != TFM_OK) {
+        tfm_trainer_free(t);
+        return st;
+    }
+    *out = t;
+    return TFM_OK;
+}
+
+int64_t tfm_trainer_steps(const tfm_trainer *t)
+{
+    return t->s.model->step;
+}
+
+double tfm_trainer_epoch(const tfm_trainer *t)
+{
+    tfm_batcher_state s;
+    tfm_batcher_get_state(t->batcher, &s);
+    int64_t n = tfm_batcher_epoch_batches(t->batcher);
+    return (double)s.epoch + (n > 0 ? (double)s.position / (double)n : 0.0);
+}
+
+const tfm_train_params *tfm_trainer_params(const tfm_trainer *t)
+{
+    return &t->p;
+}
+
+const tfm_model *tfm_trainer_model(const tfm_trainer *t)
+{
+    return t->s.model;
+}
+
+static tfm_train_batch train_batch(const tfm_batch *b)
+{
+    return (tfm_train_batch){.B = b->B, .src = b->src, .src_lens = b->src_lens, .tgt = b->tgt,
+                             .tgt_lens = b->tgt_lens};
+}
+
+tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
+{
+    memset(r, 0, sizeof *r);
+    memset(t->grads, 0, t->n_params * sizeof(float));
+    for (int a = 0; a < t->p.accum; a++) {
+        tfm_batch b;
+        tfm_status st = tfm_batcher_next(t->batcher, &b, err);
+        if (st != TFM_OK) return st;
+        tfm_train_batch tb = train_batch(&b);
+        tfm_loss_sums sums;
+        st = tfm_model_forward_backward(t->ws, &tb, &t->s.dropout_rng, 1.0f, t->grads, &sums, err);
+        if (st != TFM_OK) return st;
+        r->loss_sum += sums.loss;
+        r->nll_sum += sums.nll;
+        r->tgt_tokens += sums.n_tokens;
+        r->src_tokens += b.src_tokens;
+        r->sentences += b.B;
+        r->epoch = b.epoch;
+    }
+    int64_t step = t->s.model->step + 1;
+    if (t->p.debug_nan_step > 0 && step >= t->p.debug_nan_step &&
+        t->poisoned < t->p.debug_nan_count) {
+        t->grads[t->n_params / 2] = NAN;
+        t->poisoned++;
+    }
+    double tokens = r->tgt_tokens > 0 ? (double)r->tgt_tokens : 1.0;
+    r->grad_norm = sqrt(tfm_sum_squares(t->grads, t->n_params)) / tokens;
+    r->lr = tfm_lr_schedule(t->p.lr_factor, t->s.model->config.d_model, t->p.warmup, step);
+    if (!isfinite(r->loss_sum) || !isfinite(r->grad_norm)) {
+        r->skipped = true;
+        r->bad_steps = ++t->s.bad_steps;
+        if (t->s.bad_steps >= t->p.max_bad_steps)
+            return tfm_error_set(err, TFM_ERR_RANGE,
+                                 "the loss or the gradients were not finite (NaN or infinite) in "
+                                 "%d updates in a row after update %lld: training has diverged "
+                                 "(a lower --lr-factor, a longer --warmup or --clip-norm may help)",
+                                 t->s.bad_steps, (long long)t->s.model->step);
+        return TFM_OK;
+    }
+    t->s.bad_steps = 0;
+    double scale = 1.0 / tokens;
+    if (t->p.clip_norm > 0 && r->grad_norm > t->p.clip_norm)
+        scale *= t->p.clip_norm / r->grad_norm;
+    tfm_adam_update(&t->p.adam, step, r->lr, (float)scale, t->n_params, t->s.model->data,
+                    t->grads, t->s.exp_avg, t->s.exp_avg_sq);
+    if (t->s.ema) tfm_ema_update((float)t->p.ema_decay, t->n_params, t->s.ema, t->s.model->data);
+    t->s.model->step = step;
+    return TFM_OK;
+}
+
+/* ---- validation --------------------------------------------------------------------- */
+
+/* Exchanges the weights and the moving average in place (no second copy of
+ * the model is needed to evaluate the average). */
+static void swap_weights(tfm_trainer *t)
+{
+    float *w = t->s.model->data, *e = t->s.ema;
+    for (size_t i = 0; i < t->n_params; i++) {
+        float x = w[i];
+        w[i] = e[i];
+        e[i] = x;
+    }
+}
+
+static tfm_status valid_loss(tfm_trainer *t, const tfm_corpus *valid, tfm_valid_result *r,
+                             tfm_error *err)
+{
+    tfm_batcher_params bp = t->p.batches;
+    bp.shuffle = false;
+    tfm_batcher *b;
+    tfm_status st = tfm_batcher_create(valid, &bp, &b, err);
+    if (st != TFM_OK) return st;
+    int64_t n = tfm_batcher_epoch_batches(b);
+    for (int64_t i = 0; i < n && st == TFM_OK; i++) {
+        tfm_batch batch;
+        if ((st = tfm_batcher_next(b, &batch, err)) != TFM_OK) break;
+        tfm_train_batch tb = train_batch(&batch);
+        tfm_loss_sums sums;
+        st = tfm_model_loss(t->ws, &tb, false, NULL, &sums, NULL, NULL, err);
+        r->loss_sum += sums.loss;
+        r->nll_sum += sums.nll;
+        r->tgt_tokens += sums.n_tokens;
+        r->sentences += batch.B;
+    }
+    tfm_batcher_free(b);
+    return st;
+}
+
+/* The text BLEU is taken on: the detokenised text with a vocabulary, else
+ * the id line. */
+static tfm_status ids_text(const tfm_vocab *v, const int32_t *ids, int n, tfm_buf *out,
+                           tfm_error *err)
+{
+    tfm_buf_clear(out);
+    if (v) return tfm_bpe_decode(v, ids, (size_t)n, out, err);
+    if (tfm_ids_format(ids, (size_t)n, out) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    return TFM_OK;
+}
+
+typedef struct decoder_set {
+    tfm_encoder *enc;
+    tfm_decoder *dec;
+    tfm_search *search;
+    tfm_metric *bleu;
+    float *states;
+    size_t states_cap;
+    tfm_buf hyp, ref;
+} decoder_set;
+
+static void decoder_set_free(decoder_set *d)
+{
+    tfm_encoder_free(d->enc);
+    tfm_decoder_free(d->dec);
+    tfm_search_free(d->search);
+    tfm_metric_free(d->bleu);
+    free(d->states);
+    tfm_buf_free(&d->hyp);
+    tfm_buf_free(&d->ref);
+}
+
+/* Greedy decodes of sentences [lo, hi) of valid, scored into r and d->bleu. */
+static tfm_status decode_range(const tfm_model *m, decoder_set *d, const tfm_corpus *valid,
+                               size_t lo, size_t hi, tfm_valid_result *r, tfm_error *err)
+{
+    const int32_t *src[DECODE_BATCH], *tgt[DECODE_BATCH];
+    int src_lens[DECODE_BATCH], tgt_lens[DECODE_BATCH];
+    const float *states[DECODE_BATCH];
+    int B = (int)(hi - lo);
+    size_t rows = 0;
+    for (int i = 0; i < B; i++) {
+        tfm_corpus_pair(valid, lo + (size_t)i, &src[i], &src_lens[i], &tgt[i], &tgt_lens[i]);
+        rows += (size_t)src_lens[i];
+    }
+    size_t D = (size_t)m->config.d_model;
+    if (rows * D > d->states_cap) {
+        free(d->states);
+        d->states_cap = rows * D;
+        d->states = malloc(d->states_cap * sizeof(float));
+        if (!d->states) {
+            d->states_cap = 0;
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        }
+    }
+    tfm_status st = tfm_encoder_forward(d->enc, B, src, src_lens, d->states, err);
+    if (st != TFM_OK) return st;
+    size_t row = 0;
+    for (int i = 0; i < B; i++) {
+        states[i] = d->states + row * D;
+        row += (size_t)src_lens[i];
+    }
+    tfm_search_params sp = tfm_search_default_params();
+    sp.beam = 1;
+    tfm_search_input in = {.n_sentences = B, .states = states, .src_lens = src_lens};
+    if ((st = tfm_search_run(d->search, d->dec, &sp, &in, err)) != TFM_OK) return st;
+    for (int i = 0; i < B; i++) {
+        tfm_nbest nb = tfm_search_result(d->search, i);
+        const tfm_hypothesis *h = &nb.hyps[0];
+        if (h->len == tgt_lens[i] && memcmp(h->ids, tgt[i], (size_t)h->len * sizeof(int32_t)) == 0)
+            r->exact += 1;
+        if ((st = ids_text(m->vocab, h->ids, h->len, &d->hyp, err)) ||
+            (st = ids_text(m->vocab, tgt[i], tgt_lens[i], &d->ref, err)))
+            return st;
+        const char *refs[1] = {d->ref.data ? d->ref.data : ""};
+        size_t ref_lens[1] = {d->ref.len};
+        /* A reference that is empty as text cannot be scored (sacreBLEU
+         * refuses it too): it counts only in the exact matches. */
+        st = tfm_metric_add(d->bleu, d->hyp.data ? d->hyp.data : "", d->hyp.len, refs, ref_lens,
+                            1, err);
+        if (st != TFM_OK && st != TFM_ERR_ARG) return st;
+    }
+    return TFM_OK;
+}
+
+static tfm_status valid_decode(const tfm_model *m, const tfm_corpus *valid, tfm_valid_result *r,
+                               tfm_error *err)
+{
+    decoder_set d = {0};
+    tfm_buf_init(&d.hyp);
+    tfm_buf_init(&d.ref);
+    tfm_metric_params mp = tfm_metric_default_params(TFM_METRIC_BLEU);
+    tfm_status st = tfm_encoder_create(m, &d.enc, err);
+    if (st == TFM_OK) st = tfm_decoder_create(m, &d.dec, err);
+    if (st == TFM_OK) st = tfm_search_create(m, &d.search, err);
+    if (st == TFM_OK) st = tfm_metric_create(&mp, &d.bleu, err);
+    size_t n = tfm_corpus_size(valid);
+    for (size_t lo = 0; lo < n && st == TFM_OK; lo += DECODE_BATCH)
+        st = decode_range(m, &d, valid, lo, lo + DECODE_BATCH < n ? lo + DECODE_BATCH : n, r, err);
+    if (st == TFM_OK) {
+        tfm_score s;
+        tfm_metric_corpus_score(d.bleu, &s);
+        r->bleu = tfm_metric_count(d.bleu) ? s.score : 0.0;
+        r->exact = n ? r->exact / (double)n : 0.0;
+        r->decoded = true;
+    }
+    decoder_set_free(&d);
+    return st;
+}
+
+tfm_status tfm_trainer_validate(tfm_trainer *t, const tfm_corpus *valid, bool decode,
+                                tfm_valid_result *r, tfm_error *err)
+{
+    memset(r, 0, sizeof *r);
+    if (tfm_corpus_size(valid) == 0)
+        return tfm_error_set(err, TFM_ERR_ARG, "the validation data hold no sentence pairs");
+    if (t->s.ema) swap_weights(t);
+    tfm_status st = valid_loss(t, valid, r, err);
+    if (st == TFM_OK && decode) st = valid_decode(t->s.model, valid, r, err);
+    if (t->s.ema) swap_weights(t);
+    return st;
+}
+
+/* ---- saving ------------------------------------------------------------------------- */
+
+tfm_status tfm_trainer_save(const tfm_trainer *t, const char *path,
+                            const char *const *extra_metadata, tfm_error *err)
+{
+    /* The state's batcher position is brought up to date for the file. */
+    tfm_train_state s = t->s;
+    tfm_batcher_get_state(t->batcher, &s.batcher);
+    return tfm_checkpoint_save(path, &s, extra_metadata, err);
+}
+
+tfm_status tfm_trainer_save_model(const tfm_trainer *t, const char *path,
+                                  const char *const *extra_metadata, tfm_error *err)
+{
+    if (!t->s.ema) return tfm_model_save(t->s.model, path, extra_metadata, err);
+    /* The average, as a model that borrows everything else. */
+    tfm_model view = *t->s.model;
+    if (tfm_params_layout(&view.config, t->s.ema, &view.params) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    view.data = t->s.ema;
+    tfm_status st = tfm_model_save(&view, path, extra_metadata, err);
+    tfm_params_free_layout(&view.params);
+    return st;
+}

@@ -1,0 +1,229 @@
+#!/bin/sh
+# test_train.sh - end-to-end tests of train(1): the copy task of the
+# Annotated Transformer (random symbol sequences copied) learnt to exact
+# greedy decodes of held-out sequences through encode | decode; sequence
+# reversal from text, through tokenize, encode, decode and tokenize -d; a run
+# stopped and resumed equal bit for bit to one never stopped; kill -9 at
+# random moments never leaving a corrupt checkpoint and losing no more than
+# the update under way; SIGTERM saving a checkpoint; NaN updates skipped and
+# then training stopped; early stopping; averaging; and the errors (line
+# counts that differ, no vocabulary, nothing to resume from).
+#
+# The models are tiny (d_model 32, 2+2 layers) so that each case takes
+# seconds.  Run through tests/run.sh, or by hand:
+#   BIN=build/release/bin ROOT=$PWD TEST_TMP=$(mktemp -d) sh tests/cli/test_train.sh
+. "$ROOT/tests/cli/lib.sh"
+
+TRAIN="$BIN/train"
+if [ ! -x "$TRAIN" ]; then skip "no $TRAIN"; exit 0; fi
+# Under the sanitizers everything runs ~3x slower: fewer updates there, and
+# the accuracy asked for is what those updates reach.
+case "$BIN" in *asan*) SLOW=1 ;; *) SLOW=0 ;; esac
+
+# The small model of every case; options after it override.
+SMALL="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 -q"
+
+# make_sequences N SEED: N lines of 5..10 random ids from 4..13.
+make_sequences() {
+    awk -v n="$1" -v seed="$2" 'BEGIN { srand(seed)
+        for (i = 0; i < n; i++) { len = 5 + int(rand() * 6); s = ""
+            for (k = 0; k < len; k++) s = s (k ? " " : "") (4 + int(rand() * 10))
+            print s } }'
+}
+# reverse: each line's words in reverse order.
+reverse() { awk '{ s = ""; for (i = NF; i >= 1; i--) s = s (i < NF ? " " : "") $i; print s }'; }
+# exact HYP REF: the number of lines equal in both.
+exact() { paste -d '|' "$1" "$2" | awk -F'|' '$1 == $2 { n++ } END { print n + 0 }'; }
+# tensors FILE: the data section of a safetensors file (after the 8-byte
+# header length and the header), the same bytes whenever the tensors are.
+tensors() {
+    n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
+    tail -c +"$((n + 9))" "$1"
+}
+same_tensors() { tensors "$1" >t1.bin && tensors "$2" >t2.bin && cmp -s t1.bin t2.bin; }
+
+make_sequences 2800 1 >train.src
+make_sequences 200 2 >valid.src
+cp train.src train.tgt
+cp valid.src valid.tgt
+
+# ---- the copy task ----------------------------------------------------------------
+
+if [ "$SLOW" = 1 ]; then steps=300; want=150; else steps=600; want=198; fi
+"$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt --valid-src valid.src \
+    --valid-tgt valid.tgt --valid-bleu --valid-every 100 --batch-tokens 1000 --warmup 200 \
+    --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 \
+    --log copy.tsv -o copy.st 2>err.txt
+check "copy task: training exits 0" test -s copy.st
+if [ -x "$BIN/encode" ] && [ -x "$BIN/decode" ]; then
+    "$BIN/encode" -m copy.st valid.src | "$BIN/decode" -m copy.st --beam 1 >copy.hyp 2>err.txt
+    n=$(exact copy.hyp valid.tgt)
+    if [ "$n" -ge "$want" ]; then pass "copy task: $n of 200 held-out sequences decoded exactly (encode | decode --beam 1)"
+    else fail "copy task: $n of 200 held-out sequences decoded exactly, expected $want"; head -3 copy.hyp; fi
+else
+    skip "copy task: no encode or decode to check the decodes with"
+fi
+# The log: a header and one line per update and per validation.
+check "copy task: the log's header" grep -q "^step	epoch	loss	ppl	lr	tokens_per_s	elapsed	set	bleu	exact	tokens$" copy.tsv
+n=$(awk -F'\t' '$8 == "train"' copy.tsv | wc -l)
+check "copy task: a log line per update ($n)" test "$n" -eq "$steps"
+best=$(awk -F'\t' '$8 == "valid" { e = $10 } END { print e * 100 }' copy.tsv)
+check "copy task: the last validation's exact matches ($best%)" test "${best%.*}" -ge $((want / 2))
+check "copy task: the best model is kept" test -s copy.st.best
+check "copy task: a checkpoint at the end" test -s copy.st.ckpt-$steps
+
+# ---- reversal, from text ----------------------------------------------------------------
+
+if [ "$SLOW" = 1 ]; then steps=600; want=100; else steps=1400; want=196; fi
+to_text() { awk 'BEGIN { split("a b c d e f g h i j", L, " ") }
+    { s = ""; for (i = 1; i <= NF; i++) s = s (i > 1 ? " " : "") L[$i - 3]; print s }'; }
+to_text <train.src >rev.src
+reverse <rev.src >rev.tgt
+to_text <valid.src >rev-valid.src
+reverse <rev-valid.src >rev-valid.tgt
+"$BIN/tokenize" learn -q --vocab-size 290 --soft-vocab-limit rev.src rev.tgt -o rev.vocab
+"$TRAIN" $SMALL -m rev.vocab --src rev.src --tgt rev.tgt --batch-tokens 1000 --warmup 200 \
+    --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 -o rev.st 2>err.txt
+check "reversal: training on text exits 0" test -s rev.st
+if [ -x "$BIN/encode" ] && [ -x "$BIN/decode" ]; then
+    "$BIN/tokenize" -m rev.st rev-valid.src | "$BIN/encode" -m rev.st |
+        "$BIN/decode" -m rev.st --beam 1 | "$BIN/tokenize" -d -m rev.st >rev.hyp 2>err.txt
+    n=$(exact rev.hyp rev-valid.tgt)
+    if [ "$n" -ge "$want" ]; then pass "reversal: $n of 200 held-out sequences reversed exactly (tokenize | encode | decode | tokenize -d)"
+    else fail "reversal: $n of 200 reversed exactly, expected $want"; head -3 rev.hyp; fi
+else
+    skip "reversal: no encode or decode"
+fi
+
+# ---- resuming is exact ------------------------------------------------------------------------
+
+# Dropout, accumulation, clipping and a moving average: all of the state.
+RUN="$SMALL --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 300 --accum 2 \
+     --dropout 0.1 --clip-norm 1 --ema 0.9 --warmup 20 --seed 7"
+"$TRAIN" $RUN --max-steps 30 --save-every 15 -o whole.st 2>err.txt
+"$TRAIN" $RUN --max-steps 15 --save-every 15 -o part.st 2>err.txt
+check "resume: the first part stops at its checkpoint" test -s part.st.ckpt-15
+"$TRAIN" --resume --max-steps 30 -q -o part.st 2>err.txt
+check "resume: the resumed run ends at update 30" test -s part.st.ckpt-30
+check "resume: the checkpoint at 30 equals the uninterrupted run's, bit for bit" \
+    same_tensors whole.st.ckpt-30 part.st.ckpt-30
+check "resume: so does the model" same_tensors whole.st part.st
+# The checkpoint carries the options: none of RUN were given again.
+check "resume: the options come from the checkpoint" grep -q "train.opt.accum" part.st
+"$TRAIN" $RUN --max-steps 30 -o fresh.st 2>err.txt
+check "the same seed gives the same model" same_tensors whole.st fresh.st
+"$TRAIN" $RUN --seed 8 --max-steps 30 -o other.st 2>err.txt
+if same_tensors whole.st other.st; then fail "another seed gives another model"; else pass "another seed gives another model"; fi
+expect_status 2 "resume: a model option cannot change" "$TRAIN" --resume --d-model 64 -o part.st
+expect_status 1 "resume: nothing to resume from" "$TRAIN" --resume -o nothing.st
+expect_stderr "no checkpoint" "resume: the message says there is no checkpoint"
+
+# ---- kill -9 never leaves a corrupt checkpoint --------------------------------------------------
+
+# Every update saves a checkpoint; the run is killed at random moments and
+# resumed each time.  Every checkpoint left must load, the newest must be at
+# most one update behind the log, and the end must equal a run never killed.
+# logged_step: the last update in kill.tsv (0 before there is one).
+logged_step() {
+    if [ -f kill.tsv ]; then awk -F'\t' '$8 == "train" { s = $1 } END { print s + 0 }' kill.tsv
+    else echo 0; fi
+}
+KILLRUN="$RUN --max-steps 200 --save-every 1 --keep 3 --log kill.tsv"
+"$TRAIN" $KILLRUN -o unkilled.st 2>err.txt
+rm -f kill.tsv
+bad=0 round=0 killed=0 resume=""
+while [ $round -lt 4 ]; do
+    round=$((round + 1))
+    "$TRAIN" $KILLRUN $resume -o killed.st 2>>kill-err.txt &
+    pid=$!
+    # Wait until the run has made a random number of updates (5 to 34) past
+    # where it started, then kill it a random fraction of an update later.
+    start=$(logged_step)
+    target=$(awk -v s="$start" -v r=$round 'BEGIN { srand(r * 7 + s); print s + 5 + int(rand() * 30) }')
+    while kill -0 $pid 2>/dev/null && [ "$(logged_step)" -lt "$target" ]; do sleep 0.02; done
+    sleep "$(awk -v r=$round 'BEGIN { srand(); printf "%.3f", rand() * 0.03 }')"
+    kill -9 $pid 2>/dev/null
+    { wait $pid; } 2>/dev/null
+    [ $? -eq 137 ] && killed=$((killed + 1))
+    for ck in killed.st.ckpt-*; do
+        case $ck in *tmp*) continue ;; esac
+        [ -f "$ck" ] || continue
+        if ! "$TRAIN" --resume="$ck" --max-steps 1 -q -o probe.st 2>probe.err; then
+            bad=$((bad + 1)); echo "    $ck does not load: $(head -c 200 probe.err)"
+        fi
+    done
+    newest=$(ls killed.st.ckpt-* 2>/dev/null | grep -v tmp | sed 's/.*-//' | sort -n | tail -1)
+    logged=$(logged_step)
+    if [ -n "$newest" ] && [ "$newest" -lt $((logged - 1)) ]; then
+        bad=$((bad + 1)); echo "    round $round: newest checkpoint $newest, but update $logged was logged"
+    fi
+    [ -n "$newest" ] && resume="--resume"
+done
+check "kill -9: the run was killed mid-way ($killed of 4 times)" test $killed -eq 4
+check "kill -9: every checkpoint left loads, none lags the log" test $bad -eq 0
+"$TRAIN" $KILLRUN --resume -o killed.st 2>err.txt
+check "kill -9: the run resumed to the end equals one never killed" same_tensors unkilled.st killed.st
+left=$(ls killed.st.ckpt-* | grep -c tmp)
+check "kill -9: the killed runs' temporary files are cleaned up ($left left)" test "$left" -eq 0
+
+# ---- SIGTERM saves a checkpoint --------------------------------------------------------------------
+
+"$TRAIN" $RUN --max-steps 100000 --save-every 0 -o term.st 2>term.err &
+pid=$!
+sleep 1
+kill -TERM $pid
+{ wait $pid; } 2>/dev/null
+rc=$?
+ck=$(ls term.st.ckpt-* 2>/dev/null | head -1)
+check "SIGTERM: the program ends by the signal (status $rc)" test $rc -eq 143
+check "SIGTERM: a checkpoint is saved ($ck)" test -n "$ck"
+check "SIGTERM: the model is written" test -s term.st
+if [ -n "$ck" ]; then
+    check "SIGTERM: the checkpoint resumes" "$TRAIN" --resume="$ck" --max-steps 1 -q -o probe.st
+fi
+
+# ---- NaN and infinity ----------------------------------------------------------------------------------
+
+expect_status 0 "NaN: two poisoned updates are skipped" \
+    "$TRAIN" $RUN --max-steps 8 --debug-inject-nan 4:2 -v -o nan.st
+expect_stderr "update 4: the loss or the gradients are not finite.*skipped \\(2 in a row\\)" \
+    "NaN: each skipped update is named"
+expect_status 1 "NaN: five in a row stop training" \
+    "$TRAIN" $RUN --max-steps 20 --save-every 2 --debug-inject-nan 5:100 -o nan2.st
+expect_stderr "not finite.*5 updates in a row.*the last checkpoint is nan2.st.ckpt-4" \
+    "NaN: the message names the last good checkpoint"
+check "NaN: no model is written after a divergence" test ! -e nan2.st
+
+# ---- early stopping, averaging, init-only ------------------------------------------------------------
+
+# A rate so small that the decodes cannot change: no validation's BLEU
+# improves on the first, so patience 2 stops at the third.
+expect_status 0 "early stopping: exits 0" "$TRAIN" $RUN --lr-factor 1e-9 --dropout 0 \
+    --valid-src valid.src --valid-tgt valid.tgt --valid-bleu --valid-every 2 --patience 2 \
+    --max-steps 100 \
+    -v -o early.st
+expect_stderr "early stop: 2 validations without improvement.*step 2" "early stopping: after 2 bad validations"
+check "early stopping: at update 6" test -s early.st.ckpt-6
+
+expect_status 0 "average: of two checkpoints" "$TRAIN" average -o avg.st whole.st.ckpt-15 whole.st.ckpt-30
+if [ -x "$BIN/encode" ]; then
+    check "average: the result is a model encode reads" sh -c "'$BIN/encode' -m avg.st valid.src >/dev/null"
+    expect_status 0 "init-only: writes a model" "$TRAIN" --init-only $SMALL --vocab-size 14 -o init.st
+    check "init-only: encode reads it" sh -c "'$BIN/encode' -m init.st valid.src >/dev/null"
+fi
+
+# ---- errors --------------------------------------------------------------------------------------------
+
+head -5 train.src >short.src
+expect_status 1 "mismatched line counts: exit 1" "$TRAIN" $SMALL --vocab-size 14 --src short.src \
+    --tgt train.tgt -o x.st
+expect_stderr "source file has 5 lines but the target file has 2800" "mismatched line counts: both counts named"
+expect_status 2 "no vocabulary: usage error" "$TRAIN" $SMALL --src train.src --tgt train.tgt -o x.st
+expect_status 2 "no -o: usage error" "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt
+printf '4 5\n6 99\n' >bad.src
+printf '4 5\n6 7\n' >bad.tgt
+expect_status 1 "an id outside the vocabulary: exit 1" "$TRAIN" $SMALL --vocab-size 14 \
+    --src bad.src --tgt bad.tgt -o x.st
+expect_stderr "^train: bad.src:2: column 3: id 99 is outside the vocabulary" "an id outside the vocabulary: FILE:LINE named"
+expect_status 2 "a bad duration: usage error" "$TRAIN" $SMALL --vocab-size 14 --src train.src \
+    --tgt train.tgt --max-time 1x -o x.st
