@@ -3,7 +3,8 @@
 #   make            build the programs and libtfm.a (build/release)
 #   make deps       install missing Debian packages (apt-get)
 #   make check      build and run every test, optimised and under ASan+UBSan
-#   make demo       build and run the main job on the embedded sample
+#   make demo       the main job on the sample task: learn a vocabulary, train a
+#                   tiny model (~2 min), translate, score, draw attention
 #   make bench      benchmarks (sgemm rate first; then each tool against its peer)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -153,25 +154,37 @@ fuzz: deps-fuzz $(FUZZ_BINS)
 
 # ---- install -----------------------------------------------------------------
 
+# The programs, libtfm.a with its headers (tfm.h and tfm/*.h) and a
+# pkg-config file, the man pages, and the README with examples/Makefile.
+# libtfm is static only, so tfm.pc names the libraries it needs in Libs.
+BINDIR     = $(DESTDIR)$(PREFIX)/bin
+LIBDIR     = $(DESTDIR)$(PREFIX)/lib
+INCLUDEDIR = $(DESTDIR)$(PREFIX)/include
+MANDIR     = $(DESTDIR)$(PREFIX)/share/man
+DOCDIR     = $(DESTDIR)$(PREFIX)/share/doc/tfm
+MAN1       = $(wildcard man/*.1)
+MAN5       = $(wildcard man/*.5)
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/tfm \
-	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(BUILD)/libtfm.a $(DESTDIR)$(PREFIX)/lib
-	install -m 644 lib/tfm.h $(DESTDIR)$(PREFIX)/include
-	install -m 644 lib/tfm/*.h $(DESTDIR)$(PREFIX)/include/tfm
-	install -m 644 $(wildcard man/*.1) $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 644 $(wildcard man/*.5) $(DESTDIR)$(PREFIX)/share/man/man5
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tfm.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfm.pc
+	install -d $(BINDIR) $(LIBDIR)/pkgconfig $(INCLUDEDIR)/tfm $(MANDIR)/man1 $(MANDIR)/man5 \
+	  $(DOCDIR)/examples
+	install -m 755 $(BINS) $(BINDIR)
+	install -m 644 $(BUILD)/libtfm.a $(LIBDIR)
+	install -m 644 lib/tfm.h $(INCLUDEDIR)
+	install -m 644 lib/tfm/*.h $(INCLUDEDIR)/tfm
+	install -m 644 $(MAN1) $(MANDIR)/man1
+	install -m 644 $(MAN5) $(MANDIR)/man5
+	install -m 644 README.md $(DOCDIR)
+	install -m 644 examples/Makefile $(DOCDIR)/examples
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LDLIBS)|' \
+	  tfm.pc.in >$(LIBDIR)/pkgconfig/tfm.pc
 
 uninstall:
-	rm -f $(PROGRAMS:%=$(DESTDIR)$(PREFIX)/bin/%) $(DESTDIR)$(PREFIX)/lib/libtfm.a \
-	  $(DESTDIR)$(PREFIX)/include/tfm.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfm.pc
-	rm -rf $(DESTDIR)$(PREFIX)/include/tfm
-	rm -f $(patsubst man/%,$(DESTDIR)$(PREFIX)/share/man/man1/%,$(wildcard man/*.1))
-	rm -f $(patsubst man/%,$(DESTDIR)$(PREFIX)/share/man/man5/%,$(wildcard man/*.5))
+	rm -f $(PROGRAMS:%=$(BINDIR)/%) $(LIBDIR)/libtfm.a $(LIBDIR)/pkgconfig/tfm.pc \
+	  $(INCLUDEDIR)/tfm.h $(patsubst lib/%,$(INCLUDEDIR)/%,$(wildcard lib/tfm/*.h)) \
+	  $(MAN1:man/%=$(MANDIR)/man1/%) $(MAN5:man/%=$(MANDIR)/man5/%) \
+	  $(DOCDIR)/README.md $(DOCDIR)/examples/Makefile
+	rmdir $(INCLUDEDIR)/tfm $(DOCDIR)/examples $(DOCDIR) 2>/dev/null || true
 
 clean:
 	rm -rf build

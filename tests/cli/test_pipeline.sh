@@ -1,0 +1,143 @@
+#!/bin/sh
+# test_pipeline.sh - the main job end to end, as `make demo` runs it, on a
+# tiny version of its sample task (tests/data/demo: dates in several forms
+# translated to DD/MM/YYYY): a vocabulary learnt, a tiny model trained for a
+# few hundred updates, held-out dates translated through
+# tokenize | encode | decode | tokenize -d, scored, and their attention drawn.
+# It checks that the translation keeps the lines aligned (as many lines out
+# as in, an empty line in the middle shifts nothing), that it is
+# deterministic (the same bytes twice), that it is clearly better than
+# copying the source (BLEU against the references), and that
+# examples/Makefile translates a folder incrementally (only new or changed
+# files again) and scores it.  It also checks the committed sample data:
+# the generator still makes those files, and no held-out date is trained on.
+#
+# Run through tests/run.sh, or by hand:
+#   BIN=build/release/bin ROOT=$PWD TEST_TMP=$(mktemp -d) sh tests/cli/test_pipeline.sh
+. "$ROOT/tests/cli/lib.sh"
+
+DEMO="$ROOT/tests/data/demo"
+for p in tokenize train encode decode score inspect-attn; do
+    if [ ! -x "$BIN/$p" ]; then skip "no $BIN/$p"; exit 0; fi
+done
+export PATH="$BIN:$PATH"
+# 300 updates take about 8 s, 12 s under the sanitizers, and reach a BLEU
+# of 95 or more; copying the source scores about 1.
+steps=300 margin=60
+
+# lines FILE: its number of lines, a last one without a newline counted.
+lines() { awk 'END { print NR }' "$1"; }
+
+# ---- the committed sample data ---------------------------------------------------
+
+mkdir -p gen
+awk -f "$DEMO/dates.awk" -v out=gen
+same=yes
+for f in train.src train.tgt dev.src dev.tgt test.src test.tgt; do
+    cmp -s "gen/$f" "$DEMO/$f" || { same=no; echo "    $f differs from what dates.awk makes"; }
+done
+check "tests/data/demo holds what dates.awk makes" test "$same" = yes
+# Each date has one target line, so a held-out date trained on would show as
+# a line of test.tgt or dev.tgt in train.tgt.
+check "no held-out date is in the training data" \
+    sh -c "! grep -qFx -f '$DEMO/test.tgt' '$DEMO/train.tgt' && ! grep -qFx -f '$DEMO/dev.tgt' '$DEMO/train.tgt'"
+check "the test dates are distinct" test "$(sort -u "$DEMO/test.tgt" | wc -l)" -eq "$(lines "$DEMO/test.tgt")"
+check "the training data holds all nine forms" test "$(grep -c '^der ' "$DEMO/train.src")" -gt 1000
+
+# ---- a tiny task: three forms, a tiny model ----------------------------------------
+
+# English and French dates with the month in words, and ISO dates.
+awk -f "$DEMO/dates.awk" -v out=. -v train=3000 -v dev=50 -v test=100 -v forms=0,3,7
+tokenize learn -q --vocab-size 400 train.src train.tgt -o dates.vocab
+check "tokenize learn: a vocabulary" test -s dates.vocab
+train --preset tiny -q --threads 1 -m dates.vocab --src train.src --tgt train.tgt \
+    --batch-tokens 1024 --warmup 100 --lr-factor 0.5 --max-steps $steps --save-every 0 \
+    -o dates.st 2>train.err
+check "train: $steps updates give a model" test -s dates.st
+if [ ! -s dates.st ]; then sed 's/^/    /' train.err | tail -5; exit 0; fi
+
+# translate IN OUT: the pipeline of the README and of make demo.
+translate() {
+    tokenize -m dates.st <"$1" | encode -m dates.st | decode -m dates.st --beam 4 |
+        tokenize -d -m dates.st >"$2"
+}
+
+translate test.src test.out
+check "as many lines out as in ($(lines test.out) for $(lines test.src))" \
+    test "$(lines test.out)" -eq "$(lines test.src)"
+translate test.src test.again
+check "the same translation twice, byte for byte" cmp -s test.out test.again
+
+# Empty lines among the sources: each gives one line, whatever it holds, and
+# the lines after it stay beside their sources.
+awk 'NR == 1 || NR == 40 { print "" } { print } END { print "" }' test.src >gaps.src
+translate gaps.src gaps.out
+check "empty lines: as many lines out as in ($(lines gaps.out) for $(lines gaps.src))" \
+    test "$(lines gaps.out)" -eq "$(lines gaps.src)"
+awk 'NR != 1 && NR != 41 && NR != 103' gaps.out >gaps.kept
+n=$(paste -d '\t' gaps.kept test.out | awk -F'\t' '$1 == $2 { n++ } END { print n + 0 }')
+check "empty lines: the other lines translate as without them ($n of $(lines test.out))" \
+    test "$n" -ge $(($(lines test.out) - 2))
+
+bleu=$(score bleu -b -r test.tgt test.out)
+copy=$(score bleu -b -r test.tgt test.src)
+chrf=$(score chrf -b -r test.tgt test.out)
+if awk -v b="$bleu" -v c="$copy" -v m="$margin" 'BEGIN { exit !(b > c + m) }'; then
+    pass "better than copying: BLEU $bleu against $copy for the source (chrF $chrf)"
+else
+    fail "BLEU $bleu is not $margin above copying the source ($copy)"
+    paste test.src test.out test.tgt | head -5 | sed 's/^/    /'
+fi
+
+# The attention picture of make demo: a well-formed SVG document.
+head -n 1 test.src | inspect-attn -m dates.st --text --format svg -o attn.svg 2>attn.err
+check "inspect-attn: an SVG heatmap" grep -q '<svg' attn.svg
+if command -v xmllint >/dev/null 2>&1; then
+    check "inspect-attn: the SVG is well-formed XML" xmllint --noout attn.svg
+fi
+
+# ---- examples/Makefile: a folder, incrementally, in parallel ------------------------
+
+MK="make -s -f $ROOT/examples/Makefile MODEL=dates.st BIN=$BIN"
+mkdir -p in ref
+head -n 30 test.src >in/a.txt; head -n 30 test.tgt >ref/a.txt
+sed -n 31,60p test.src >in/b.txt; sed -n 31,60p test.tgt >ref/b.txt
+sed -n 61,100p test.src >in/c.txt                   # no reference: not scored
+$MK -j2 >make.out 2>make.err
+check "examples/Makefile: a translation per file" test -s out/a.txt -a -s out/b.txt -a -s out/c.txt
+cat out/a.txt out/b.txt out/c.txt >joined.out
+check "examples/Makefile: the files translate as the whole does" cmp -s joined.out test.out
+check "examples/Makefile: a report of the files with references" \
+    sh -c "grep -q '^a.txt ' report.txt && grep -q '^b.txt ' report.txt && ! grep -q '^c.txt' report.txt"
+check "examples/Makefile: the report's corpus BLEU" grep -q '^BLEU|nrefs:1' report.txt
+
+# Only what changed is translated again: list the outputs newer than a mark.
+# File times move in steps of the kernel's clock tick (a few ms): tick waits
+# past one, so that "newer" means something.
+newer() { find out -name '*.txt' -newer mark | sort | tr '\n' ' '; }
+tick() { sleep 0.05; }
+tick; touch mark; tick
+$MK -j2 >make.out 2>make.err
+check "examples/Makefile: nothing to do when nothing changed" test -z "$(newer)"
+touch in/b.txt
+$MK -j2 >make.out 2>make.err
+got=$(newer)
+check "examples/Makefile: a changed source is translated again, alone (got: $got)" test "$got" = "out/b.txt "
+check "examples/Makefile: and the report is made again" test report.txt -nt mark
+tick; touch mark; tick
+head -n 5 test.src >in/d.txt
+$MK -j2 >make.out 2>make.err
+got=$(newer)
+check "examples/Makefile: a new source is translated, alone (got: $got)" test "$got" = "out/d.txt "
+tick; touch mark; tick
+touch dates.st
+$MK -j2 >make.out 2>make.err
+got=$(newer)
+check "examples/Makefile: a new model translates everything again (got: $got)" \
+    test "$got" = "out/a.txt out/b.txt out/c.txt out/d.txt "
+
+# A broken model: the rule fails and leaves no translation behind.
+head -c 100 dates.st >broken.st
+$MK MODEL=broken.st OUT_DIR=out2 REPORT=report2.txt >make.out 2>make.err; rc=$?
+check "examples/Makefile: a broken model fails the run (exit $rc)" test "$rc" -ne 0
+check "examples/Makefile: and leaves no translation" test -z "$(ls out2 2>/dev/null)"
