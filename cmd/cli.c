@@ -16,8 +16,22 @@ static const char *program = "tfm";
 static int warnings_shown;
 int cli_verbosity = 1;
 
-void cli_init(const char *program_name)
+/* OpenBLAS's idle threads spin (sched_yield) for 2^28 cycles before they
+ * sleep, burning a shared CPU between matrix products (DESIGN.md: idle
+ * threads block).  It reads OPENBLAS_THREAD_TIMEOUT (log2 of the cycles,
+ * 4 at the least) only when the library loads, before main, so the program
+ * sets it and starts itself again; a user's own setting is kept. */
+static void make_blas_threads_block(char **argv)
 {
+    if (getenv("OPENBLAS_THREAD_TIMEOUT")) return;
+    if (setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* If that failed, go on with spinning threads: slower, not wrong. */
+}
+
+void cli_init(const char *program_name, char **argv)
+{
+    make_blas_threads_block(argv);
     program = program_name;
     signal(SIGPIPE, SIG_DFL);
 }

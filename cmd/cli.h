@@ -12,9 +12,11 @@
 
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAILURE = 1, CLI_EXIT_USAGE = 2 };
 
-/* Sets the program name used in messages and restores the default SIGPIPE
- * action, so that "prog | head" ends quietly even when the parent ignored it. */
-void cli_init(const char *program_name);
+/* Sets the program name used in messages, restores the default SIGPIPE
+ * action (so that "prog | head" ends quietly even when the parent ignored
+ * it), and makes OpenBLAS's idle threads sleep instead of spinning (which
+ * may start the program again with its environment set: call it first). */
+void cli_init(const char *program_name, char **argv);
 const char *cli_program(void);
 
 /* Verbosity: -q sets it to 0 (errors only), -v to 2; warnings print at >= 1. */

@@ -526,7 +526,7 @@ static void batch_release(batch *b, size_t n)
 
 int main(int argc, char **argv)
 {
-    cli_init("decode");
+    cli_init("decode", argv);
     options opt = {.search = tfm_search_default_params(), .batch_size = 64,
                    .batch_tokens = 4096, .threads = tfm_cpu_count()};
     opt.search.seed = 1;

@@ -284,7 +284,7 @@ static double now_seconds(void)
 
 int main(int argc, char **argv)
 {
-    cli_init("encode");
+    cli_init("encode", argv);
     options opt = {.eos = true, .batch_size = 128, .batch_tokens = 8192,
                    .threads = tfm_cpu_count()};
     if (opt.threads > MAX_THREADS) opt.threads = MAX_THREADS;

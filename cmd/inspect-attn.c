@@ -668,7 +668,7 @@ static void open_input(run *r)
 
 int main(int argc, char **argv)
 {
-    cli_init("inspect-attn");
+    cli_init("inspect-attn", argv);
     static run r;
     r.opt = (options){.eos = true, .beam = 1, .kind = TFM_ATTENTION_CROSS, .layer = LAYER_LAST,
                       .head = TFM_VIEW_MEAN, .fmt = FORMAT_TERM, .max_tokens = 100,

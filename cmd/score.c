@@ -1348,7 +1348,7 @@ static const char *metrics_of(int kinds)
 
 int main(int argc, char **argv)
 {
-    cli_init("score");
+    cli_init("score", argv);
     options opt = {.width = 1, .n_confidence = 1000, .n_paired = 1000, .seed = 12345,
                    .eos = true, .batch_size = 64, .batch_tokens = 2048};
     opt.threads = tfm_cpu_count();

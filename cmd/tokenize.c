@@ -592,7 +592,7 @@ static void parse_options(int argc, char **argv, options *opt)
 
 int main(int argc, char **argv)
 {
-    cli_init("tokenize");
+    cli_init("tokenize", argv);
     options opt = {.mode = MODE_ENCODE, .output = FORMAT_IDS, .input = FORMAT_AUTO, .seed = 1};
     opt.learn = tfm_bpe_learn_default_params();
     opt.threads = tfm_cpu_count();

@@ -995,7 +995,7 @@ static int run_init_only(options *o)
 
 int main(int argc, char **argv)
 {
-    cli_init("train");
+    cli_init("train", argv);
     if (argc > 1 && strcmp(argv[1], "average") == 0) return run_average(argc - 1, argv + 1);
     parse_command_line(argc, argv);
     if (!given[O_OUTPUT]) cli_usage_error("-o MODEL is required");
