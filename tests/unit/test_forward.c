@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testmodel.h"
 #include "nn/layers.h"
 #include "tfm/model.h"
 
@@ -52,23 +53,6 @@ static tfm_config small_config(bool pre_norm, tfm_pos_kind pos, int window, bool
     c.src_vocab_size = shared ? 23 : 19;
     c.tgt_vocab_size = 23;
     return c;
-}
-
-/* A model with every parameter nudged off its initial value, so biases and
- * LayerNorm gains are not the 0s and 1s that hide mistakes. */
-static tfm_model *make_model(const tfm_config *c, uint64_t seed)
-{
-    tfm_model *m = NULL;
-    tfm_error err;
-    if (tfm_model_create(c, NULL, seed, &m, &err) != TFM_OK) {
-        printf("FAIL: model: %s\n", err.msg);
-        return NULL;
-    }
-    tfm_rng rng;
-    tfm_rng_seed(&rng, seed + 1000);
-    size_t n = tfm_params_count(c);
-    for (size_t i = 0; i < n; i++) m->data[i] += 0.2f * (tfm_rng_float(&rng) - 0.5f);
-    return m;
 }
 
 static void fill_ids(int32_t *ids, int n, int32_t V, uint64_t seed)
@@ -374,7 +358,7 @@ static void test_incremental_equals_full(void)
         tfm_pos_kind pos = (combo & 2) ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
         int window = (combo & 4) ? 2 : 0;
         tfm_config c = small_config(pre, pos, window, shared);
-        tfm_model *m = make_model(&c, 100 + combo);
+        tfm_model *m = test_nudged_model(&c, 100 + combo);
         if (!m) return;
         const int V = c.tgt_vocab_size, D = c.d_model;
         int32_t src[S], tgt[T];
@@ -418,7 +402,7 @@ static void test_encoder_batch_invariance(void)
 {
     for (int variant = 0; variant < 2; variant++) {
         tfm_config c = small_config(variant, TFM_POS_SINUSOIDAL, variant ? 3 : 0, true);
-        tfm_model *m = make_model(&c, 7 + variant);
+        tfm_model *m = test_nudged_model(&c, 7 + variant);
         if (!m) return;
         enum { B = 5, MAXLEN = 12, D = 16 };
         const int lens[B] = {7, 12, 0, 2, 9};
@@ -472,7 +456,7 @@ static void test_decoder_rows_and_reorder(void)
     for (int variant = 0; variant < 2; variant++) {
         tfm_config c = variant ? small_config(true, TFM_POS_LEARNED, 2, false)
                                : small_config(false, TFM_POS_SINUSOIDAL, 0, true);
-        tfm_model *m = make_model(&c, 300 + variant);
+        tfm_model *m = test_nudged_model(&c, 300 + variant);
         if (!m) return;
         enum { NS = 3, STEPS = 7, MAXR = 8, D = 16, V = 23 };
         const int src_lens[NS] = {4, 0, 6};
@@ -575,7 +559,7 @@ static void test_window_covering_equals_full(void)
     enum { S = 10, T = 8, D = 16, V = 23 };
     for (int pre = 0; pre < 2; pre++) {
         tfm_config c = small_config(pre, TFM_POS_SINUSOIDAL, 0, true);
-        tfm_model *m = make_model(&c, 400 + pre);
+        tfm_model *m = test_nudged_model(&c, 400 + pre);
         if (!m) return;
         int32_t src[S], tgt[T];
         fill_ids(src, S, V, 5);
@@ -611,7 +595,7 @@ static void test_window_covering_equals_full(void)
 static void test_empty_sentences(void)
 {
     tfm_config c = small_config(false, TFM_POS_SINUSOIDAL, 0, true);
-    tfm_model *m = make_model(&c, 500);
+    tfm_model *m = test_nudged_model(&c, 500);
     if (!m) return;
     tfm_encoder *e;
     tfm_error err;
@@ -645,7 +629,7 @@ static void test_empty_sentences(void)
 static void test_bad_arguments(void)
 {
     tfm_config c = small_config(false, TFM_POS_SINUSOIDAL, 0, false);
-    tfm_model *m = make_model(&c, 600);
+    tfm_model *m = test_nudged_model(&c, 600);
     if (!m) return;
     tfm_encoder *e;
     tfm_decoder *d;
@@ -713,7 +697,7 @@ static void test_numpy_reference(void)
     for (int variant = 0; variant < 2; variant++) {
         tfm_config c = variant ? small_config(true, TFM_POS_LEARNED, 2, false)
                                : small_config(false, TFM_POS_SINUSOIDAL, 0, true);
-        tfm_model *m = make_model(&c, 700 + variant);
+        tfm_model *m = test_nudged_model(&c, 700 + variant);
         if (!m) return;
         tfm_error err;
         CHECK(tfm_model_save(m, model_path, NULL, &err) == TFM_OK);

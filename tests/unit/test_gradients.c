@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "testmodel.h"
 #include "nn/layers.h"
 #include "tfm/model.h"
 
@@ -978,23 +979,6 @@ static tfm_config tiny_config(bool pre_norm, bool shared, tfm_pos_kind pos, int 
     return c;
 }
 
-/* Every parameter nudged off its initial value, so that biases and
- * LayerNorm gains are not the 0s and 1s that hide mistakes. */
-static tfm_model *make_model(const tfm_config *c, uint64_t seed)
-{
-    tfm_model *m = NULL;
-    tfm_error err;
-    if (tfm_model_create(c, NULL, seed, &m, &err) != TFM_OK) {
-        printf("FAIL: model: %s\n", err.msg);
-        return NULL;
-    }
-    tfm_rng rng;
-    tfm_rng_seed(&rng, seed + 1000);
-    size_t n = tfm_params_count(c);
-    for (size_t i = 0; i < n; i++) m->data[i] += 0.2f * (tfm_rng_float(&rng) - 0.5f);
-    return m;
-}
-
 enum { MAX_PAIRS = 6, MAX_LEN = 8 };
 
 /* A batch that owns its ids. */
@@ -1056,7 +1040,7 @@ static void collect_tensor(void *ctx, const char *name, int ndim, const int64_t 
  * reference: up to 24 points per tensor plus its largest. */
 static void check_model_gradient(const char *name, const tfm_config *c, uint64_t seed)
 {
-    tfm_model *m = make_model(c, seed);
+    tfm_model *m = test_nudged_model(c, seed);
     if (!m) return;
     const int src_lens[3] = {4, 3, 5}, tgt_lens[3] = {3, 5, 0};
     test_batch t;
@@ -1123,7 +1107,7 @@ static void test_model_gradient_with_dropout(void)
     tfm_config c = tiny_config(false, true, TFM_POS_LEARNED, 0, 1);
     c.dropout = 0.3f;
     c.attention_dropout = 0.2f;
-    tfm_model *m = make_model(&c, 31);
+    tfm_model *m = test_nudged_model(&c, 31);
     if (!m) return;
     const int src_lens[3] = {4, 3, 5}, tgt_lens[3] = {3, 4, 2};
     test_batch t;
@@ -1187,7 +1171,7 @@ static void test_model_gradient_with_dropout(void)
  * the encoder + tfm_decoder_forward_full, pair by pair. */
 static void check_against_inference(const char *name, const tfm_config *c, uint64_t seed)
 {
-    tfm_model *m = make_model(c, seed);
+    tfm_model *m = test_nudged_model(c, seed);
     if (!m) return;
     const int V = c->tgt_vocab_size, D = c->d_model;
     const int src_lens[4] = {5, 0, 7, 2}, tgt_lens[4] = {4, 3, 6, 0};
@@ -1248,7 +1232,7 @@ static void test_loss_matches_inference(void)
 static void test_batched_equals_single(void)
 {
     tfm_config c = tiny_config(true, true, TFM_POS_LEARNED, 0, 2);
-    tfm_model *m = make_model(&c, 51);
+    tfm_model *m = test_nudged_model(&c, 51);
     if (!m) return;
     const int src_lens[5] = {5, 0, 7, 2, 3}, tgt_lens[5] = {4, 3, 6, 0, 2};
     test_batch t;
@@ -1292,7 +1276,7 @@ static void test_accumulate_scale_repeat(void)
     tfm_config c = tiny_config(false, true, TFM_POS_SINUSOIDAL, 0, 1);
     c.dropout = 0.2f;
     c.attention_dropout = 0.1f;
-    tfm_model *m = make_model(&c, 61);
+    tfm_model *m = test_nudged_model(&c, 61);
     if (!m) return;
     const int src_lens[3] = {3, 4, 5}, tgt_lens[3] = {4, 2, 5};
     test_batch t;
@@ -1347,7 +1331,7 @@ static void test_arguments(void)
 {
     tfm_config c = tiny_config(false, true, TFM_POS_SINUSOIDAL, 0, 1);
     c.dropout = 0.1f;
-    tfm_model *m = make_model(&c, 71);
+    tfm_model *m = test_nudged_model(&c, 71);
     if (!m) return;
     const int src_lens[2] = {3, 4}, tgt_lens[2] = {2, 3};
     test_batch t;
