@@ -19,7 +19,7 @@ OPT       ?= -O2 -march=x86-64-v2
 SAN       ?=
 CFLAGS    ?= $(OPT) -g
 TFM_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-             -pthread -Ilib -DTFM_VERSION='"$(VERSION)"' $(SAN)
+             -pthread -Ilib -Icmd/common -DTFM_VERSION='"$(VERSION)"' $(SAN)
 LDLIBS     = -lopenblas -lutf8proc -lcjson -lm -pthread
 FUZZ_SECONDS ?= 30
 
@@ -39,8 +39,9 @@ FUZZ_PACKAGES  = clang libclang-rt-14-dev
 LIB_SRC   := $(sort $(wildcard lib/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_HDR   := lib/tfm.h $(wildcard lib/tfm/*.h) $(wildcard lib/*/*.h)
-CLI_SRC   := cmd/cli.c
-PROGRAMS  := $(filter-out cli,$(basename $(notdir $(wildcard cmd/*.c))))
+# cmd/NAME.c is the program NAME; cmd/common/ holds the command-line layer
+# they share (messages, exit codes, option parsing, model loading).
+PROGRAMS  := $(basename $(notdir $(wildcard cmd/*.c)))
 BINS      := $(PROGRAMS:%=$(BUILD)/bin/%)
 UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -54,7 +55,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 all: $(BINS) $(BUILD)/libtfm.a
 
-$(BUILD)/%.o: %.c $(LIB_HDR) cmd/cli.h
+$(BUILD)/%.o: %.c $(LIB_HDR) cmd/common/cli.h
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -c $< -o $@
@@ -63,7 +64,7 @@ $(BUILD)/libtfm.a: $(LIB_OBJ)
 	$(if $(Q),@echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(BUILD)/cmd/cli.o $(BUILD)/libtfm.a
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(BUILD)/cmd/common/cli.o $(BUILD)/libtfm.a
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
