@@ -61,11 +61,14 @@ static const char usage_text[] =
     "                             its log-probability divided by the length penalty\n"
     "\n"
     "Resources:\n"
-    "      --batch-size=N         sentences decoded together, at most (default 64)\n"
-    "      --batch-tokens=N       source tokens decoded together, at most (default 4096)\n"
+    "      --batch-size=N         sentences each thread decodes together, at most\n"
+    "                             (default 64)\n"
+    "      --batch-tokens=N       source tokens each thread decodes together, at most\n"
+    "                             (default 4096)\n"
     "      --max-input-length=N   crop longer sources to N states, with a warning\n"
     "                             (default: the model's max_positions)\n"
-    "      --threads=N            threads to use (default: the number of CPUs)\n"
+    "      --threads=N            threads to use (default: the number of CPUs); each\n"
+    "                             takes its own batch of the sentences read\n"
     "  -q, --quiet                print errors only\n"
     "  -v, --verbose              print more about what is done\n"
     "  -h, --help                 display this help and exit\n"
@@ -132,18 +135,19 @@ typedef struct worker {
     tfm_error err;
 } worker;
 
-/* The records of one batch and, after decoding, their output text. */
+/* The records read at once (up to a batch per thread) and, after decoding,
+ * their output text.  Arrays hold `capacity` = batch_size x threads. */
 typedef struct batch {
     int n;
-    tfm_tensor *records;        /* [batch_size], reused from batch to batch */
-    const float **states;       /* [batch_size]: records[i].data */
-    int *src_len;               /* [batch_size]: rows of states used (after cropping) */
-    tfm_ids *prefix;            /* [batch_size] */
-    const int32_t **prefix_ids; /* [batch_size] */
-    int *prefix_len;            /* [batch_size] */
-    uint64_t *seeds;            /* [batch_size] */
-    size_t *index;              /* [batch_size]: 0-based record number over all inputs */
-    tfm_buf *out;               /* [batch_size]: the output lines of each record */
+    tfm_tensor *records;        /* [capacity], reused from batch to batch */
+    const float **states;       /* [capacity]: records[i].data */
+    int *src_len;               /* [capacity]: rows of states used (after cropping) */
+    tfm_ids *prefix;            /* [capacity] */
+    const int32_t **prefix_ids; /* [capacity] */
+    int *prefix_len;            /* [capacity] */
+    uint64_t *seeds;            /* [capacity] */
+    size_t *index;              /* [capacity]: 0-based record number over all inputs */
+    tfm_buf *out;               /* [capacity]: the output lines of each record */
     size_t src_tokens;
 } batch;
 
@@ -290,15 +294,17 @@ static bool add_record(decode_run *run, const char *name, size_t record, pending
     return true;
 }
 
-/* Reads records until the batch is full, the input ends (*ended), an error
- * comes, or no further record is ready now. */
+/* Reads records until there is a full batch for every thread, the input ends
+ * (*ended), an error comes, or no further record is ready now. */
 static void read_batch(decode_run *run, tfm_npy_stream *st, const char *name, bool *ended,
                        pending_error *pe)
 {
     batch *b = &run->b;
     b->n = 0;
     b->src_tokens = 0;
-    while (b->n < run->opt.batch_size && b->src_tokens < (size_t)run->opt.batch_tokens) {
+    const int most = run->opt.batch_size * run->opt.threads;
+    const size_t most_tokens = (size_t)run->opt.batch_tokens * (size_t)run->opt.threads;
+    while (b->n < most && b->src_tokens < most_tokens) {
         if (b->n > 0 && !input_ready(st->fp)) break;
         tfm_error err;
         tfm_status s = tfm_npy_stream_read(st, &b->records[b->n], &err);
@@ -362,9 +368,11 @@ static void decode_slice(void *ctx, size_t w)
     for (int i = lo; i < wk->hi; i++) format_sentence(run, wk->search, i, i - lo);
 }
 
-/* Decodes the batch in up to --threads slices of consecutive sentences (one
- * per worker; the split depends only on the batch size and the thread
- * count), then writes the output in order. */
+/* Decodes the records read in up to --threads slices of consecutive
+ * sentences, one per worker and each a batch of its own (at most
+ * --batch-size sentences, as many as were read split evenly; the split
+ * depends only on the number read and the thread count), then writes the
+ * output in order. */
 static void decode_batch(decode_run *run, const char *name)
 {
     batch *b = &run->b;
@@ -565,7 +573,7 @@ int main(int argc, char **argv)
         run.prefix_reader = tfm_lines_create(run.prefix_fd);
         if (!run.prefix_reader) cli_fail(NULL, 0, "out of memory");
     }
-    batch_alloc(&run.b, (size_t)opt.batch_size);
+    batch_alloc(&run.b, (size_t)opt.batch_size * (size_t)opt.threads);
 
     char *stdin_only[] = {"-"};
     char **files = argc > optind ? argv + optind : stdin_only;
@@ -587,7 +595,7 @@ int main(int argc, char **argv)
     cli_info("decoded %zu sentences into %zu tokens in %.2f s (%.1f sentences/s, %.0f tokens/s)",
              run.records, run.out_tokens, t, t > 0 ? (double)run.records / t : 0.0,
              t > 0 ? (double)run.out_tokens / t : 0.0);
-    batch_release(&run.b, (size_t)opt.batch_size);
+    batch_release(&run.b, (size_t)opt.batch_size * (size_t)opt.threads);
     for (int w = 0; w < opt.threads; w++) {
         tfm_decoder_free(run.workers[w].decoder);
         tfm_search_free(run.workers[w].search);

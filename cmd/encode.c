@@ -39,9 +39,12 @@ static const char usage_text[] =
     "                             default </s> is appended, as fairseq does)\n"
     "      --max-input-length=N   crop longer sources (</s> included) to N tokens,\n"
     "                             with a warning (default: the model's max_positions)\n"
-    "      --batch-size=N         sentences encoded together, at most (default 128)\n"
-    "      --batch-tokens=N       source tokens encoded together, at most (default 8192)\n"
-    "      --threads=N            threads to use (default: the number of CPUs)\n"
+    "      --batch-size=N         sentences each thread encodes together, at most\n"
+    "                             (default 128)\n"
+    "      --batch-tokens=N       source tokens each thread encodes together, at most\n"
+    "                             (default 8192)\n"
+    "      --threads=N            threads to use (default: the number of CPUs); each\n"
+    "                             takes its own batch of the sentences read\n"
     "  -q, --quiet                print errors only\n"
     "  -v, --verbose              print more about what is done\n"
     "  -h, --help                 display this help and exit\n"
@@ -79,13 +82,14 @@ typedef struct options {
     int threads;
 } options;
 
-/* A batch of parsed sentences and, after encoding, their states. */
+/* The sentences read at once (up to a batch per thread) and, after encoding,
+ * their states.  Arrays hold `capacity` = batch_size x threads. */
 typedef struct batch {
     int n;                /* sentences */
-    tfm_ids *ids;         /* [batch_size]: each sentence's ids, </s> included */
-    const int32_t **ptr;  /* [batch_size]: ids[i].data, as the encoder takes them */
-    int *len;             /* [batch_size] */
-    size_t *row;          /* [batch_size + 1]: first state row of each sentence */
+    tfm_ids *ids;         /* [capacity]: each sentence's ids, </s> included */
+    const int32_t **ptr;  /* [capacity]: ids[i].data, as the encoder takes them */
+    int *len;             /* [capacity] */
+    size_t *row;          /* [capacity + 1]: first state row of each sentence */
     size_t tokens;        /* sum of len */
     float *states;        /* [tokens, D] */
     size_t states_cap;    /* floats */
@@ -146,7 +150,7 @@ static bool add_sentence(encode_run *run, const char *line, size_t len, const ch
     return true;
 }
 
-/* Reads lines into the batch until it is full, the input ends, an error
+/* Reads lines until there is a full batch for every thread, the input ends, an error
  * comes, or no further line is ready (then what has come is encoded at
  * once).  Returns false when nothing was read and the input has ended. */
 static bool read_batch(encode_run *run, tfm_line_reader *r, const char *name, size_t *first_line,
@@ -156,7 +160,9 @@ static bool read_batch(encode_run *run, tfm_line_reader *r, const char *name, si
     b->n = 0;
     b->tokens = 0;
     *first_line = tfm_lines_number(r) + 1;
-    while (b->n < run->opt.batch_size && b->tokens < (size_t)run->opt.batch_tokens) {
+    const int most = run->opt.batch_size * run->opt.threads;
+    const size_t most_tokens = (size_t)run->opt.batch_tokens * (size_t)run->opt.threads;
+    while (b->n < most && b->tokens < most_tokens) {
         if (b->n > 0 && !tfm_lines_ready(r)) break;
         const char *line;
         size_t len;
@@ -314,7 +320,7 @@ int main(int argc, char **argv)
             cli_fail(NULL, 0, "%s", err.msg);
 
     batch *b = &run.b;
-    size_t bs = (size_t)opt.batch_size;
+    size_t bs = (size_t)opt.batch_size * (size_t)opt.threads; /* the batch's capacity */
     b->ids = calloc(bs, sizeof *b->ids);
     b->ptr = calloc(bs, sizeof *b->ptr);
     b->len = calloc(bs, sizeof *b->len);

@@ -40,15 +40,20 @@ struct tfm_decoder {
     tfm_buf packed;         /* [total_src, D]: the sources, when not already contiguous */
     tfm_buf cross;          /* [L, total_src, 2D]: each layer's encoder-attention k and v */
 
-    /* Per row: int row_sentence, and the self-attention cache
-     * [L, max_steps, 2D] (each position's k then v, as the q,k,v GEMM lays
-     * them out).  Two of each: tfm_decoder_reorder copies from front to back
-     * and swaps, so rows never overwrite a parent still to be read. */
-    tfm_buf rows[2];
-    tfm_buf cache[2];
-    int front;
+    /* Per row: the sentence it decodes and the cache slot holding its
+     * self-attention keys and values.  A slot is [L, max_steps, 2D] (each
+     * position's k then v, as the q,k,v GEMM lays them out).  Rows own their
+     * slots, so a reorder moves no cache of a row continued once: the child
+     * takes its parent's slot, and only a row's second and further
+     * continuations copy it (into slots of rows that ended). */
+    tfm_buf row_sentence;   /* int [R] */
+    tfm_buf row_slot;       /* int [R] */
+    tfm_buf cache;          /* [n_slots, L, max_steps, 2D] */
+    int n_slots;            /* slots allocated */
+    tfm_buf scratch;        /* int: reorder's bookkeeping */
 
     tfm_buf act;            /* activations of one step, grown to the largest R */
+    tfm_buf stats;          /* tfm_logit_stats [R], for tfm_decoder_step */
 };
 
 tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err)
@@ -62,10 +67,11 @@ tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *
     tfm_buf_init(&d->packed);
     tfm_buf_init(&d->cross);
     tfm_buf_init(&d->act);
-    for (int i = 0; i < 2; i++) {
-        tfm_buf_init(&d->rows[i]);
-        tfm_buf_init(&d->cache[i]);
-    }
+    tfm_buf_init(&d->stats);
+    tfm_buf_init(&d->row_sentence);
+    tfm_buf_init(&d->row_slot);
+    tfm_buf_init(&d->cache);
+    tfm_buf_init(&d->scratch);
     *out = d;
     return TFM_OK;
 }
@@ -78,29 +84,39 @@ void tfm_decoder_free(tfm_decoder *d)
     tfm_buf_free(&d->packed);
     tfm_buf_free(&d->cross);
     tfm_buf_free(&d->act);
-    for (int i = 0; i < 2; i++) {
-        tfm_buf_free(&d->rows[i]);
-        tfm_buf_free(&d->cache[i]);
-    }
+    tfm_buf_free(&d->stats);
+    tfm_buf_free(&d->row_sentence);
+    tfm_buf_free(&d->row_slot);
+    tfm_buf_free(&d->cache);
+    tfm_buf_free(&d->scratch);
     free(d);
 }
 
 int tfm_decoder_rows(const tfm_decoder *d) { return d->R; }
 int tfm_decoder_position(const tfm_decoder *d) { return d->t; }
 
-/* Floats of one row's cache: [L, max_steps, 2D]. */
-static size_t cache_row_size(const tfm_decoder *d)
+/* Floats of one cache slot: [L, max_steps, 2D]. */
+static size_t slot_size(const tfm_decoder *d)
 {
     const tfm_config *c = &d->m->config;
     return (size_t)c->n_decoder_layers * d->max_steps * 2 * c->d_model;
 }
 
-/* Row r's cache of layer l in buffer which: [max_steps, 2D]. */
-static float *cache_at(tfm_decoder *d, int which, int r, int l)
+/* Layer l of cache slot `slot`: [max_steps, 2D]. */
+static float *cache_at(tfm_decoder *d, int slot, int l)
 {
     const int D = d->m->config.d_model;
-    float *base = (float *)(void *)d->cache[which].data;
-    return base + (size_t)r * cache_row_size(d) + (size_t)l * d->max_steps * 2 * D;
+    float *base = (float *)(void *)d->cache.data;
+    return base + (size_t)slot * slot_size(d) + (size_t)l * d->max_steps * 2 * D;
+}
+
+/* Makes the cache hold n slots (contents kept); false when memory runs out. */
+static bool reserve_slots(tfm_decoder *d, int n)
+{
+    if (n <= d->n_slots) return true;
+    if (!nn_reserve(&d->cache, (size_t)n * slot_size(d), sizeof(float))) return false;
+    d->n_slots = n;
+    return true;
 }
 
 /* states[s]: [src_lens[s], D]; row_sentence: [R] */
@@ -137,16 +153,16 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
                                  row_sentence[r], n_sentences);
 
     int *src = nn_reserve(&d->src, 2 * (size_t)n_sentences, sizeof(int));
-    int *rows = nn_reserve(&d->rows[0], (size_t)R, sizeof(int));
+    int *rows = nn_reserve(&d->row_sentence, (size_t)R, sizeof(int));
+    int *slots = nn_reserve(&d->row_slot, (size_t)R, sizeof(int));
     float *cross = nn_reserve(&d->cross, (size_t)NL * total * 2 * D, sizeof(float));
     d->max_steps = max_steps; /* the cache layout depends on it */
-    float *cache = nn_reserve(&d->cache[0], (size_t)R * cache_row_size(d), sizeof(float));
+    d->n_slots = 0;           /* and so does the number of slots the buffer holds */
     d->positions = positions_table(p->tgt_positions, &d->sinusoids, &d->n_sinusoids, max_steps, D);
-    if (!src || !rows || !cross || !cache || !d->positions) {
+    if (!src || !rows || !slots || !cross || !reserve_slots(d, R) || !d->positions) {
         d->max_steps = 0;
         return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
     }
-    d->front = 0;
 
     /* The sources as one [total, D] matrix, so each layer's k and v are one
      * GEMM over all sentences.  The encoder's output is usually that matrix
@@ -186,6 +202,7 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
                        a->k_proj.bias, (int)total, D, 2 * D);
     }
     if (R > 0) memcpy(rows, row_sentence, (size_t)R * sizeof *rows);
+    for (int r = 0; r < R; r++) slots[r] = r;
     d->n_sentences = n_sentences;
     d->total_src = (int)total;
     d->max_src = max_src;
@@ -193,9 +210,9 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
     return TFM_OK;
 }
 
-/* tokens: [R]; log_probs: [R, V_tgt] */
-tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_probs,
-                            tfm_error *err)
+/* tokens: [R]; logits: [R, V_tgt]; stats: [R] */
+tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float *logits,
+                                   tfm_logit_stats *stats, tfm_error *err)
 {
     const tfm_config *c = &d->m->config;
     const tfm_params *p = &d->m->params;
@@ -223,7 +240,8 @@ tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_pr
     float *tmp = attn + (size_t)R * D;   /* [R, D] */
     float *hidden = tmp + (size_t)R * D; /* [R, F] */
     float *scores = hidden + (size_t)R * F;
-    const int *row_sentence = (const int *)(const void *)d->rows[d->front].data;
+    const int *row_sentence = (const int *)(const void *)d->row_sentence.data;
+    const int *row_slot = (const int *)(const void *)d->row_slot.data;
     const int *src_off = (const int *)(const void *)d->src.data;
     const int *src_len = src_off + d->n_sentences;
     const float *cross = (const float *)(const void *)d->cross.data;
@@ -241,7 +259,7 @@ tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_pr
         linear_forward(qkv, in, L->self_attn.q_proj.weight, L->self_attn.q_proj.bias, R, D,
                        3 * D);
         for (int r = 0; r < R; r++) {
-            float *kv = cache_at(d, d->front, r, l); /* [S, 2D] */
+            float *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
             memcpy(kv + (size_t)t * 2 * D, qkv + (size_t)r * 3 * D + D, 2 * (size_t)D * sizeof *kv);
             const float *band = kv + (size_t)lo * 2 * D;
             attention_row_forward(attn + (size_t)r * D, qkv + (size_t)r * 3 * D, band, 2 * D,
@@ -278,37 +296,78 @@ tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_pr
         layer_norm_forward(x, NULL, NULL, x, p->decoder_layer_norm.weight,
                            p->decoder_layer_norm.bias, R, D, eps);
 
-    /* [R, V] = x [R, D] x output_proj^T, then log-softmax per row */
-    linear_forward(log_probs, x, p->output_proj, NULL, R, D, V);
-    log_softmax_forward(log_probs, R, V);
+    /* [R, V] = x [R, D] x output_proj^T, and what the log-softmax needs */
+    linear_forward(logits, x, p->output_proj, NULL, R, D, V);
+    logit_stats(logits, R, V, stats);
     d->t++;
     return TFM_OK;
+}
+
+/* tokens: [R]; log_probs: [R, V_tgt] */
+tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_probs,
+                            tfm_error *err)
+{
+    tfm_logit_stats *stats = nn_reserve(&d->stats, (size_t)d->R, sizeof *stats);
+    if (!stats && d->R > 0)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", d->R);
+    tfm_status st = tfm_decoder_step_logits(d, tokens, log_probs, stats, err);
+    if (st == TFM_OK) log_softmax_apply(log_probs, d->R, d->m->config.tgt_vocab_size, stats);
+    return st;
 }
 
 /* parent: [new_R] */
 tfm_status tfm_decoder_reorder(tfm_decoder *d, int new_R, const int *parent, tfm_error *err)
 {
-    const int D = d->m->config.d_model, NL = d->m->config.n_decoder_layers;
+    const int D = d->m->config.d_model, NL = d->m->config.n_decoder_layers, R = d->R;
     if (new_R < 0) return tfm_error_set(err, TFM_ERR_ARG, "decoder: reorder to %d rows", new_R);
     for (int i = 0; i < new_R; i++)
-        if (parent[i] < 0 || parent[i] >= d->R)
+        if (parent[i] < 0 || parent[i] >= R)
             return tfm_error_set(err, TFM_ERR_ARG,
                                  "decoder: new row %d continues row %d, but there are %d rows", i,
-                                 parent[i], d->R);
-    const int back = 1 - d->front;
-    int *rows = nn_reserve(&d->rows[back], (size_t)new_R, sizeof(int));
-    float *cache = nn_reserve(&d->cache[back], (size_t)new_R * cache_row_size(d), sizeof(float));
-    if (!rows || !cache)
+                                 parent[i], R);
+    /* scratch: the old rows' sentences and slots [2R], whether an old row's
+     * slot is taken [R], the free slots [most_slots], whether a slot is in
+     * use [most_slots] */
+    const int most_slots = d->n_slots > new_R ? d->n_slots : new_R;
+    int *old = nn_reserve(&d->scratch, 3 * (size_t)R + 2 * (size_t)most_slots, sizeof(int));
+    int *rows = nn_reserve(&d->row_sentence, (size_t)new_R, sizeof(int));
+    int *slots = nn_reserve(&d->row_slot, (size_t)new_R, sizeof(int));
+    if ((!old && R > 0) || (!rows && new_R > 0) || (!slots && new_R > 0) ||
+        !reserve_slots(d, most_slots))
         return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", new_R);
-    const int *old_rows = (const int *)(const void *)d->rows[d->front].data;
+    rows = (int *)(void *)d->row_sentence.data;
+    slots = (int *)(void *)d->row_slot.data;
+    int *old_rows = old, *old_slots = old + R, *taken = old + 2 * R, *free_slots = old + 3 * R;
+    if (R > 0) {
+        memcpy(old_rows, rows, (size_t)R * sizeof *old_rows);
+        memcpy(old_slots, slots, (size_t)R * sizeof *old_slots);
+        memset(taken, 0, (size_t)R * sizeof *taken);
+    }
+    /* the first child of a row takes its slot */
     for (int i = 0; i < new_R; i++) {
         rows[i] = old_rows[parent[i]];
-        /* only the positions fed so far hold anything */
+        slots[i] = -1;
+        if (!taken[parent[i]]) {
+            taken[parent[i]] = 1;
+            slots[i] = old_slots[parent[i]];
+        }
+    }
+    /* the free slots: those of rows not continued, and those no row held */
+    int n_free = 0;
+    bool *used = (bool *)(void *)(free_slots + most_slots);
+    memset(used, 0, (size_t)d->n_slots);
+    for (int r = 0; r < R; r++)
+        if (taken[r]) used[old_slots[r]] = true;
+    for (int k = d->n_slots - 1; k >= 0; k--)
+        if (!used[k]) free_slots[n_free++] = k;
+    /* the other children copy the positions fed so far into a free slot */
+    for (int i = 0; i < new_R; i++) {
+        if (slots[i] >= 0) continue;
+        slots[i] = free_slots[--n_free];
         for (int l = 0; l < NL && d->t > 0; l++)
-            memcpy(cache_at(d, back, i, l), cache_at(d, d->front, parent[i], l),
+            memcpy(cache_at(d, slots[i], l), cache_at(d, old_slots[parent[i]], l),
                    (size_t)d->t * 2 * D * sizeof(float));
     }
-    d->front = back;
     d->R = new_R;
     return TFM_OK;
 }

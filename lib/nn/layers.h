@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "tfm/core.h"
+#include "tfm/model.h" /* tfm_logit_stats */
 
 /* ---- linear.c: y = x W^T + b, and the elementwise pieces of a sublayer ---- */
 
@@ -107,6 +108,14 @@ void softmax_backward(float *dx, const float *dy, const float *y, int n);
 
 /* x: [N, n], in place: log-softmax of each row (x - max - log sum exp(x - max)). */
 void log_softmax_forward(float *x, int N, int n);
+
+/* x: [N, n], n >= 1; stats: [N].  Each row's maximum, the first index
+ * holding it, and log sum exp(x - max): the log-softmax without writing it
+ * (log_prob[v] = (x[v] - max) - log_sum, bit for bit as log_softmax_forward). */
+void logit_stats(const float *x, int N, int n, tfm_logit_stats *stats);
+
+/* x: [N, n], in place: the log-softmax of each row from its logit_stats. */
+void log_softmax_apply(float *x, int N, int n, const tfm_logit_stats *stats);
 
 /* x: [n], in place: x = exp(x) for x <= 0, four lanes at a time (the
  * log-softmax's exp; below -87 it gives ~1.6e-38 rather than a subnormal).

@@ -62,23 +62,38 @@ static inline nn_f32x4 exp4_nonpositive(nn_f32x4 x)
     return p * (nn_f32x4)two_n;
 }
 
-/* The largest of x[0..n), n >= 1. */
-static float row_max(const float *x, int n)
+/* The largest of x[0..n) and the first index holding it, n >= 1.  Each of
+ * four lanes keeps its own first maximum (it moves only on a strictly larger
+ * value); the lanes are then merged preferring the lower index on ties. */
+static float row_max(const float *x, int n, int32_t *argmax)
 {
     int i = 0;
     float max = x[0];
+    int32_t at = 0;
     if (n >= 4) {
         nn_f32x4 m = nn_load4(x);
+        nn_i32x4 idx = {0, 1, 2, 3}, cur = idx;
         for (i = 4; i + 4 <= n; i += 4) {
+            cur += 4;
             nn_f32x4 v = nn_load4(x + i);
             nn_i32x4 gt = v > m;
             m = (nn_f32x4)(((nn_i32x4)v & gt) | ((nn_i32x4)m & ~gt));
+            idx = (cur & gt) | (idx & ~gt);
         }
-        for (int j = 0; j < 4; j++)
-            if (m[j] > max) max = m[j];
+        max = m[0];
+        at = idx[0];
+        for (int j = 1; j < 4; j++)
+            if (m[j] > max || (m[j] == max && idx[j] < at)) {
+                max = m[j];
+                at = idx[j];
+            }
     }
     for (; i < n; i++)
-        if (x[i] > max) max = x[i];
+        if (x[i] > max) {
+            max = x[i];
+            at = i;
+        }
+    *argmax = at;
     return max;
 }
 
@@ -100,18 +115,35 @@ static double row_sum_exp(const float *x, int n, float max)
     return sum;
 }
 
-/* x: [N, n], n >= 1.  The result is (x - max) - log(sum), not
- * x - (max + log(sum)): with logits of 1e30 the latter would round log(sum)
- * away. */
-void log_softmax_forward(float *x, int N, int n)
+void logit_stats(const float *x, int N, int n, tfm_logit_stats *stats)
+{
+    for (int r = 0; r < N; r++) {
+        const float *row = x + (size_t)r * n;
+        tfm_logit_stats *st = &stats[r];
+        st->max = row_max(row, n, &st->argmax);
+        st->log_sum = (float)log(row_sum_exp(row, n, st->max));
+    }
+}
+
+/* The result is (x - max) - log(sum), not x - (max + log(sum)): with logits
+ * of 1e30 the latter would round log(sum) away. */
+void log_softmax_apply(float *x, int N, int n, const tfm_logit_stats *stats)
 {
     for (int r = 0; r < N; r++) {
         float *row = x + (size_t)r * n;
-        float max = row_max(row, n);
-        float log_sum = (float)log(row_sum_exp(row, n, max));
+        const float max = stats[r].max, log_sum = stats[r].log_sum;
         int i = 0;
         for (; i + 4 <= n; i += 4) nn_store4(row + i, (nn_load4(row + i) - max) - log_sum);
         for (; i < n; i++) row[i] = (row[i] - max) - log_sum;
+    }
+}
+
+void log_softmax_forward(float *x, int N, int n)
+{
+    for (int r = 0; r < N; r++) {
+        tfm_logit_stats st;
+        logit_stats(x + (size_t)r * n, 1, n, &st);
+        log_softmax_apply(x + (size_t)r * n, 1, n, &st);
     }
 }
 

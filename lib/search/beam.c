@@ -98,6 +98,17 @@ static void finish(beam *b, int sent, int from, int t, float eos_lp, double logp
     bubble_up(list, at);
 }
 
+/* The lowest logit of a row (base: its hypothesis's log-prob; st: its stats)
+ * whose candidate could still enter the full heap h, lowered by a margin far
+ * above the rounding of search_lp, so the exact test (search_heap_offer)
+ * decides every case near the edge. */
+static float logit_cut(const search_heap *h, double base, const tfm_logit_stats *st)
+{
+    double cut = h->c[0].score - base + st->max + st->log_sum;
+    double margin = 1e-3 * (1.0 + fabs(cut) + fabs(st->max) + fabs(st->log_sum));
+    return (float)(cut - margin);
+}
+
 /* One step of one sentence: rank, finish, continue.  Returns whether the
  * sentence goes on (its new rows are then written). */
 static bool sentence_step(beam *b, beam_sentence *a, int t)
@@ -105,21 +116,22 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
     tfm_search *s = b->s;
     const int k = b->k, V = b->V, sent = a->sent;
     const int32_t eos = s->eos;
-    const float *const lp = s->log_probs;
+    const float *const logits = s->logits;
+    const tfm_logit_stats *const stats = s->stats;
     const int32_t *hist = b->hist[b->cur];
     const double *logp = b->logp[b->cur];
 
     const int n_rows = a->n_beam + (a->greedy == GREEDY_OWN);
     for (int i = 0; i < n_rows; i++) {
         int r = a->row0 + i;
-        search_constrain(s, sent, hist + (size_t)r * b->S, t, s->log_probs + (size_t)r * V);
+        search_constrain(s, sent, hist + (size_t)r * b->S, t, s->logits + (size_t)r * V);
     }
     /* the greedy path's row and its next token */
     int g_from = -1;
     int32_t g_tok = -1;
     if (a->greedy != GREEDY_DONE) {
         g_from = a->row0 + (a->greedy == GREEDY_IN_BEAM ? a->g_row : a->n_beam);
-        g_tok = search_argmax(lp + (size_t)g_from * V, V);
+        g_tok = search_best(logits + (size_t)g_from * V, V, &stats[g_from]);
     }
 
     /* the best 2k candidates of the beam rows */
@@ -127,9 +139,15 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
     search_heap_init(&h, b->cands, 2 * k);
     for (int i = 0; i < a->n_beam; i++) {
         const int r = a->row0 + i;
-        const float *row = lp + (size_t)r * V;
+        const float *row = logits + (size_t)r * V;
+        const tfm_logit_stats *st = &stats[r];
         const double base = logp[r];
-        for (int v = 0; v < V; v++) search_heap_offer(&h, base + row[v], i, v);
+        float cut = h.n == h.cap ? logit_cut(&h, base, st) : -INFINITY;
+        for (int v = 0; v < V; v++) {
+            if (row[v] < cut) continue; /* most of the row: it cannot get in */
+            search_heap_offer(&h, base + search_lp(st, row[v]), i, v);
+            if (h.n == h.cap) cut = logit_cut(&h, base, st);
+        }
     }
     search_heap_sort(&h);
 
@@ -143,12 +161,13 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
         const bool is_greedy = a->greedy == GREEDY_IN_BEAM && c->row == a->g_row && c->tok == g_tok;
         if (c->tok == eos) {
             if (j < k) {
-                finish(b, sent, r, t, lp[(size_t)r * V + eos], c->score);
+                finish(b, sent, r, t, search_lp(&stats[r], logits[(size_t)r * V + eos]), c->score);
                 if (is_greedy) g_finished = true;
             }
         } else if (n_live < k) {
             if (is_greedy) g_sel = n_live;
-            emit_row(b, r, c->tok, lp[(size_t)r * V + c->tok], c->score, t);
+            emit_row(b, r, c->tok, search_lp(&stats[r], logits[(size_t)r * V + c->tok]), c->score,
+                     t);
             n_live++;
         }
     }
@@ -162,7 +181,7 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
      * the beam rows), or ends */
     tfm_hypothesis *list = s->hyps + (size_t)sent * s->spp;
     if (a->greedy != GREEDY_DONE) {
-        const float g_lp = lp[(size_t)g_from * V + g_tok];
+        const float g_lp = search_lp(&stats[g_from], logits[(size_t)g_from * V + g_tok]);
         const double g_logp = logp[g_from] + g_lp;
         if (g_tok == eos) {
             if (!g_finished) {
@@ -234,7 +253,7 @@ tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err)
     for (int t = 0; n_act > 0; t++) {
         for (int r = 0; r < R; r++)
             tokens[r] = t == 0 ? s->bos : b.hist[b.cur][(size_t)r * S + t - 1];
-        st = tfm_decoder_step(d, tokens, s->log_probs, err);
+        st = tfm_decoder_step_logits(d, tokens, s->logits, s->stats, err);
         if (st != TFM_OK) return st;
 
         b.new_R = 0;

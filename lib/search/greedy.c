@@ -44,7 +44,7 @@ tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err)
     int R = R0;
     for (int t = 0; R > 0; t++) {
         for (int r = 0; r < R; r++) tokens[r] = t == 0 ? s->bos : s->ids[(size_t)slot[r] * S + t - 1];
-        st = tfm_decoder_step(d, tokens, s->log_probs, err);
+        st = tfm_decoder_step_logits(d, tokens, s->logits, s->stats, err);
         if (st != TFM_OK) return st;
 
         int kept = 0;
@@ -52,14 +52,21 @@ tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err)
             const int i = slot[r], sent = i / m;
             int32_t *ids = s->ids + (size_t)i * S;
             float *lps = s->lps + (size_t)i * S;
-            float *lp = s->log_probs + (size_t)r * V;
-            search_constrain(s, sent, ids, t, lp);
-            int32_t tok = sampling ? search_sample(p, lp, V, &rng[i], scratch)
-                                   : search_argmax(lp, V);
-            lps[t] = lp[tok];
-            log_prob[i] += lp[tok];
+            float *row = s->logits + (size_t)r * V;
+            int32_t tok;
+            if (sampling) { /* the sampler reads log-probs: write them */
+                search_log_softmax(row, V, &s->stats[r]);
+                search_constrain(s, sent, ids, t, row);
+                tok = search_sample(p, row, V, &rng[i], scratch);
+            } else { /* greedy needs only the best one's */
+                search_constrain(s, sent, ids, t, row);
+                tok = search_best(row, V, &s->stats[r]);
+            }
+            const float lp = sampling ? row[tok] : search_lp(&s->stats[r], row[tok]);
+            lps[t] = lp;
+            log_prob[i] += lp;
             if (tok == s->eos) {
-                search_hyp_write(s, &s->hyps[i], ids, lps, t, lp[tok], log_prob[i]);
+                search_hyp_write(s, &s->hyps[i], ids, lps, t, lp, log_prob[i]);
                 continue;
             }
             ids[t] = tok;
@@ -67,8 +74,7 @@ tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err)
             slot[kept] = i;
             kept++;
         }
-        /* the decoder copies every row's cache on a reorder: skip it when no
-         * row left */
+        /* rows that ended leave the decoder (no cache is copied) */
         if (kept < R && kept > 0) {
             st = tfm_decoder_reorder(d, kept, parent, err);
             if (st != TFM_OK) return st;

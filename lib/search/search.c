@@ -81,7 +81,7 @@ tfm_status tfm_search_create(const tfm_model *m, tfm_search **out, tfm_error *er
     s->bos = m->config.bos_id;
     s->eos = m->config.eos_id;
     tfm_buf *bufs[] = {&s->b_max_len, &s->b_count, &s->b_hyps, &s->b_ids, &s->b_lps,
-                       &s->b_log_probs};
+                       &s->b_logits, &s->b_stats};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tfm_buf_init(bufs[i]);
     for (int i = 0; i < 8; i++) tfm_buf_init(&s->work[i]);
     *out = s;
@@ -92,7 +92,7 @@ void tfm_search_free(tfm_search *s)
 {
     if (!s) return;
     tfm_buf *bufs[] = {&s->b_max_len, &s->b_count, &s->b_hyps, &s->b_ids, &s->b_lps,
-                       &s->b_log_probs};
+                       &s->b_logits, &s->b_stats};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tfm_buf_free(bufs[i]);
     for (int i = 0; i < 8; i++) tfm_buf_free(&s->work[i]);
     free(s);
@@ -182,8 +182,10 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
     tfm_hypothesis *hyps = reserve(&s->b_hyps, n_slots, sizeof *hyps);
     int32_t *ids = reserve(&s->b_ids, n_slots * S, sizeof *ids);
     float *lps = reserve(&s->b_lps, n_slots * S, sizeof *lps);
-    float *log_probs = reserve(&s->b_log_probs, (size_t)n * rows_per_sentence * s->V, sizeof(float));
-    if (!hyps || !ids || !lps || !log_probs)
+    size_t rows = (size_t)n * rows_per_sentence;
+    float *logits = reserve(&s->b_logits, rows * s->V, sizeof(float));
+    tfm_logit_stats *stats = reserve(&s->b_stats, rows, sizeof *stats);
+    if (!hyps || !ids || !lps || !logits || !stats)
         return tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory for %d sentences", n);
     for (size_t i = 0; i < n_slots; i++)
         hyps[i] = (tfm_hypothesis){.ids = ids + i * S, .token_log_probs = lps + i * S};
@@ -192,7 +194,8 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
     s->hyps = hyps;
     s->ids = ids;
     s->lps = lps;
-    s->log_probs = log_probs;
+    s->logits = logits;
+    s->stats = stats;
     s->S = S;
     s->spp = spp;
     return TFM_OK;
@@ -237,6 +240,14 @@ static void force(float *lp, int V, int32_t tok)
     lp[tok] = keep;
 }
 
+/* Whether some entry of lp [V] is above -inf (usually one of the first). */
+static bool any_allowed(const float *lp, int V)
+{
+    for (int v = 0; v < V; v++)
+        if (lp[v] > -INFINITY) return true;
+    return false;
+}
+
 void search_constrain(const tfm_search *s, int sent, const int32_t *hist, int t, float *lp)
 {
     const tfm_search_params *p = s->p;
@@ -273,7 +284,7 @@ void search_constrain(const tfm_search *s, int sent, const int32_t *hist, int t,
         }
     }
     /* never leave a hypothesis without a way forward: </s> comes back */
-    if (banned && search_argmax(lp, V) < 0) lp[s->eos] = eos_lp;
+    if (banned && !any_allowed(lp, V)) lp[s->eos] = eos_lp;
 }
 
 int32_t search_argmax(const float *lp, int V)

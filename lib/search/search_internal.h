@@ -32,9 +32,10 @@ struct tfm_search {
                              struct when a sorted list is rearranged) */
     int32_t *ids;         /* [n * spp, S] */
     float *lps;           /* [n * spp, S] */
-    float *log_probs;     /* [R, V] the decoder's output of a step */
+    float *logits;        /* [R, V] the decoder's output of a step ... */
+    tfm_logit_stats *stats; /* [R] ... and what turns it into log-probs (search_lp) */
 
-    tfm_buf b_max_len, b_count, b_hyps, b_ids, b_lps, b_log_probs;
+    tfm_buf b_max_len, b_count, b_hyps, b_ids, b_lps, b_logits, b_stats;
     tfm_buf work[8];      /* the algorithms' own scratch, see search_work */
 };
 
@@ -64,14 +65,36 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
 void *search_work(tfm_search *s, int i, size_t n, size_t size);
 
 /* Applies the rules of tfm/search.h (forced prefix, no <pad> or <s>, max_len,
- * min_length, n-gram blocking) to lp [V], the log-probs of the token that
- * follows hist[0..t) in sentence sent: forbidden tokens become -inf.  At
- * least one token stays finite. */
+ * min_length, n-gram blocking) to lp [V], the log-probs (or the logits) of
+ * the token that follows hist[0..t) in sentence sent: forbidden tokens become
+ * -inf, the others keep their values.  At least one token stays finite. */
 void search_constrain(const tfm_search *s, int sent, const int32_t *hist, int t, float *lp);
 
 /* The most probable token of lp [V] (the lowest id on ties), ignoring -inf;
  * -1 if every entry is -inf. */
 int32_t search_argmax(const float *lp, int V);
+
+/* The log-prob of a logit of a row with stats st. */
+static inline float search_lp(const tfm_logit_stats *st, float logit)
+{
+    return (logit - st->max) - st->log_sum;
+}
+
+/* Turns a row of logits [V] with stats st into its log-probs, in place. */
+static inline void search_log_softmax(float *row, int V, const tfm_logit_stats *st)
+{
+    for (int v = 0; v < V; v++) row[v] = search_lp(st, row[v]);
+}
+
+/* search_argmax of a row of logits [V] after search_constrain, whose stats st
+ * were taken before: constraints only lower entries (to -inf), so when the
+ * row's first maximum is still there it is still the answer, and no pass
+ * over the row is needed. */
+static inline int32_t search_best(const float *row, int V, const tfm_logit_stats *st)
+{
+    if (row[st->argmax] == st->max) return st->argmax;
+    return search_argmax(row, V);
+}
 
 /* The ranking score of a finished hypothesis of len ids (and </s>). */
 float search_score(const tfm_search *s, int len, double log_prob);

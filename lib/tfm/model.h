@@ -225,6 +225,21 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
 tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_probs,
                             tfm_error *err);
 
+/* What a search needs of a row of logits without its log-softmax written:
+ * log_prob[v] = (logit[v] - max) - log_sum, bit for bit the value
+ * tfm_decoder_step writes. */
+typedef struct tfm_logit_stats {
+    float max;      /* the largest logit */
+    float log_sum;  /* log of the sum over v of exp(logit[v] - max) */
+    int32_t argmax; /* the lowest id holding max */
+} tfm_logit_stats;
+
+/* tfm_decoder_step without the log-softmax pass over [R, V_tgt]: writes the
+ * logits [R, V_tgt] and each row's stats [R], from which a search takes the
+ * few log-probs it needs. */
+tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float *logits,
+                                   tfm_logit_stats *stats, tfm_error *err);
+
 /* Rearranges rows after a beam-search step: new row i continues old row
  * parent[i] (its caches are copied), for i in [0, new_R).  Rows may be
  * dropped (finished) or duplicated (a beam splitting); new_R may exceed the

@@ -243,6 +243,36 @@ static void test_softmax_large_logits(void)
     }
 }
 
+/* logit_stats: the first index of the maximum whatever lane and tail it is
+ * in, and log-probs from the stats equal log_softmax_forward's bit for bit. */
+static void test_logit_stats(void)
+{
+    enum { MAXN = 37 };
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 5);
+    int wrong_argmax = 0, wrong_bits = 0;
+    for (int n = 1; n <= MAXN; n++) {
+        for (int trial = 0; trial < 40; trial++) {
+            float x[MAXN], y[MAXN];
+            /* few distinct values, so the maximum is often tied */
+            for (int i = 0; i < n; i++) x[i] = (float)(int)(4 * tfm_rng_float(&rng)) - 1e3f * (trial % 2);
+            int32_t first = 0;
+            for (int i = 1; i < n; i++)
+                if (x[i] > x[first]) first = i;
+            tfm_logit_stats st;
+            logit_stats(x, 1, n, &st);
+            wrong_argmax += st.argmax != first || st.max != x[first];
+            memcpy(y, x, sizeof x);
+            log_softmax_forward(y, 1, n);
+            log_softmax_apply(x, 1, n, &st);
+            wrong_bits += memcmp(x, y, (size_t)n * sizeof *x) != 0;
+        }
+    }
+    CHECK_MSG(wrong_argmax == 0, "%d rows with the wrong first maximum", wrong_argmax);
+    CHECK_MSG(wrong_bits == 0, "%d rows whose log-probs differ from log_softmax_forward's",
+              wrong_bits);
+}
+
 /* attention_forward against a plain triple loop in double with an explicit
  * mask, over lengths that make several query blocks, with and without
  * causality and windows; masked weights must be exactly 0 and rows sum to 1. */
@@ -493,12 +523,15 @@ static void test_decoder_rows_and_reorder(void)
         static float lp[MAXR * V], full[STEPS * V];
         double worst = 0;
         for (int t = 0; t < STEPS; t++) {
-            if (t == 2 || t == 4) {
-                /* step 2: drop rows 1 and 3, duplicate row 0; step 4: grow to 8 */
+            if (t == 2 || t == 4 || t == 5) {
+                /* step 2: drop rows 1 and 3, duplicate row 0; step 4: grow to
+                 * 8; step 5: shrink to 6, row 5 continued three times, the
+                 * others in a new order (rows hand their cache slots on) */
                 static const int par2[4] = {4, 0, 0, 2};
                 static const int par4[8] = {3, 3, 1, 0, 2, 2, 1, 0};
-                const int *par = t == 2 ? par2 : par4;
-                int new_R = t == 2 ? 4 : 8;
+                static const int par5[6] = {5, 7, 5, 0, 5, 3};
+                const int *par = t == 2 ? par2 : t == 4 ? par4 : par5;
+                int new_R = t == 2 ? 4 : t == 4 ? 8 : 6;
                 CHECK(tfm_decoder_reorder(d, new_R, par, &err) == TFM_OK);
                 int new_rs[MAXR];
                 for (int i = 0; i < new_R; i++) {
@@ -515,7 +548,13 @@ static void test_decoder_rows_and_reorder(void)
                 tok[r] = t == 0 ? c.bos_id : (int32_t)((3 + 7 * r + 5 * t) % V);
                 hist[r][t] = tok[r];
             }
-            CHECK(tfm_decoder_step(d, tok, lp, &err) == TFM_OK);
+            if (t % 2) { /* the logits and their stats give the same log-probs */
+                static tfm_logit_stats stats[MAXR];
+                CHECK(tfm_decoder_step_logits(d, tok, lp, stats, &err) == TFM_OK);
+                log_softmax_apply(lp, R, V, stats);
+            } else {
+                CHECK(tfm_decoder_step(d, tok, lp, &err) == TFM_OK);
+            }
             for (int r = 0; r < R; r++) {
                 int s = row_sentence[r];
                 CHECK(tfm_decoder_forward_full(m, states[s], src_lens[s], hist[r], t + 1, full,
@@ -750,6 +789,7 @@ int main(void)
     RUN(test_layer_norm_by_hand);
     RUN(test_attention_by_hand);
     RUN(test_softmax_large_logits);
+    RUN(test_logit_stats);
     RUN(test_masks_against_naive);
     RUN(test_sinusoid_values);
     RUN(test_incremental_equals_full);
