@@ -115,7 +115,7 @@ check-release:
 
 check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
-	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all tests
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNN_NO_MULTIVERSION" all tests
 	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  sh tests/run.sh build/asan | tee build/check-asan.log
 

@@ -3,8 +3,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "tfm/core.h"
+
+void tfm_advise_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    enum { HUGE = 2 << 20 };
+    if (bytes < 2 * HUGE) return;
+    uintptr_t start = ((uintptr_t)p + HUGE - 1) / HUGE * HUGE;
+    uintptr_t end = ((uintptr_t)p + bytes) / HUGE * HUGE;
+    if (end > start) (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
 
 void tfm_buf_init(tfm_buf *b)
 {
@@ -27,6 +42,7 @@ tfm_status tfm_buf_reserve(tfm_buf *b, size_t extra)
     while (cap < need) cap *= 2;
     char *p = realloc(b->data, cap);
     if (!p) return TFM_ERR_NOMEM;
+    tfm_advise_huge_pages(p, cap);
     b->data = p;
     b->cap = cap;
     return TFM_OK;

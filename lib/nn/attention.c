@@ -189,7 +189,83 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, int 
     }
 }
 
-/* out, q: [H*Dh]; k: [n_k, H*Dh] (ldk); v: [n_k, H*Dh] (ldv); scratch: [n_k] */
+/* The sum of the eight lanes, in a fixed order. */
+NN_INLINE float sum8(nn_f32x8 a)
+{
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/* out[j] = scale * <k_j, q> for n keys k_j = k + j ldk, of Dh floats each.
+ * Four keys at a time, so four independent sums hide the adds' latency. */
+NN_INLINE void scores_row(float *out, const float *q, const float *k, int ldk, int n, int Dh,
+                              float scale)
+{
+    const int body = Dh / 8 * 8;
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+        nn_f32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int i = 0; i < body; i += 8) {
+            nn_f32x8 qv = nn_load8(q + i);
+            a0 += nn_load8(k0 + i) * qv;
+            a1 += nn_load8(k1 + i) * qv;
+            a2 += nn_load8(k2 + i) * qv;
+            a3 += nn_load8(k3 + i) * qv;
+        }
+        float s0 = sum8(a0), s1 = sum8(a1), s2 = sum8(a2), s3 = sum8(a3);
+        for (int i = body; i < Dh; i++) {
+            s0 += k0[i] * q[i];
+            s1 += k1[i] * q[i];
+            s2 += k2[i] * q[i];
+            s3 += k3[i] * q[i];
+        }
+        out[j] = scale * s0;
+        out[j + 1] = scale * s1;
+        out[j + 2] = scale * s2;
+        out[j + 3] = scale * s3;
+    }
+    for (; j < n; j++) {
+        const float *kj = k + (size_t)j * ldk;
+        nn_f32x8 a = {0};
+        for (int i = 0; i < body; i += 8) a += nn_load8(kj + i) * nn_load8(q + i);
+        float s0 = sum8(a);
+        for (int i = body; i < Dh; i++) s0 += kj[i] * q[i];
+        out[j] = scale * s0;
+    }
+}
+
+/* out [Dh] = sum over j of w[j] v_j, v_j = v + j ldv: four values at a time,
+ * so out is loaded and stored once per four. */
+NN_INLINE void weighted_sum_row(float *out, const float *w, const float *v, int ldv, int n,
+                                    int Dh)
+{
+    const int body = Dh / 8 * 8;
+    memset(out, 0, (size_t)Dh * sizeof *out);
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *v0 = v + (size_t)j * ldv, *v1 = v0 + ldv, *v2 = v1 + ldv, *v3 = v2 + ldv;
+        const float w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
+        for (int i = 0; i < body; i += 8)
+            nn_store8(out + i, nn_load8(out + i) + ((w0 * nn_load8(v0 + i) + w1 * nn_load8(v1 + i)) +
+                                                    (w2 * nn_load8(v2 + i) + w3 * nn_load8(v3 + i))));
+        for (int i = body; i < Dh; i++)
+            out[i] += (w0 * v0[i] + w1 * v1[i]) + (w2 * v2[i] + w3 * v3[i]);
+    }
+    for (; j < n; j++) {
+        const float *vj = v + (size_t)j * ldv;
+        for (int i = 0; i < body; i += 8)
+            nn_store8(out + i, nn_load8(out + i) + w[j] * nn_load8(vj + i));
+        for (int i = body; i < Dh; i++) out[i] += w[j] * vj[i];
+    }
+}
+
+/* out, q: [H*Dh]; k: [n_k, H*Dh] (ldk); v: [n_k, H*Dh] (ldv); scratch: [n_k]
+ *
+ * One query against its keys, per head: decoding calls this for every row,
+ * head and layer with a few dozen keys of Dh (64) floats, products too small
+ * for a BLAS call to pay for its own dispatch, so the loops are written out
+ * (eight lanes; AVX2 where the CPU has it). */
+NN_MULTIVERSION
 void attention_row_forward(float *out, const float *q, const float *k, int ldk, const float *v,
                            int ldv, int n_k, int H, int Dh, float *scratch)
 {
@@ -199,12 +275,9 @@ void attention_row_forward(float *out, const float *q, const float *k, int ldk, 
     }
     const float scale = 1.0f / sqrtf((float)Dh);
     for (int h = 0; h < H; h++) {
-        /* scores [n_k] = scale * K_h q_h */
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_k, Dh, scale, k + (size_t)h * Dh, ldk,
-                    q + (size_t)h * Dh, 1, 0.0f, scratch, 1);
+        const size_t off = (size_t)h * Dh;
+        scores_row(scratch, q + off, k + off, ldk, n_k, Dh, scale); /* [n_k] = scale K_h q_h */
         softmax_forward(scratch, n_k);
-        /* out_h [Dh] = V_h^T weights */
-        cblas_sgemv(CblasRowMajor, CblasTrans, n_k, Dh, 1.0f, v + (size_t)h * Dh, ldv, scratch, 1,
-                    0.0f, out + (size_t)h * Dh, 1);
+        weighted_sum_row(out + off, scratch, v + off, ldv, n_k, Dh);  /* [Dh] = V_h^T weights */
     }
 }

@@ -5,7 +5,9 @@
  *
  * The mask comes from the caller's tfm_rng, drawn in order, so the same
  * generator state gives the same mask: a training step is reproducible and a
- * gradient check can replay it. */
+ * gradient check can replay it.  Work split over threads takes a generator
+ * per piece (dropout_stream), so the masks do not depend on which thread
+ * draws them. */
 #include <string.h>
 
 #include "nn/layers.h"
@@ -38,4 +40,13 @@ void dropout_backward(float *dx, const float *dy, const uint8_t *keep, size_t n,
     }
     const float scale = keep_scale(p);
     for (size_t i = 0; i < n; i++) dx[i] += dy[i] * ((float)keep[i] * scale);
+}
+
+/* Generators of different indices start from unrelated states: splitmix64
+ * seeding (tfm_rng_seed) hashes seed + index * K, and K, an odd constant
+ * unlike splitmix's own step, keeps the four inputs of one index away from
+ * those of every other. */
+void dropout_stream(tfm_rng *r, uint64_t seed, uint64_t index)
+{
+    tfm_rng_seed(r, seed + index * 0xd1b54a32d192ed03ULL);
 }

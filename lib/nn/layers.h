@@ -51,12 +51,26 @@ void ffn_forward(float *out, float *hidden, const float *inp, const float *w1, c
 void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                      const float *inp, const float *weight, int N, int n_in, int n_out);
 
+/* linear_backward with the bias gradient's column sums split over up to
+ * n_threads threads (the GEMMs use the BLAS's own threads).  Each column is
+ * summed over the rows in order, as linear_backward does, so the result is
+ * the same bit for bit for any n_threads. */
+void linear_backward_mt(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, int N, int n_in, int n_out,
+                        int n_threads);
+
 /* The FFN's gradients: dinp [N, D] (or NULL), dw1, db1, dw2, db2 accumulate;
  * dhidden: [N, F] scratch (overwritten); dout: [N, D]; inp, hidden, w1, w2
  * as ffn_forward had and left them (hidden after the ReLU). */
 void ffn_backward(float *dinp, float *dw1, float *db1, float *dw2, float *db2, float *dhidden,
                   const float *dout, const float *inp, const float *hidden, const float *w1,
                   const float *w2, int N, int D, int F);
+
+/* ffn_backward with its elementwise parts (zeroing dhidden, the ReLU, the
+ * bias sums) on up to n_threads threads; the same result for any n_threads. */
+void ffn_backward_mt(float *dinp, float *dw1, float *db1, float *dw2, float *db2,
+                     float *dhidden, const float *dout, const float *inp, const float *hidden,
+                     const float *w1, const float *w2, int N, int D, int F, int n_threads);
 
 /* x: [n], in place: x = max(0, x), the FFN's activation. */
 void relu_forward(float *x, size_t n);
@@ -226,6 +240,12 @@ void dropout_forward(float *x, uint8_t *keep, size_t n, float p, tfm_rng *rng);
  * forward, so it also applies a saved mask to any values.  p == 0: dx += dy. */
 void dropout_backward(float *dx, const float *dy, const uint8_t *keep, size_t n, float p);
 
+/* r: seeded as the generator number index of a dropout site whose seed is
+ * seed (one draw of the step's generator), for masks drawn piece by piece
+ * on threads: each piece (a chunk of rows, a sentence) draws from its own
+ * generator, so the masks depend on seed and the pieces, not on the threads. */
+void dropout_stream(tfm_rng *r, uint64_t seed, uint64_t index);
+
 /* ---- loss.c: label-smoothed cross-entropy ----------------------------------------- */
 
 /* Per row of log-probabilities logp [N, V] (log_softmax_forward's output)
@@ -260,6 +280,43 @@ static inline nn_f32x4 nn_load4(const float *p)
 }
 
 static inline void nn_store4(float *p, nn_f32x4 v) { memcpy(p, &v, sizeof v); }
+
+/* Eight float lanes, for the loops of inference's hot path (softmax.c,
+ * attention.c).  Plain x86-64 lowers them to two SSE operations;
+ * NN_MULTIVERSION compiles a function a second time for AVX2, picked at load
+ * time when the CPU has it.  Both versions do the same IEEE operations in
+ * the same order (C11 mode never fuses a multiply and an add), so their
+ * results are identical.  -DNN_NO_MULTIVERSION builds the plain version only
+ * (make check's sanitizer build does, so the tests cover both). */
+typedef float nn_f32x8 __attribute__((vector_size(32)));
+typedef int32_t nn_i32x8 __attribute__((vector_size(32)));
+#if defined(__GNUC__) && !defined(__clang__)
+/* nn_load8 and the helpers built on it pass eight-lane vectors by value;
+ * they are static and inlined, so no call crosses the ABI this is about. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(NN_NO_MULTIVERSION)
+#define NN_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef NN_MULTIVERSION
+#define NN_MULTIVERSION
+#endif
+
+/* For helpers of NN_MULTIVERSION functions: inlined into each version, so
+ * they are compiled for its instruction set. */
+#define NN_INLINE static inline __attribute__((always_inline))
+
+static inline nn_f32x8 nn_load8(const float *p)
+{
+    nn_f32x8 v;
+    memcpy(&v, p, sizeof v); /* unaligned load */
+    return v;
+}
+
+static inline void nn_store8(float *p, nn_f32x8 v) { memcpy(p, &v, sizeof v); }
 
 /* ---- scratch memory ------------------------------------------------------------ */
 

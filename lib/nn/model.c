@@ -99,6 +99,7 @@ static tfm_status model_alloc(const tfm_config *c, tfm_model **out, tfm_error *e
         tfm_model_free(m);
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for %zu parameters", n);
     }
+    tfm_advise_huge_pages(m->data, bytes);
     memset(m->data, 0, bytes);
     *out = m;
     return TFM_OK;

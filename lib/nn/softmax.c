@@ -6,27 +6,13 @@
  *
  * The log-softmax over the vocabulary runs on every decoder step over R x V
  * values (64 x 32000 for a base model's beam batch); with the C library's
- * scalar expf it took a fifth of a step.  So it evaluates exp four lanes at
+ * scalar expf it took a fifth of a step.  So it evaluates exp eight lanes at
  * a time with GCC/Clang vector extensions, which compile to SSE (or NEON)
- * on any target without intrinsics or special flags. */
+ * on any target without intrinsics or special flags, and to AVX2 where the
+ * CPU has it. */
 #include <math.h>
 
 #include "nn/layers.h"
-
-/* x: [n], n >= 1 */
-void softmax_forward(float *x, int n)
-{
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    float inv = 1.0f / sum;
-    for (int i = 0; i < n; i++) x[i] *= inv;
-}
 
 /* dx, dy, y: [n].  With y = softmax(x): dx_i += y_i (dy_i - sum_j dy_j y_j).
  * A weight that is exactly 0 (a masked key) passes no gradient. */
@@ -37,52 +23,61 @@ void softmax_backward(float *dx, const float *dy, const float *y, int n)
     for (int i = 0; i < n; i++) dx[i] += y[i] * (dy[i] - dot);
 }
 
-/* exp(x) for x <= 0, four lanes: Cephes' expf.  x = n ln2 + r with n an
+/* exp(x) for x <= 0, eight lanes: Cephes' expf.  x = n ln2 + r with n an
  * integer and |r| <= ln2/2 (ln2 split in two constants so n ln2 is exact),
  * exp(r) by a degree-6 polynomial, 2^n built in the exponent bits.  Relative
  * error below 1e-7 on [-87, 0] (measured against double exp).  Inputs below
- * -87 give exp(-87) ~ 1.6e-38 instead of a subnormal or 0: invisible in a
- * sum whose largest term is 1, which is the only use here. */
-static inline nn_f32x4 exp4_nonpositive(nn_f32x4 x)
+ * -87 (and -inf, a masked score) give exactly 0: no subnormals, and a masked
+ * attention weight is exactly 0. */
+NN_INLINE nn_f32x8 exp8_nonpositive(nn_f32x8 x)
 {
-    const nn_f32x4 floor_value = x - x - 87.0f;
-    nn_i32x4 low = x < floor_value;
-    x = (nn_f32x4)(((nn_i32x4)x & ~low) | ((nn_i32x4)floor_value & low));
+    const nn_f32x8 floor_value = x - x - 87.0f;
+    nn_i32x8 low = x < floor_value;
+    x = (nn_f32x8)(((nn_i32x8)x & ~low) | ((nn_i32x8)floor_value & low));
     /* round x / ln2 to the nearest integer: adding 1.5 * 2^23 pushes the
      * fraction bits out of the float, subtracting it brings the integer back */
-    nn_f32x4 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    nn_f32x4 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    nn_f32x4 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    nn_f32x8 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    nn_f32x8 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    nn_f32x8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    nn_i32x4 two_n = (__builtin_convertvector(n, nn_i32x4) + 127) << 23; /* the bits of 2^n */
-    return p * (nn_f32x4)two_n;
+    nn_i32x8 two_n = (__builtin_convertvector(n, nn_i32x8) + 127) << 23; /* the bits of 2^n */
+    return (nn_f32x8)((nn_i32x8)(p * (nn_f32x8)two_n) & ~low); /* 0 below -87 */
+}
+
+/* exp(x) of one value x <= 0, as a lane of exp8_nonpositive computes it, so
+ * a row's tail gives what its body would. */
+NN_INLINE float exp1_nonpositive(float x)
+{
+    nn_f32x8 v = {x, x, x, x, x, x, x, x};
+    return exp8_nonpositive(v)[0];
 }
 
 /* The largest of x[0..n) and the first index holding it, n >= 1.  Each of
- * four lanes keeps its own first maximum (it moves only on a strictly larger
- * value); the lanes are then merged preferring the lower index on ties. */
-static float row_max(const float *x, int n, int32_t *argmax)
+ * eight lanes keeps its own first maximum (it moves only on a strictly
+ * larger value); the lanes are then merged preferring the lower index on
+ * ties. */
+NN_INLINE float row_max(const float *x, int n, int32_t *argmax)
 {
     int i = 0;
     float max = x[0];
     int32_t at = 0;
-    if (n >= 4) {
-        nn_f32x4 m = nn_load4(x);
-        nn_i32x4 idx = {0, 1, 2, 3}, cur = idx;
-        for (i = 4; i + 4 <= n; i += 4) {
-            cur += 4;
-            nn_f32x4 v = nn_load4(x + i);
-            nn_i32x4 gt = v > m;
-            m = (nn_f32x4)(((nn_i32x4)v & gt) | ((nn_i32x4)m & ~gt));
+    if (n >= 8) {
+        nn_f32x8 m = nn_load8(x);
+        nn_i32x8 idx = {0, 1, 2, 3, 4, 5, 6, 7}, cur = idx;
+        for (i = 8; i + 8 <= n; i += 8) {
+            cur += 8;
+            nn_f32x8 v = nn_load8(x + i);
+            nn_i32x8 gt = v > m;
+            m = (nn_f32x8)(((nn_i32x8)v & gt) | ((nn_i32x8)m & ~gt));
             idx = (cur & gt) | (idx & ~gt);
         }
         max = m[0];
         at = idx[0];
-        for (int j = 1; j < 4; j++)
+        for (int j = 1; j < 8; j++)
             if (m[j] > max || (m[j] == max && idx[j] < at)) {
                 max = m[j];
                 at = idx[j];
@@ -97,24 +92,48 @@ static float row_max(const float *x, int n, int32_t *argmax)
     return max;
 }
 
-/* sum of exp(x[i] - max) over x[0..n).  Four float lanes gather chunks of 64
- * terms, then a double takes each chunk: over tens of thousands of terms a
- * float running sum would lose the small ones. */
-static double row_sum_exp(const float *x, int n, float max)
+/* sum of exp(x[i] - max) over x[0..n).  Eight float lanes gather chunks of
+ * 64 terms, then a double takes each chunk: over tens of thousands of terms
+ * a float running sum would lose the small ones. */
+NN_INLINE double row_sum_exp(const float *x, int n, float max)
 {
     enum { CHUNK = 64 };
     double sum = 0.0;
     int i = 0;
-    while (i + 4 <= n) {
-        nn_f32x4 acc = {0, 0, 0, 0};
+    while (i + 8 <= n) {
+        nn_f32x8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
         int end = i + CHUNK < n ? i + CHUNK : n;
-        for (; i + 4 <= end; i += 4) acc += exp4_nonpositive(nn_load4(x + i) - max);
-        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
+        for (; i + 8 <= end; i += 8) acc += exp8_nonpositive(nn_load8(x + i) - max);
+        sum += (((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3])) +
+               (((double)acc[4] + acc[5]) + ((double)acc[6] + acc[7]));
     }
-    for (; i < n; i++) sum += expf(x[i] - max);
+    for (; i < n; i++) sum += exp1_nonpositive(x[i] - max);
     return sum;
 }
 
+/* x: [n], n >= 1 */
+NN_MULTIVERSION
+void softmax_forward(float *x, int n)
+{
+    int32_t at;
+    const float max = row_max(x, n, &at);
+    nn_f32x8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        nn_f32x8 e = exp8_nonpositive(nn_load8(x + i) - max);
+        nn_store8(x + i, e);
+        acc += e;
+    }
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) {
+        x[i] = exp1_nonpositive(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = 1.0f / sum;
+    for (i = 0; i < n; i++) x[i] *= inv;
+}
+
+NN_MULTIVERSION
 void logit_stats(const float *x, int N, int n, tfm_logit_stats *stats)
 {
     for (int r = 0; r < N; r++) {
@@ -127,13 +146,14 @@ void logit_stats(const float *x, int N, int n, tfm_logit_stats *stats)
 
 /* The result is (x - max) - log(sum), not x - (max + log(sum)): with logits
  * of 1e30 the latter would round log(sum) away. */
+NN_MULTIVERSION
 void log_softmax_apply(float *x, int N, int n, const tfm_logit_stats *stats)
 {
     for (int r = 0; r < N; r++) {
         float *row = x + (size_t)r * n;
         const float max = stats[r].max, log_sum = stats[r].log_sum;
         int i = 0;
-        for (; i + 4 <= n; i += 4) nn_store4(row + i, (nn_load4(row + i) - max) - log_sum);
+        for (; i + 8 <= n; i += 8) nn_store8(row + i, (nn_load8(row + i) - max) - log_sum);
         for (; i < n; i++) row[i] = (row[i] - max) - log_sum;
     }
 }
@@ -148,9 +168,10 @@ void log_softmax_forward(float *x, int N, int n)
 }
 
 /* x: [n], every value <= 0 (log-probabilities), in place. */
+NN_MULTIVERSION
 void exp_nonpositive(float *x, size_t n)
 {
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) nn_store4(x + i, exp4_nonpositive(nn_load4(x + i)));
-    for (; i < n; i++) x[i] = expf(x[i]);
+    for (; i + 8 <= n; i += 8) nn_store8(x + i, exp8_nonpositive(nn_load8(x + i)));
+    for (; i < n; i++) x[i] = exp1_nonpositive(x[i]);
 }

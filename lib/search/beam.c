@@ -1,9 +1,10 @@
 /* beam.c - beam search over many sentences at once, with the greedy path
  * kept as a candidate (see tfm/search.h for the rules).
  *
- * The decoder's rows are grouped by live sentence: a sentence's n_beam live
- * hypotheses, then (once the greedy path has left the beam) one row for the
- * greedy path.  Each step every live sentence ranks its candidates, sends
+ * The decoder's rows are grouped by live sentence: its n_beam live
+ * hypotheses, at most k, the greedy path always among them (when the k best
+ * candidates leave it out, it takes the k-th place), or, once the beam is
+ * done, the greedy path alone.  Each step every live sentence ranks its candidates, sends
  * </s> candidates to its finished list and picks the rows that continue; the
  * new rows are written in the same grouped order and the decoder follows them
  * with one tfm_decoder_reorder, which also drops the rows of sentences that
@@ -26,7 +27,7 @@
 /* Where a sentence's greedy path is. */
 enum {
     GREEDY_IN_BEAM, /* it is one of the live beam rows, g_row */
-    GREEDY_OWN,     /* it has a row of its own, after the beam rows */
+    GREEDY_OWN,     /* the beam is done; it goes on alone in the sentence's one row */
     GREEDY_DONE,    /* it finished, or can no longer beat the best finished hypothesis */
 };
 
@@ -198,6 +199,16 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
             /* log-probs are <= 0 and lp grows with length, so no ending of
              * this path can score above logp / lp(max_len + 1) */
             a->greedy = GREEDY_DONE;
+        } else if (!beam_done) {
+            /* the greedy path keeps a place in the beam: the k-th, when the
+             * k best candidates took them all */
+            if (n_live == k) {
+                b->new_R--;
+                n_live--;
+            }
+            emit_row(b, g_from, g_tok, g_lp, g_logp, t);
+            a->greedy = GREEDY_IN_BEAM;
+            a->g_row = n_live++;
         } else {
             emit_row(b, g_from, g_tok, g_lp, g_logp, t);
             a->greedy = GREEDY_OWN;
@@ -222,7 +233,7 @@ tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err)
 {
     const tfm_search_input *in = s->in;
     const int n = in->n_sentences, S = s->S, k = s->p->beam;
-    const size_t rows = (size_t)n * (k + 1); /* k beam rows and a greedy row per sentence */
+    const size_t rows = (size_t)n * k; /* at most k rows per sentence, the greedy path's included */
 
     beam b = {.s = s, .k = k, .S = S, .V = s->V};
     beam_sentence *act = search_work(s, 0, (size_t)n, sizeof *act);

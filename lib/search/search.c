@@ -213,9 +213,9 @@ tfm_status search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
         st = search_setup(s, p, in, m, m, err);
         if (st == TFM_OK && in->n_sentences > 0) st = search_rows(s, d, err);
     } else {
-        /* k slots for the finished list and one for the greedy path; k rows of
-         * the beam and one for the greedy path once it leaves the beam */
-        st = search_setup(s, p, in, p->beam + 1, p->beam + 1, err);
+        /* k slots for the finished list and one for the greedy path; k rows
+         * (the greedy path's among them) */
+        st = search_setup(s, p, in, p->beam + 1, p->beam, err);
         if (st == TFM_OK && in->n_sentences > 0) st = search_beam(s, d, err);
     }
     s->n = st == TFM_OK ? in->n_sentences : 0;

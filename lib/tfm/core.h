@@ -65,6 +65,13 @@ typedef struct tfm_buf {
 void tfm_buf_init(tfm_buf *b);
 void tfm_buf_free(tfm_buf *b);               /* frees data; b may be reused after init */
 tfm_status tfm_buf_reserve(tfm_buf *b, size_t extra);   /* room for len+extra+1 */
+
+/* Asks the kernel to back the 2 MiB-aligned part of a large block (of at
+ * least 4 MiB) with huge pages where it allows them (Linux's madvise
+ * MADV_HUGEPAGE; nothing elsewhere).  Tensors of tens of megabytes then cost
+ * a page fault per 2 MiB instead of per 4 KiB when first written, and fewer
+ * TLB misses when read.  tfm_buf_reserve does it for every block it grows. */
+void tfm_advise_huge_pages(void *p, size_t bytes);
 tfm_status tfm_buf_append(tfm_buf *b, const void *data, size_t len);
 tfm_status tfm_buf_putc(tfm_buf *b, char c);
 tfm_status tfm_buf_printf(tfm_buf *b, const char *fmt, ...)

@@ -50,13 +50,14 @@
  * hypothesis; other candidates continue, up to k of them.  A sentence is done
  * when it has k finished hypotheses, or no live one (fairseq's rule).
  *
- * Beam search also follows the greedy path of each sentence: when the beam
- * drops the greedy hypothesis, it is decoded on in a row of its own to its
- * end (or until it cannot beat the best finished hypothesis any more) and
+ * Beam search also follows the greedy path of each sentence: when the k
+ * best candidates leave the greedy hypothesis out, it takes the k-th place
+ * in the beam, and when the beam is done it is decoded on alone, to its end
+ * (or until it cannot beat the best finished hypothesis any more), and
  * competes for the n-best list.  So the best hypothesis of beam search never
  * scores below greedy search's under the same settings, which plain beam
- * search does not promise (pruning can lose the greedy path), and it costs
- * at most one extra row per sentence, only after the two paths part.
+ * search does not promise (pruning can lose the greedy path), at no cost in
+ * rows: a sentence never has more than k.
  *
  * Greedy search (beam 1, no sampling) picks the most probable allowed token
  * (the lowest id on ties), and equals beam search with k = 1.
