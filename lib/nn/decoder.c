@@ -210,6 +210,15 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
     return TFM_OK;
 }
 
+/* out [R, n_out] = in [R, n_in] W^T + bias: with the packed copy of the
+ * layer when the model has one (tfm_model_pack_for_decoding), else sgemm. */
+static void step_linear(float *out, const float *in, const nn_packed_linear *packed,
+                        const float *weight, const float *bias, int R, int n_in, int n_out)
+{
+    if (packed) nn_packed_forward(out, in, packed, R);
+    else linear_forward(out, in, weight, bias, R, n_in, n_out);
+}
+
 /* tokens: [R]; logits: [R, V_tgt]; stats: [R] */
 tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float *logits,
                                    tfm_logit_stats *stats, tfm_error *err)
@@ -250,14 +259,16 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
 
     embedding_forward(x, tokens, p->tgt_embed, d->positions, t, 0, R, D);
 
+    const tfm_packed_decoder *pd = d->m->packed;
     for (int l = 0; l < c->n_decoder_layers; l++) {
         const tfm_decoder_layer *L = &p->decoder_layers[l];
+        const nn_packed_layer *P = pd ? &pd->layers[l] : NULL;
 
         /* self-attention over the row's cache, after appending this step's k, v */
         const tfm_layer_norm *ln = &L->self_attn_layer_norm;
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        linear_forward(qkv, in, L->self_attn.q_proj.weight, L->self_attn.q_proj.bias, R, D,
-                       3 * D);
+        step_linear(qkv, in, P ? &P->self_qkv : NULL, L->self_attn.q_proj.weight,
+                    L->self_attn.q_proj.bias, R, D, 3 * D);
         for (int r = 0; r < R; r++) {
             float *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
             memcpy(kv + (size_t)t * 2 * D, qkv + (size_t)r * 3 * D + D, 2 * (size_t)D * sizeof *kv);
@@ -265,15 +276,16 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             attention_row_forward(attn + (size_t)r * D, qkv + (size_t)r * 3 * D, band, 2 * D,
                                   band + D, 2 * D, t - lo + 1, H, Dh, scores);
         }
-        linear_forward(tmp, attn, L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, R, D,
-                       D);
+        step_linear(tmp, attn, P ? &P->self_out : NULL, L->self_attn.out_proj.weight,
+                    L->self_attn.out_proj.bias, R, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
 
         /* encoder-decoder attention against the row's sentence */
         ln = &L->encoder_attn_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
         float *q = qkv; /* [R, D] */
-        linear_forward(q, in, L->encoder_attn.q_proj.weight, L->encoder_attn.q_proj.bias, R, D, D);
+        step_linear(q, in, P ? &P->cross_q : NULL, L->encoder_attn.q_proj.weight,
+                    L->encoder_attn.q_proj.bias, R, D, D);
         const float *cross_l = cross + (size_t)l * d->total_src * 2 * D;
         for (int r = 0; r < R; r++) {
             int s = row_sentence[r];
@@ -281,15 +293,16 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             attention_row_forward(attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, kv + D,
                                   2 * D, src_len[s], H, Dh, scores);
         }
-        linear_forward(tmp, attn, L->encoder_attn.out_proj.weight, L->encoder_attn.out_proj.bias,
-                       R, D, D);
+        step_linear(tmp, attn, P ? &P->cross_out : NULL, L->encoder_attn.out_proj.weight,
+                    L->encoder_attn.out_proj.bias, R, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
 
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        ffn_forward(tmp, hidden, in, L->fc1.weight, L->fc1.bias, L->fc2.weight, L->fc2.bias, R,
-                    D, F);
+        step_linear(hidden, in, P ? &P->fc1 : NULL, L->fc1.weight, L->fc1.bias, R, D, F);
+        relu_forward(hidden, (size_t)R * F);
+        step_linear(tmp, hidden, P ? &P->fc2 : NULL, L->fc2.weight, L->fc2.bias, R, F, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
     }
     if (c->pre_norm)
@@ -297,7 +310,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
                            p->decoder_layer_norm.bias, R, D, eps);
 
     /* [R, V] = x [R, D] x output_proj^T, and what the log-softmax needs */
-    linear_forward(logits, x, p->output_proj, NULL, R, D, V);
+    step_linear(logits, x, pd ? &pd->output : NULL, p->output_proj, NULL, R, D, V);
     logit_stats(logits, R, V, stats);
     d->t++;
     return TFM_OK;

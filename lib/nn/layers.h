@@ -264,6 +264,44 @@ void label_smoothed_loss_forward(double *loss, double *nll, const float *logp,
 void label_smoothed_loss_backward(float *logp, const int32_t *labels, int N, int V, float eps,
                                   int32_t ignore, float scale);
 
+/* ---- packed.c: decoding's linear layers with weights packed once ----------------- */
+
+/* A linear layer W [N, K], bias [N] (may be NULL) for few rows at a time:
+ * panels is the packed copy (NULL when the CPU lacks AVX2 and FMA: then
+ * the original weight goes to sgemm).  weight and bias are not owned. */
+typedef struct nn_packed_linear {
+    const float *weight;
+    const float *bias;
+    float *panels;
+    int N, K;
+} nn_packed_linear;
+
+/* Whether this CPU runs the packed kernel (AVX2 and FMA). */
+bool nn_packed_supported(void);
+
+/* Packs weight for nn_packed_forward (copies it when supported).  TFM_ERR_NOMEM. */
+tfm_status nn_pack_linear(nn_packed_linear *p, const float *weight, const float *bias, int N,
+                          int K);
+void nn_packed_linear_free(nn_packed_linear *p);
+
+/* out [R, N] = x [R, K] W^T + bias, as linear_forward (rounded differently:
+ * FMA, another order of the sums). */
+void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R);
+
+/* The decoder's layers packed (tfm_model_pack_for_decoding). */
+typedef struct nn_packed_layer {
+    nn_packed_linear self_qkv, self_out, cross_q, cross_out, fc1, fc2;
+} nn_packed_layer;
+
+struct tfm_packed_decoder {
+    int n_layers;
+    nn_packed_layer *layers; /* [n_layers] */
+    nn_packed_linear output; /* the output projection, no bias */
+};
+typedef struct tfm_packed_decoder tfm_packed_decoder;
+
+void tfm_packed_decoder_free(tfm_packed_decoder *pd);
+
 /* ---- four float lanes ------------------------------------------------------------ */
 
 /* GCC/Clang vector extensions: SSE (or NEON) code from plain C, without

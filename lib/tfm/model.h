@@ -149,6 +149,7 @@ typedef struct tfm_model {
     float *data;          /* tfm_params_count(&config) floats */
     tfm_vocab *vocab;     /* owned; may be NULL */
     int64_t step;         /* training steps behind these weights */
+    struct tfm_packed_decoder *packed; /* owned; NULL unless tfm_model_pack_for_decoding */
 } tfm_model;
 
 /* A freshly initialised model: Xavier/Glorot uniform weights (as the reference
@@ -157,6 +158,13 @@ typedef struct tfm_model {
 tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_t seed,
                             tfm_model **out, tfm_error *err);
 void tfm_model_free(tfm_model *m);
+
+/* Packs a copy of the decoder's weights and the output projection for the
+ * incremental decoder's kernel (lib/nn/packed.c; the decoder's size again in
+ * memory), which decoders then use: a decoding step no longer re-packs every
+ * weight for the BLAS.  For inference only: weights changed afterwards leave
+ * the copy stale.  Does nothing on a CPU without AVX2 and FMA. */
+tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
 
 /* Model files are safetensors: every tensor under its PyTorch-style name, and
  * the configuration and the vocabulary in __metadata__ (see tfm-formats(5)).
@@ -333,6 +341,16 @@ typedef struct tfm_train_workspace tfm_train_workspace;
 tfm_status tfm_train_workspace_create(const tfm_model *m, tfm_train_workspace **out,
                                       tfm_error *err);
 void tfm_train_workspace_free(tfm_train_workspace *ws);
+
+/* Threads for the work between the BLAS's matrix products: attention
+ * sentence by sentence, the norms, dropout, the loss and the other
+ * elementwise passes (default 1; clamped to 1..64).  The work is split in
+ * pieces fixed by the batch alone, so results are the same bit for bit for
+ * any count.  With more than one, OpenBLAS is set to one thread while the
+ * attention runs (its products are small; one level of threads at a time)
+ * and given its count back after, a process-wide setting: run one
+ * multi-threaded workspace at a time. */
+void tfm_train_workspace_set_threads(tfm_train_workspace *ws, int n_threads);
 
 /* The forward pass only: the loss of a batch, and optionally what "score"
  * prints.  dropout: apply the training dropout (from rng, which may be NULL

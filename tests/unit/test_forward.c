@@ -243,6 +243,45 @@ static void test_softmax_large_logits(void)
     }
 }
 
+/* The packed kernel of decoding's linear layers against linear_forward
+ * (sgemm): every row count of a block and its remainders, output counts
+ * around the 16-wide panels, odd input sizes, with and without a bias. */
+static void test_packed_linear(void)
+{
+    if (!nn_packed_supported()) {
+        SKIP(test_packed_linear, "this CPU has no AVX2 and FMA: the packed kernel is not used");
+        return;
+    }
+    enum { MAXR = 13, MAXN = 40, MAXK = 33 };
+    const int Ns[] = {1, 15, 16, 17, 40}, Ks[] = {1, 7, 32, 33};
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 9);
+    static float w[MAXN * MAXK], b[MAXN], x[MAXR * MAXK], want[MAXR * MAXN], got[MAXR * MAXN];
+    double worst = 0;
+    int cases = 0;
+    for (int ni = 0; ni < 5; ni++)
+        for (int ki = 0; ki < 4; ki++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                const int N = Ns[ni], K = Ks[ki];
+                for (int i = 0; i < N * K; i++) w[i] = 2 * tfm_rng_float(&rng) - 1;
+                for (int i = 0; i < N; i++) b[i] = 2 * tfm_rng_float(&rng) - 1;
+                nn_packed_linear p;
+                CHECK(nn_pack_linear(&p, w, with_bias ? b : NULL, N, K) == TFM_OK);
+                CHECK(p.panels != NULL);
+                for (int R = 1; R <= MAXR; R++) {
+                    for (int i = 0; i < R * K; i++) x[i] = 2 * tfm_rng_float(&rng) - 1;
+                    for (int i = 0; i < MAXR * MAXN; i++) got[i] = NAN; /* nothing else written */
+                    linear_forward(want, x, w, with_bias ? b : NULL, R, K, N);
+                    nn_packed_forward(got, x, &p, R);
+                    worst = fmax(worst, max_abs_diff(got, want, (size_t)R * N));
+                    for (int i = R * N; i < MAXR * MAXN; i++) CHECK(isnan(got[i]));
+                    cases++;
+                }
+                nn_packed_linear_free(&p);
+            }
+    CHECK_MSG(worst <= 1e-5, "packed and sgemm differ by %g over %d products", worst, cases);
+}
+
 /* logit_stats: the first index of the maximum whatever lane and tail it is
  * in, and log-probs from the stats equal log_softmax_forward's bit for bit. */
 static void test_logit_stats(void)
@@ -383,13 +422,16 @@ static void test_sinusoid_values(void)
 static void test_incremental_equals_full(void)
 {
     enum { S = 6, T = 9 };
-    for (int combo = 0; combo < 16; combo++) {
-        bool pre = combo & 1, shared = combo & 8;
+    for (int combo = 0; combo < 32; combo++) {
+        bool pre = combo & 1, shared = combo & 8, packed = combo & 16;
         tfm_pos_kind pos = (combo & 2) ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
         int window = (combo & 4) ? 2 : 0;
         tfm_config c = small_config(pre, pos, window, shared);
-        tfm_model *m = test_nudged_model(&c, 100 + combo);
+        tfm_model *m = test_nudged_model(&c, 100 + combo % 16);
         if (!m) return;
+        tfm_error err;
+        /* the packed decoder's kernel against the full recomputation's sgemm */
+        if (packed) CHECK(tfm_model_pack_for_decoding(m, &err) == TFM_OK);
         const int V = c.tgt_vocab_size, D = c.d_model;
         int32_t src[S], tgt[T];
         fill_ids(src, S, c.src_vocab_size, combo);
@@ -399,7 +441,6 @@ static void test_incremental_equals_full(void)
         float states[S * D], full[T * 23], step[23];
         tfm_encoder *e;
         tfm_decoder *d;
-        tfm_error err;
         CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
         CHECK(tfm_decoder_create(m, &d, &err) == TFM_OK);
         CHECK(encode_one(e, src, S, states) == TFM_OK);
@@ -413,8 +454,8 @@ static void test_incremental_equals_full(void)
             CHECK(tfm_decoder_step(d, &tgt[t], step, &err) == TFM_OK);
             worst = fmax(worst, max_abs_diff(step, full + (size_t)t * V, (size_t)V));
         }
-        CHECK_MSG(worst <= 1e-5, "pre %d learned %d window %d shared %d: differ by %g", pre,
-                  pos == TFM_POS_LEARNED, window, shared, worst);
+        CHECK_MSG(worst <= 1e-5, "pre %d learned %d window %d shared %d packed %d: differ by %g",
+                  pre, pos == TFM_POS_LEARNED, window, shared, packed, worst);
         /* and the log-probs are a distribution */
         double sum = 0;
         for (int i = 0; i < V; i++) sum += exp(step[i]);
@@ -790,6 +831,7 @@ int main(void)
     RUN(test_attention_by_hand);
     RUN(test_softmax_large_logits);
     RUN(test_logit_stats);
+    RUN(test_packed_linear);
     RUN(test_masks_against_naive);
     RUN(test_sinusoid_values);
     RUN(test_incremental_equals_full);
