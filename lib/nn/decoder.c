@@ -54,6 +54,7 @@ struct tfm_decoder {
 
     tfm_buf act;            /* activations of one step, grown to the largest R */
     tfm_buf stats;          /* tfm_logit_stats [R], for tfm_decoder_step */
+    tfm_buf sums;           /* double [R]: the packed output projection's scratch */
 };
 
 tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err)
@@ -68,6 +69,7 @@ tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *
     tfm_buf_init(&d->cross);
     tfm_buf_init(&d->act);
     tfm_buf_init(&d->stats);
+    tfm_buf_init(&d->sums);
     tfm_buf_init(&d->row_sentence);
     tfm_buf_init(&d->row_slot);
     tfm_buf_init(&d->cache);
@@ -85,6 +87,7 @@ void tfm_decoder_free(tfm_decoder *d)
     tfm_buf_free(&d->cross);
     tfm_buf_free(&d->act);
     tfm_buf_free(&d->stats);
+    tfm_buf_free(&d->sums);
     tfm_buf_free(&d->row_sentence);
     tfm_buf_free(&d->row_slot);
     tfm_buf_free(&d->cache);
@@ -309,9 +312,16 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         layer_norm_forward(x, NULL, NULL, x, p->decoder_layer_norm.weight,
                            p->decoder_layer_norm.bias, R, D, eps);
 
-    /* [R, V] = x [R, D] x output_proj^T, and what the log-softmax needs */
-    step_linear(logits, x, pd ? &pd->output : NULL, p->output_proj, NULL, R, D, V);
-    logit_stats(logits, R, V, stats);
+    /* [R, V] = x [R, D] x output_proj^T, and what the log-softmax needs:
+     * the packed kernel gathers it while the logits are in the cache */
+    if (pd) {
+        double *sums = nn_reserve(&d->sums, (size_t)R, sizeof *sums);
+        if (!sums) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
+        nn_packed_forward_stats(logits, x, &pd->output, R, stats, sums);
+    } else {
+        linear_forward(logits, x, p->output_proj, NULL, R, D, V);
+        logit_stats(logits, R, V, stats);
+    }
     d->t++;
     return TFM_OK;
 }

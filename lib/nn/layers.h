@@ -288,6 +288,13 @@ void nn_packed_linear_free(nn_packed_linear *p);
  * FMA, another order of the sums). */
 void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R);
 
+/* nn_packed_forward and each row's logit statistics (as logit_stats gives
+ * them, rounded differently: the sum is gathered panel by panel, rescaled as
+ * the maximum grows), taken while the logits are in the cache.
+ * stats: [R]; sums: [R] scratch. */
+void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear *p, int R,
+                             tfm_logit_stats *stats, double *sums);
+
 /* The decoder's layers packed (tfm_model_pack_for_decoding). */
 typedef struct nn_packed_layer {
     nn_packed_linear self_qkv, self_out, cross_q, cross_out, fc1, fc2;
@@ -355,6 +362,39 @@ static inline nn_f32x8 nn_load8(const float *p)
 }
 
 static inline void nn_store8(float *p, nn_f32x8 v) { memcpy(p, &v, sizeof v); }
+
+/* exp(x) for x <= 0, eight lanes: Cephes' expf.  x = n ln2 + r with n an
+ * integer and |r| <= ln2/2 (ln2 split in two constants so n ln2 is exact),
+ * exp(r) by a degree-6 polynomial, 2^n built in the exponent bits.  Relative
+ * error below 1e-7 on [-87, 0] (measured against double exp).  Inputs below
+ * -87 (and -inf, a masked score) give exactly 0: no subnormals, and a masked
+ * attention weight is exactly 0. */
+NN_INLINE nn_f32x8 nn_exp8_nonpositive(nn_f32x8 x)
+{
+    const nn_f32x8 floor_value = x - x - 87.0f;
+    nn_i32x8 low = x < floor_value;
+    x = (nn_f32x8)(((nn_i32x8)x & ~low) | ((nn_i32x8)floor_value & low));
+    /* round x / ln2 to the nearest integer: adding 1.5 * 2^23 pushes the
+     * fraction bits out of the float, subtracting it brings the integer back */
+    nn_f32x8 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    nn_f32x8 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    nn_f32x8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    nn_i32x8 two_n = (__builtin_convertvector(n, nn_i32x8) + 127) << 23; /* the bits of 2^n */
+    return (nn_f32x8)((nn_i32x8)(p * (nn_f32x8)two_n) & ~low); /* 0 below -87 */
+}
+
+/* exp(x) of one value x <= 0, as a lane of nn_exp8_nonpositive computes it, so
+ * a row's tail gives what its body would. */
+NN_INLINE float nn_exp1_nonpositive(float x)
+{
+    nn_f32x8 v = {x, x, x, x, x, x, x, x};
+    return nn_exp8_nonpositive(v)[0];
+}
 
 /* ---- scratch memory ------------------------------------------------------------ */
 

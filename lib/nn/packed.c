@@ -13,6 +13,7 @@
  * p holds, for k = 0 .. K-1, the 16 floats W[16p .. 16p+15][k] (zeros past
  * N).  The kernel keeps a 6 x 16 block of the result in twelve registers
  * and walks k: two loads of the panel, six broadcasts of x, twelve FMAs. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,11 +90,48 @@ block(float *out, size_t ldo, const float *x, size_t ldx, int MR, const float *p
     }
 }
 
-/* out [R, N] = x [R, K] W^T + bias, panel by panel: a panel (16 K floats)
- * stays in the first-level caches while every row block passes over it. */
-KERNEL_TARGET static void packed_forward_avx2(float *out, const float *x,
-                                              const nn_packed_linear *p, int R)
+/* Folds a row's next values v [cols] (columns c0 ..) into its running
+ * log-softmax statistics: the maximum and its first index so far, and
+ * sum = sum of exp(value - max) over the values so far (rescaled when the
+ * maximum grows), so the output projection's logits are read while still
+ * in the first-level cache instead of in two more passes. */
+KERNEL_TARGET __attribute__((always_inline)) static inline void
+fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st, double *sum)
 {
+    float bm = v[0];
+    int bj = 0;
+    for (int j = 1; j < cols; j++)
+        if (v[j] > bm) {
+            bm = v[j];
+            bj = j;
+        }
+    if (bm > st->max) { /* strictly: an earlier column keeps a tie */
+        *sum *= exp((double)st->max - (double)bm);
+        st->max = bm;
+        st->argmax = c0 + bj;
+    }
+    const float m = st->max;
+    if (cols == PANEL) {
+        nn_f32x8 e = nn_exp8_nonpositive(nn_load8(v) - m) + nn_exp8_nonpositive(nn_load8(v + 8) - m);
+        *sum += (((double)e[0] + e[1]) + ((double)e[2] + e[3])) +
+                (((double)e[4] + e[5]) + ((double)e[6] + e[7]));
+    } else {
+        for (int j = 0; j < cols; j++) *sum += nn_exp1_nonpositive(v[j] - m);
+    }
+}
+
+/* out [R, N] = x [R, K] W^T + bias, panel by panel: a panel (16 K floats)
+ * stays in the first-level caches while every row block passes over it.
+ * With stats [R] (and sums [R], scratch), each row's logit statistics too. */
+KERNEL_TARGET static void packed_forward_avx2(float *out, const float *x,
+                                              const nn_packed_linear *p, int R,
+                                              tfm_logit_stats *stats, double *sums)
+{
+    if (stats)
+        for (int r = 0; r < R; r++) {
+            stats[r] = (tfm_logit_stats){.max = -INFINITY, .log_sum = 0, .argmax = 0};
+            sums[r] = 0;
+        }
     const int N = p->N, K = p->K;
     for (int c0 = 0, pi = 0; c0 < N; c0 += PANEL, pi++) {
         const float *panel = p->panels + (size_t)pi * K * PANEL;
@@ -113,7 +151,12 @@ KERNEL_TARGET static void packed_forward_avx2(float *out, const float *x,
         case 1: block(o, (size_t)N, xr, (size_t)K, 1, panel, K, cols, bias); break;
         default: break;
         }
+        if (stats)
+            for (int i = 0; i < R; i++)
+                fold_stats(out + (size_t)i * N + c0, cols, c0, &stats[i], &sums[i]);
     }
+    if (stats)
+        for (int r = 0; r < R; r++) stats[r].log_sum = (float)log(sums[r]);
 }
 #endif
 
@@ -158,11 +201,25 @@ void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, in
     if (R <= 0 || p->N <= 0) return;
 #ifdef HAVE_KERNEL
     if (p->panels) {
-        packed_forward_avx2(out, x, p, R);
+        packed_forward_avx2(out, x, p, R, NULL, NULL);
         return;
     }
 #endif
     linear_forward(out, x, p->weight, p->bias, R, p->K, p->N);
+}
+
+void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear *p, int R,
+                             tfm_logit_stats *stats, double *sums)
+{
+    if (R <= 0 || p->N <= 0) return;
+#ifdef HAVE_KERNEL
+    if (p->panels) {
+        packed_forward_avx2(out, x, p, R, stats, sums);
+        return;
+    }
+#endif
+    linear_forward(out, x, p->weight, p->bias, R, p->K, p->N);
+    logit_stats(out, R, p->N, stats);
 }
 
 /* ---- the decoder's weights ---------------------------------------------------- */

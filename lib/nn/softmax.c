@@ -23,39 +23,6 @@ void softmax_backward(float *dx, const float *dy, const float *y, int n)
     for (int i = 0; i < n; i++) dx[i] += y[i] * (dy[i] - dot);
 }
 
-/* exp(x) for x <= 0, eight lanes: Cephes' expf.  x = n ln2 + r with n an
- * integer and |r| <= ln2/2 (ln2 split in two constants so n ln2 is exact),
- * exp(r) by a degree-6 polynomial, 2^n built in the exponent bits.  Relative
- * error below 1e-7 on [-87, 0] (measured against double exp).  Inputs below
- * -87 (and -inf, a masked score) give exactly 0: no subnormals, and a masked
- * attention weight is exactly 0. */
-NN_INLINE nn_f32x8 exp8_nonpositive(nn_f32x8 x)
-{
-    const nn_f32x8 floor_value = x - x - 87.0f;
-    nn_i32x8 low = x < floor_value;
-    x = (nn_f32x8)(((nn_i32x8)x & ~low) | ((nn_i32x8)floor_value & low));
-    /* round x / ln2 to the nearest integer: adding 1.5 * 2^23 pushes the
-     * fraction bits out of the float, subtracting it brings the integer back */
-    nn_f32x8 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    nn_f32x8 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    nn_f32x8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    nn_i32x8 two_n = (__builtin_convertvector(n, nn_i32x8) + 127) << 23; /* the bits of 2^n */
-    return (nn_f32x8)((nn_i32x8)(p * (nn_f32x8)two_n) & ~low); /* 0 below -87 */
-}
-
-/* exp(x) of one value x <= 0, as a lane of exp8_nonpositive computes it, so
- * a row's tail gives what its body would. */
-NN_INLINE float exp1_nonpositive(float x)
-{
-    nn_f32x8 v = {x, x, x, x, x, x, x, x};
-    return exp8_nonpositive(v)[0];
-}
-
 /* The largest of x[0..n) and the first index holding it, n >= 1.  Each of
  * eight lanes keeps its own first maximum (it moves only on a strictly
  * larger value); the lanes are then merged preferring the lower index on
@@ -103,11 +70,11 @@ NN_INLINE double row_sum_exp(const float *x, int n, float max)
     while (i + 8 <= n) {
         nn_f32x8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
         int end = i + CHUNK < n ? i + CHUNK : n;
-        for (; i + 8 <= end; i += 8) acc += exp8_nonpositive(nn_load8(x + i) - max);
+        for (; i + 8 <= end; i += 8) acc += nn_exp8_nonpositive(nn_load8(x + i) - max);
         sum += (((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3])) +
                (((double)acc[4] + acc[5]) + ((double)acc[6] + acc[7]));
     }
-    for (; i < n; i++) sum += exp1_nonpositive(x[i] - max);
+    for (; i < n; i++) sum += nn_exp1_nonpositive(x[i] - max);
     return sum;
 }
 
@@ -120,13 +87,13 @@ void softmax_forward(float *x, int n)
     nn_f32x8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        nn_f32x8 e = exp8_nonpositive(nn_load8(x + i) - max);
+        nn_f32x8 e = nn_exp8_nonpositive(nn_load8(x + i) - max);
         nn_store8(x + i, e);
         acc += e;
     }
     float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (; i < n; i++) {
-        x[i] = exp1_nonpositive(x[i] - max);
+        x[i] = nn_exp1_nonpositive(x[i] - max);
         sum += x[i];
     }
     const float inv = 1.0f / sum;
@@ -172,6 +139,6 @@ NN_MULTIVERSION
 void exp_nonpositive(float *x, size_t n)
 {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) nn_store8(x + i, exp8_nonpositive(nn_load8(x + i)));
-    for (; i < n; i++) x[i] = exp1_nonpositive(x[i]);
+    for (; i + 8 <= n; i += 8) nn_store8(x + i, nn_exp8_nonpositive(nn_load8(x + i)));
+    for (; i < n; i++) x[i] = nn_exp1_nonpositive(x[i]);
 }
