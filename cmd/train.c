@@ -76,7 +76,8 @@ static const char usage_text[] =
     "      --clip-norm=X          clip the gradient to this global norm (0: off)\n"
     "      --ema=DECAY            keep a moving average of the weights (e.g. 0.9999) and\n"
     "                             write it as the model (0: off)\n"
-    "      --threads=N            BLAS threads (default: the number of CPUs)\n"
+    "      --threads=N            threads of the BLAS and of the rest of a step\n"
+    "                             (default: the number of CPUs)\n"
     "\n"
     "Stopping, validation, checkpoints:\n"
     "      --max-steps=N          stop after N updates (0: no limit)\n"
@@ -348,6 +349,7 @@ static void resolve(options *o)
     t->seed = o->seed;
     t->batches.seed = o->seed;
     o->threads = value[O_THREADS] ? (int)int_value(O_THREADS, 1, 1024) : tfm_cpu_count();
+    t->n_threads = o->threads;
 
     o->max_steps = int_value(O_MAX_STEPS, 0, INT64_MAX);
     o->max_epochs = int_value(O_MAX_EPOCHS, 0, INT64_MAX);

@@ -4,11 +4,13 @@
  *
  * Incremental decoding (tfm_decoder_step) feeds one token per row per step.
  * Each layer's self-attention keys and values of the earlier positions are
- * cached per row, so a step costs one position's work: GEMMs over the R rows
- * for every projection and FFN, and per row and head a query against that
- * row's cache (two GEMVs).  The encoder-decoder keys and values depend only
- * on the source, so tfm_decoder_start computes them once per sentence and
- * layer, and the rows of a sentence (its beam) share them.
+ * cached per row, so a step costs one position's work: products over the R
+ * rows for every projection and FFN (with the weights packed once when the
+ * model was packed for decoding, packed.c; else sgemm), and per row and head
+ * a query against that row's cache (attention_row_forward).  The
+ * encoder-decoder keys and values depend only on the source, so
+ * tfm_decoder_start computes them once per sentence and layer, and the rows
+ * of a sentence (its beam) share them.
  *
  * The reference (tfm_decoder_forward_full) recomputes everything for a whole
  * prefix with T x T causal attention through attention_forward, the kernel

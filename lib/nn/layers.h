@@ -51,26 +51,12 @@ void ffn_forward(float *out, float *hidden, const float *inp, const float *w1, c
 void linear_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                      const float *inp, const float *weight, int N, int n_in, int n_out);
 
-/* linear_backward with the bias gradient's column sums split over up to
- * n_threads threads (the GEMMs use the BLAS's own threads).  Each column is
- * summed over the rows in order, as linear_backward does, so the result is
- * the same bit for bit for any n_threads. */
-void linear_backward_mt(float *dinp, float *dweight, float *dbias, const float *dout,
-                        const float *inp, const float *weight, int N, int n_in, int n_out,
-                        int n_threads);
-
 /* The FFN's gradients: dinp [N, D] (or NULL), dw1, db1, dw2, db2 accumulate;
  * dhidden: [N, F] scratch (overwritten); dout: [N, D]; inp, hidden, w1, w2
  * as ffn_forward had and left them (hidden after the ReLU). */
 void ffn_backward(float *dinp, float *dw1, float *db1, float *dw2, float *db2, float *dhidden,
                   const float *dout, const float *inp, const float *hidden, const float *w1,
                   const float *w2, int N, int D, int F);
-
-/* ffn_backward with its elementwise parts (zeroing dhidden, the ReLU, the
- * bias sums) on up to n_threads threads; the same result for any n_threads. */
-void ffn_backward_mt(float *dinp, float *dw1, float *db1, float *dw2, float *db2,
-                     float *dhidden, const float *dout, const float *inp, const float *hidden,
-                     const float *w1, const float *w2, int N, int D, int F, int n_threads);
 
 /* x: [n], in place: x = max(0, x), the FFN's activation. */
 void relu_forward(float *x, size_t n);

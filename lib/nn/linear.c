@@ -36,11 +36,16 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
                     weight, n_in, 1.0f, dinp, n_in);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, N, 1.0f, dout, n_out, inp,
                 n_in, 1.0f, dweight, n_in);
-    if (dbias)
-        for (int n = 0; n < N; n++) {
-            const float *d = dout + (size_t)n * n_out;
-            for (int o = 0; o < n_out; o++) dbias[o] += d[o];
-        }
+    if (!dbias) return;
+    /* Row by row, four columns per vector: the rows stream through at the
+     * memory's speed (a second thread, tried on column or row chunks, only
+     * slowed this down), and each column's sum still goes in row order. */
+    const int n4 = n_out & ~3;
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * n_out;
+        for (int o = 0; o < n4; o += 4) nn_store4(dbias + o, nn_load4(dbias + o) + nn_load4(d + o));
+        for (int o = n4; o < n_out; o++) dbias[o] += d[o];
+    }
 }
 
 /* x: [n] */

@@ -23,12 +23,40 @@
  * activation gradients live in scratch that is zeroed where a kernel
  * accumulates into it.  Shapes: B pairs, Ns and Nt rows, N = max(Ns, Nt),
  * D, H, Dh = D / H, F, V = target vocabulary.
+ *
+ * Threads (tfm_train_workspace_set_threads): the GEMMs over all rows use
+ * the BLAS's threads; everything between them runs on the workspace's
+ * threads, one level at a time.  Attention goes sentence by sentence, each
+ * thread with scratch of its own; the norms, dropout, residual adds, the
+ * ReLU and the loss go in chunks of rows (row_chunk) fixed by the widths
+ * alone.  (Passes that only stream memory, as the bias gradients' sums,
+ * the ReLU's backward and zeroing, stay in one thread: a second one was
+ * measured not to speed them up.)  Every dropout site draws one number from the step's generator and
+ * each chunk of rows, or each sentence, draws its mask from a generator of
+ * its own seeded from it (dropout_stream); a LayerNorm's weight and bias
+ * gradients are summed per chunk and the chunks added in order.  So the
+ * results are the same bit for bit on any number of threads.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/chunks.h"
 #include "nn/layers.h"
 #include "tfm/model.h"
+
+/* OpenBLAS's own calls, declared here to keep cblas.h out (as cmd/train.c
+ * does): the attention's small products run with one BLAS thread while the
+ * workspace's threads run sentences (DESIGN.md: one level of threads). */
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int num_threads);
+
+/* Floats per chunk of a pass over rows: ~10 us of elementwise work, worth
+ * a thread start, and small enough to stay in the cache between the steps
+ * of a fused pass. */
+enum { ROW_FLOATS = 1 << 14 };
+
+/* The most threads a workspace uses (tfm_parallel_for's limit). */
+enum { MAX_THREADS = 64 };
 
 /* ---- saved activations ------------------------------------------------------------ */
 
@@ -91,7 +119,7 @@ typedef struct acts {
     double *row_loss;         /* [Nt] each prediction's label-smoothed loss */
     double *row_nll;          /* [Nt] each prediction's -log p(label) */
     float *sub;               /* [N, D] scratch: a sublayer's output before dropout */
-    float *scratch;           /* attention's scratch */
+    float *scratch;           /* attention's scratch, fwd_stride floats per thread */
 } acts;
 
 /* Activation gradients (dLoss/d...) of the backward pass. */
@@ -106,7 +134,9 @@ typedef struct grad_acts {
     float *qkv;     /* [N, 3D] q, k, v (self); q (cross) */
     float *kv;      /* [Ns, 2D] k, v (cross) */
     float *hidden;  /* [N, F] */
-    float *scratch; /* attention_backward's scratch */
+    float *scratch; /* attention_backward's scratch, bwd_stride floats per thread */
+    float *ln_partials; /* [chunks of N rows, 2, D] a LayerNorm's weight and bias
+                           gradients per chunk of rows, before they are added up */
 } grad_acts;
 
 /* How the batch is packed. */
@@ -120,11 +150,12 @@ typedef struct packing {
     int32_t *src_ids;              /* [Ns] */
     int32_t *dec_in;               /* [Nt] <s> + target */
     int32_t *labels;               /* [Nt] target + </s> */
-    size_t fwd_scratch, bwd_scratch; /* floats of attention scratch */
+    size_t fwd_stride, bwd_stride; /* floats of attention scratch per thread */
 } packing;
 
 struct tfm_train_workspace {
     const tfm_model *m;
+    int n_threads;            /* for the work between the GEMMs; 1 to MAX_THREADS */
     encoder_layer_acts *enc;
     decoder_layer_acts *dec;
     packing pk;
@@ -140,6 +171,57 @@ struct tfm_train_workspace {
     float *grads_base;        /* the gradient buffer gp points into, or NULL */
     tfm_params gp;            /* the gradients' named pointers */
 };
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+/* Rows per chunk of a pass over rows width floats wide. */
+static size_t row_chunk(size_t width)
+{
+    return width >= ROW_FLOATS ? 1 : (ROW_FLOATS + width - 1) / width;
+}
+
+/* Runs fn(ctx, c, lo, hi) over the chunks of rows [0, N) of a pass width
+ * floats wide, on the workspace's threads when there are a few chunks at
+ * least (a smaller pass takes less time than starting a thread). */
+static void for_rows(const tfm_train_workspace *ws, int N, size_t width,
+                     void (*fn)(void *ctx, size_t c, size_t lo, size_t hi), void *ctx)
+{
+    const size_t rows = row_chunk(width);
+    int nt = tfm_chunk_count((size_t)N, rows) >= 4 ? ws->n_threads : 1;
+    tfm_parallel_chunks(nt, (size_t)N, rows, fn, ctx);
+}
+
+/* Runs fn(ctx, slot, b) for every sentence b of the batch, slot naming the
+ * thread (for its scratch).  OpenBLAS is held to one thread meanwhile and
+ * given its count back after. */
+static void for_sentences(const tfm_train_workspace *ws, void (*fn)(void *ctx, int slot, size_t b),
+                          void *ctx)
+{
+    const size_t B = (size_t)ws->pk.B;
+    if (ws->n_threads < 2 || B < 2) {
+        tfm_parallel_slots(1, B, fn, ctx);
+        return;
+    }
+    int blas = openblas_get_num_threads();
+    if (blas != 1) openblas_set_num_threads(1);
+    tfm_parallel_slots(ws->n_threads, B, fn, ctx);
+    if (blas != 1) openblas_set_num_threads(blas);
+}
+
+/* x: [N, width] = 0.  One memset in the calling thread: it streams at the
+ * memory's full speed, which a second thread does not raise (measured). */
+static void zero_rows(float *x, int N, size_t width)
+{
+    memset(x, 0, (size_t)N * width * sizeof(float));
+}
+
+/* The seed of one dropout site: one draw of the step's generator, none
+ * without dropout (p == 0 leaves the generator alone, as dropout_forward
+ * does). */
+static uint64_t site_seed(tfm_rng *rng, float p)
+{
+    return p > 0 ? tfm_rng_u64(rng) : 0;
+}
 
 /* ---- carving a buffer into pieces ----------------------------------------------------- */
 
@@ -254,7 +336,7 @@ static void layout_acts(tfm_train_workspace *ws, arena *k)
     a->row_loss = CARVE(k, Nt, double);
     a->row_nll = CARVE(k, Nt, double);
     a->sub = CARVE(k, N * D, float);
-    a->scratch = CARVE(k, pk->fwd_scratch, float);
+    a->scratch = CARVE(k, pk->fwd_stride * (size_t)ws->n_threads, float);
 }
 
 static void layout_grads(tfm_train_workspace *ws, arena *k)
@@ -275,7 +357,8 @@ static void layout_grads(tfm_train_workspace *ws, arena *k)
     g->qkv = CARVE(k, N * 3 * D, float);
     g->kv = CARVE(k, Ns * 2 * D, float);
     g->hidden = CARVE(k, N * F, float);
-    g->scratch = CARVE(k, pk->bwd_scratch, float);
+    g->scratch = CARVE(k, pk->bwd_stride * (size_t)ws->n_threads, float);
+    g->ln_partials = CARVE(k, tfm_chunk_count(N, row_chunk(D)) * 2 * D, float);
 }
 
 /* ---- packing a batch ---------------------------------------------------------------- */
@@ -379,8 +462,9 @@ static tfm_status prepare(tfm_train_workspace *ws, const tfm_train_batch *batch,
     pk->n_enc_att = ea;
     pk->n_dec_att = da;
     pk->n_cross_att = ca;
-    pk->fwd_scratch = fwd;
-    pk->bwd_scratch = bwd;
+    /* whole cache lines per thread */
+    pk->fwd_stride = (fwd + 15) & ~(size_t)15;
+    pk->bwd_stride = (bwd + 15) & ~(size_t)15;
 
     /* Both tables at once: sinusoids share one cache, which may move when
      * it grows, so it grows to cover both before either pointer is taken. */
@@ -424,28 +508,128 @@ static attention_geometry cross_geometry(const tfm_train_workspace *ws)
                                 pk->cross_att, {0, false, 0}};
 }
 
+/* A LayerNorm over rows: out, inp [N, D]; mean, rstd [N]. */
+typedef struct norm_job {
+    float *out, *mean, *rstd;
+    const float *inp;
+    const tfm_layer_norm *ln;
+    int D;
+    float eps;
+} norm_job;
+
+static void norm_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const norm_job *j = ctx;
+    const size_t o = lo * (size_t)j->D;
+    layer_norm_forward(j->out + o, j->mean + lo, j->rstd + lo, j->inp + o, j->ln->weight,
+                       j->ln->bias, (int)(hi - lo), j->D, j->eps);
+}
+
+/* out = LN(inp) with the statistics saved, on the workspace's threads.
+ * out, inp: [N, D]; mean, rstd: [N] */
+static void norm_forward(const tfm_train_workspace *ws, float *out, float *mean, float *rstd,
+                         const float *inp, const tfm_layer_norm *ln, int N)
+{
+    const tfm_config *c = &ws->m->config;
+    norm_job job = {out, mean, rstd, inp, ln, c->d_model, c->layer_norm_eps};
+    for_rows(ws, N, (size_t)c->d_model, norm_chunk, &job);
+}
+
 /* The sublayer's input: LN(x) under pre-norm (statistics saved), x itself
  * under post-norm.  x: [N, D] */
-static const float *residual_forward_begin(residual_acts *r, const float *x,
-                                           const tfm_layer_norm *ln, int N, int D, float eps,
-                                           bool pre)
+static const float *residual_forward_begin(const tfm_train_workspace *ws, residual_acts *r,
+                                           const float *x, const tfm_layer_norm *ln, int N)
 {
-    if (!pre) return x;
-    layer_norm_forward(r->norm, r->mean, r->rstd, x, ln->weight, ln->bias, N, D, eps);
+    if (!ws->m->config.pre_norm) return x;
+    norm_forward(ws, r->norm, r->mean, r->rstd, x, ln, N);
     return r->norm;
+}
+
+/* The end of a residual sublayer on a chunk of rows: dropout on sub in
+ * place (chunk c's mask from generator c of seed), then s = x + sub, then
+ * under post-norm out = LN(s).  All [N, D] but mean, rstd [N]. */
+typedef struct residual_job {
+    const float *x;     /* the stream; NULL: dropout only (the embeddings) */
+    float *sub;         /* f's output */
+    uint8_t *keep;      /* sub's dropout mask; NULL when p == 0 */
+    float *s;           /* x + Dropout(sub) */
+    float *out, *mean, *rstd; /* post-norm: LN(s) and its statistics; out NULL: pre-norm */
+    const tfm_layer_norm *ln;
+    int D;
+    float eps, p;
+    uint64_t seed;
+} residual_job;
+
+static void residual_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const residual_job *j = ctx;
+    const size_t o = lo * (size_t)j->D, n = (hi - lo) * (size_t)j->D;
+    if (j->p > 0) {
+        tfm_rng rng;
+        dropout_stream(&rng, j->seed, c);
+        dropout_forward(j->sub + o, j->keep + o, n, j->p, &rng);
+    }
+    if (!j->x) return;
+    const float *x = j->x + o, *sub = j->sub + o;
+    float *s = j->s + o;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) nn_store4(s + i, nn_load4(x + i) + nn_load4(sub + i));
+    for (; i < n; i++) s[i] = x[i] + sub[i];
+    if (j->out)
+        layer_norm_forward(j->out + o, j->mean + lo, j->rstd + lo, s, j->ln->weight, j->ln->bias,
+                           (int)(hi - lo), j->D, j->eps);
 }
 
 /* Dropout on the sublayer's output sub (in place), the residual add, and
  * under post-norm the LayerNorm.  x, sub: [N, D] */
-static void residual_forward_end(residual_acts *r, const float *x, float *sub,
-                                 const tfm_layer_norm *ln, int N, int D, float eps, bool pre,
-                                 float p, tfm_rng *rng)
+static void residual_forward_end(const tfm_train_workspace *ws, residual_acts *r, const float *x,
+                                 float *sub, const tfm_layer_norm *ln, int N, tfm_rng *rng)
 {
-    const size_t n = (size_t)N * D;
-    dropout_forward(sub, r->keep, n, p, rng);
-    float *s = pre ? r->out : r->sum;
-    for (size_t i = 0; i < n; i++) s[i] = x[i] + sub[i];
-    if (!pre) layer_norm_forward(r->out, r->mean, r->rstd, r->sum, ln->weight, ln->bias, N, D, eps);
+    const tfm_config *c = &ws->m->config;
+    const bool pre = c->pre_norm;
+    residual_job job = {x, sub, r->keep, pre ? r->out : r->sum, pre ? NULL : r->out, r->mean,
+                        r->rstd, ln, c->d_model, c->layer_norm_eps, ws->p_drop,
+                        site_seed(rng, ws->p_drop)};
+    for_rows(ws, N, (size_t)c->d_model, residual_chunk, &job);
+}
+
+/* One kind of attention over the batch, sentence by sentence: the forward
+ * pass reads q, k, v and writes A's ctx, att and keep; the backward pass
+ * reads them and ws->g.ctx and accumulates into dq, dk, dv (laid out as q,
+ * k, v).  q rows ldq apart, k and v rows ldk apart.  Sentence b touches
+ * only its own rows, weights and mask, so sentences run on any thread. */
+typedef struct attend_job {
+    const tfm_train_workspace *ws;
+    const attention_geometry *geo;
+    const attention_acts *A;
+    const float *q, *k, *v;
+    int ldq, ldk;
+    float *dq, *dk, *dv;
+    uint64_t seed; /* of the attention-dropout masks: sentence b's from generator b */
+} attend_job;
+
+static void attend_forward_sentence(void *ctx, int slot, size_t i)
+{
+    const attend_job *j = ctx;
+    const tfm_train_workspace *ws = j->ws;
+    const attention_geometry *geo = j->geo;
+    const attention_acts *A = j->A;
+    const int D = ws->m->config.d_model, H = ws->m->config.n_heads, Dh = D / H, b = (int)i;
+    const int nq = geo->q_len[b], nk = geo->k_len[b];
+    float *ctx_b = A->ctx + (size_t)geo->q_off[b] * D;
+    const float *qb = j->q + (size_t)geo->q_off[b] * j->ldq;
+    const float *kb = j->k + (size_t)geo->k_off[b] * j->ldk;
+    const float *vb = j->v + (size_t)geo->k_off[b] * j->ldk;
+    float *att = A->att + geo->att_off[b];
+    float *scratch = ws->a.scratch + (size_t)slot * ws->pk.fwd_stride;
+    attention_forward(ctx_b, D, qb, j->ldq, kb, j->ldk, vb, j->ldk, nq, nk, H, Dh, geo->mask,
+                      scratch, att);
+    if (A->keep) {
+        tfm_rng rng;
+        dropout_stream(&rng, j->seed, (uint64_t)b);
+        attention_dropout_forward(ctx_b, D, vb, j->ldk, att, A->keep + geo->att_off[b], nq, nk, H,
+                                  Dh, ws->p_att, &rng, scratch);
+    }
 }
 
 /* Every sentence's attention: q rows ldq apart, k and v rows ldk apart. */
@@ -453,19 +637,9 @@ static void attend_forward(const tfm_train_workspace *ws, const attention_geomet
                            attention_acts *A, const float *q, int ldq, const float *k,
                            const float *v, int ldk, tfm_rng *rng)
 {
-    const int D = ws->m->config.d_model, H = ws->m->config.n_heads, Dh = D / H;
-    for (int b = 0; b < ws->pk.B; b++) {
-        const int nq = geo->q_len[b], nk = geo->k_len[b];
-        float *ctx = A->ctx + (size_t)geo->q_off[b] * D;
-        const float *qb = q + (size_t)geo->q_off[b] * ldq;
-        const float *kb = k + (size_t)geo->k_off[b] * ldk, *vb = v + (size_t)geo->k_off[b] * ldk;
-        float *att = A->att + geo->att_off[b];
-        attention_forward(ctx, D, qb, ldq, kb, ldk, vb, ldk, nq, nk, H, Dh, geo->mask,
-                          ws->a.scratch, att);
-        if (A->keep)
-            attention_dropout_forward(ctx, D, vb, ldk, att, A->keep + geo->att_off[b], nq, nk, H,
-                                      Dh, ws->p_att, rng, ws->a.scratch);
-    }
+    attend_job job = {.ws = ws, .geo = geo, .A = A, .q = q, .k = k, .v = v, .ldq = ldq,
+                      .ldk = ldk, .seed = A->keep ? site_seed(rng, ws->p_att) : 0};
+    for_sentences(ws, attend_forward_sentence, &job);
 }
 
 /* Self-attention of the rows in (the sublayer's input) into out [N, D]. */
@@ -494,6 +668,49 @@ static void cross_attention_forward(const tfm_train_workspace *ws, attention_act
     linear_forward(out, A->ctx, w->out_proj.weight, w->out_proj.bias, ws->pk.Nt, D, D);
 }
 
+/* hidden [N, F], in place: the ReLU of rows [lo, hi). */
+typedef struct relu_job {
+    float *hidden;
+    size_t F;
+} relu_job;
+
+static void relu_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const relu_job *j = ctx;
+    relu_forward(j->hidden + lo * j->F, (hi - lo) * j->F);
+}
+
+/* ffn_forward with its ReLU on the workspace's threads.  out, in: [N, D];
+ * hidden: [N, F] */
+static void ffn_forward_threads(const tfm_train_workspace *ws, float *out, float *hidden,
+                                const float *in, const tfm_linear *fc1, const tfm_linear *fc2,
+                                int N)
+{
+    const int D = ws->m->config.d_model, F = ws->m->config.d_ff;
+    linear_forward(hidden, in, fc1->weight, fc1->bias, N, D, F);
+    relu_job job = {hidden, (size_t)F};
+    for_rows(ws, N, (size_t)F, relu_chunk, &job);
+    linear_forward(out, hidden, fc2->weight, fc2->bias, N, F, D);
+}
+
+/* Embeddings * sqrt(D) + positions of the sentences [lo, hi). */
+typedef struct embed_job {
+    const tfm_train_workspace *ws;
+    float *x;
+    const int32_t *ids;
+    const float *embed, *positions;
+    const int *off, *len;
+} embed_job;
+
+static void embed_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const embed_job *j = ctx;
+    const int D = j->ws->m->config.d_model;
+    for (size_t b = lo; b < hi; b++)
+        embedding_forward(j->x + (size_t)j->off[b] * D, j->ids + j->off[b], j->embed,
+                          j->positions, 0, 1, j->len[b], D);
+}
+
 /* embeddings * sqrt(D) + positions, sentence by sentence, then dropout.
  * x: [rows, D]; ids: [rows] */
 static void embed_forward(const tfm_train_workspace *ws, float *x, uint8_t *keep,
@@ -501,23 +718,54 @@ static void embed_forward(const tfm_train_workspace *ws, float *x, uint8_t *keep
                           const int *off, const int *len, int rows, tfm_rng *rng)
 {
     const int D = ws->m->config.d_model;
-    for (int b = 0; b < ws->pk.B; b++)
-        embedding_forward(x + (size_t)off[b] * D, ids + off[b], embed, positions, 0, 1, len[b],
-                          D);
-    dropout_forward(x, keep, (size_t)rows * D, ws->p_drop, rng);
+    embed_job ej = {ws, x, ids, embed, positions, off, len};
+    /* sentences as the "rows" of the pass, each about rows / B rows of D */
+    size_t per = ws->pk.B > 0 ? (size_t)rows / (size_t)ws->pk.B + 1 : 1;
+    for_rows(ws, ws->pk.B, per * (size_t)D, embed_chunk, &ej);
+    if (ws->p_drop <= 0) return;
+    residual_job rj = {.sub = x, .keep = keep, .D = D, .p = ws->p_drop,
+                       .seed = site_seed(rng, ws->p_drop)};
+    for_rows(ws, rows, (size_t)D, residual_chunk, &rj);
+}
+
+/* The log-softmax and the loss of a chunk of rows of the logits. */
+typedef struct loss_job {
+    const tfm_train_workspace *ws;
+    float scale; /* backward: the gradient's scale */
+} loss_job;
+
+static void loss_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const loss_job *j = ctx;
+    const tfm_config *cf = &j->ws->m->config;
+    const acts *a = &j->ws->a;
+    const int V = cf->tgt_vocab_size, n = (int)(hi - lo);
+    float *logits = a->logits + lo * (size_t)V;
+    log_softmax_forward(logits, n, V);
+    label_smoothed_loss_forward(a->row_loss + lo, a->row_nll + lo, logits, j->ws->pk.labels + lo,
+                                n, V, cf->label_smoothing, cf->pad_id);
+}
+
+static void loss_backward_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const loss_job *j = ctx;
+    const tfm_config *cf = &j->ws->m->config;
+    const int V = cf->tgt_vocab_size;
+    label_smoothed_loss_backward(j->ws->a.logits + lo * (size_t)V, j->ws->pk.labels + lo,
+                                 (int)(hi - lo), V, cf->label_smoothing, cf->pad_id, j->scale);
 }
 
 /* The whole forward pass, the loss per prediction included, for the batch
- * prepare() packed.  Dropout masks are drawn in a fixed order: source
- * embeddings, then each encoder layer's sublayers, then the target side. */
+ * prepare() packed.  Dropout sites draw their seeds in a fixed order:
+ * source embeddings, then each encoder layer's sublayers, then the target
+ * side. */
 static void forward(tfm_train_workspace *ws, tfm_rng *rng)
 {
     const tfm_config *c = &ws->m->config;
     const tfm_params *p = &ws->m->params;
     const packing *pk = &ws->pk;
     acts *a = &ws->a;
-    const int D = c->d_model, F = c->d_ff, V = c->tgt_vocab_size, Ns = pk->Ns, Nt = pk->Nt;
-    const float eps = c->layer_norm_eps, pd = ws->p_drop;
+    const int D = c->d_model, V = c->tgt_vocab_size, Ns = pk->Ns, Nt = pk->Nt;
     const bool pre = c->pre_norm;
 
     /* the encoder */
@@ -529,21 +777,20 @@ static void forward(tfm_train_workspace *ws, tfm_rng *rng)
         const tfm_encoder_layer *W = &p->encoder_layers[l];
         encoder_layer_acts *A = &a->enc[l];
         const tfm_layer_norm *ln = &W->self_attn_layer_norm;
-        const float *in = residual_forward_begin(&A->r_attn, x, ln, Ns, D, eps, pre);
+        const float *in = residual_forward_begin(ws, &A->r_attn, x, ln, Ns);
         self_attention_forward(ws, &A->attn, &W->self_attn, in, Ns, &enc_geo, a->sub, rng);
-        residual_forward_end(&A->r_attn, x, a->sub, ln, Ns, D, eps, pre, pd, rng);
+        residual_forward_end(ws, &A->r_attn, x, a->sub, ln, Ns, rng);
         x = A->r_attn.out;
 
         ln = &W->final_layer_norm;
-        in = residual_forward_begin(&A->r_ffn, x, ln, Ns, D, eps, pre);
-        ffn_forward(a->sub, A->hidden, in, W->fc1.weight, W->fc1.bias, W->fc2.weight,
-                    W->fc2.bias, Ns, D, F);
-        residual_forward_end(&A->r_ffn, x, a->sub, ln, Ns, D, eps, pre, pd, rng);
+        in = residual_forward_begin(ws, &A->r_ffn, x, ln, Ns);
+        ffn_forward_threads(ws, a->sub, A->hidden, in, &W->fc1, &W->fc2, Ns);
+        residual_forward_end(ws, &A->r_ffn, x, a->sub, ln, Ns, rng);
         x = A->r_ffn.out;
     }
     if (pre) {
-        layer_norm_forward(a->enc_norm.out, a->enc_norm.mean, a->enc_norm.rstd, x,
-                           p->encoder_layer_norm.weight, p->encoder_layer_norm.bias, Ns, D, eps);
+        norm_forward(ws, a->enc_norm.out, a->enc_norm.mean, a->enc_norm.rstd, x,
+                     &p->encoder_layer_norm, Ns);
         x = a->enc_norm.out;
     }
     a->enc_out = x;
@@ -557,39 +804,126 @@ static void forward(tfm_train_workspace *ws, tfm_rng *rng)
         const tfm_decoder_layer *W = &p->decoder_layers[l];
         decoder_layer_acts *A = &a->dec[l];
         const tfm_layer_norm *ln = &W->self_attn_layer_norm;
-        const float *in = residual_forward_begin(&A->r_self, x, ln, Nt, D, eps, pre);
+        const float *in = residual_forward_begin(ws, &A->r_self, x, ln, Nt);
         self_attention_forward(ws, &A->self, &W->self_attn, in, Nt, &dec_geo, a->sub, rng);
-        residual_forward_end(&A->r_self, x, a->sub, ln, Nt, D, eps, pre, pd, rng);
+        residual_forward_end(ws, &A->r_self, x, a->sub, ln, Nt, rng);
         x = A->r_self.out;
 
         ln = &W->encoder_attn_layer_norm;
-        in = residual_forward_begin(&A->r_cross, x, ln, Nt, D, eps, pre);
+        in = residual_forward_begin(ws, &A->r_cross, x, ln, Nt);
         cross_attention_forward(ws, &A->cross, &W->encoder_attn, in, a->sub, rng);
-        residual_forward_end(&A->r_cross, x, a->sub, ln, Nt, D, eps, pre, pd, rng);
+        residual_forward_end(ws, &A->r_cross, x, a->sub, ln, Nt, rng);
         x = A->r_cross.out;
 
         ln = &W->final_layer_norm;
-        in = residual_forward_begin(&A->r_ffn, x, ln, Nt, D, eps, pre);
-        ffn_forward(a->sub, A->hidden, in, W->fc1.weight, W->fc1.bias, W->fc2.weight,
-                    W->fc2.bias, Nt, D, F);
-        residual_forward_end(&A->r_ffn, x, a->sub, ln, Nt, D, eps, pre, pd, rng);
+        in = residual_forward_begin(ws, &A->r_ffn, x, ln, Nt);
+        ffn_forward_threads(ws, a->sub, A->hidden, in, &W->fc1, &W->fc2, Nt);
+        residual_forward_end(ws, &A->r_ffn, x, a->sub, ln, Nt, rng);
         x = A->r_ffn.out;
     }
     if (pre) {
-        layer_norm_forward(a->dec_norm.out, a->dec_norm.mean, a->dec_norm.rstd, x,
-                           p->decoder_layer_norm.weight, p->decoder_layer_norm.bias, Nt, D, eps);
+        norm_forward(ws, a->dec_norm.out, a->dec_norm.mean, a->dec_norm.rstd, x,
+                     &p->decoder_layer_norm, Nt);
         x = a->dec_norm.out;
     }
     a->dec_out = x;
 
     /* the output projection over all rows in one GEMM, then the loss */
     linear_forward(a->logits, a->dec_out, p->output_proj, NULL, Nt, D, V);
-    log_softmax_forward(a->logits, Nt, V);
-    label_smoothed_loss_forward(a->row_loss, a->row_nll, a->logits, pk->labels, Nt, V,
-                                c->label_smoothing, c->pad_id);
+    loss_job lj = {ws, 1.0f};
+    for_rows(ws, Nt, (size_t)V, loss_chunk, &lj);
 }
 
 /* ---- the backward pass ------------------------------------------------------------------- */
+
+/* Chunk c's part of a LayerNorm's weight and bias gradients: [2, D]. */
+static float *ln_partial(const tfm_train_workspace *ws, size_t c)
+{
+    return ws->g.ln_partials + c * 2 * (size_t)ws->m->config.d_model;
+}
+
+/* Adds the chunks' parts of a LayerNorm's weight and bias gradients into
+ * gln, in chunk order (so in the same order for any thread count). */
+static void add_ln_partials(const tfm_train_workspace *ws, tfm_layer_norm *gln, int N)
+{
+    const int D = ws->m->config.d_model;
+    const size_t chunks = tfm_chunk_count((size_t)N, row_chunk((size_t)D));
+    for (size_t c = 0; c < chunks; c++) {
+        const float *pw = ln_partial(ws, c), *pb = pw + D;
+        for (int i = 0; i < D; i++) gln->weight[i] += pw[i];
+        for (int i = 0; i < D; i++) gln->bias[i] += pb[i];
+    }
+}
+
+/* layer_norm_backward on a chunk of rows, its weight and bias gradients
+ * into chunk c's partial sums.  All [N, D] but mean, rstd [N]. */
+static void ln_backward_rows(const tfm_train_workspace *ws, size_t c, size_t lo, size_t hi,
+                             float *dinp, const float *dout, const float *inp, const float *mean,
+                             const float *rstd, const float *weight)
+{
+    const int D = ws->m->config.d_model;
+    const size_t o = lo * (size_t)D;
+    float *pw = ln_partial(ws, c);
+    memset(pw, 0, 2 * (size_t)D * sizeof *pw);
+    layer_norm_backward(dinp + o, pw, pw + D, dout + o, inp + o, mean + lo, rstd + lo, weight,
+                        (int)(hi - lo), D);
+}
+
+/* The LayerNorm out = LN(inp) backward, on the workspace's threads. */
+typedef struct norm_backward_job {
+    const tfm_train_workspace *ws;
+    float *dinp;
+    const float *dout, *inp, *mean, *rstd, *weight;
+} norm_backward_job;
+
+static void norm_backward_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const norm_backward_job *j = ctx;
+    ln_backward_rows(j->ws, c, lo, hi, j->dinp, j->dout, j->inp, j->mean, j->rstd, j->weight);
+}
+
+/* dinp [N, D] accumulates dLoss/d(inp), gln the weight and bias gradients;
+ * dout: [N, D]; inp, mean, rstd as the forward had and saved them. */
+static void norm_backward(const tfm_train_workspace *ws, float *dinp, tfm_layer_norm *gln,
+                          const float *dout, const float *inp, const float *mean,
+                          const float *rstd, const tfm_layer_norm *ln, int N)
+{
+    norm_backward_job job = {ws, dinp, dout, inp, mean, rstd, ln->weight};
+    for_rows(ws, N, (size_t)ws->m->config.d_model, norm_backward_chunk, &job);
+    add_ln_partials(ws, gln, N);
+}
+
+/* residual_backward_begin on a chunk of rows (see there); with r NULL,
+ * only the dropout: g->sub = Dropout'(dx) (the embeddings). */
+typedef struct begin_job {
+    const tfm_train_workspace *ws;
+    const residual_acts *r;
+    const uint8_t *keep;
+    const float *ln_weight;
+    float *dx; /* written only under post-norm, with r */
+} begin_job;
+
+static void begin_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const begin_job *j = ctx;
+    const tfm_train_workspace *ws = j->ws;
+    const grad_acts *g = &ws->g;
+    const size_t o = lo * (size_t)ws->m->config.d_model;
+    const size_t n = (hi - lo) * (size_t)ws->m->config.d_model;
+    const float *dsum = j->dx + o;
+    if (j->r && !ws->m->config.pre_norm) {
+        memset(g->sum + o, 0, n * sizeof(float));
+        ln_backward_rows(ws, c, lo, hi, g->sum, j->dx, j->r->sum, j->r->mean, j->r->rstd,
+                         j->ln_weight);
+        memcpy(j->dx + o, g->sum + o, n * sizeof(float));
+        dsum = g->sum + o; /* not dx, which f's backward adds to */
+    } else if (j->r) {
+        memset(g->norm + o, 0, n * sizeof(float));
+    }
+    if (ws->p_drop <= 0) return;
+    memset(g->sub + o, 0, n * sizeof(float));
+    dropout_backward(g->sub + o, dsum, j->keep + o, n, ws->p_drop);
+}
 
 /* The first half of a residual sublayer's backward.  On entry dx [N, D]
  * holds dLoss/d(r->out).  Returns dLoss/d(f's output), and sets *din to the
@@ -603,22 +937,12 @@ static const float *residual_backward_begin(const tfm_train_workspace *ws,
                                             const tfm_layer_norm *ln, tfm_layer_norm *gln, int N)
 {
     const grad_acts *g = &ws->g;
-    const size_t n = (size_t)N * ws->m->config.d_model;
-    const float *dsum = dx;
-    if (ws->m->config.pre_norm) {
-        memset(g->norm, 0, n * sizeof(float));
-        *din = g->norm;
-    } else {
-        memset(g->sum, 0, n * sizeof(float));
-        layer_norm_backward(g->sum, gln->weight, gln->bias, dx, r->sum, r->mean, r->rstd,
-                            ln->weight, N, ws->m->config.d_model);
-        memcpy(dx, g->sum, n * sizeof(float));
-        dsum = g->sum; /* not dx, which f's backward adds to */
-        *din = dx;
-    }
-    if (ws->p_drop <= 0) return dsum;
-    memset(g->sub, 0, n * sizeof(float));
-    dropout_backward(g->sub, dsum, r->keep, n, ws->p_drop);
+    const bool pre = ws->m->config.pre_norm;
+    begin_job job = {ws, r, r->keep, ln->weight, dx};
+    for_rows(ws, N, (size_t)ws->m->config.d_model, begin_chunk, &job);
+    if (!pre) add_ln_partials(ws, gln, N);
+    *din = pre ? g->norm : dx;
+    if (ws->p_drop <= 0) return pre ? dx : g->sum;
     return g->sub;
 }
 
@@ -629,8 +953,7 @@ static void residual_backward_end(const tfm_train_workspace *ws, const residual_
                                   tfm_layer_norm *gln, int N)
 {
     if (!ws->m->config.pre_norm) return;
-    layer_norm_backward(dx, gln->weight, gln->bias, ws->g.norm, x, r->mean, r->rstd, ln->weight,
-                        N, ws->m->config.d_model);
+    norm_backward(ws, dx, gln, ws->g.norm, x, r->mean, r->rstd, ln, N);
 }
 
 /* f's input: LN(x) under pre-norm, else x. */
@@ -639,19 +962,29 @@ static const float *sublayer_in(const residual_acts *r, const float *x)
     return r->norm ? r->norm : x;
 }
 
+static void attend_backward_sentence(void *ctx, int slot, size_t i)
+{
+    const attend_job *j = ctx;
+    const tfm_train_workspace *ws = j->ws;
+    const attention_geometry *geo = j->geo;
+    const attention_acts *A = j->A;
+    const int D = ws->m->config.d_model, H = ws->m->config.n_heads, Dh = D / H, b = (int)i;
+    const size_t qo = (size_t)geo->q_off[b] * j->ldq, ko = (size_t)geo->k_off[b] * j->ldk;
+    attention_backward(j->dq + qo, j->dk + ko, j->dv + ko, ws->g.ctx + (size_t)geo->q_off[b] * D,
+                       D, j->q + qo, j->ldq, j->k + ko, j->ldk, j->v + ko, j->ldk,
+                       A->att + geo->att_off[b], A->keep ? A->keep + geo->att_off[b] : NULL,
+                       ws->p_att, geo->q_len[b], geo->k_len[b], H, Dh,
+                       ws->g.scratch + (size_t)slot * ws->pk.bwd_stride);
+}
+
 /* The backward of attend_forward: dq, dk, dv laid out as q, k, v. */
 static void attend_backward(const tfm_train_workspace *ws, const attention_geometry *geo,
                             const attention_acts *A, float *dq, float *dk, float *dv,
                             const float *q, int ldq, const float *k, const float *v, int ldk)
 {
-    const int D = ws->m->config.d_model, H = ws->m->config.n_heads, Dh = D / H;
-    for (int b = 0; b < ws->pk.B; b++) {
-        const size_t qo = (size_t)geo->q_off[b] * ldq, ko = (size_t)geo->k_off[b] * ldk;
-        attention_backward(dq + qo, dk + ko, dv + ko, ws->g.ctx + (size_t)geo->q_off[b] * D, D,
-                           q + qo, ldq, k + ko, ldk, v + ko, ldk, A->att + geo->att_off[b],
-                           A->keep ? A->keep + geo->att_off[b] : NULL, ws->p_att,
-                           geo->q_len[b], geo->k_len[b], H, Dh, ws->g.scratch);
-    }
+    attend_job job = {.ws = ws, .geo = geo, .A = A, .q = q, .k = k, .v = v, .ldq = ldq,
+                      .ldk = ldk, .dq = dq, .dk = dk, .dv = dv};
+    for_sentences(ws, attend_backward_sentence, &job);
 }
 
 /* dsub: dLoss/d(out) [N, D]; din accumulates dLoss/d(in). */
@@ -662,10 +995,10 @@ static void self_attention_backward(const tfm_train_workspace *ws, const attenti
 {
     const grad_acts *g = &ws->g;
     const int D = ws->m->config.d_model;
-    memset(g->ctx, 0, (size_t)N * D * sizeof(float));
+    zero_rows(g->ctx, N, (size_t)D);
     linear_backward(g->ctx, gw->out_proj.weight, gw->out_proj.bias, dsub, A->ctx,
                     w->out_proj.weight, N, D, D);
-    memset(g->qkv, 0, (size_t)N * 3 * D * sizeof(float));
+    zero_rows(g->qkv, N, 3 * (size_t)D);
     attend_backward(ws, geo, A, g->qkv, g->qkv + D, g->qkv + 2 * D, A->q, 3 * D, A->q + D,
                     A->q + 2 * D, 3 * D);
     /* the fused [3D, D] gradient: q_proj's, k_proj's and v_proj's lie in a row */
@@ -682,11 +1015,11 @@ static void cross_attention_backward(const tfm_train_workspace *ws, const attent
     const grad_acts *g = &ws->g;
     const int D = ws->m->config.d_model, Ns = ws->pk.Ns, Nt = ws->pk.Nt;
     const attention_geometry geo = cross_geometry(ws);
-    memset(g->ctx, 0, (size_t)Nt * D * sizeof(float));
+    zero_rows(g->ctx, Nt, (size_t)D);
     linear_backward(g->ctx, gw->out_proj.weight, gw->out_proj.bias, dsub, A->ctx,
                     w->out_proj.weight, Nt, D, D);
-    memset(g->qkv, 0, (size_t)Nt * D * sizeof(float));
-    memset(g->kv, 0, (size_t)Ns * 2 * D * sizeof(float));
+    zero_rows(g->qkv, Nt, (size_t)D);
+    zero_rows(g->kv, Ns, 2 * (size_t)D);
     attend_backward(ws, &geo, A, g->qkv, g->kv, g->kv + D, A->q, D, A->kv, A->kv + D, 2 * D);
     linear_backward(din, gw->q_proj.weight, gw->q_proj.bias, g->qkv, in, w->q_proj.weight, Nt, D,
                     D);
@@ -702,11 +1035,11 @@ static void embed_backward(const tfm_train_workspace *ws, const float *dx, const
 {
     const int D = ws->m->config.d_model;
     if (ws->p_drop > 0) {
-        float *d = ws->g.sub;
-        memset(d, 0, (size_t)rows * D * sizeof(float));
-        dropout_backward(d, dx, keep, (size_t)rows * D, ws->p_drop);
-        dx = d;
+        begin_job job = {.ws = ws, .keep = keep, .dx = (float *)dx};
+        for_rows(ws, rows, (size_t)D, begin_chunk, &job);
+        dx = ws->g.sub;
     }
+    /* serial: sentences sharing a token add into the same row of dembed */
     for (int b = 0; b < ws->pk.B; b++)
         embedding_backward(dembed, dpositions, ids + off[b], dx + (size_t)off[b] * D, 0, 1,
                            len[b], D);
@@ -723,30 +1056,28 @@ static void backward(tfm_train_workspace *ws, tfm_params *gp, float grad_scale)
     const grad_acts *g = &ws->g;
     const int D = c->d_model, F = c->d_ff, V = c->tgt_vocab_size, Ns = pk->Ns, Nt = pk->Nt;
     const bool pre = c->pre_norm;
-    const size_t nt = (size_t)Nt * D, ns = (size_t)Ns * D;
     float *din;
 
     /* the loss and the output projection (a shared matrix gathers this too) */
-    label_smoothed_loss_backward(a->logits, pk->labels, Nt, V, c->label_smoothing, c->pad_id,
-                                 grad_scale);
+    loss_job lj = {ws, grad_scale};
+    for_rows(ws, Nt, (size_t)V, loss_backward_chunk, &lj);
     float *dx = g->dec_x;
-    memset(dx, 0, nt * sizeof(float));
+    zero_rows(dx, Nt, (size_t)D);
     if (pre) {
-        memset(g->sum, 0, nt * sizeof(float));
+        zero_rows(g->sum, Nt, (size_t)D);
         linear_backward(g->sum, gp->output_proj, NULL, a->logits, a->dec_out, p->output_proj, Nt,
                         D, V);
         const float *x_last = c->n_decoder_layers ? a->dec[c->n_decoder_layers - 1].r_ffn.out
                                                   : a->tgt_x;
-        layer_norm_backward(dx, gp->decoder_layer_norm.weight, gp->decoder_layer_norm.bias,
-                            g->sum, x_last, a->dec_norm.mean, a->dec_norm.rstd,
-                            p->decoder_layer_norm.weight, Nt, D);
+        norm_backward(ws, dx, &gp->decoder_layer_norm, g->sum, x_last, a->dec_norm.mean,
+                      a->dec_norm.rstd, &p->decoder_layer_norm, Nt);
     } else {
         linear_backward(dx, gp->output_proj, NULL, a->logits, a->dec_out, p->output_proj, Nt, D,
                         V);
     }
 
     /* the decoder, last layer first; encoder-attention gathers into g->enc_out */
-    memset(g->enc_out, 0, ns * sizeof(float));
+    zero_rows(g->enc_out, Ns, (size_t)D);
     const attention_geometry dec_geo = decoder_geometry(ws);
     for (int l = c->n_decoder_layers - 1; l >= 0; l--) {
         const tfm_decoder_layer *W = &p->decoder_layers[l];
@@ -785,12 +1116,11 @@ static void backward(tfm_train_workspace *ws, tfm_params *gp, float grad_scale)
     /* the encoder, from the gradient of its output */
     if (pre) {
         dx = g->enc_x;
-        memset(dx, 0, ns * sizeof(float));
+        zero_rows(dx, Ns, (size_t)D);
         const float *x_last = c->n_encoder_layers ? a->enc[c->n_encoder_layers - 1].r_ffn.out
                                                   : a->src_x;
-        layer_norm_backward(dx, gp->encoder_layer_norm.weight, gp->encoder_layer_norm.bias,
-                            g->enc_out, x_last, a->enc_norm.mean, a->enc_norm.rstd,
-                            p->encoder_layer_norm.weight, Ns, D);
+        norm_backward(ws, dx, &gp->encoder_layer_norm, g->enc_out, x_last, a->enc_norm.mean,
+                      a->enc_norm.rstd, &p->encoder_layer_norm, Ns);
     } else {
         dx = g->enc_out;
     }
@@ -831,6 +1161,7 @@ tfm_status tfm_train_workspace_create(const tfm_model *m, tfm_train_workspace **
     tfm_train_workspace *ws = calloc(1, sizeof *ws);
     if (!ws) return tfm_error_set(err, TFM_ERR_NOMEM, "training: out of memory");
     ws->m = m;
+    ws->n_threads = 1;
     ws->enc = calloc((size_t)m->config.n_encoder_layers, sizeof *ws->enc);
     ws->dec = calloc((size_t)m->config.n_decoder_layers, sizeof *ws->dec);
     tfm_buf_init(&ws->index);
@@ -856,6 +1187,11 @@ void tfm_train_workspace_free(tfm_train_workspace *ws)
     tfm_buf_free(&ws->sinusoids);
     tfm_params_free_layout(&ws->gp);
     free(ws);
+}
+
+void tfm_train_workspace_set_threads(tfm_train_workspace *ws, int n_threads)
+{
+    ws->n_threads = n_threads < 1 ? 1 : n_threads > MAX_THREADS ? MAX_THREADS : n_threads;
 }
 
 /* Sets the dropout rates, checks rng, packs the batch and runs the forward

@@ -234,6 +234,11 @@ typedef struct tfm_train_params {
     int64_t debug_nan_step;  /* a testing aid: > 0 poisons the gradients of this
                                 many updates ... */
     int64_t debug_nan_count; /* ... starting at update number debug_nan_step */
+    int n_threads;         /* threads for the work of an update besides the BLAS's
+                              own: the step's work between matrix products
+                              (tfm_train_workspace_set_threads) and the optimizer's
+                              passes over the parameters.  Results do not depend
+                              on it.  Default 1 */
 } tfm_train_params;
 
 tfm_train_params tfm_train_default_params(void);

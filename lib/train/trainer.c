@@ -7,11 +7,16 @@
  * (the gradient of the summed loss), divided by the number of target tokens
  * (fairseq's normalisation, so the rate does not depend on the batch size),
  * checked for NaN and infinity, clipped to a global norm if asked, and
- * applied by Adam at the scheduled rate; then the moving average. */
+ * applied by Adam at the scheduled rate; then the moving average.
+ *
+ * The passes over all parameters (the norm, Adam, the average) run on
+ * p.n_threads threads in fixed chunks of parameters; the norm adds the
+ * chunks' sums in chunk order, so an update is the same for any count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/chunks.h"
 #include "tfm/metrics.h"
 #include "tfm/search.h"
 #include "tfm/train.h"
@@ -19,12 +24,16 @@
 /* Sentences decoded together when validating. */
 #define DECODE_BATCH 64
 
+/* Parameters per chunk of the passes over all of them. */
+#define PARAM_CHUNK ((size_t)1 << 16)
+
 struct tfm_trainer {
     tfm_train_params p;
     const tfm_corpus *corpus;
     tfm_train_state s;           /* model, moments, average, generators */
     size_t n_params;
     float *grads;                /* [n_params] */
+    double *chunk_sums;          /* [chunks of n_params] the squared norm per chunk */
     tfm_batcher *batcher;
     tfm_train_workspace *ws;
     int64_t poisoned;            /* updates poisoned so far (debug_nan_*) */
@@ -42,6 +51,7 @@ tfm_train_params tfm_train_default_params(void)
         .ema_decay = 0.0,
         .seed = 1,
         .max_bad_steps = 5,
+        .n_threads = 1,
     };
 }
 
@@ -75,6 +85,9 @@ tfm_status tfm_train_params_validate(const tfm_train_params *p, tfm_error *err)
     if (p->max_bad_steps < 1)
         return tfm_error_set(err, TFM_ERR_RANGE, "max_bad_steps is %d, expected 1 or more",
                              p->max_bad_steps);
+    if (p->n_threads < 1)
+        return tfm_error_set(err, TFM_ERR_RANGE, "n_threads is %d, expected 1 or more",
+                             p->n_threads);
     return TFM_OK;
 }
 
@@ -84,6 +97,7 @@ void tfm_trainer_free(tfm_trainer *t)
     tfm_train_workspace_free(t->ws);
     tfm_batcher_free(t->batcher);
     free(t->grads);
+    free(t->chunk_sums);
     tfm_train_state_free(&t->s);
     free(t);
 }
@@ -97,9 +111,13 @@ static tfm_status build(tfm_trainer *t, tfm_error *err)
     t->grads = aligned_alloc(64, bytes ? bytes : 64);
     if (!t->grads) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for the gradients");
     memset(t->grads, 0, t->n_params * sizeof(float));
+    /* + 1: never malloc(0) */
+    t->chunk_sums = malloc((tfm_chunk_count(t->n_params, PARAM_CHUNK) + 1) * sizeof(double));
+    if (!t->chunk_sums) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     tfm_status st = tfm_batcher_create(t->corpus, &t->p.batches, &t->batcher, err);
     if (st == TFM_OK) st = tfm_batcher_set_state(t->batcher, &t->s.batcher, err);
     if (st == TFM_OK) st = tfm_train_workspace_create(t->s.model, &t->ws, err);
+    if (st == TFM_OK) tfm_train_workspace_set_threads(t->ws, t->p.n_threads);
     return st;
 }
 
@@ -199,6 +217,49 @@ const tfm_model *tfm_trainer_model(const tfm_trainer *t)
     return t->s.model;
 }
 
+/* ---- the passes over all parameters ------------------------------------------------- */
+
+/* One update's work on the parameters [lo, hi) of chunk c. */
+typedef struct param_job {
+    tfm_trainer *t;
+    int64_t step;   /* Adam's t */
+    double lr;
+    float scale;    /* of the gradient */
+} param_job;
+
+static void sum_squares_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const param_job *j = ctx;
+    j->t->chunk_sums[c] = tfm_sum_squares(j->t->grads + lo, hi - lo);
+}
+
+/* Adam, then the moving average of the weights just updated. */
+static void update_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const param_job *j = ctx;
+    tfm_trainer *t = j->t;
+    tfm_adam_update(&t->p.adam, j->step, j->lr, j->scale, hi - lo, t->s.model->data + lo,
+                    t->grads + lo, t->s.exp_avg + lo, t->s.exp_avg_sq + lo);
+    if (t->s.ema)
+        tfm_ema_update((float)t->p.ema_decay, hi - lo, t->s.ema + lo, t->s.model->data + lo);
+}
+
+static void for_params(tfm_trainer *t, void (*fn)(void *ctx, size_t c, size_t lo, size_t hi),
+                       param_job *job)
+{
+    tfm_parallel_chunks(t->p.n_threads, t->n_params, PARAM_CHUNK, fn, job);
+}
+
+/* The sum of squares of the gradient: the chunks' sums added in order. */
+static double grad_sum_squares(tfm_trainer *t)
+{
+    param_job job = {.t = t};
+    for_params(t, sum_squares_chunk, &job);
+    double sum = 0.0;
+    for (size_t c = 0; c < tfm_chunk_count(t->n_params, PARAM_CHUNK); c++) sum += t->chunk_sums[c];
+    return sum;
+}
+
 static tfm_train_batch train_batch(const tfm_batch *b)
 {
     return (tfm_train_batch){.B = b->B, .src = b->src, .src_lens = b->src_lens, .tgt = b->tgt,
@@ -208,6 +269,7 @@ static tfm_train_batch train_batch(const tfm_batch *b)
 tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
 {
     memset(r, 0, sizeof *r);
+    /* one memset: it streams at the memory's speed, a second thread adds nothing */
     memset(t->grads, 0, t->n_params * sizeof(float));
     for (int a = 0; a < t->p.accum; a++) {
         tfm_batch b;
@@ -231,7 +293,7 @@ tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
         t->poisoned++;
     }
     double tokens = r->tgt_tokens > 0 ? (double)r->tgt_tokens : 1.0;
-    r->grad_norm = sqrt(tfm_sum_squares(t->grads, t->n_params)) / tokens;
+    r->grad_norm = sqrt(grad_sum_squares(t)) / tokens;
     r->lr = tfm_lr_schedule(t->p.lr_factor, t->s.model->config.d_model, t->p.warmup, step);
     if (!isfinite(r->loss_sum) || !isfinite(r->grad_norm)) {
         r->skipped = true;
@@ -248,9 +310,8 @@ tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
     double scale = 1.0 / tokens;
     if (t->p.clip_norm > 0 && r->grad_norm > t->p.clip_norm)
         scale *= t->p.clip_norm / r->grad_norm;
-    tfm_adam_update(&t->p.adam, step, r->lr, (float)scale, t->n_params, t->s.model->data,
-                    t->grads, t->s.exp_avg, t->s.exp_avg_sq);
-    if (t->s.ema) tfm_ema_update((float)t->p.ema_decay, t->n_params, t->s.ema, t->s.model->data);
+    param_job job = {t, step, r->lr, (float)scale};
+    for_params(t, update_chunk, &job);
     t->s.model->step = step;
     return TFM_OK;
 }

@@ -49,7 +49,7 @@ cp valid.src valid.tgt
 
 # ---- the copy task ----------------------------------------------------------------
 
-if [ "$SLOW" = 1 ]; then steps=300; want=150; else steps=600; want=198; fi
+if [ "$SLOW" = 1 ]; then steps=400; want=150; else steps=600; want=198; fi
 "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt --valid-src valid.src \
     --valid-tgt valid.tgt --valid-bleu --valid-every 100 --batch-tokens 1000 --warmup 200 \
     --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 \

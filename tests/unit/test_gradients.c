@@ -25,6 +25,9 @@
  * tfm_model_loss with the generator reseeded at every evaluation (so every
  * evaluation draws the same masks), with a step and tolerance sized for
  * float (see test_model_gradient_with_dropout).
+ *
+ * Threads: a whole batch on 1, 2 and 3 threads gives the same results bit
+ * for bit (test_threads_bit_for_bit).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -723,6 +726,65 @@ static void test_dropout(void)
     free(wf);
 }
 
+/* ---- threads: bias sums and dropout streams -------------------------------------------- */
+
+/* linear_backward's bias gradient (summed four columns at a time) equals a
+ * plain loop over the rows, bit for bit, for a width with a ragged end. */
+static void test_bias_sums(void)
+{
+    enum { N = 97, NI = 5, NO = 603 };
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 81);
+    float *x = malloc(N * NI * sizeof *x), *W = malloc(NO * NI * sizeof *W);
+    float *dy = malloc(N * NO * sizeof *dy), *dW = calloc(NO * NI, sizeof *dW);
+    float *db = malloc(NO * sizeof *db), *want = malloc(NO * sizeof *want);
+    for (int i = 0; i < N * NI; i++) x[i] = tfm_rng_float(&rng) - 0.5f;
+    for (int i = 0; i < NO * NI; i++) W[i] = tfm_rng_float(&rng) - 0.5f;
+    for (int i = 0; i < N * NO; i++) dy[i] = 100.0f * (tfm_rng_float(&rng) - 0.5f);
+    for (int o = 0; o < NO; o++) db[o] = want[o] = 0.25f * (float)o; /* accumulates onto this */
+    linear_backward(NULL, dW, db, dy, x, W, N, NI, NO);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < NO; o++) want[o] += dy[n * NO + o];
+    CHECK(memcmp(db, want, NO * sizeof *db) == 0);
+    free(x);
+    free(W);
+    free(dy);
+    free(dW);
+    free(db);
+    free(want);
+}
+
+/* dropout_stream: the same seed and index give the same generator; another
+ * index or seed another one. */
+static void test_dropout_stream(void)
+{
+    tfm_rng a, b, c, d;
+    dropout_stream(&a, 42, 7);
+    dropout_stream(&b, 42, 7);
+    dropout_stream(&c, 42, 8);
+    dropout_stream(&d, 43, 7);
+    int same_ab = 0, same_ac = 0, same_ad = 0;
+    for (int i = 0; i < 64; i++) {
+        uint64_t x = tfm_rng_u64(&a);
+        same_ab += x == tfm_rng_u64(&b);
+        same_ac += x == tfm_rng_u64(&c);
+        same_ad += x == tfm_rng_u64(&d);
+    }
+    CHECK(same_ab == 64 && same_ac == 0 && same_ad == 0);
+    /* neighbouring indices do not give shifted copies of one sequence */
+    tfm_rng e, f;
+    dropout_stream(&e, 1, 0);
+    dropout_stream(&f, 1, 1);
+    uint64_t first[8];
+    for (int i = 0; i < 8; i++) first[i] = tfm_rng_u64(&e);
+    int shared = 0;
+    for (int i = 0; i < 64; i++) {
+        uint64_t y = tfm_rng_u64(&f);
+        for (int k = 0; k < 8; k++) shared += y == first[k];
+    }
+    CHECK(shared == 0);
+}
+
 typedef struct loss_case {
     int N, V;
     double *z, eps, scale;
@@ -1327,6 +1389,146 @@ static void test_accumulate_scale_repeat(void)
     tfm_model_free(m);
 }
 
+/* A batch of B pairs of random lengths in [lo, hi], allocated. */
+typedef struct big_batch {
+    int32_t *ids;
+    const int32_t **srcp, **tgtp;
+    int *src_lens, *tgt_lens;
+    tfm_train_batch b;
+} big_batch;
+
+static void make_big_batch(big_batch *t, const tfm_config *c, int B, int lo, int hi,
+                           uint64_t seed)
+{
+    tfm_rng rng;
+    tfm_rng_seed(&rng, seed);
+    t->ids = malloc((size_t)B * 2 * hi * sizeof *t->ids);
+    t->srcp = malloc((size_t)B * sizeof *t->srcp);
+    t->tgtp = malloc((size_t)B * sizeof *t->tgtp);
+    t->src_lens = malloc((size_t)B * sizeof *t->src_lens);
+    t->tgt_lens = malloc((size_t)B * sizeof *t->tgt_lens);
+    for (int b = 0; b < B; b++) {
+        int32_t *s = t->ids + (size_t)b * 2 * hi, *g = s + hi;
+        for (int i = 0; i < hi; i++) {
+            s[i] = 4 + (int32_t)tfm_rng_below(&rng, (uint64_t)c->src_vocab_size - 4);
+            g[i] = 4 + (int32_t)tfm_rng_below(&rng, (uint64_t)c->tgt_vocab_size - 4);
+        }
+        t->srcp[b] = s;
+        t->tgtp[b] = g;
+        t->src_lens[b] = lo + (int)tfm_rng_below(&rng, (uint64_t)(hi - lo + 1));
+        t->tgt_lens[b] = lo + (int)tfm_rng_below(&rng, (uint64_t)(hi - lo + 1));
+    }
+    t->src_lens[B / 2] = 0; /* an empty source among them */
+    t->b = (tfm_train_batch){B, t->srcp, t->src_lens, t->tgtp, t->tgt_lens};
+}
+
+static void free_big_batch(big_batch *t)
+{
+    free(t->ids);
+    free(t->srcp);
+    free(t->tgtp);
+    free(t->src_lens);
+    free(t->tgt_lens);
+}
+
+int openblas_get_num_threads(void);
+
+/* The workspace's threads change nothing: a batch big enough that every
+ * pass splits into several chunks gives the same loss, gradients, token
+ * log-probabilities and generator state on 1, 2 and 3 threads, bit for bit,
+ * with dropout on the sublayers and the attention; OpenBLAS's thread count
+ * is given back.  And the threaded result is right: it equals the sum over
+ * the pairs taken one at a time (which the tiny tests check against finite
+ * differences). */
+static void check_threads(const char *name, bool pre_norm, uint64_t seed)
+{
+    tfm_config c = tiny_config(pre_norm, !pre_norm, pre_norm ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL,
+                               pre_norm ? 3 : 0, 2);
+    c.d_model = 32;
+    c.d_ff = 64;
+    c.n_heads = 4;
+    c.max_positions = 24;
+    c.src_vocab_size = c.tgt_vocab_size = 40;
+    c.dropout = 0.1f;
+    c.attention_dropout = 0.1f;
+    tfm_model *m = test_nudged_model(&c, seed);
+    if (!m) return;
+    enum { B = 180 };
+    big_batch t;
+    make_big_batch(&t, &c, B, 6, 20, seed + 1);
+    int rows = 0;
+    for (int b = 0; b < B; b++) rows += t.tgt_lens[b] + 1;
+    CHECK(rows > 4 * 512); /* 4 chunks of rows at least at D = 32 (512 rows each) */
+    tfm_train_workspace *ws;
+    tfm_error err;
+    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    const size_t n = tfm_params_count(&c);
+    float *g[3], *lp[3];
+    tfm_loss_sums sums[3], fsums[3];
+    tfm_rng after[3];
+    int blas = openblas_get_num_threads();
+    for (int k = 0; k < 3; k++) {
+        g[k] = calloc(n, sizeof(float));
+        lp[k] = malloc((size_t)rows * sizeof(float));
+        tfm_train_workspace_set_threads(ws, k + 1);
+        tfm_rng rng;
+        tfm_rng_seed(&rng, seed + 2);
+        CHECK(tfm_model_forward_backward(ws, &t.b, &rng, 1.0f, g[k], &sums[k], &err) == TFM_OK);
+        after[k] = rng;
+        tfm_rng_seed(&rng, seed + 2);
+        CHECK(tfm_model_loss(ws, &t.b, true, &rng, &fsums[k], NULL, lp[k], &err) == TFM_OK);
+        CHECK(openblas_get_num_threads() == blas);
+    }
+    CHECK(sums[0].loss == fsums[0].loss); /* the forward alone draws the same masks */
+    for (int k = 1; k < 3; k++) {
+        CHECK_MSG(sums[k].loss == sums[0].loss && sums[k].nll == sums[0].nll,
+                  "%s, %d threads: loss %.17g, one thread %.17g", name, k + 1, sums[k].loss,
+                  sums[0].loss);
+        CHECK_MSG(memcmp(g[k], g[0], n * sizeof(float)) == 0, "%s, %d threads: gradients differ",
+                  name, k + 1);
+        CHECK(memcmp(lp[k], lp[0], (size_t)rows * sizeof(float)) == 0);
+        CHECK(memcmp(&after[k], &after[0], sizeof after[0]) == 0);
+    }
+
+    /* without dropout, the threaded batch equals the sum of its pairs */
+    m->config.dropout = m->config.attention_dropout = 0;
+    float *batched = calloc(n, sizeof(float)), *singles = calloc(n, sizeof(float));
+    tfm_loss_sums all, one, sum = {0, 0, 0};
+    tfm_train_workspace_set_threads(ws, 2);
+    CHECK(tfm_model_forward_backward(ws, &t.b, NULL, 1.0f, batched, &all, &err) == TFM_OK);
+    tfm_train_workspace_set_threads(ws, 1);
+    for (int b = 0; b < B; b++) {
+        tfm_train_batch s = {1, &t.srcp[b], &t.src_lens[b], &t.tgtp[b], &t.tgt_lens[b]};
+        CHECK(tfm_model_forward_backward(ws, &s, NULL, 1.0f, singles, &one, &err) == TFM_OK);
+        sum.loss += one.loss;
+        sum.n_tokens += one.n_tokens;
+    }
+    CHECK(all.n_tokens == sum.n_tokens && all.n_tokens == rows);
+    CHECK_NEAR(all.loss, sum.loss, 1e-5 * sum.loss);
+    double diff = 0, gmax = max_abs(batched, n);
+    for (size_t i = 0; i < n; i++) diff = fmax(diff, fabs(batched[i] - singles[i]));
+    /* ~2e-4 of the largest here, as before threads: float sums over ~2700
+     * rows of a nudged model's large gradients; a chunk lost or counted
+     * twice would be O(1) */
+    CHECK_MSG(diff <= 1e-3 * gmax, "%s: batched and single gradients differ by %g (largest %g)",
+              name, diff, gmax);
+    free(batched);
+    free(singles);
+    for (int k = 0; k < 3; k++) {
+        free(g[k]);
+        free(lp[k]);
+    }
+    free_big_batch(&t);
+    tfm_train_workspace_free(ws);
+    tfm_model_free(m);
+}
+
+static void test_threads_bit_for_bit(void)
+{
+    check_threads("post-norm, shared, sinusoidal", false, 91);
+    check_threads("pre-norm, unshared, learned, window 3", true, 92);
+}
+
 static void test_arguments(void)
 {
     tfm_config c = tiny_config(false, true, TFM_POS_SINUSOIDAL, 0, 1);
@@ -1393,12 +1595,15 @@ int main(void)
     RUN(test_attention_backward);
     RUN(test_embedding_backward);
     RUN(test_dropout);
+    RUN(test_bias_sums);
+    RUN(test_dropout_stream);
     RUN(test_label_smoothed_loss);
     RUN(test_model_gradient);
     RUN(test_model_gradient_with_dropout);
     RUN(test_loss_matches_inference);
     RUN(test_batched_equals_single);
     RUN(test_accumulate_scale_repeat);
+    RUN(test_threads_bit_for_bit);
     RUN(test_arguments);
     CHECK_DONE();
 }

@@ -4,8 +4,9 @@
  * position), loading parallel data (counts, skips, errors), checkpoints
  * (a bit-for-bit round trip of the whole training state), averaging, the
  * handling of NaN and infinity, and the trainer itself on a tiny model:
- * the loss falls, a run stopped and resumed equals one never stopped, and
- * poisoned updates are skipped. */
+ * the loss falls, a run stopped and resumed equals one never stopped, runs
+ * on 1, 2 and 3 threads are the same bit for bit, and poisoned updates are
+ * skipped. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -770,6 +771,69 @@ static void test_trainer_resume_exact(void)
     tfm_corpus_free(data);
 }
 
+/* The same updates on 1, 2 and 3 threads, bit for bit: a model with
+ * several chunks of parameters (the optimizer's passes split in chunks of
+ * 65536), with a moving average, clipping and two batches per update. */
+static void test_trainer_threads(void)
+{
+    tfm_corpus *data = copy_corpus(150, 7);
+    tfm_train_params p = tiny_train_params();
+    p.accum = 2;
+    p.ema_decay = 0.9;
+    p.clip_norm = 0.5;
+    tfm_config c = tiny_config(14);
+    c.d_model = 64;
+    c.d_ff = 256;
+    c.n_heads = 4;
+    c.n_encoder_layers = c.n_decoder_layers = 2;
+    c.dropout = 0.1f;
+    c.attention_dropout = 0.1f;
+    const size_t n = tfm_params_count(&c);
+    CHECK(n > 2 * 65536);
+    tfm_trainer *t[3] = {NULL, NULL, NULL};
+    tfm_step_result r[3][5];
+    tfm_error err;
+    for (int k = 0; k < 3; k++) {
+        tfm_model *m;
+        CHECK(tfm_model_create(&c, NULL, 3, &m, &err) == TFM_OK);
+        p.n_threads = k + 1;
+        CHECK_MSG(tfm_trainer_create(m, data, &p, &t[k], &err) == TFM_OK, "%s", err.msg);
+        if (!t[k]) goto done;
+        for (int i = 0; i < 5; i++) CHECK(tfm_trainer_step(t[k], &r[k][i], &err) == TFM_OK);
+    }
+    for (int k = 1; k < 3; k++) {
+        for (int i = 0; i < 5; i++)
+            CHECK_MSG(r[k][i].loss_sum == r[0][i].loss_sum &&
+                          r[k][i].grad_norm == r[0][i].grad_norm,
+                      "%d threads, update %d: loss %.17g, norm %.17g; one thread %.17g, %.17g",
+                      k + 1, i + 1, r[k][i].loss_sum, r[k][i].grad_norm, r[0][i].loss_sum,
+                      r[0][i].grad_norm);
+        CHECK_MSG(memcmp(tfm_trainer_model(t[k])->data, tfm_trainer_model(t[0])->data,
+                         n * sizeof(float)) == 0,
+                  "%d threads: the weights differ", k + 1);
+    }
+    /* the moments and the average too, through checkpoints */
+    const char *pa = tmp_path("threads-1"), *pb = tmp_path("threads-3");
+    CHECK(tfm_trainer_save(t[0], pa, NULL, &err) == TFM_OK);
+    CHECK(tfm_trainer_save(t[2], pb, NULL, &err) == TFM_OK);
+    tfm_train_state sa, sb;
+    CHECK(tfm_checkpoint_load(pa, &sa, &err) == TFM_OK);
+    CHECK(tfm_checkpoint_load(pb, &sb, &err) == TFM_OK);
+    CHECK(memcmp(sa.exp_avg, sb.exp_avg, n * sizeof(float)) == 0);
+    CHECK(memcmp(sa.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float)) == 0);
+    CHECK(sa.ema && sb.ema && memcmp(sa.ema, sb.ema, n * sizeof(float)) == 0);
+    CHECK(memcmp(&sa.dropout_rng, &sb.dropout_rng, sizeof sa.dropout_rng) == 0);
+    tfm_train_state_free(&sa);
+    tfm_train_state_free(&sb);
+    /* a thread count below 1 is refused */
+    p.n_threads = 0;
+    CHECK(tfm_train_params_validate(&p, &err) == TFM_ERR_RANGE && strstr(err.msg, "n_threads"));
+    CHECK(tfm_train_default_params().n_threads == 1);
+done:
+    for (int k = 0; k < 3; k++) tfm_trainer_free(t[k]);
+    tfm_corpus_free(data);
+}
+
 static void test_trainer_nan(void)
 {
     tfm_corpus *data = copy_corpus(100, 5);
@@ -827,6 +891,7 @@ int main(void)
     RUN(test_average);
     RUN(test_trainer_learns);
     RUN(test_trainer_resume_exact);
+    RUN(test_trainer_threads);
     RUN(test_trainer_nan);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
