@@ -190,8 +190,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, int 
 }
 
 /* The sum of the eight lanes, in a fixed order. */
-NN_INLINE float sum8(nn_f32x8 a)
+NN_INLINE float sum8(const nn_f32x8 *v)
 {
+    const nn_f32x8 a = *v;
     return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
@@ -212,7 +213,7 @@ NN_INLINE void scores_row(float *out, const float *q, const float *k, int ldk, i
             a2 += nn_load8(k2 + i) * qv;
             a3 += nn_load8(k3 + i) * qv;
         }
-        float s0 = sum8(a0), s1 = sum8(a1), s2 = sum8(a2), s3 = sum8(a3);
+        float s0 = sum8(&a0), s1 = sum8(&a1), s2 = sum8(&a2), s3 = sum8(&a3);
         for (int i = body; i < Dh; i++) {
             s0 += k0[i] * q[i];
             s1 += k1[i] * q[i];
@@ -228,7 +229,7 @@ NN_INLINE void scores_row(float *out, const float *q, const float *k, int ldk, i
         const float *kj = k + (size_t)j * ldk;
         nn_f32x8 a = {0};
         for (int i = 0; i < body; i += 8) a += nn_load8(kj + i) * nn_load8(q + i);
-        float s0 = sum8(a);
+        float s0 = sum8(&a);
         for (int i = body; i < Dh; i++) s0 += kj[i] * q[i];
         out[j] = scale * s0;
     }

@@ -321,13 +321,10 @@ static inline void nn_store4(float *p, nn_f32x4 v) { memcpy(p, &v, sizeof v); }
  * (make check's sanitizer build does, so the tests cover both). */
 typedef float nn_f32x8 __attribute__((vector_size(32)));
 typedef int32_t nn_i32x8 __attribute__((vector_size(32)));
-#if defined(__GNUC__) && !defined(__clang__)
-/* nn_load8 and the helpers built on it pass eight-lane vectors by value;
- * they are static and inlined, so no call crosses the ABI this is about. */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 
-#if defined(__x86_64__) && defined(__has_attribute)
+/* GCC only: Clang 14 does not resolve calls from other files to a cloned
+ * function, so a Clang build (make fuzz) runs the plain version. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__clang__)
 #if __has_attribute(target_clones) && !defined(NN_NO_MULTIVERSION)
 #define NN_MULTIVERSION __attribute__((target_clones("avx2", "default")))
 #endif
@@ -340,14 +337,13 @@ typedef int32_t nn_i32x8 __attribute__((vector_size(32)));
  * they are compiled for its instruction set. */
 #define NN_INLINE static inline __attribute__((always_inline))
 
-static inline nn_f32x8 nn_load8(const float *p)
-{
-    nn_f32x8 v;
-    memcpy(&v, p, sizeof v); /* unaligned load */
-    return v;
-}
-
-static inline void nn_store8(float *p, nn_f32x8 v) { memcpy(p, &v, sizeof v); }
+/* Unaligned loads and stores of eight floats.  Macros rather than functions:
+ * Clang refuses to pass eight-lane vectors by value to or from a function
+ * compiled without AVX, even one always inlined, so no helper here takes or
+ * returns one (they take pointers). */
+typedef float nn_f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define nn_load8(p) (*(const nn_f32x8u *)(const void *)(p))
+#define nn_store8(p, v) (*(nn_f32x8u *)(void *)(p) = (v))
 
 /* exp(x) for x <= 0, eight lanes: Cephes' expf.  x = n ln2 + r with n an
  * integer and |r| <= ln2/2 (ln2 split in two constants so n ln2 is exact),
@@ -355,8 +351,9 @@ static inline void nn_store8(float *p, nn_f32x8 v) { memcpy(p, &v, sizeof v); }
  * error below 1e-7 on [-87, 0] (measured against double exp).  Inputs below
  * -87 (and -inf, a masked score) give exactly 0: no subnormals, and a masked
  * attention weight is exactly 0. */
-NN_INLINE nn_f32x8 nn_exp8_nonpositive(nn_f32x8 x)
+NN_INLINE void nn_exp8_nonpositive(nn_f32x8 *xp)
 {
+    nn_f32x8 x = *xp;
     const nn_f32x8 floor_value = x - x - 87.0f;
     nn_i32x8 low = x < floor_value;
     x = (nn_f32x8)(((nn_i32x8)x & ~low) | ((nn_i32x8)floor_value & low));
@@ -371,7 +368,7 @@ NN_INLINE nn_f32x8 nn_exp8_nonpositive(nn_f32x8 x)
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
     nn_i32x8 two_n = (__builtin_convertvector(n, nn_i32x8) + 127) << 23; /* the bits of 2^n */
-    return (nn_f32x8)((nn_i32x8)(p * (nn_f32x8)two_n) & ~low); /* 0 below -87 */
+    *xp = (nn_f32x8)((nn_i32x8)(p * (nn_f32x8)two_n) & ~low); /* 0 below -87 */
 }
 
 /* exp(x) of one value x <= 0, as a lane of nn_exp8_nonpositive computes it, so
@@ -379,7 +376,8 @@ NN_INLINE nn_f32x8 nn_exp8_nonpositive(nn_f32x8 x)
 NN_INLINE float nn_exp1_nonpositive(float x)
 {
     nn_f32x8 v = {x, x, x, x, x, x, x, x};
-    return nn_exp8_nonpositive(v)[0];
+    nn_exp8_nonpositive(&v);
+    return v[0];
 }
 
 /* ---- scratch memory ------------------------------------------------------------ */

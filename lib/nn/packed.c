@@ -112,7 +112,10 @@ fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st, double *sum)
     }
     const float m = st->max;
     if (cols == PANEL) {
-        nn_f32x8 e = nn_exp8_nonpositive(nn_load8(v) - m) + nn_exp8_nonpositive(nn_load8(v + 8) - m);
+        nn_f32x8 e0 = nn_load8(v) - m, e1 = nn_load8(v + 8) - m;
+        nn_exp8_nonpositive(&e0);
+        nn_exp8_nonpositive(&e1);
+        const nn_f32x8 e = e0 + e1;
         *sum += (((double)e[0] + e[1]) + ((double)e[2] + e[3])) +
                 (((double)e[4] + e[5]) + ((double)e[6] + e[7]));
     } else {

@@ -70,7 +70,11 @@ NN_INLINE double row_sum_exp(const float *x, int n, float max)
     while (i + 8 <= n) {
         nn_f32x8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
         int end = i + CHUNK < n ? i + CHUNK : n;
-        for (; i + 8 <= end; i += 8) acc += nn_exp8_nonpositive(nn_load8(x + i) - max);
+        for (; i + 8 <= end; i += 8) {
+            nn_f32x8 e = nn_load8(x + i) - max;
+            nn_exp8_nonpositive(&e);
+            acc += e;
+        }
         sum += (((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3])) +
                (((double)acc[4] + acc[5]) + ((double)acc[6] + acc[7]));
     }
@@ -87,7 +91,8 @@ void softmax_forward(float *x, int n)
     nn_f32x8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        nn_f32x8 e = nn_exp8_nonpositive(nn_load8(x + i) - max);
+        nn_f32x8 e = nn_load8(x + i) - max;
+        nn_exp8_nonpositive(&e);
         nn_store8(x + i, e);
         acc += e;
     }
@@ -139,6 +144,10 @@ NN_MULTIVERSION
 void exp_nonpositive(float *x, size_t n)
 {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) nn_store8(x + i, nn_exp8_nonpositive(nn_load8(x + i)));
+    for (; i + 8 <= n; i += 8) {
+        nn_f32x8 e = nn_load8(x + i);
+        nn_exp8_nonpositive(&e);
+        nn_store8(x + i, e);
+    }
     for (; i < n; i++) x[i] = nn_exp1_nonpositive(x[i]);
 }
