@@ -34,7 +34,9 @@ KERNEL_TARGET __attribute__((always_inline)) static inline void
 block(float *out, size_t ldo, const float *x, size_t ldx, int MR, const float *panel, int K,
       int cols, const float *bias)
 {
-    /* rows past MR read row 0 again and are never stored */
+    /* Written out row by row: with the twelve sums in an array indexed in a
+     * loop, GCC kept them in memory and the kernel ran at half speed.  Rows
+     * past MR read row 0 again and are never stored. */
     const float *x0 = x, *x1 = MR > 1 ? x + ldx : x, *x2 = MR > 2 ? x + 2 * ldx : x,
                 *x3 = MR > 3 ? x + 3 * ldx : x, *x4 = MR > 4 ? x + 4 * ldx : x,
                 *x5 = MR > 5 ? x + 5 * ldx : x;

@@ -705,6 +705,38 @@ static void test_trainer_learns(void)
     tfm_corpus_free(data);
 }
 
+/* Saves the checkpoints of trainers a and b (name: a tag for the files) and
+ * checks that they agree: Adam's moments, the moving average, the batcher's
+ * position and the dropout generator. */
+static void check_same_checkpoints(const tfm_trainer *a, const tfm_trainer *b, const char *name)
+{
+    char na[64], nb[64];
+    snprintf(na, sizeof na, "%s-a", name);
+    snprintf(nb, sizeof nb, "%s-b", name);
+    const char *pa = tmp_path(na), *pb = tmp_path(nb);
+    const size_t n = tfm_params_count(&tfm_trainer_model(a)->config);
+    tfm_error err;
+    CHECK(tfm_trainer_save(a, pa, NULL, &err) == TFM_OK);
+    CHECK(tfm_trainer_save(b, pb, NULL, &err) == TFM_OK);
+    tfm_train_state sa, sb;
+    if (tfm_checkpoint_load(pa, &sa, &err) != TFM_OK) {
+        CHECK_MSG(false, "%s: %s", pa, err.msg);
+        return;
+    }
+    if (tfm_checkpoint_load(pb, &sb, &err) != TFM_OK) {
+        CHECK_MSG(false, "%s: %s", pb, err.msg);
+        tfm_train_state_free(&sa);
+        return;
+    }
+    CHECK(memcmp(sa.exp_avg, sb.exp_avg, n * sizeof(float)) == 0);
+    CHECK(memcmp(sa.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float)) == 0);
+    CHECK(sa.ema && sb.ema && memcmp(sa.ema, sb.ema, n * sizeof(float)) == 0);
+    CHECK(memcmp(&sa.batcher, &sb.batcher, sizeof sa.batcher) == 0);
+    CHECK(memcmp(&sa.dropout_rng, &sb.dropout_rng, sizeof sa.dropout_rng) == 0);
+    tfm_train_state_free(&sa);
+    tfm_train_state_free(&sb);
+}
+
 static void test_trainer_resume_exact(void)
 {
     tfm_corpus *data = copy_corpus(150, 3);
@@ -742,18 +774,7 @@ static void test_trainer_resume_exact(void)
     CHECK_MSG(memcmp(tfm_trainer_model(a)->data, tfm_trainer_model(b)->data, n * sizeof(float)) == 0,
               "the resumed run's weights differ");
     /* The checkpoints of both, optimizer state and average included, agree. */
-    const char *pa = tmp_path("resume-a"), *pb = tmp_path("resume-b");
-    tfm_trainer_save(a, pa, NULL, &err);
-    tfm_trainer_save(b, pb, NULL, &err);
-    tfm_train_state sa, sb;
-    CHECK(tfm_checkpoint_load(pa, &sa, &err) == TFM_OK);
-    CHECK(tfm_checkpoint_load(pb, &sb, &err) == TFM_OK);
-    CHECK(memcmp(sa.exp_avg, sb.exp_avg, n * sizeof(float)) == 0);
-    CHECK(memcmp(sa.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float)) == 0);
-    CHECK(sa.ema && sb.ema && memcmp(sa.ema, sb.ema, n * sizeof(float)) == 0);
-    CHECK(memcmp(&sa.batcher, &sb.batcher, sizeof sa.batcher) == 0);
-    tfm_train_state_free(&sa);
-    tfm_train_state_free(&sb);
+    check_same_checkpoints(a, b, "resume");
     /* The model written is the moving average. */
     const char *pm = tmp_path("resume-model");
     CHECK(tfm_trainer_save_model(a, pm, NULL, &err) == TFM_OK);
@@ -813,18 +834,7 @@ static void test_trainer_threads(void)
                   "%d threads: the weights differ", k + 1);
     }
     /* the moments and the average too, through checkpoints */
-    const char *pa = tmp_path("threads-1"), *pb = tmp_path("threads-3");
-    CHECK(tfm_trainer_save(t[0], pa, NULL, &err) == TFM_OK);
-    CHECK(tfm_trainer_save(t[2], pb, NULL, &err) == TFM_OK);
-    tfm_train_state sa, sb;
-    CHECK(tfm_checkpoint_load(pa, &sa, &err) == TFM_OK);
-    CHECK(tfm_checkpoint_load(pb, &sb, &err) == TFM_OK);
-    CHECK(memcmp(sa.exp_avg, sb.exp_avg, n * sizeof(float)) == 0);
-    CHECK(memcmp(sa.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float)) == 0);
-    CHECK(sa.ema && sb.ema && memcmp(sa.ema, sb.ema, n * sizeof(float)) == 0);
-    CHECK(memcmp(&sa.dropout_rng, &sb.dropout_rng, sizeof sa.dropout_rng) == 0);
-    tfm_train_state_free(&sa);
-    tfm_train_state_free(&sb);
+    check_same_checkpoints(t[0], t[2], "threads");
     /* a thread count below 1 is refused */
     p.n_threads = 0;
     CHECK(tfm_train_params_validate(&p, &err) == TFM_ERR_RANGE && strstr(err.msg, "n_threads"));
