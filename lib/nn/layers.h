@@ -252,22 +252,37 @@ void label_smoothed_loss_backward(float *logp, const int32_t *labels, int N, int
 
 /* ---- packed.c: decoding's linear layers with weights packed once ----------------- */
 
+/* The kernels of packed.c, in order of speed. */
+typedef enum nn_kernel {
+    NN_KERNEL_SGEMM,  /* nothing packed: cblas_sgemm */
+    NN_KERNEL_AVX2,   /* AVX2 and FMA, panels of 16 outputs */
+    NN_KERNEL_AVX512  /* AVX-512, panels of 32 outputs */
+} nn_kernel;
+
 /* A linear layer W [N, K], bias [N] (may be NULL) for few rows at a time:
- * panels is the packed copy (NULL when the CPU lacks AVX2 and FMA: then
- * the original weight goes to sgemm).  weight and bias are not owned. */
+ * panels is the packed copy for kernel (NULL for NN_KERNEL_SGEMM: then the
+ * original weight goes to sgemm).  weight and bias are not owned. */
 typedef struct nn_packed_linear {
     const float *weight;
     const float *bias;
     float *panels;
     int N, K;
+    nn_kernel kernel;
 } nn_packed_linear;
 
-/* Whether this CPU runs the packed kernel (AVX2 and FMA). */
-bool nn_packed_supported(void);
+/* The fastest kernel this CPU runs, or a slower one when the environment
+ * says TFM_ISA=avx2 or TFM_ISA=none. */
+nn_kernel nn_packed_best_kernel(void);
 
-/* Packs weight for nn_packed_forward (copies it when supported).  TFM_ERR_NOMEM. */
+/* Whether this CPU can run kernel. */
+bool nn_packed_kernel_runs(nn_kernel kernel);
+
+/* Packs weight for nn_packed_forward with the best kernel, or with the one
+ * given (NN_KERNEL_SGEMM if this CPU cannot run it).  TFM_ERR_NOMEM. */
 tfm_status nn_pack_linear(nn_packed_linear *p, const float *weight, const float *bias, int N,
                           int K);
+tfm_status nn_pack_linear_for(nn_packed_linear *p, const float *weight, const float *bias, int N,
+                              int K, nn_kernel kernel);
 void nn_packed_linear_free(nn_packed_linear *p);
 
 /* out [R, N] = x [R, K] W^T + bias, as linear_forward (rounded differently:

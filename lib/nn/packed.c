@@ -6,114 +6,215 @@
  * re-packing the weights on each call took a tenth of decoding.  OpenBLAS
  * has no interface to keep a packed operand (MKL's cblas_sgemm_pack), so
  * this file packs the weights once, at tfm_model_pack_for_decoding, and
- * multiplies with a small AVX2/FMA kernel that reads them in place.  On a
- * CPU without AVX2 and FMA nothing is packed and the layers go to sgemm.
+ * multiplies with a small kernel that reads them in place: AVX-512 where
+ * the CPU has it, else AVX2 with FMA, else nothing is packed and the layers
+ * go to sgemm.  TFM_ISA=avx2 (or none) in the environment asks for less.
  *
- * Layout: W [N, K] (one row per output) becomes panels of 16 outputs; panel
- * p holds, for k = 0 .. K-1, the 16 floats W[16p .. 16p+15][k] (zeros past
- * N).  The kernel keeps a 6 x 16 block of the result in twelve registers
- * and walks k: two loads of the panel, six broadcasts of x, twelve FMAs. */
+ * Layout: W [N, K] (one row per output) becomes panels of `width` outputs
+ * (16 for AVX2, 32 for AVX-512): panel p holds, for k = 0 .. K-1, the width
+ * floats W[width p .. width p + width - 1][k] (zeros past N).  A kernel
+ * keeps a block of the result (6 rows x 16 columns in twelve AVX2
+ * registers, 8 x 32 in sixteen AVX-512 ones) and walks k: per k, a
+ * load of the panel's row, a broadcast of each row's x, the FMAs.
+ *
+ * Every output is sum_k x[k] W[n][k] gathered by FMA in the order of k,
+ * then plus its bias, whatever the kernel: the AVX2 and AVX-512 kernels
+ * give the same bits (tested), so the outputs of decoding do not depend on
+ * which of them the CPU runs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/layers.h"
 
-enum { PANEL = 16, ROWS = 6 };
+enum {
+    STATS_GROUP = 16, /* columns folded into the logit statistics at a time */
+    ROW_BYTES = 512 * 1024 /* rows of x a pass over the panels keeps in cache */
+};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define HAVE_KERNEL 1
+#define HAVE_KERNELS 1
 
-#define KERNEL_TARGET __attribute__((target("avx2,fma")))
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+#define AVX512_TARGET __attribute__((target("avx2,fma,avx512f")))
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
 
-/* out [MR, cols] = x [MR, K] (rows ldx apart) times one panel, plus bias
- * [cols] (may be NULL); MR is 1 to ROWS and constant where inlined, so the
- * loops over it unroll and c stays in registers. */
-KERNEL_TARGET __attribute__((always_inline)) static inline void
-block(float *out, size_t ldo, const float *x, size_t ldx, int MR, const float *panel, int K,
-      int cols, const float *bias)
+/* A kernel: out [rows, cols] = x [rows, K] (rows ldx apart) times one panel,
+ * plus bias [cols] (may be NULL); rows 1 .. max_rows, cols 1 .. width. */
+typedef void block_fn(float *out, size_t ldo, const float *x, size_t ldx, int rows,
+                      const float *panel, int K, int cols, const float *bias);
+
+/* Stores one row's result v [width] (plus bias) into o [cols]: the last
+ * panel of an N that is not a multiple of width has fewer columns. */
+static ALWAYS_INLINE void store_row(float *o, const float *v, int cols, const float *bias)
 {
-    /* Written out row by row: with the twelve sums in an array indexed in a
-     * loop, GCC kept them in memory and the kernel ran at half speed.  Rows
-     * past MR read row 0 again and are never stored. */
-    const float *x0 = x, *x1 = MR > 1 ? x + ldx : x, *x2 = MR > 2 ? x + 2 * ldx : x,
-                *x3 = MR > 3 ? x + 3 * ldx : x, *x4 = MR > 4 ? x + 4 * ldx : x,
-                *x5 = MR > 5 ? x + 5 * ldx : x;
+    for (int j = 0; j < cols; j++) o[j] = v[j] + (bias ? bias[j] : 0.0f);
+}
+
+/* ---- AVX2: 6 rows x 16 columns ---- */
+
+enum { AVX2_WIDTH = 16, AVX2_ROWS = 6 };
+
+/* Written out row by row: with the twelve sums in an array indexed in a
+ * loop, GCC kept them in memory and the kernel ran at half speed.  MR is
+ * constant where inlined; rows past MR read row 0 again and are never
+ * stored. */
+AVX2_TARGET static ALWAYS_INLINE void avx2_rows(float *out, size_t ldo, const float *x,
+                                                size_t ldx, const int MR, const float *panel,
+                                                int K, int cols, const float *bias)
+{
+#define AVX2_ROW_X(i) const float *x##i = MR > i ? x + i * ldx : x
+    AVX2_ROW_X(0); AVX2_ROW_X(1); AVX2_ROW_X(2); AVX2_ROW_X(3); AVX2_ROW_X(4); AVX2_ROW_X(5);
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#define AVX2_ROW_FMA(i)                                                                    \
+    if (MR > i) {                                                                          \
+        const __m256 a = _mm256_broadcast_ss(x##i + k);                                    \
+        c##i##0 = _mm256_fmadd_ps(a, w0, c##i##0);                                         \
+        c##i##1 = _mm256_fmadd_ps(a, w1, c##i##1);                                         \
+    }
 #pragma GCC unroll 4
     for (int k = 0; k < K; k++) {
-        const __m256 w0 = _mm256_loadu_ps(panel + (size_t)k * PANEL);
-        const __m256 w1 = _mm256_loadu_ps(panel + (size_t)k * PANEL + 8);
-        __m256 a = _mm256_broadcast_ss(x0 + k);
-        c00 = _mm256_fmadd_ps(a, w0, c00);
-        c01 = _mm256_fmadd_ps(a, w1, c01);
-        if (MR > 1) {
-            a = _mm256_broadcast_ss(x1 + k);
-            c10 = _mm256_fmadd_ps(a, w0, c10);
-            c11 = _mm256_fmadd_ps(a, w1, c11);
-        }
-        if (MR > 2) {
-            a = _mm256_broadcast_ss(x2 + k);
-            c20 = _mm256_fmadd_ps(a, w0, c20);
-            c21 = _mm256_fmadd_ps(a, w1, c21);
-        }
-        if (MR > 3) {
-            a = _mm256_broadcast_ss(x3 + k);
-            c30 = _mm256_fmadd_ps(a, w0, c30);
-            c31 = _mm256_fmadd_ps(a, w1, c31);
-        }
-        if (MR > 4) {
-            a = _mm256_broadcast_ss(x4 + k);
-            c40 = _mm256_fmadd_ps(a, w0, c40);
-            c41 = _mm256_fmadd_ps(a, w1, c41);
-        }
-        if (MR > 5) {
-            a = _mm256_broadcast_ss(x5 + k);
-            c50 = _mm256_fmadd_ps(a, w0, c50);
-            c51 = _mm256_fmadd_ps(a, w1, c51);
-        }
+        const __m256 w0 = _mm256_loadu_ps(panel + (size_t)k * AVX2_WIDTH);
+        const __m256 w1 = _mm256_loadu_ps(panel + (size_t)k * AVX2_WIDTH + 8);
+        AVX2_ROW_FMA(0) AVX2_ROW_FMA(1) AVX2_ROW_FMA(2) AVX2_ROW_FMA(3) AVX2_ROW_FMA(4)
+        AVX2_ROW_FMA(5)
     }
-    const __m256 lo[ROWS] = {c00, c10, c20, c30, c40, c50}, hi[ROWS] = {c01, c11, c21, c31, c41, c51};
+    const __m256 lo[AVX2_ROWS] = {c00, c10, c20, c30, c40, c50},
+                 hi[AVX2_ROWS] = {c01, c11, c21, c31, c41, c51};
     for (int r = 0; r < MR; r++) {
         float *o = out + (size_t)r * ldo;
-        if (cols == PANEL) {
+        if (cols == AVX2_WIDTH) {
             __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
             __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
             _mm256_storeu_ps(o, _mm256_add_ps(lo[r], b0));
             _mm256_storeu_ps(o + 8, _mm256_add_ps(hi[r], b1));
-        } else { /* the last panel of an N that is not a multiple of 16 */
-            float tmp[PANEL];
-            _mm256_storeu_ps(tmp, lo[r]);
-            _mm256_storeu_ps(tmp + 8, hi[r]);
-            for (int j = 0; j < cols; j++) o[j] = tmp[j] + (bias ? bias[j] : 0.0f);
+        } else {
+            float v[AVX2_WIDTH];
+            _mm256_storeu_ps(v, lo[r]);
+            _mm256_storeu_ps(v + 8, hi[r]);
+            store_row(o, v, cols, bias);
         }
+    }
+#undef AVX2_ROW_X
+#undef AVX2_ROW_FMA
+}
+
+AVX2_TARGET static void avx2_block(float *out, size_t ldo, const float *x, size_t ldx, int rows,
+                                   const float *panel, int K, int cols, const float *bias)
+{
+    switch (rows) {
+    case 6: avx2_rows(out, ldo, x, ldx, 6, panel, K, cols, bias); break;
+    case 5: avx2_rows(out, ldo, x, ldx, 5, panel, K, cols, bias); break;
+    case 4: avx2_rows(out, ldo, x, ldx, 4, panel, K, cols, bias); break;
+    case 3: avx2_rows(out, ldo, x, ldx, 3, panel, K, cols, bias); break;
+    case 2: avx2_rows(out, ldo, x, ldx, 2, panel, K, cols, bias); break;
+    case 1: avx2_rows(out, ldo, x, ldx, 1, panel, K, cols, bias); break;
+    default: break;
     }
 }
 
-/* Folds a row's next values v [cols] (columns c0 ..) into its running
- * log-softmax statistics: the maximum and its first index so far, and
- * sum = sum of exp(value - max) over the values so far (rescaled when the
- * maximum grows), so the output projection's logits are read while still
- * in the first-level cache instead of in two more passes. */
-KERNEL_TARGET __attribute__((always_inline)) static inline void
-fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st, double *sum)
+/* ---- AVX-512: 8 rows x 32 columns ---- */
+
+enum { AVX512_WIDTH = 32, AVX512_ROWS = 8 };
+
+/* As avx2_rows, with two 16-lane registers per row: 16 sums, two panel
+ * loads and eight broadcasts for 16 FMAs per k.  (Twelve rows, 24 sums,
+ * ran a fifth slower on AMD Zen 5; six rows as fast as eight.) */
+AVX512_TARGET static ALWAYS_INLINE void avx512_rows(float *out, size_t ldo, const float *x,
+                                                    size_t ldx, const int MR,
+                                                    const float *panel, int K, int cols,
+                                                    const float *bias)
 {
-    float bm = v[0];
-    int bj = 0;
-    for (int j = 1; j < cols; j++)
-        if (v[j] > bm) {
-            bm = v[j];
-            bj = j;
+#define AVX512_ROW_X(i) const float *x##i = MR > i ? x + i * ldx : x
+    AVX512_ROW_X(0); AVX512_ROW_X(1); AVX512_ROW_X(2); AVX512_ROW_X(3);
+    AVX512_ROW_X(4); AVX512_ROW_X(5); AVX512_ROW_X(6); AVX512_ROW_X(7);
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
+           c61 = c00, c70 = c00, c71 = c00;
+#define AVX512_ROW_FMA(i)                                                                  \
+    if (MR > i) {                                                                          \
+        const __m512 a = _mm512_set1_ps(x##i[k]);                                          \
+        c##i##0 = _mm512_fmadd_ps(a, w0, c##i##0);                                         \
+        c##i##1 = _mm512_fmadd_ps(a, w1, c##i##1);                                         \
+    }
+#pragma GCC unroll 2
+    for (int k = 0; k < K; k++) {
+        const __m512 w0 = _mm512_loadu_ps(panel + (size_t)k * AVX512_WIDTH);
+        const __m512 w1 = _mm512_loadu_ps(panel + (size_t)k * AVX512_WIDTH + 16);
+        AVX512_ROW_FMA(0) AVX512_ROW_FMA(1) AVX512_ROW_FMA(2) AVX512_ROW_FMA(3)
+        AVX512_ROW_FMA(4) AVX512_ROW_FMA(5) AVX512_ROW_FMA(6) AVX512_ROW_FMA(7)
+    }
+    const __m512 lo[AVX512_ROWS] = {c00, c10, c20, c30, c40, c50, c60, c70},
+                 hi[AVX512_ROWS] = {c01, c11, c21, c31, c41, c51, c61, c71};
+    for (int r = 0; r < MR; r++) {
+        float *o = out + (size_t)r * ldo;
+        if (cols == AVX512_WIDTH) {
+            __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+            __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+            _mm512_storeu_ps(o, _mm512_add_ps(lo[r], b0));
+            _mm512_storeu_ps(o + 16, _mm512_add_ps(hi[r], b1));
+        } else {
+            float v[AVX512_WIDTH];
+            _mm512_storeu_ps(v, lo[r]);
+            _mm512_storeu_ps(v + 16, hi[r]);
+            store_row(o, v, cols, bias);
         }
+    }
+#undef AVX512_ROW_X
+#undef AVX512_ROW_FMA
+}
+
+AVX512_TARGET static void avx512_block(float *out, size_t ldo, const float *x, size_t ldx,
+                                       int rows, const float *panel, int K, int cols,
+                                       const float *bias)
+{
+    switch (rows) {
+    case 8: avx512_rows(out, ldo, x, ldx, 8, panel, K, cols, bias); break;
+    case 7: avx512_rows(out, ldo, x, ldx, 7, panel, K, cols, bias); break;
+    case 6: avx512_rows(out, ldo, x, ldx, 6, panel, K, cols, bias); break;
+    case 5: avx512_rows(out, ldo, x, ldx, 5, panel, K, cols, bias); break;
+    case 4: avx512_rows(out, ldo, x, ldx, 4, panel, K, cols, bias); break;
+    case 3: avx512_rows(out, ldo, x, ldx, 3, panel, K, cols, bias); break;
+    case 2: avx512_rows(out, ldo, x, ldx, 2, panel, K, cols, bias); break;
+    case 1: avx512_rows(out, ldo, x, ldx, 1, panel, K, cols, bias); break;
+    default: break;
+    }
+}
+
+/* ---- the walk over panels and rows, the same for both ---- */
+
+/* Folds a row's next values v [cols] (columns c0 ..; cols <= STATS_GROUP)
+ * into its running log-softmax statistics: the maximum and its first index
+ * so far, and sum = sum of exp(value - max) over the values so far
+ * (rescaled when the maximum grows), so the output projection's logits are
+ * read while still in the first-level cache instead of in two more passes.
+ * Always 16 columns at a time, whatever the panel width: the same sums in
+ * the same order for both kernels. */
+AVX2_TARGET static ALWAYS_INLINE void fold_stats(const float *v, int cols, int c0,
+                                                 tfm_logit_stats *st, double *sum)
+{
+    float bm;
+    if (cols == STATS_GROUP) { /* the largest of the 16, then rarely where it is */
+        __m256 m8 = _mm256_max_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        bm = _mm_cvtss_f32(m4);
+    } else {
+        bm = v[0];
+        for (int j = 1; j < cols; j++) bm = v[j] > bm ? v[j] : bm;
+    }
     if (bm > st->max) { /* strictly: an earlier column keeps a tie */
+        int bj = 0;
+        while (bj < cols - 1 && v[bj] != bm) bj++; /* the first of the largest */
         *sum *= exp((double)st->max - (double)bm);
         st->max = bm;
         st->argmax = c0 + bj;
     }
     const float m = st->max;
-    if (cols == PANEL) {
+    if (cols == STATS_GROUP) {
         nn_f32x8 e0 = nn_load8(v) - m, e1 = nn_load8(v + 8) - m;
         nn_exp8_nonpositive(&e0);
         nn_exp8_nonpositive(&e1);
@@ -125,74 +226,113 @@ fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st, double *sum)
     }
 }
 
-/* out [R, N] = x [R, K] W^T + bias, panel by panel: a panel (16 K floats)
- * stays in the first-level caches while every row block passes over it.
- * With stats [R] (and sums [R], scratch), each row's logit statistics too. */
-KERNEL_TARGET static void packed_forward_avx2(float *out, const float *x,
+/* out [R, N] = x [R, K] W^T + bias: for each slice of rows that fits in
+ * the cache, panel by panel (a panel stays in the first- or second-level
+ * cache while every block of rows passes over it).  With stats [R] (and
+ * sums [R], scratch), each row's logit statistics too, taken panel by
+ * panel while the panel's logits are in the cache. */
+AVX2_TARGET static void packed_forward_kernel(float *out, const float *x,
                                               const nn_packed_linear *p, int R,
                                               tfm_logit_stats *stats, double *sums)
 {
+    block_fn *block = p->kernel == NN_KERNEL_AVX512 ? avx512_block : avx2_block;
+    const int width = p->kernel == NN_KERNEL_AVX512 ? AVX512_WIDTH : AVX2_WIDTH;
+    const int rows = p->kernel == NN_KERNEL_AVX512 ? AVX512_ROWS : AVX2_ROWS;
+    const int N = p->N, K = p->K;
+    int slice = ROW_BYTES / (int)(K * sizeof(float)) / rows * rows;
+    if (slice < rows) slice = rows;
     if (stats)
         for (int r = 0; r < R; r++) {
             stats[r] = (tfm_logit_stats){.max = -INFINITY, .log_sum = 0, .argmax = 0};
             sums[r] = 0;
         }
-    const int N = p->N, K = p->K;
-    for (int c0 = 0, pi = 0; c0 < N; c0 += PANEL, pi++) {
-        const float *panel = p->panels + (size_t)pi * K * PANEL;
-        const int cols = N - c0 < PANEL ? N - c0 : PANEL;
-        const float *bias = p->bias ? p->bias + c0 : NULL;
-        int r = 0;
-        for (; r + ROWS <= R; r += ROWS)
-            block(out + (size_t)r * N + c0, (size_t)N, x + (size_t)r * K, (size_t)K, ROWS, panel,
-                  K, cols, bias);
-        float *o = out + (size_t)r * N + c0;
-        const float *xr = x + (size_t)r * K;
-        switch (R - r) {
-        case 5: block(o, (size_t)N, xr, (size_t)K, 5, panel, K, cols, bias); break;
-        case 4: block(o, (size_t)N, xr, (size_t)K, 4, panel, K, cols, bias); break;
-        case 3: block(o, (size_t)N, xr, (size_t)K, 3, panel, K, cols, bias); break;
-        case 2: block(o, (size_t)N, xr, (size_t)K, 2, panel, K, cols, bias); break;
-        case 1: block(o, (size_t)N, xr, (size_t)K, 1, panel, K, cols, bias); break;
-        default: break;
+    for (int r0 = 0; r0 < R; r0 += slice) {
+        const int r1 = R - r0 < slice ? R : r0 + slice;
+        for (int c0 = 0, pi = 0; c0 < N; c0 += width, pi++) {
+            const float *panel = p->panels + (size_t)pi * K * width;
+            const int cols = N - c0 < width ? N - c0 : width;
+            const float *bias = p->bias ? p->bias + c0 : NULL;
+            for (int r = r0; r < r1; r += rows)
+                block(out + (size_t)r * N + c0, (size_t)N, x + (size_t)r * K, (size_t)K,
+                      r1 - r < rows ? r1 - r : rows, panel, K, cols, bias);
+            if (stats)
+                for (int i = r0; i < r1; i++)
+                    for (int g = c0; g < c0 + cols; g += STATS_GROUP)
+                        fold_stats(out + (size_t)i * N + g,
+                                   c0 + cols - g < STATS_GROUP ? c0 + cols - g : STATS_GROUP, g,
+                                   &stats[i], &sums[i]);
         }
-        if (stats)
-            for (int i = 0; i < R; i++)
-                fold_stats(out + (size_t)i * N + c0, cols, c0, &stats[i], &sums[i]);
     }
     if (stats)
         for (int r = 0; r < R; r++) stats[r].log_sum = (float)log(sums[r]);
 }
 #endif
 
-bool nn_packed_supported(void)
+/* The kernel this CPU runs best, less if TFM_ISA asks for less. */
+nn_kernel nn_packed_best_kernel(void)
 {
-#ifdef HAVE_KERNEL
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#ifdef HAVE_KERNELS
+    __builtin_cpu_init();
+    nn_kernel best = NN_KERNEL_SGEMM;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        best = NN_KERNEL_AVX2;
+        if (__builtin_cpu_supports("avx512f")) best = NN_KERNEL_AVX512;
+    }
+    const char *asked = getenv("TFM_ISA");
+    if (asked && strcmp(asked, "avx2") == 0 && best > NN_KERNEL_AVX2) best = NN_KERNEL_AVX2;
+    if (asked && strcmp(asked, "none") == 0) best = NN_KERNEL_SGEMM;
+    return best;
 #else
-    return false;
+    return NN_KERNEL_SGEMM;
 #endif
+}
+
+bool nn_packed_kernel_runs(nn_kernel kernel)
+{
+#ifdef HAVE_KERNELS
+    __builtin_cpu_init();
+    switch (kernel) {
+    case NN_KERNEL_SGEMM: return true;
+    case NN_KERNEL_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case NN_KERNEL_AVX512:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("avx512f");
+    }
+#endif
+    return kernel == NN_KERNEL_SGEMM;
+}
+
+tfm_status nn_pack_linear_for(nn_packed_linear *p, const float *weight, const float *bias, int N,
+                              int K, nn_kernel kernel)
+{
+    *p = (nn_packed_linear){.weight = weight, .bias = bias, .N = N, .K = K,
+                            .kernel = NN_KERNEL_SGEMM};
+    if (kernel == NN_KERNEL_SGEMM || !nn_packed_kernel_runs(kernel) || N <= 0 || K <= 0)
+        return TFM_OK; /* sgemm, unpacked */
+#ifdef HAVE_KERNELS
+    const size_t width = kernel == NN_KERNEL_AVX512 ? AVX512_WIDTH : AVX2_WIDTH;
+    const size_t n_panels = ((size_t)N + width - 1) / width;
+    float *panels = malloc(n_panels * K * width * sizeof *panels);
+    if (!panels) return TFM_ERR_NOMEM;
+    tfm_advise_huge_pages(panels, n_panels * K * width * sizeof *panels);
+    for (size_t pi = 0; pi < n_panels; pi++) {
+        float *panel = panels + pi * K * width;
+        for (int k = 0; k < K; k++)
+            for (size_t j = 0; j < width; j++) {
+                size_t n = pi * width + j;
+                panel[(size_t)k * width + j] = n < (size_t)N ? weight[n * K + k] : 0.0f;
+            }
+    }
+    p->panels = panels;
+    p->kernel = kernel;
+#endif
+    return TFM_OK;
 }
 
 tfm_status nn_pack_linear(nn_packed_linear *p, const float *weight, const float *bias, int N,
                           int K)
 {
-    *p = (nn_packed_linear){.weight = weight, .bias = bias, .panels = NULL, .N = N, .K = K};
-    if (!nn_packed_supported() || N <= 0 || K <= 0) return TFM_OK; /* sgemm, unpacked */
-    const size_t n_panels = ((size_t)N + PANEL - 1) / PANEL;
-    float *panels = malloc(n_panels * K * PANEL * sizeof *panels);
-    if (!panels) return TFM_ERR_NOMEM;
-    tfm_advise_huge_pages(panels, n_panels * K * PANEL * sizeof *panels);
-    for (size_t pi = 0; pi < n_panels; pi++) {
-        float *panel = panels + pi * K * PANEL;
-        for (int k = 0; k < K; k++)
-            for (int j = 0; j < PANEL; j++) {
-                size_t n = pi * PANEL + (size_t)j;
-                panel[(size_t)k * PANEL + j] = n < (size_t)N ? weight[n * K + k] : 0.0f;
-            }
-    }
-    p->panels = panels;
-    return TFM_OK;
+    return nn_pack_linear_for(p, weight, bias, N, K, nn_packed_best_kernel());
 }
 
 void nn_packed_linear_free(nn_packed_linear *p)
@@ -204,9 +344,9 @@ void nn_packed_linear_free(nn_packed_linear *p)
 void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R)
 {
     if (R <= 0 || p->N <= 0) return;
-#ifdef HAVE_KERNEL
+#ifdef HAVE_KERNELS
     if (p->panels) {
-        packed_forward_avx2(out, x, p, R, NULL, NULL);
+        packed_forward_kernel(out, x, p, R, NULL, NULL);
         return;
     }
 #endif
@@ -217,9 +357,9 @@ void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear 
                              tfm_logit_stats *stats, double *sums)
 {
     if (R <= 0 || p->N <= 0) return;
-#ifdef HAVE_KERNEL
+#ifdef HAVE_KERNELS
     if (p->panels) {
-        packed_forward_avx2(out, x, p, R, stats, sums);
+        packed_forward_kernel(out, x, p, R, stats, sums);
         return;
     }
 #endif
@@ -245,7 +385,7 @@ void tfm_packed_decoder_free(tfm_packed_decoder *pd)
 
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err)
 {
-    if (m->packed || !nn_packed_supported()) return TFM_OK;
+    if (m->packed || nn_packed_best_kernel() == NN_KERNEL_SGEMM) return TFM_OK;
     const tfm_config *c = &m->config;
     const int D = c->d_model, F = c->d_ff, NL = c->n_decoder_layers;
     tfm_packed_decoder *pd = calloc(1, sizeof *pd);

@@ -243,56 +243,99 @@ static void test_softmax_large_logits(void)
     }
 }
 
-/* The packed kernel of decoding's linear layers against linear_forward
+/* The packed kernels of decoding's linear layers against linear_forward
  * (sgemm): every row count of a block and its remainders, output counts
- * around the 16-wide panels, odd input sizes, with and without a bias. */
+ * around the 16- and 32-wide panels, odd input sizes, with and without a
+ * bias; each kernel this CPU runs, and AVX2 and AVX-512 giving the same
+ * bits (outputs and statistics) when it runs both. */
 static void test_packed_linear(void)
 {
-    if (!nn_packed_supported()) {
-        SKIP(test_packed_linear, "this CPU has no AVX2 and FMA: the packed kernel is not used");
+    if (!nn_packed_kernel_runs(NN_KERNEL_AVX2)) {
+        SKIP(test_packed_linear, "this CPU has no AVX2 and FMA: the packed kernels are not used");
         return;
     }
-    enum { MAXR = 13, MAXN = 40, MAXK = 33 };
-    const int Ns[] = {1, 15, 16, 17, 40}, Ks[] = {1, 7, 32, 33};
+    const bool both = nn_packed_kernel_runs(NN_KERNEL_AVX512);
+    if (!both) SKIP(test_packed_linear_avx512, "this CPU has no AVX-512: one kernel tested");
+    enum { MAXR = 27, MAXN = 70, MAXK = 33 };
+    const int Ns[] = {1, 15, 16, 17, 31, 32, 33, 70}, Ks[] = {1, 7, 32, 33};
     tfm_rng rng;
     tfm_rng_seed(&rng, 9);
-    static float w[MAXN * MAXK], b[MAXN], x[MAXR * MAXK], want[MAXR * MAXN], got[MAXR * MAXN];
+    static float w[MAXN * MAXK], b[MAXN], x[MAXR * MAXK], want[MAXR * MAXN],
+        got[2][MAXR * MAXN];
     double worst = 0, worst_sum = 0;
-    int cases = 0, stats_wrong = 0;
-    for (int ni = 0; ni < 5; ni++)
-        for (int ki = 0; ki < 4; ki++)
+    int cases = 0, stats_wrong = 0, kernels_differ = 0;
+    for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 const int N = Ns[ni], K = Ks[ki];
                 for (int i = 0; i < N * K; i++) w[i] = 2 * tfm_rng_float(&rng) - 1;
                 for (int i = 0; i < N; i++) b[i] = 2 * tfm_rng_float(&rng) - 1;
-                nn_packed_linear p;
-                CHECK(nn_pack_linear(&p, w, with_bias ? b : NULL, N, K) == TFM_OK);
-                CHECK(p.panels != NULL);
+                nn_packed_linear p[2];
+                CHECK(nn_pack_linear_for(&p[0], w, with_bias ? b : NULL, N, K,
+                                         NN_KERNEL_AVX2) == TFM_OK);
+                CHECK(nn_pack_linear_for(&p[1], w, with_bias ? b : NULL, N, K,
+                                         both ? NN_KERNEL_AVX512 : NN_KERNEL_AVX2) == TFM_OK);
+                CHECK(p[0].panels != NULL && p[1].panels != NULL);
                 for (int R = 1; R <= MAXR; R++) {
                     for (int i = 0; i < R * K; i++) x[i] = 2 * tfm_rng_float(&rng) - 1;
-                    for (int i = 0; i < MAXR * MAXN; i++) got[i] = NAN; /* nothing else written */
                     linear_forward(want, x, w, with_bias ? b : NULL, R, K, N);
-                    nn_packed_forward(got, x, &p, R);
-                    worst = fmax(worst, max_abs_diff(got, want, (size_t)R * N));
-                    for (int i = R * N; i < MAXR * MAXN; i++) CHECK(isnan(got[i]));
-                    /* the statistics gathered on the way equal logit_stats' of the result */
-                    tfm_logit_stats fused[MAXR], plain[MAXR];
+                    tfm_logit_stats fused[2][MAXR], plain[MAXR];
                     double sums[MAXR];
-                    if (R % 2) x[0] = x[1] = 0; /* ties of whole rows' values are rare: make some */
-                    nn_packed_forward_stats(got, x, &p, R, fused, sums);
-                    logit_stats(got, R, N, plain);
-                    for (int r = 0; r < R; r++) {
-                        stats_wrong += fused[r].argmax != plain[r].argmax ||
-                                       fused[r].max != plain[r].max;
-                        worst_sum = fmax(worst_sum, fabs(fused[r].log_sum - plain[r].log_sum));
+                    for (int k = 0; k < 2; k++) {
+                        for (int i = 0; i < MAXR * MAXN; i++) got[k][i] = NAN; /* nothing else written */
+                        nn_packed_forward(got[k], x, &p[k], R);
+                        worst = fmax(worst, max_abs_diff(got[k], want, (size_t)R * N));
+                        for (int i = R * N; i < MAXR * MAXN; i++) CHECK(isnan(got[k][i]));
                     }
+                    kernels_differ += memcmp(got[0], got[1], (size_t)R * N * sizeof(float)) != 0;
+                    /* the statistics gathered on the way equal logit_stats' of the result */
+                    if (R % 2) x[0] = x[1] = 0; /* ties of whole rows' values are rare: make some */
+                    for (int k = 0; k < 2; k++)
+                        nn_packed_forward_stats(got[k], x, &p[k], R, fused[k], sums);
+                    logit_stats(got[0], R, N, plain);
+                    for (int r = 0; r < R; r++) {
+                        stats_wrong += fused[0][r].argmax != plain[r].argmax ||
+                                       fused[0][r].max != plain[r].max;
+                        worst_sum = fmax(worst_sum, fabs(fused[0][r].log_sum - plain[r].log_sum));
+                    }
+                    kernels_differ += memcmp(fused[0], fused[1], (size_t)R * sizeof fused[0][0]) != 0;
                     cases++;
                 }
-                nn_packed_linear_free(&p);
+                nn_packed_linear_free(&p[0]);
+                nn_packed_linear_free(&p[1]);
             }
     CHECK_MSG(worst <= 1e-5, "packed and sgemm differ by %g over %d products", worst, cases);
     CHECK_MSG(stats_wrong == 0, "%d rows with another maximum or first argmax", stats_wrong);
     CHECK_MSG(worst_sum <= 1e-6, "log-sums differ by %g", worst_sum);
+    CHECK_MSG(kernels_differ == 0, "the AVX2 and AVX-512 kernels differ in %d of %d products",
+              kernels_differ, cases);
+}
+
+/* The packed kernels' slicing of many rows (more than a slice keeps in the
+ * cache) changes nothing: 700 rows at once equal 700 rows one by one. */
+static void test_packed_linear_many_rows(void)
+{
+    const nn_kernel kernel = nn_packed_best_kernel();
+    if (kernel == NN_KERNEL_SGEMM) {
+        SKIP(test_packed_linear_many_rows, "no packed kernel on this CPU");
+        return;
+    }
+    enum { R = 700, N = 40, K = 1100 };
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 10);
+    float *w = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * R * K),
+          *all = malloc(sizeof(float) * R * N), *one = malloc(sizeof(float) * R * N);
+    CHECK(w && x && all && one);
+    for (int i = 0; i < N * K; i++) w[i] = 2 * tfm_rng_float(&rng) - 1;
+    for (int i = 0; i < R * K; i++) x[i] = 2 * tfm_rng_float(&rng) - 1;
+    nn_packed_linear p;
+    CHECK(nn_pack_linear_for(&p, w, NULL, N, K, kernel) == TFM_OK);
+    nn_packed_forward(all, x, &p, R);
+    for (int r = 0; r < R; r++) nn_packed_forward(one + (size_t)r * N, x + (size_t)r * K, &p, 1);
+    CHECK_MSG(memcmp(all, one, sizeof(float) * R * N) == 0,
+              "%d rows at once differ from one by one", R);
+    nn_packed_linear_free(&p);
+    free(w), free(x), free(all), free(one);
 }
 
 /* logit_stats: the first index of the maximum whatever lane and tail it is
@@ -845,6 +888,7 @@ int main(void)
     RUN(test_softmax_large_logits);
     RUN(test_logit_stats);
     RUN(test_packed_linear);
+    RUN(test_packed_linear_many_rows);
     RUN(test_masks_against_naive);
     RUN(test_sinusoid_values);
     RUN(test_incremental_equals_full);
