@@ -305,6 +305,7 @@ int main(int argc, char **argv)
     run.opt = opt;
     tfm_error err;
     run.model = cli_load_model(opt.model);
+    if (tfm_model_pack_for_encoding(run.model, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     const tfm_config *c = &run.model->config;
     run.D = c->d_model;
     run.max_input = c->max_positions;

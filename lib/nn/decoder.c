@@ -198,13 +198,15 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
             sources = pk;
         }
     }
+    const nn_packed_layer *pd = d->m->packed ? d->m->packed->decoder : NULL;
     for (int l = 0; l < NL && total > 0; l++) {
         const tfm_attention *a = &p->decoder_layers[l].encoder_attn;
         assert(a->v_proj.weight == a->k_proj.weight + (size_t)D * D);
         assert(a->v_proj.bias == a->k_proj.bias + D);
         /* [total, 2D] = sources [total, D] x [k; v]^T ([2D, D]) */
-        linear_forward(cross + (size_t)l * total * 2 * D, sources, a->k_proj.weight,
-                       a->k_proj.bias, (int)total, D, 2 * D);
+        packed_or_linear_forward(cross + (size_t)l * total * 2 * D, sources,
+                                 pd ? &pd[l].cross_kv : NULL, a->k_proj.weight,
+                                 a->k_proj.bias, (int)total, D, 2 * D);
     }
     if (R > 0) memcpy(rows, row_sentence, (size_t)R * sizeof *rows);
     for (int r = 0; r < R; r++) slots[r] = r;
@@ -213,15 +215,6 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
     d->max_src = max_src;
     d->R = R;
     return TFM_OK;
-}
-
-/* out [R, n_out] = in [R, n_in] W^T + bias: with the packed copy of the
- * layer when the model has one (tfm_model_pack_for_decoding), else sgemm. */
-static void step_linear(float *out, const float *in, const nn_packed_linear *packed,
-                        const float *weight, const float *bias, int R, int n_in, int n_out)
-{
-    if (packed) nn_packed_forward(out, in, packed, R);
-    else linear_forward(out, in, weight, bias, R, n_in, n_out);
 }
 
 /* tokens: [R]; logits: [R, V_tgt]; stats: [R] */
@@ -264,15 +257,16 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
 
     embedding_forward(x, tokens, p->tgt_embed, d->positions, t, 0, R, D);
 
-    const tfm_packed_decoder *pd = d->m->packed;
+    const tfm_packed_model *pm = d->m->packed;
+    const nn_packed_layer *pd = pm ? pm->decoder : NULL;
     for (int l = 0; l < c->n_decoder_layers; l++) {
         const tfm_decoder_layer *L = &p->decoder_layers[l];
-        const nn_packed_layer *P = pd ? &pd->layers[l] : NULL;
+        const nn_packed_layer *P = pd ? &pd[l] : NULL;
 
         /* self-attention over the row's cache, after appending this step's k, v */
         const tfm_layer_norm *ln = &L->self_attn_layer_norm;
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        step_linear(qkv, in, P ? &P->self_qkv : NULL, L->self_attn.q_proj.weight,
+        packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, L->self_attn.q_proj.weight,
                     L->self_attn.q_proj.bias, R, D, 3 * D);
         for (int r = 0; r < R; r++) {
             float *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
@@ -281,7 +275,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             attention_row_forward(attn + (size_t)r * D, qkv + (size_t)r * 3 * D, band, 2 * D,
                                   band + D, 2 * D, t - lo + 1, H, Dh, scores);
         }
-        step_linear(tmp, attn, P ? &P->self_out : NULL, L->self_attn.out_proj.weight,
+        packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL, L->self_attn.out_proj.weight,
                     L->self_attn.out_proj.bias, R, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
 
@@ -289,7 +283,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         ln = &L->encoder_attn_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
         float *q = qkv; /* [R, D] */
-        step_linear(q, in, P ? &P->cross_q : NULL, L->encoder_attn.q_proj.weight,
+        packed_or_linear_forward(q, in, P ? &P->cross_q : NULL, L->encoder_attn.q_proj.weight,
                     L->encoder_attn.q_proj.bias, R, D, D);
         const float *cross_l = cross + (size_t)l * d->total_src * 2 * D;
         for (int r = 0; r < R; r++) {
@@ -298,16 +292,16 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             attention_row_forward(attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, kv + D,
                                   2 * D, src_len[s], H, Dh, scores);
         }
-        step_linear(tmp, attn, P ? &P->cross_out : NULL, L->encoder_attn.out_proj.weight,
+        packed_or_linear_forward(tmp, attn, P ? &P->cross_out : NULL, L->encoder_attn.out_proj.weight,
                     L->encoder_attn.out_proj.bias, R, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
 
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        step_linear(hidden, in, P ? &P->fc1 : NULL, L->fc1.weight, L->fc1.bias, R, D, F);
+        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, L->fc1.weight, L->fc1.bias, R, D, F);
         relu_forward(hidden, (size_t)R * F);
-        step_linear(tmp, hidden, P ? &P->fc2 : NULL, L->fc2.weight, L->fc2.bias, R, F, D);
+        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, L->fc2.weight, L->fc2.bias, R, F, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
     }
     if (c->pre_norm)
@@ -319,7 +313,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
     if (pd) {
         double *sums = nn_reserve(&d->sums, (size_t)R, sizeof *sums);
         if (!sums) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
-        nn_packed_forward_stats(logits, x, &pd->output, R, stats, sums);
+        nn_packed_forward_stats(logits, x, &pm->output, R, stats, sums);
     } else {
         linear_forward(logits, x, p->output_proj, NULL, R, D, V);
         logit_stats(logits, R, V, stats);

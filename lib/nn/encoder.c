@@ -6,7 +6,8 @@
  * rows, and attention runs per sentence over that sentence's own rows only.
  * Padding keys never exist, so nothing needs masking, no work is spent on
  * padding rows, and a sentence's result cannot depend on its companions (up
- * to how the BLAS blocks a product of N rows; see tests/unit/test_forward.c).
+ * to how the BLAS blocks a product of N rows; not at all with the packed
+ * kernel, which computes each row alike: see tests/unit/test_forward.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -91,29 +92,36 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
         embedding_forward(x + (size_t)off * D, ids[b], p->src_embed, positions, 0, 1, lens[b],
                           D);
 
+    /* the linear layers with the packed kernel when the model was packed
+     * for encoding (packed.c), else sgemm */
+    const nn_packed_layer *packed = e->m->packed ? e->m->packed->encoder : NULL;
     for (int l = 0; l < c->n_encoder_layers; l++) {
         const tfm_encoder_layer *L = &p->encoder_layers[l];
+        const nn_packed_layer *P = packed ? &packed[l] : NULL;
 
         /* self-attention: q, k, v in one GEMM ([3D, D] weight), then each
          * sentence attends over its own rows */
         const tfm_layer_norm *ln = &L->self_attn_layer_norm;
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, n, D, eps, c->pre_norm);
-        linear_forward(qkv, in, L->self_attn.q_proj.weight, L->self_attn.q_proj.bias, n, D,
-                       3 * D);
+        packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, L->self_attn.q_proj.weight,
+                                 L->self_attn.q_proj.bias, n, D, 3 * D);
         for (int b = 0, off = 0; b < B; off += lens[b], b++) {
             const float *q = qkv + (size_t)off * 3 * D;
             attention_forward(attn + (size_t)off * D, D, q, 3 * D, q + D, 3 * D, q + 2 * D, 3 * D,
                               lens[b], lens[b], H, Dh, mask, scratch, NULL);
         }
-        linear_forward(tmp, attn, L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, n, D,
-                       D);
+        packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL,
+                                 L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, n, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, n, D, eps, c->pre_norm);
 
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, n, D, eps, c->pre_norm);
-        ffn_forward(tmp, hidden, in, L->fc1.weight, L->fc1.bias, L->fc2.weight, L->fc2.bias, n,
-                    D, F);
+        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, L->fc1.weight, L->fc1.bias, n,
+                                 D, F);
+        relu_forward(hidden, (size_t)n * F);
+        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, L->fc2.weight, L->fc2.bias, n,
+                                 F, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, n, D, eps, c->pre_norm);
     }
     if (c->pre_norm)

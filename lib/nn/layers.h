@@ -296,19 +296,28 @@ void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, in
 void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear *p, int R,
                              tfm_logit_stats *stats, double *sums);
 
-/* The decoder's layers packed (tfm_model_pack_for_decoding). */
+/* out [R, n_out] = in [R, n_in] W^T + bias (W [n_out, n_in]) with packed
+ * when it is not NULL, else linear_forward. */
+void packed_or_linear_forward(float *out, const float *in, const nn_packed_linear *packed,
+                              const float *weight, const float *bias, int R, int n_in, int n_out);
+
+/* A layer's linear maps packed: an encoder layer uses self_qkv, self_out,
+ * fc1 and fc2; a decoder layer all of them (cross_kv: the encoder-decoder
+ * attention's k and v together, [2D, D], applied to the sources). */
 typedef struct nn_packed_layer {
-    nn_packed_linear self_qkv, self_out, cross_q, cross_out, fc1, fc2;
+    nn_packed_linear self_qkv, self_out, cross_q, cross_kv, cross_out, fc1, fc2;
 } nn_packed_layer;
 
-struct tfm_packed_decoder {
-    int n_layers;
-    nn_packed_layer *layers; /* [n_layers] */
-    nn_packed_linear output; /* the output projection, no bias */
+/* A model's packed weights (tfm_model_pack_for_encoding, _for_decoding). */
+struct tfm_packed_model {
+    int n_encoder_layers, n_decoder_layers;
+    nn_packed_layer *encoder; /* [n_encoder_layers], or NULL: not packed */
+    nn_packed_layer *decoder; /* [n_decoder_layers], or NULL: not packed */
+    nn_packed_linear output;  /* the output projection, no bias; with decoder */
 };
-typedef struct tfm_packed_decoder tfm_packed_decoder;
+typedef struct tfm_packed_model tfm_packed_model;
 
-void tfm_packed_decoder_free(tfm_packed_decoder *pd);
+void tfm_packed_model_free(tfm_packed_model *pm);
 
 /* ---- four float lanes ------------------------------------------------------------ */
 

@@ -78,7 +78,7 @@ static tfm_status check_vocab(const tfm_config *c, const tfm_vocab *v, tfm_error
 void tfm_model_free(tfm_model *m)
 {
     if (!m) return;
-    tfm_packed_decoder_free(m->packed);
+    tfm_packed_model_free(m->packed);
     tfm_params_free_layout(&m->params);
     free(m->data);
     tfm_vocab_free(m->vocab);

@@ -5,7 +5,8 @@
  * both operands of every sgemm into its own layout first; with so few rows,
  * re-packing the weights on each call took a tenth of decoding.  OpenBLAS
  * has no interface to keep a packed operand (MKL's cblas_sgemm_pack), so
- * this file packs the weights once, at tfm_model_pack_for_decoding, and
+ * this file packs the weights once, at tfm_model_pack_for_decoding (and
+ * _for_encoding: the encoder's products gain from the kernel too), and
  * multiplies with a small kernel that reads them in place: AVX-512 where
  * the CPU has it, else AVX2 with FMA, else nothing is packed and the layers
  * go to sgemm.  TFM_ISA=avx2 (or none) in the environment asks for less.
@@ -21,6 +22,7 @@
  * then plus its bias, whatever the kernel: the AVX2 and AVX-512 kernels
  * give the same bits (tested), so the outputs of decoding do not depend on
  * which of them the CPU runs. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,59 +369,117 @@ void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear 
     logit_stats(out, R, p->N, stats);
 }
 
-/* ---- the decoder's weights ---------------------------------------------------- */
-
-void tfm_packed_decoder_free(tfm_packed_decoder *pd)
+/* out [R, n_out] = in [R, n_in] W^T + bias: with the packed copy of W when
+ * there is one (packed not NULL), else with sgemm. */
+void packed_or_linear_forward(float *out, const float *in, const nn_packed_linear *packed,
+                              const float *weight, const float *bias, int R, int n_in, int n_out)
 {
-    if (!pd) return;
-    for (int l = 0; l < pd->n_layers; l++) {
-        nn_packed_layer *L = &pd->layers[l];
-        nn_packed_linear *all[] = {&L->self_qkv, &L->self_out, &L->cross_q,
+    if (packed) nn_packed_forward(out, in, packed, R);
+    else linear_forward(out, in, weight, bias, R, n_in, n_out);
+}
+
+/* ---- a model's weights ---------------------------------------------------- */
+
+static void packed_layers_free(nn_packed_layer *layers, int n)
+{
+    for (int l = 0; layers && l < n; l++) {
+        nn_packed_layer *L = &layers[l];
+        nn_packed_linear *all[] = {&L->self_qkv, &L->self_out, &L->cross_q, &L->cross_kv,
                                    &L->cross_out, &L->fc1, &L->fc2};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) nn_packed_linear_free(all[i]);
     }
-    nn_packed_linear_free(&pd->output);
-    free(pd->layers);
-    free(pd);
+    free(layers);
+}
+
+void tfm_packed_model_free(tfm_packed_model *pm)
+{
+    if (!pm) return;
+    packed_layers_free(pm->encoder, pm->n_encoder_layers);
+    packed_layers_free(pm->decoder, pm->n_decoder_layers);
+    nn_packed_linear_free(&pm->output);
+    free(pm);
+}
+
+/* Packs one layer: self-attention (q, k and v lie in a row: one [3D, D]
+ * layer), encoder-decoder attention when cross is not NULL (q alone, k and
+ * v as one [2D, D] layer for the sources), the FFN. */
+static tfm_status pack_layer(nn_packed_layer *L, const tfm_attention *self,
+                             const tfm_attention *cross, const tfm_linear *fc1,
+                             const tfm_linear *fc2, int D, int F)
+{
+    tfm_status st = nn_pack_linear(&L->self_qkv, self->q_proj.weight, self->q_proj.bias, 3 * D, D);
+    if (st == TFM_OK)
+        st = nn_pack_linear(&L->self_out, self->out_proj.weight, self->out_proj.bias, D, D);
+    if (st == TFM_OK && cross)
+        st = nn_pack_linear(&L->cross_q, cross->q_proj.weight, cross->q_proj.bias, D, D);
+    if (st == TFM_OK && cross)
+        st = nn_pack_linear(&L->cross_kv, cross->k_proj.weight, cross->k_proj.bias, 2 * D, D);
+    if (st == TFM_OK && cross)
+        st = nn_pack_linear(&L->cross_out, cross->out_proj.weight, cross->out_proj.bias, D, D);
+    if (st == TFM_OK) st = nn_pack_linear(&L->fc1, fc1->weight, fc1->bias, F, D);
+    if (st == TFM_OK) st = nn_pack_linear(&L->fc2, fc2->weight, fc2->bias, D, F);
+    return st;
+}
+
+/* The model's packed weights, created empty on first use; NULL when this
+ * CPU has no packed kernel or memory ran out (*st says which). */
+static tfm_packed_model *packed_model(tfm_model *m, tfm_status *st)
+{
+    *st = TFM_OK;
+    if (!m->packed && nn_packed_best_kernel() != NN_KERNEL_SGEMM) {
+        m->packed = calloc(1, sizeof *m->packed);
+        if (!m->packed) *st = TFM_ERR_NOMEM;
+    }
+    return m->packed;
+}
+
+tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err)
+{
+    tfm_status st;
+    tfm_packed_model *pm = packed_model(m, &st);
+    if (!pm || pm->encoder) return st == TFM_OK ? TFM_OK : tfm_error_set(err, st, "out of memory packing the encoder");
+    const tfm_config *c = &m->config;
+    const int NL = c->n_encoder_layers;
+    nn_packed_layer *layers = calloc((size_t)NL + 1, sizeof *layers);
+    st = layers ? TFM_OK : TFM_ERR_NOMEM;
+    for (int l = 0; l < NL && st == TFM_OK; l++) {
+        const tfm_encoder_layer *W = &m->params.encoder_layers[l];
+        st = pack_layer(&layers[l], &W->self_attn, NULL, &W->fc1, &W->fc2, c->d_model, c->d_ff);
+    }
+    if (st != TFM_OK) {
+        packed_layers_free(layers, NL);
+        return tfm_error_set(err, st, "out of memory packing the encoder");
+    }
+    pm->encoder = layers;
+    pm->n_encoder_layers = NL;
+    return TFM_OK;
 }
 
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err)
 {
-    if (m->packed || nn_packed_best_kernel() == NN_KERNEL_SGEMM) return TFM_OK;
+    tfm_status st;
+    tfm_packed_model *pm = packed_model(m, &st);
+    if (!pm || pm->decoder) return st == TFM_OK ? TFM_OK : tfm_error_set(err, st, "out of memory packing the decoder");
     const tfm_config *c = &m->config;
-    const int D = c->d_model, F = c->d_ff, NL = c->n_decoder_layers;
-    tfm_packed_decoder *pd = calloc(1, sizeof *pd);
-    if (pd) pd->layers = calloc((size_t)NL, sizeof *pd->layers);
-    if (!pd || !pd->layers) {
-        free(pd);
-        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory packing the decoder");
-    }
-    pd->n_layers = NL;
-    tfm_status st = TFM_OK;
+    const int D = c->d_model, NL = c->n_decoder_layers;
+    nn_packed_layer *layers = calloc((size_t)NL + 1, sizeof *layers);
+    st = layers ? TFM_OK : TFM_ERR_NOMEM;
     for (int l = 0; l < NL && st == TFM_OK; l++) {
         const tfm_decoder_layer *W = &m->params.decoder_layers[l];
-        nn_packed_layer *L = &pd->layers[l];
-        /* q, k and v of self-attention lie in a row: one [3D, D] layer */
-        st = nn_pack_linear(&L->self_qkv, W->self_attn.q_proj.weight, W->self_attn.q_proj.bias,
-                            3 * D, D);
-        if (st == TFM_OK)
-            st = nn_pack_linear(&L->self_out, W->self_attn.out_proj.weight,
-                                W->self_attn.out_proj.bias, D, D);
-        if (st == TFM_OK)
-            st = nn_pack_linear(&L->cross_q, W->encoder_attn.q_proj.weight,
-                                W->encoder_attn.q_proj.bias, D, D);
-        if (st == TFM_OK)
-            st = nn_pack_linear(&L->cross_out, W->encoder_attn.out_proj.weight,
-                                W->encoder_attn.out_proj.bias, D, D);
-        if (st == TFM_OK) st = nn_pack_linear(&L->fc1, W->fc1.weight, W->fc1.bias, F, D);
-        if (st == TFM_OK) st = nn_pack_linear(&L->fc2, W->fc2.weight, W->fc2.bias, D, F);
+        /* k and v of encoder-decoder attention lie in a row too */
+        assert(W->encoder_attn.v_proj.weight == W->encoder_attn.k_proj.weight + (size_t)D * D);
+        assert(W->encoder_attn.v_proj.bias == W->encoder_attn.k_proj.bias + D);
+        st = pack_layer(&layers[l], &W->self_attn, &W->encoder_attn, &W->fc1, &W->fc2, D,
+                        c->d_ff);
     }
     if (st == TFM_OK)
-        st = nn_pack_linear(&pd->output, m->params.output_proj, NULL, c->tgt_vocab_size, D);
+        st = nn_pack_linear(&pm->output, m->params.output_proj, NULL, c->tgt_vocab_size, D);
     if (st != TFM_OK) {
-        tfm_packed_decoder_free(pd);
+        packed_layers_free(layers, NL);
+        nn_packed_linear_free(&pm->output);
         return tfm_error_set(err, st, "out of memory packing the decoder");
     }
-    m->packed = pd;
+    pm->decoder = layers;
+    pm->n_decoder_layers = NL;
     return TFM_OK;
 }

@@ -149,7 +149,7 @@ typedef struct tfm_model {
     float *data;          /* tfm_params_count(&config) floats */
     tfm_vocab *vocab;     /* owned; may be NULL */
     int64_t step;         /* training steps behind these weights */
-    struct tfm_packed_decoder *packed; /* owned; NULL unless tfm_model_pack_for_decoding */
+    struct tfm_packed_model *packed; /* owned; NULL unless packed for encoding or decoding */
 } tfm_model;
 
 /* A freshly initialised model: Xavier/Glorot uniform weights (as the reference
@@ -160,10 +160,13 @@ tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_
 void tfm_model_free(tfm_model *m);
 
 /* Packs a copy of the decoder's weights and the output projection for the
- * incremental decoder's kernel (lib/nn/packed.c; the decoder's size again in
- * memory), which decoders then use: a decoding step no longer re-packs every
- * weight for the BLAS.  For inference only: weights changed afterwards leave
- * the copy stale.  Does nothing on a CPU without AVX2 and FMA. */
+ * kernel of lib/nn/packed.c (the decoder's size again in memory), which
+ * decoders then use: a decoding step no longer re-packs every weight for
+ * the BLAS.  _for_encoding does the same for the encoder's weights, which
+ * encoders then use.  For inference only: weights changed afterwards leave
+ * the copy stale.  Each does nothing on a CPU without AVX2 and FMA, or when
+ * the environment says TFM_ISA=none. */
+tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
 
 /* Model files are safetensors: every tensor under its PyTorch-style name, and
