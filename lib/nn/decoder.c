@@ -267,7 +267,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         const tfm_layer_norm *ln = &L->self_attn_layer_norm;
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
         packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, L->self_attn.q_proj.weight,
-                    L->self_attn.q_proj.bias, R, D, 3 * D);
+                                 L->self_attn.q_proj.bias, R, D, 3 * D);
         for (int r = 0; r < R; r++) {
             float *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
             memcpy(kv + (size_t)t * 2 * D, qkv + (size_t)r * 3 * D + D, 2 * (size_t)D * sizeof *kv);
@@ -275,8 +275,8 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             attention_row_forward(attn + (size_t)r * D, qkv + (size_t)r * 3 * D, band, 2 * D,
                                   band + D, 2 * D, t - lo + 1, H, Dh, scores);
         }
-        packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL, L->self_attn.out_proj.weight,
-                    L->self_attn.out_proj.bias, R, D, D);
+        packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL,
+                                 L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, R, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
 
         /* encoder-decoder attention against the row's sentence */
@@ -284,7 +284,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
         float *q = qkv; /* [R, D] */
         packed_or_linear_forward(q, in, P ? &P->cross_q : NULL, L->encoder_attn.q_proj.weight,
-                    L->encoder_attn.q_proj.bias, R, D, D);
+                                 L->encoder_attn.q_proj.bias, R, D, D);
         const float *cross_l = cross + (size_t)l * d->total_src * 2 * D;
         for (int r = 0; r < R; r++) {
             int s = row_sentence[r];
@@ -292,16 +292,19 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             attention_row_forward(attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, kv + D,
                                   2 * D, src_len[s], H, Dh, scores);
         }
-        packed_or_linear_forward(tmp, attn, P ? &P->cross_out : NULL, L->encoder_attn.out_proj.weight,
-                    L->encoder_attn.out_proj.bias, R, D, D);
+        packed_or_linear_forward(tmp, attn, P ? &P->cross_out : NULL,
+                                 L->encoder_attn.out_proj.weight, L->encoder_attn.out_proj.bias, R,
+                                 D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
 
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, L->fc1.weight, L->fc1.bias, R, D, F);
+        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, L->fc1.weight, L->fc1.bias, R,
+                                 D, F);
         relu_forward(hidden, (size_t)R * F);
-        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, L->fc2.weight, L->fc2.bias, R, F, D);
+        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, L->fc2.weight, L->fc2.bias, R,
+                                 F, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
     }
     if (c->pre_norm)

@@ -437,7 +437,8 @@ tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err)
 {
     tfm_status st;
     tfm_packed_model *pm = packed_model(m, &st);
-    if (!pm || pm->encoder) return st == TFM_OK ? TFM_OK : tfm_error_set(err, st, "out of memory packing the encoder");
+    if (st != TFM_OK) return tfm_error_set(err, st, "out of memory packing the encoder");
+    if (!pm || pm->encoder) return TFM_OK; /* no kernel, or packed already */
     const tfm_config *c = &m->config;
     const int NL = c->n_encoder_layers;
     nn_packed_layer *layers = calloc((size_t)NL + 1, sizeof *layers);
@@ -459,7 +460,8 @@ tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err)
 {
     tfm_status st;
     tfm_packed_model *pm = packed_model(m, &st);
-    if (!pm || pm->decoder) return st == TFM_OK ? TFM_OK : tfm_error_set(err, st, "out of memory packing the decoder");
+    if (st != TFM_OK) return tfm_error_set(err, st, "out of memory packing the decoder");
+    if (!pm || pm->decoder) return TFM_OK; /* no kernel, or packed already */
     const tfm_config *c = &m->config;
     const int D = c->d_model, NL = c->n_decoder_layers;
     nn_packed_layer *layers = calloc((size_t)NL + 1, sizeof *layers);

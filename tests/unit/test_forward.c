@@ -282,7 +282,8 @@ static void test_packed_linear(void)
                     tfm_logit_stats fused[2][MAXR], plain[MAXR];
                     double sums[MAXR];
                     for (int k = 0; k < 2; k++) {
-                        for (int i = 0; i < MAXR * MAXN; i++) got[k][i] = NAN; /* nothing else written */
+                        /* NaN: nothing past R x N is written */
+                        for (int i = 0; i < MAXR * MAXN; i++) got[k][i] = NAN;
                         nn_packed_forward(got[k], x, &p[k], R);
                         worst = fmax(worst, max_abs_diff(got[k], want, (size_t)R * N));
                         for (int i = R * N; i < MAXR * MAXN; i++) CHECK(isnan(got[k][i]));
@@ -298,7 +299,8 @@ static void test_packed_linear(void)
                                        fused[0][r].max != plain[r].max;
                         worst_sum = fmax(worst_sum, fabs(fused[0][r].log_sum - plain[r].log_sum));
                     }
-                    kernels_differ += memcmp(fused[0], fused[1], (size_t)R * sizeof fused[0][0]) != 0;
+                    kernels_differ +=
+                        memcmp(fused[0], fused[1], (size_t)R * sizeof fused[0][0]) != 0;
                     cases++;
                 }
                 nn_packed_linear_free(&p[0]);
