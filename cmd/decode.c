@@ -564,6 +564,7 @@ int main(int argc, char **argv)
                  opt.search.beam == 1 ? "greedy" : "beam", opt.search.beam,
                  (double)opt.search.length_penalty, opt.search.nbest, opt.threads,
                  opt.threads == 1 ? "" : "s");
+    cli_info("matrix kernel: %s", tfm_model_kernel_name(run.model));
     for (int w = 0; w < opt.threads; w++) {
         if (tfm_decoder_create(run.model, &run.workers[w].decoder, &err) != TFM_OK ||
             tfm_search_create(run.model, &run.workers[w].search, &err) != TFM_OK)

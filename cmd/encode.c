@@ -316,6 +316,7 @@ int main(int argc, char **argv)
     cli_info("model %s: d_model %d, %d encoder layers, %d heads, vocabulary %d; %d thread%s",
              opt.model, c->d_model, c->n_encoder_layers, c->n_heads, (int)c->src_vocab_size,
              opt.threads, opt.threads == 1 ? "" : "s");
+    cli_info("matrix kernel: %s", tfm_model_kernel_name(run.model));
     for (int w = 0; w < opt.threads; w++)
         if (tfm_encoder_create(run.model, &run.encoders[w], &err) != TFM_OK)
             cli_fail(NULL, 0, "%s", err.msg);

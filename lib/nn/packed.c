@@ -485,3 +485,11 @@ tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err)
     pm->n_decoder_layers = NL;
     return TFM_OK;
 }
+
+const char *tfm_model_kernel_name(const tfm_model *m)
+{
+    const tfm_packed_model *pm = m->packed;
+    const nn_packed_layer *L = !pm ? NULL : pm->encoder ? pm->encoder : pm->decoder;
+    nn_kernel k = L ? L->self_qkv.kernel : NN_KERNEL_SGEMM;
+    return k == NN_KERNEL_AVX512 ? "AVX-512" : k == NN_KERNEL_AVX2 ? "AVX2" : "OpenBLAS sgemm";
+}

@@ -167,6 +167,9 @@ void tfm_model_free(tfm_model *m);
  * the copy stale.  Each does nothing on a CPU without AVX2 and FMA, or when
  * the environment says TFM_ISA=none. */
 tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err);
+/* The kernel the packed weights use: "AVX-512", "AVX2" or (none packed)
+ * "OpenBLAS sgemm", for messages. */
+const char *tfm_model_kernel_name(const tfm_model *m);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
 
 /* Model files are safetensors: every tensor under its PyTorch-style name, and

@@ -69,6 +69,11 @@ SGEMM=$(awk -v t="threads=$st" '$1 == "sgemm_gflops_decode" && $2 == t { print $
 [ -n "$SGEMM" ] || SGEMM=nan
 echo "translate bench: $THREADS threads; sgemm on decoding shapes ($st thread(s)): $SGEMM GFLOP/s;" \
      "load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); output in $OUTDIR"
+# Our products run on our own kernel (lib/nn/packed.c) where the CPU has
+# AVX2 or AVX-512; the yardstick is OpenBLAS with the kernels it chose (or
+# that OPENBLAS_CORETYPE imposed), so a fraction above 100% can happen.
+blas_core=$(sed -n 's/.*(core \([A-Za-z0-9_]*\)).*/\1/p' "$sgemm_log" | head -1)
+
 
 # ---- vocabulary, sources, models ---------------------------------------------------
 
@@ -90,6 +95,11 @@ for preset in small base; do
         -o "$OUTDIR/$preset.st" || exit 1
 done
 echo "vocabulary: $V pieces from $corpus; sources: 25 ids + </s>; outputs: 30 ids"
+head -1 "$OUTDIR/src25.ids" | "$ENC" -m "$OUTDIR/small.st" | "$DEC" -v -m "$OUTDIR/small.st" \
+    2>"$OUTDIR/kernel.txt" >/dev/null
+echo "our matrix kernel: $(sed -n 's/^decode: matrix kernel: //p' "$OUTDIR/kernel.txt")" \
+     "(TFM_ISA=${TFM_ISA:-}); OpenBLAS kernels: ${blas_core:-unknown}" \
+     "${OPENBLAS_CORETYPE:+(OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}"
 
 # timed NAME COMMAND... - runs COMMAND (stdout to OUTDIR/NAME.out, stderr to
 # OUTDIR/NAME.err) and sets wall and cpu (seconds).
@@ -123,10 +133,11 @@ flops() {
 # ---- speed -------------------------------------------------------------------------------
 
 : >"$OUTDIR/results.txt"
-# run_ours PRESET SEARCH BATCH N - encode then decode N sources; prints a row.
+# run_ours PRESET SEARCH BATCH N [SUFFIX] - encode then decode N sources;
+# prints a row (tagged PRESET-SEARCH-BATCH[-SUFFIX]).
 run_ours() {
     preset=$1 search=$2 batch=$3 n=$(($4 * SCALE))
-    m="$OUTDIR/$preset.st" tag="$preset-$search-$batch"
+    m="$OUTDIR/$preset.st" tag="$preset-$search-$batch${5:+-$5}"
     head -n "$n" "$OUTDIR/src25.ids" >"$OUTDIR/$tag.ids"
     timed "$tag-enc" "$ENC" -m "$m" --threads "$THREADS" --batch-size "$batch" "$OUTDIR/$tag.ids" || return
     ew=$wall ec=$cpu
@@ -155,6 +166,9 @@ run_ours small greedy 64 640
 run_ours small beam 64 256
 run_ours small greedy 1 64
 run_ours small beam 1 32
+# for context, the same with the AVX2 kernel where AVX-512 runs
+grep -q '^decode: matrix kernel: AVX-512' "$OUTDIR/kernel.txt" &&
+    (TFM_ISA=avx2; export TFM_ISA; run_ours small greedy 64 640 avx2)
 if [ "${SKIP_BASE:-0}" != 1 ]; then
     run_ours base greedy 64 128
     run_ours base beam 64 64
@@ -242,8 +256,8 @@ fi
 echo
 awk -v sg=$SGEMM -v th=$THREADS '{
     split($1, p, "-"); t = "TARGET_" p[2] "_" p[3]
-    printf "translate_tok_s preset=%s search=%s batch=%s threads=%s sents=%d tok_s=%.0f gflops=%.1f of_sgemm=%.3f\n",
-        p[1], p[2], p[3], th, $2, $5, $6, (sg > 0 ? $6 / sg : 0) }' "$OUTDIR/results.txt"
+    printf "translate_tok_s preset=%s search=%s batch=%s threads=%s sents=%d tok_s=%.0f gflops=%.1f of_sgemm=%.3f%s\n",
+        p[1], p[2], p[3], th, $2, $5, $6, (sg > 0 ? $6 / sg : 0), (p[4] != "" ? " isa=" p[4] : "") }' "$OUTDIR/results.txt"
 cat "$OUTDIR/machine.txt"
 for sb in greedy_64 beam_64 greedy_1; do
     target=$(eval echo "\$TARGET_$sb")
