@@ -196,76 +196,104 @@ NN_INLINE float sum8(const nn_f32x8 *v)
     return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-/* out[j] = scale * <k_j, q> for n keys k_j = k + j ldk, of Dh floats each.
- * Four keys at a time, so four independent sums hide the adds' latency. */
-NN_INLINE void scores_row(float *out, const float *q, const float *k, int ldk, int n, int Dh,
-                              float scale)
+/* s[i] = <k_i, q> for four keys of Dh floats: four independent sums hide
+ * the adds' latency. */
+NN_INLINE void dot4(float s[4], const float *q, const float *k0, const float *k1,
+                    const float *k2, const float *k3, int Dh)
 {
     const int body = Dh / 8 * 8;
+    nn_f32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    for (int i = 0; i < body; i += 8) {
+        nn_f32x8 qv = nn_load8(q + i);
+        a0 += nn_load8(k0 + i) * qv;
+        a1 += nn_load8(k1 + i) * qv;
+        a2 += nn_load8(k2 + i) * qv;
+        a3 += nn_load8(k3 + i) * qv;
+    }
+    s[0] = sum8(&a0), s[1] = sum8(&a1), s[2] = sum8(&a2), s[3] = sum8(&a3);
+    for (int i = body; i < Dh; i++) {
+        s[0] += k0[i] * q[i];
+        s[1] += k1[i] * q[i];
+        s[2] += k2[i] * q[i];
+        s[3] += k3[i] * q[i];
+    }
+}
+
+/* <k, q> for one key of Dh floats. */
+NN_INLINE float dot1(const float *q, const float *k, int Dh)
+{
+    const int body = Dh / 8 * 8;
+    nn_f32x8 a = {0};
+    for (int i = 0; i < body; i += 8) a += nn_load8(k + i) * nn_load8(q + i);
+    float s = sum8(&a);
+    for (int i = body; i < Dh; i++) s += k[i] * q[i];
+    return s;
+}
+
+/* scores [H, n] = scale <k_j, q> per head (head h's Dh floats at h Dh of
+ * q and of each key k_j = k + j ldk).  Key by key, all heads of a key at
+ * once, so each key's row is read front to back once: decoding's keys come
+ * from caches larger than the caches, and whole rows stream faster than
+ * one head's slice of every row, head after head. */
+NN_INLINE void scores_heads(float *scores, const float *q, const float *k, int ldk, int n,
+                            int H, int Dh, float scale)
+{
     int j = 0;
     for (; j + 4 <= n; j += 4) {
         const float *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
-        nn_f32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        for (int i = 0; i < body; i += 8) {
-            nn_f32x8 qv = nn_load8(q + i);
-            a0 += nn_load8(k0 + i) * qv;
-            a1 += nn_load8(k1 + i) * qv;
-            a2 += nn_load8(k2 + i) * qv;
-            a3 += nn_load8(k3 + i) * qv;
+        for (int h = 0; h < H; h++) {
+            const size_t off = (size_t)h * Dh;
+            float s[4];
+            dot4(s, q + off, k0 + off, k1 + off, k2 + off, k3 + off, Dh);
+            float *o = scores + (size_t)h * n + j;
+            o[0] = scale * s[0], o[1] = scale * s[1], o[2] = scale * s[2], o[3] = scale * s[3];
         }
-        float s0 = sum8(&a0), s1 = sum8(&a1), s2 = sum8(&a2), s3 = sum8(&a3);
-        for (int i = body; i < Dh; i++) {
-            s0 += k0[i] * q[i];
-            s1 += k1[i] * q[i];
-            s2 += k2[i] * q[i];
-            s3 += k3[i] * q[i];
-        }
-        out[j] = scale * s0;
-        out[j + 1] = scale * s1;
-        out[j + 2] = scale * s2;
-        out[j + 3] = scale * s3;
     }
-    for (; j < n; j++) {
-        const float *kj = k + (size_t)j * ldk;
-        nn_f32x8 a = {0};
-        for (int i = 0; i < body; i += 8) a += nn_load8(kj + i) * nn_load8(q + i);
-        float s0 = sum8(&a);
-        for (int i = body; i < Dh; i++) s0 += kj[i] * q[i];
-        out[j] = scale * s0;
-    }
+    for (; j < n; j++)
+        for (int h = 0; h < H; h++)
+            scores[(size_t)h * n + j] =
+                scale * dot1(q + (size_t)h * Dh, k + (size_t)j * ldk + (size_t)h * Dh, Dh);
 }
 
-/* out [Dh] = sum over j of w[j] v_j, v_j = v + j ldv: four values at a time,
- * so out is loaded and stored once per four. */
-NN_INLINE void weighted_sum_row(float *out, const float *w, const float *v, int ldv, int n,
-                                    int Dh)
+/* out [H Dh] = per head, sum over j of w[h n + j] v_j (head h's slice of
+ * v_j = v + j ldv): four values at a time, so out is loaded and stored once
+ * per four; all heads of a value at once, as in scores_heads. */
+NN_INLINE void weighted_sum_heads(float *out, const float *w, const float *v, int ldv, int n,
+                                  int H, int Dh)
 {
     const int body = Dh / 8 * 8;
-    memset(out, 0, (size_t)Dh * sizeof *out);
+    memset(out, 0, (size_t)H * Dh * sizeof *out);
     int j = 0;
     for (; j + 4 <= n; j += 4) {
-        const float *v0 = v + (size_t)j * ldv, *v1 = v0 + ldv, *v2 = v1 + ldv, *v3 = v2 + ldv;
-        const float w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
-        for (int i = 0; i < body; i += 8)
-            nn_store8(out + i, nn_load8(out + i) + ((w0 * nn_load8(v0 + i) + w1 * nn_load8(v1 + i)) +
+        for (int h = 0; h < H; h++) {
+            const float *v0 = v + (size_t)j * ldv + (size_t)h * Dh, *v1 = v0 + ldv,
+                        *v2 = v1 + ldv, *v3 = v2 + ldv;
+            const float *wh = w + (size_t)h * n + j;
+            const float w0 = wh[0], w1 = wh[1], w2 = wh[2], w3 = wh[3];
+            float *o = out + (size_t)h * Dh;
+            for (int i = 0; i < body; i += 8)
+                nn_store8(o + i, nn_load8(o + i) + ((w0 * nn_load8(v0 + i) + w1 * nn_load8(v1 + i)) +
                                                     (w2 * nn_load8(v2 + i) + w3 * nn_load8(v3 + i))));
-        for (int i = body; i < Dh; i++)
-            out[i] += (w0 * v0[i] + w1 * v1[i]) + (w2 * v2[i] + w3 * v3[i]);
+            for (int i = body; i < Dh; i++)
+                o[i] += (w0 * v0[i] + w1 * v1[i]) + (w2 * v2[i] + w3 * v3[i]);
+        }
     }
-    for (; j < n; j++) {
-        const float *vj = v + (size_t)j * ldv;
-        for (int i = 0; i < body; i += 8)
-            nn_store8(out + i, nn_load8(out + i) + w[j] * nn_load8(vj + i));
-        for (int i = body; i < Dh; i++) out[i] += w[j] * vj[i];
-    }
+    for (; j < n; j++)
+        for (int h = 0; h < H; h++) {
+            const float *vj = v + (size_t)j * ldv + (size_t)h * Dh;
+            const float wj = w[(size_t)h * n + j];
+            float *o = out + (size_t)h * Dh;
+            for (int i = 0; i < body; i += 8) nn_store8(o + i, nn_load8(o + i) + wj * nn_load8(vj + i));
+            for (int i = body; i < Dh; i++) o[i] += wj * vj[i];
+        }
 }
 
-/* out, q: [H*Dh]; k: [n_k, H*Dh] (ldk); v: [n_k, H*Dh] (ldv); scratch: [n_k]
+/* out, q: [H*Dh]; k: [n_k, H*Dh] (ldk); v: [n_k, H*Dh] (ldv); scratch: [H, n_k]
  *
- * One query against its keys, per head: decoding calls this for every row,
- * head and layer with a few dozen keys of Dh (64) floats, products too small
- * for a BLAS call to pay for its own dispatch, so the loops are written out
- * (eight lanes; AVX2 where the CPU has it). */
+ * One query against its keys, all heads: decoding calls this for every row
+ * and layer with a few dozen keys of Dh (64) floats per head, products too
+ * small for a BLAS call to pay for its own dispatch, so the loops are
+ * written out (eight lanes; AVX2 where the CPU has it). */
 NN_MULTIVERSION
 void attention_row_forward(float *out, const float *q, const float *k, int ldk, const float *v,
                            int ldv, int n_k, int H, int Dh, float *scratch)
@@ -275,10 +303,7 @@ void attention_row_forward(float *out, const float *q, const float *k, int ldk, 
         return;
     }
     const float scale = 1.0f / sqrtf((float)Dh);
-    for (int h = 0; h < H; h++) {
-        const size_t off = (size_t)h * Dh;
-        scores_row(scratch, q + off, k + off, ldk, n_k, Dh, scale); /* [n_k] = scale K_h q_h */
-        softmax_forward(scratch, n_k);
-        weighted_sum_row(out + off, scratch, v + off, ldv, n_k, Dh);  /* [Dh] = V_h^T weights */
-    }
+    scores_heads(scratch, q, k, ldk, n_k, H, Dh, scale); /* [H, n_k] = scale K_h q_h */
+    for (int h = 0; h < H; h++) softmax_forward(scratch + (size_t)h * n_k, n_k);
+    weighted_sum_heads(out, scratch, v, ldv, n_k, H, Dh); /* [H Dh] = V_h^T weights */
 }

@@ -56,7 +56,7 @@ struct tfm_decoder {
 
     tfm_buf act;            /* activations of one step, grown to the largest R */
     tfm_buf stats;          /* tfm_logit_stats [R], for tfm_decoder_step */
-    tfm_buf sums;           /* double [R]: the packed output projection's scratch */
+    tfm_buf sums;           /* double [R, NN_STATS_SUMS]: the packed output projection's scratch */
 };
 
 tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err)
@@ -238,7 +238,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
                                  "[0, %d)",
                                  r, (int)tokens[r], V);
 
-    size_t n_scores = (size_t)(S > d->max_src ? S : d->max_src);
+    size_t n_scores = (size_t)c->n_heads * (size_t)(S > d->max_src ? S : d->max_src);
     float *x = nn_reserve(&d->act, (size_t)R * (7 * (size_t)D + F) + n_scores, sizeof(float));
     if (!x) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
     float *y = x + (size_t)R * D;        /* [R, D] */
@@ -314,7 +314,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
     /* [R, V] = x [R, D] x output_proj^T, and what the log-softmax needs:
      * the packed kernel gathers it while the logits are in the cache */
     if (pd) {
-        double *sums = nn_reserve(&d->sums, (size_t)R, sizeof *sums);
+        double *sums = nn_reserve(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
         if (!sums) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
         nn_packed_forward_stats(logits, x, &pm->output, R, stats, sums);
     } else {

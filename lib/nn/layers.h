@@ -183,7 +183,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, int 
 
 /* One query against n_k keys, all visible (the incremental decoder: the
  * caller slices the window).  out, q: [H*Dh]; k, v: [n_k, H*Dh] rows ldk,
- * ldv apart; scratch: n_k floats.  Two cblas_sgemv per head. */
+ * ldv apart; scratch: H x n_k floats. */
 void attention_row_forward(float *out, const float *q, const float *k, int ldk, const float *v,
                            int ldv, int n_k, int H, int Dh, float *scratch);
 
@@ -292,7 +292,8 @@ void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, in
 /* nn_packed_forward and each row's logit statistics (as logit_stats gives
  * them, rounded differently: the sum is gathered panel by panel, rescaled as
  * the maximum grows), taken while the logits are in the cache.
- * stats: [R]; sums: [R] scratch. */
+ * stats: [R]; sums: [R, NN_STATS_SUMS] scratch. */
+enum { NN_STATS_SUMS = 4 };
 void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear *p, int R,
                              tfm_logit_stats *stats, double *sums);
 

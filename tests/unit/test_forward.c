@@ -175,7 +175,7 @@ static void test_attention_by_hand(void)
     CHECK(wide[0] == -7 && wide[8] == -7 && wide[9 + 3] == -7 && wide[17] == -7);
 
     /* one query against its keys, as the incremental decoder does it */
-    float row[4], scores[3];
+    float row[4], scores[2 * 3]; /* [H, n_k] */
     attention_row_forward(row, hq + 4, hk, 4, hv, 4, 3, 2, 2, scores);
     for (int j = 0; j < 4; j++) CHECK_NEAR(row[j], full[4 + j], 1e-6);
     attention_row_forward(row, hq, hk, 4, hv, 4, 2, 2, 2, scores); /* keys 0..1 only */
@@ -280,7 +280,7 @@ static void test_packed_linear(void)
                     for (int i = 0; i < R * K; i++) x[i] = 2 * tfm_rng_float(&rng) - 1;
                     linear_forward(want, x, w, with_bias ? b : NULL, R, K, N);
                     tfm_logit_stats fused[2][MAXR], plain[MAXR];
-                    double sums[MAXR];
+                    double sums[MAXR * NN_STATS_SUMS];
                     for (int k = 0; k < 2; k++) {
                         /* NaN: nothing past R x N is written */
                         for (int i = 0; i < MAXR * MAXN; i++) got[k][i] = NAN;
