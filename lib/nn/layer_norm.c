@@ -2,28 +2,39 @@
  * it: biased variance, eps inside the square root, forward and backward; and
  * the two ends of a sublayer under pre-norm or post-norm placement. */
 #include <math.h>
+#include <stdbool.h>
 
 #include "nn/layers.h"
+
+/* The sum of x [D] - shift, in eight lanes (eight independent sums instead
+ * of one chain of D dependent adds), the lanes added in a fixed order; with
+ * square, the sum of squares. */
+NN_INLINE float row_sum(const float *x, int D, float shift, bool square)
+{
+    nn_f32x8 acc = {0};
+    int i = 0;
+    for (; i + 8 <= D; i += 8) {
+        const nn_f32x8 d = nn_load8(x + i) - shift;
+        acc += square ? d * d : d;
+    }
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < D; i++) s += square ? (x[i] - shift) * (x[i] - shift) : x[i] - shift;
+    return s;
+}
 
 /* out, inp: [N, D]; weight, bias: [D]; mean, rstd: [N] or NULL.
  * Two passes over each row (mean, then squared deviations) rather than
  * E[x^2] - E[x]^2, which cancels badly when the mean is large. */
+NN_MULTIVERSION
 void layer_norm_forward(float *out, float *mean, float *rstd, const float *inp,
                         const float *weight, const float *bias, int N, int D, float eps)
 {
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * D;
         float *y = out + (size_t)n * D;
-        float m = 0.0f;
-        for (int i = 0; i < D; i++) m += x[i];
-        m /= (float)D;
-        float v = 0.0f;
-        for (int i = 0; i < D; i++) {
-            float d = x[i] - m;
-            v += d * d;
-        }
-        v /= (float)D;
-        float s = 1.0f / sqrtf(v + eps);
+        const float m = row_sum(x, D, 0.0f, false) / (float)D;
+        const float v = row_sum(x, D, m, true) / (float)D;
+        const float s = 1.0f / sqrtf(v + eps);
         for (int i = 0; i < D; i++) y[i] = (x[i] - m) * s * weight[i] + bias[i];
         if (mean) mean[n] = m;
         if (rstd) rstd[n] = s;
