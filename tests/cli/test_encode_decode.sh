@@ -60,6 +60,13 @@ check "encode: the same input gives the same bytes" cmp -s src.npy src2.npy
 timeout $TMO "$ENC" -m m.st --threads 2 --batch-tokens 100000 src.ids >src3.npy
 timeout $TMO "$ENC" -m m.st --threads 2 --batch-tokens 100000 src.ids >src4.npy
 check "encode --threads 2: the same input gives the same bytes" cmp -s src3.npy src4.npy
+if timeout $TMO "$ENC" -v -m m.st src.ids 2>&1 >/dev/null | grep -q 'matrix kernel: AVX'; then
+    timeout $TMO "$ENC" -m m.st --batch-size 1 src.ids >bs1.npy
+    check "encode, packed kernel: batches of 1 and any other batches give the same bytes" \
+        sh -c 'cmp -s src.npy bs1.npy && cmp -s src.npy src3.npy'
+else
+    skip "no packed kernel on this CPU: OpenBLAS rounds batches differently"
+fi
 if command -v script >/dev/null 2>&1; then
     script -qec "$ENC -m m.st </dev/null" /dev/null >tty.txt 2>&1
     check "encode refuses to write to a terminal" \
