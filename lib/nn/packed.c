@@ -50,11 +50,23 @@ enum {
 typedef void block_fn(float *out, size_t ldo, const float *x, size_t ldx, int rows,
                       const float *panel, int K, int cols, const float *bias);
 
-/* Stores one row's result v [width] (plus bias) into o [cols]: the last
- * panel of an N that is not a multiple of width has fewer columns. */
-static ALWAYS_INLINE void store_row(float *o, const float *v, int cols, const float *bias)
+/* out [MR, cols] (rows ldo apart) = a kernel's sums v [MR, width] plus
+ * bias [cols] (may be NULL); cols < width in the last panel of an N that
+ * is not a multiple of width. */
+AVX2_TARGET static ALWAYS_INLINE void store_block(float *out, size_t ldo, const float *v, int MR,
+                                                  int width, int cols, const float *bias)
 {
-    for (int j = 0; j < cols; j++) o[j] = v[j] + (bias ? bias[j] : 0.0f);
+    for (int r = 0; r < MR; r++) {
+        float *o = out + (size_t)r * ldo;
+        const float *vr = v + (size_t)r * width;
+        int j = 0;
+        for (; j + 8 <= cols; j += 8) {
+            nn_f32x8 b = {0};
+            if (bias) b = nn_load8(bias + j);
+            nn_store8(o + j, nn_load8(vr + j) + b);
+        }
+        for (; j < cols; j++) o[j] = vr[j] + (bias ? bias[j] : 0.0f);
+    }
 }
 
 /* ---- AVX2: 6 rows x 16 columns ---- */
@@ -86,22 +98,16 @@ AVX2_TARGET static ALWAYS_INLINE void avx2_rows(float *out, size_t ldo, const fl
         AVX2_ROW_FMA(0) AVX2_ROW_FMA(1) AVX2_ROW_FMA(2) AVX2_ROW_FMA(3) AVX2_ROW_FMA(4)
         AVX2_ROW_FMA(5)
     }
-    const __m256 lo[AVX2_ROWS] = {c00, c10, c20, c30, c40, c50},
-                 hi[AVX2_ROWS] = {c01, c11, c21, c31, c41, c51};
-    for (int r = 0; r < MR; r++) {
-        float *o = out + (size_t)r * ldo;
-        if (cols == AVX2_WIDTH) {
-            __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-            __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-            _mm256_storeu_ps(o, _mm256_add_ps(lo[r], b0));
-            _mm256_storeu_ps(o + 8, _mm256_add_ps(hi[r], b1));
-        } else {
-            float v[AVX2_WIDTH];
-            _mm256_storeu_ps(v, lo[r]);
-            _mm256_storeu_ps(v + 8, hi[r]);
-            store_row(o, v, cols, bias);
-        }
+    float v[AVX2_ROWS * AVX2_WIDTH]; /* the sums, for store_block */
+#define AVX2_ROW_SUMS(i)                                                                   \
+    if (MR > i) {                                                                          \
+        _mm256_storeu_ps(v + i * AVX2_WIDTH, c##i##0);                                     \
+        _mm256_storeu_ps(v + i * AVX2_WIDTH + 8, c##i##1);                                 \
     }
+    AVX2_ROW_SUMS(0) AVX2_ROW_SUMS(1) AVX2_ROW_SUMS(2) AVX2_ROW_SUMS(3) AVX2_ROW_SUMS(4)
+    AVX2_ROW_SUMS(5)
+    store_block(out, ldo, v, MR, AVX2_WIDTH, cols, bias);
+#undef AVX2_ROW_SUMS
 #undef AVX2_ROW_X
 #undef AVX2_ROW_FMA
 }
@@ -151,22 +157,16 @@ AVX512_TARGET static ALWAYS_INLINE void avx512_rows(float *out, size_t ldo, cons
         AVX512_ROW_FMA(0) AVX512_ROW_FMA(1) AVX512_ROW_FMA(2) AVX512_ROW_FMA(3)
         AVX512_ROW_FMA(4) AVX512_ROW_FMA(5) AVX512_ROW_FMA(6) AVX512_ROW_FMA(7)
     }
-    const __m512 lo[AVX512_ROWS] = {c00, c10, c20, c30, c40, c50, c60, c70},
-                 hi[AVX512_ROWS] = {c01, c11, c21, c31, c41, c51, c61, c71};
-    for (int r = 0; r < MR; r++) {
-        float *o = out + (size_t)r * ldo;
-        if (cols == AVX512_WIDTH) {
-            __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-            __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
-            _mm512_storeu_ps(o, _mm512_add_ps(lo[r], b0));
-            _mm512_storeu_ps(o + 16, _mm512_add_ps(hi[r], b1));
-        } else {
-            float v[AVX512_WIDTH];
-            _mm512_storeu_ps(v, lo[r]);
-            _mm512_storeu_ps(v + 16, hi[r]);
-            store_row(o, v, cols, bias);
-        }
+    float v[AVX512_ROWS * AVX512_WIDTH]; /* the sums, for store_block */
+#define AVX512_ROW_SUMS(i)                                                                 \
+    if (MR > i) {                                                                          \
+        _mm512_storeu_ps(v + i * AVX512_WIDTH, c##i##0);                                   \
+        _mm512_storeu_ps(v + i * AVX512_WIDTH + 16, c##i##1);                              \
     }
+    AVX512_ROW_SUMS(0) AVX512_ROW_SUMS(1) AVX512_ROW_SUMS(2) AVX512_ROW_SUMS(3)
+    AVX512_ROW_SUMS(4) AVX512_ROW_SUMS(5) AVX512_ROW_SUMS(6) AVX512_ROW_SUMS(7)
+    store_block(out, ldo, v, MR, AVX512_WIDTH, cols, bias);
+#undef AVX512_ROW_SUMS
 #undef AVX512_ROW_X
 #undef AVX512_ROW_FMA
 }
