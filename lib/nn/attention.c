@@ -189,13 +189,6 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, int 
     }
 }
 
-/* The sum of the eight lanes, in a fixed order. */
-NN_INLINE float sum8(const nn_f32x8 *v)
-{
-    const nn_f32x8 a = *v;
-    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
 /* s[i] = <k_i, q> for four keys of Dh floats: four independent sums hide
  * the adds' latency. */
 NN_INLINE void dot4(float s[4], const float *q, const float *k0, const float *k1,
@@ -210,7 +203,7 @@ NN_INLINE void dot4(float s[4], const float *q, const float *k0, const float *k1
         a2 += nn_load8(k2 + i) * qv;
         a3 += nn_load8(k3 + i) * qv;
     }
-    s[0] = sum8(&a0), s[1] = sum8(&a1), s[2] = sum8(&a2), s[3] = sum8(&a3);
+    s[0] = nn_sum8(&a0), s[1] = nn_sum8(&a1), s[2] = nn_sum8(&a2), s[3] = nn_sum8(&a3);
     for (int i = body; i < Dh; i++) {
         s[0] += k0[i] * q[i];
         s[1] += k1[i] * q[i];
@@ -225,7 +218,7 @@ NN_INLINE float dot1(const float *q, const float *k, int Dh)
     const int body = Dh / 8 * 8;
     nn_f32x8 a = {0};
     for (int i = 0; i < body; i += 8) a += nn_load8(k + i) * nn_load8(q + i);
-    float s = sum8(&a);
+    float s = nn_sum8(&a);
     for (int i = body; i < Dh; i++) s += k[i] * q[i];
     return s;
 }

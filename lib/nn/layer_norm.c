@@ -17,7 +17,7 @@ NN_INLINE float row_sum(const float *x, int D, float shift, bool square)
         const nn_f32x8 d = nn_load8(x + i) - shift;
         acc += square ? d * d : d;
     }
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    float s = nn_sum8(&acc);
     for (; i < D; i++) s += square ? (x[i] - shift) * (x[i] - shift) : x[i] - shift;
     return s;
 }
@@ -48,6 +48,7 @@ void layer_norm_forward(float *out, float *mean, float *rstd, const float *inp,
  *   dx += rstd * (dy w - mean(dy w) - xhat * mean(dy w * xhat))
  * where the means run over the row: the last two terms are the gradient
  * through the row's mean and variance. */
+NN_MULTIVERSION
 void layer_norm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                          const float *inp, const float *mean, const float *rstd,
                          const float *weight, int N, int D)
@@ -57,14 +58,22 @@ void layer_norm_backward(float *dinp, float *dweight, float *dbias, const float 
         const float *dy = dout + (size_t)n * D;
         float *dx = dinp + (size_t)n * D;
         const float m = mean[n], s = rstd[n];
-        float sum_dyw = 0.0f, sum_dyw_xhat = 0.0f;
-        for (int i = 0; i < D; i++) {
+        /* the two sums over the row in eight lanes each, as row_sum */
+        nn_f32x8 acc_dyw = {0}, acc_dyw_xhat = {0};
+        int i = 0;
+        for (; i + 8 <= D; i += 8) {
+            const nn_f32x8 dyw = nn_load8(dy + i) * nn_load8(weight + i);
+            acc_dyw += dyw;
+            acc_dyw_xhat += dyw * (nn_load8(x + i) - m) * s;
+        }
+        float sum_dyw = nn_sum8(&acc_dyw), sum_dyw_xhat = nn_sum8(&acc_dyw_xhat);
+        for (; i < D; i++) {
             float dyw = dy[i] * weight[i];
             sum_dyw += dyw;
             sum_dyw_xhat += dyw * (x[i] - m) * s;
         }
         const float mean_dyw = sum_dyw / (float)D, mean_dyw_xhat = sum_dyw_xhat / (float)D;
-        for (int i = 0; i < D; i++) {
+        for (i = 0; i < D; i++) {
             float xhat = (x[i] - m) * s;
             dbias[i] += dy[i];
             dweight[i] += dy[i] * xhat;

@@ -370,6 +370,13 @@ typedef float nn_f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
 #define nn_load8(p) (*(const nn_f32x8u *)(const void *)(p))
 #define nn_store8(p, v) (*(nn_f32x8u *)(void *)(p) = (v))
 
+/* The sum of the eight lanes of *v, in a fixed order. */
+NN_INLINE float nn_sum8(const nn_f32x8 *v)
+{
+    const nn_f32x8 a = *v;
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 /* exp(x) for x <= 0, eight lanes: Cephes' expf.  x = n ln2 + r with n an
  * integer and |r| <= ln2/2 (ln2 split in two constants so n ln2 is exact),
  * exp(r) by a degree-6 polynomial, 2^n built in the exponent bits.  Relative
