@@ -75,8 +75,7 @@ enum { AVX2_WIDTH = 16, AVX2_ROWS = 6 };
 
 /* Written out row by row: with the twelve sums in an array indexed in a
  * loop, GCC kept them in memory and the kernel ran at half speed.  MR is
- * constant where inlined; rows past MR read row 0 again and are never
- * stored. */
+ * constant where inlined, so the rows past it are compiled away. */
 AVX2_TARGET static ALWAYS_INLINE void avx2_rows(float *out, size_t ldo, const float *x,
                                                 size_t ldx, const int MR, const float *panel,
                                                 int K, int cols, const float *bias)
@@ -192,11 +191,11 @@ AVX512_TARGET static void avx512_block(float *out, size_t ldo, const float *x, s
 
 /* Folds a row's next values v [cols] (columns c0 ..; cols <= STATS_GROUP)
  * into its running log-softmax statistics: the maximum and its first index
- * so far, and sum = sum of exp(value - max) over the values so far
- * (rescaled when the maximum grows), so the output projection's logits are
- * read while still in the first-level cache instead of in two more passes.
- * Always 16 columns at a time, whatever the panel width: the same sums in
- * the same order for both kernels. */
+ * so far, and in sum four partial sums of exp(value - max) over the values
+ * so far (rescaled when the maximum grows), so the output projection's
+ * logits are read while still in the first-level cache instead of in two
+ * more passes.  Always 16 columns at a time, whatever the panel width: the
+ * same sums in the same order for both kernels. */
 AVX2_TARGET static ALWAYS_INLINE void fold_stats(const float *v, int cols, int c0,
                                                  tfm_logit_stats *st, double sum[NN_STATS_SUMS])
 {
