@@ -264,9 +264,11 @@ NN_INLINE void weighted_sum_heads(float *out, const float *w, const float *v, in
             const float *wh = w + (size_t)h * n + j;
             const float w0 = wh[0], w1 = wh[1], w2 = wh[2], w3 = wh[3];
             float *o = out + (size_t)h * Dh;
-            for (int i = 0; i < body; i += 8)
-                nn_store8(o + i, nn_load8(o + i) + ((w0 * nn_load8(v0 + i) + w1 * nn_load8(v1 + i)) +
-                                                    (w2 * nn_load8(v2 + i) + w3 * nn_load8(v3 + i))));
+            for (int i = 0; i < body; i += 8) {
+                const nn_f32x8 sum = (w0 * nn_load8(v0 + i) + w1 * nn_load8(v1 + i)) +
+                                     (w2 * nn_load8(v2 + i) + w3 * nn_load8(v3 + i));
+                nn_store8(o + i, nn_load8(o + i) + sum);
+            }
             for (int i = body; i < Dh; i++)
                 o[i] += (w0 * v0[i] + w1 * v1[i]) + (w2 * v2[i] + w3 * v3[i]);
         }
@@ -276,7 +278,8 @@ NN_INLINE void weighted_sum_heads(float *out, const float *w, const float *v, in
             const float *vj = v + (size_t)j * ldv + (size_t)h * Dh;
             const float wj = w[(size_t)h * n + j];
             float *o = out + (size_t)h * Dh;
-            for (int i = 0; i < body; i += 8) nn_store8(o + i, nn_load8(o + i) + wj * nn_load8(vj + i));
+            for (int i = 0; i < body; i += 8)
+                nn_store8(o + i, nn_load8(o + i) + wj * nn_load8(vj + i));
             for (int i = body; i < Dh; i++) o[i] += wj * vj[i];
         }
 }

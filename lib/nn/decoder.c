@@ -56,7 +56,7 @@ struct tfm_decoder {
 
     tfm_buf act;            /* activations of one step, grown to the largest R */
     tfm_buf stats;          /* tfm_logit_stats [R], for tfm_decoder_step */
-    tfm_buf sums;           /* double [R, NN_STATS_SUMS]: the packed output projection's scratch */
+    tfm_buf sums;           /* double [R, NN_STATS_SUMS]: scratch of the output projection */
 };
 
 tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err)
