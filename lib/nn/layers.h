@@ -250,7 +250,7 @@ void label_smoothed_loss_forward(double *loss, double *nll, const float *logp,
 void label_smoothed_loss_backward(float *logp, const int32_t *labels, int N, int V, float eps,
                                   int32_t ignore, float scale);
 
-/* ---- packed.c: decoding's linear layers with weights packed once ----------------- */
+/* ---- packed.c: inference's linear layers with weights packed once ---------------- */
 
 /* The kernels of packed.c, in order of speed. */
 typedef enum nn_kernel {
