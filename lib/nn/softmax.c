@@ -96,7 +96,7 @@ void softmax_forward(float *x, int n)
         nn_store8(x + i, e);
         acc += e;
     }
-    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    float sum = nn_sum8(&acc);
     for (; i < n; i++) {
         x[i] = nn_exp1_nonpositive(x[i] - max);
         sum += x[i];
