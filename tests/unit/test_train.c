@@ -737,6 +737,16 @@ static void check_same_checkpoints(const tfm_trainer *a, const tfm_trainer *b, c
     tfm_train_state_free(&sb);
 }
 
+/* n updates of t, each checked to succeed. */
+static void take_steps(tfm_trainer *t, int n)
+{
+    tfm_error err;
+    for (int i = 0; i < n; i++) {
+        tfm_step_result r;
+        CHECK_MSG(tfm_trainer_step(t, &r, &err) == TFM_OK, "%s", err.msg);
+    }
+}
+
 static void test_trainer_resume_exact(void)
 {
     tfm_corpus *data = copy_corpus(150, 3);
@@ -749,26 +759,17 @@ static void test_trainer_resume_exact(void)
     tfm_trainer *a = tiny_trainer(data, &p);
     CHECK(a != NULL);
     if (!a) return;
-    for (int i = 0; i < 16; i++) {
-        tfm_step_result r;
-        CHECK(tfm_trainer_step(a, &r, &err) == TFM_OK);
-    }
+    take_steps(a, 16);
     /* N updates, a checkpoint, a new trainer from it, N more. */
     tfm_trainer *b = tiny_trainer(data, &p);
-    for (int i = 0; i < 8; i++) {
-        tfm_step_result r;
-        CHECK(tfm_trainer_step(b, &r, &err) == TFM_OK);
-    }
+    take_steps(b, 8);
     const char *path = tmp_path("resume.ckpt-8");
     CHECK(tfm_trainer_save(b, path, NULL, &err) == TFM_OK);
     tfm_trainer_free(b);
     CHECK_MSG(tfm_trainer_resume(path, data, &p, &b, &err) == TFM_OK, "%s", err.msg);
     if (!b) return;
     CHECK(tfm_trainer_steps(b) == 8);
-    for (int i = 0; i < 8; i++) {
-        tfm_step_result r;
-        CHECK(tfm_trainer_step(b, &r, &err) == TFM_OK);
-    }
+    take_steps(b, 8);
     size_t n = tfm_params_count(&tfm_trainer_model(a)->config);
     CHECK(tfm_trainer_steps(b) == 16);
     CHECK_MSG(memcmp(tfm_trainer_model(a)->data, tfm_trainer_model(b)->data, n * sizeof(float)) == 0,
