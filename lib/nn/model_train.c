@@ -31,11 +31,12 @@
  * ReLU and the loss go in chunks of rows (row_chunk) fixed by the widths
  * alone.  (Passes that only stream memory, as the bias gradients' sums,
  * the ReLU's backward and zeroing, stay in one thread: a second one was
- * measured not to speed them up.)  Every dropout site draws one number from the step's generator and
- * each chunk of rows, or each sentence, draws its mask from a generator of
- * its own seeded from it (dropout_stream); a LayerNorm's weight and bias
- * gradients are summed per chunk and the chunks added in order.  So the
- * results are the same bit for bit on any number of threads.
+ * measured not to speed them up.)  Every dropout site draws one number from
+ * the step's generator and each chunk of rows, or each sentence, draws its
+ * mask from a generator of its own seeded from it (dropout_stream); a
+ * LayerNorm's weight and bias gradients are summed per chunk and the chunks
+ * added in order.  So the results are the same bit for bit on any number of
+ * threads.
  */
 #include <stdlib.h>
 #include <string.h>
