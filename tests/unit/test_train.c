@@ -737,6 +737,17 @@ static void check_same_checkpoints(const tfm_trainer *a, const tfm_trainer *b, c
     tfm_train_state_free(&sb);
 }
 
+/* tiny_train_params with every piece of state an update carries: two
+ * batches per update, a moving average of the weights, clipping. */
+static tfm_train_params stateful_train_params(void)
+{
+    tfm_train_params p = tiny_train_params();
+    p.accum = 2;
+    p.ema_decay = 0.9;
+    p.clip_norm = 0.5;
+    return p;
+}
+
 /* n updates of t, each checked to succeed. */
 static void take_steps(tfm_trainer *t, int n)
 {
@@ -750,10 +761,7 @@ static void take_steps(tfm_trainer *t, int n)
 static void test_trainer_resume_exact(void)
 {
     tfm_corpus *data = copy_corpus(150, 3);
-    tfm_train_params p = tiny_train_params();
-    p.accum = 2;
-    p.ema_decay = 0.9;
-    p.clip_norm = 0.5;
+    tfm_train_params p = stateful_train_params();
     tfm_error err;
     /* 2N updates in one go. */
     tfm_trainer *a = tiny_trainer(data, &p);
@@ -799,10 +807,7 @@ static void test_trainer_resume_exact(void)
 static void test_trainer_threads(void)
 {
     tfm_corpus *data = copy_corpus(150, 7);
-    tfm_train_params p = tiny_train_params();
-    p.accum = 2;
-    p.ema_decay = 0.9;
-    p.clip_norm = 0.5;
+    tfm_train_params p = stateful_train_params();
     tfm_config c = tiny_config(14);
     c.d_model = 64;
     c.d_ff = 256;
