@@ -1,0 +1,57 @@
+# test_parity.sh - training parity with the PyTorch reference
+# (../shared/reference/torch_ref.py, torch.nn.Transformer): tfm's trainer and
+# the reference start from the same weights (tfm's initialisation, exported),
+# take the same batches in the same order with dropout 0, and must agree on
+# the loss of every update (1e-3 relative) and on every weight after the
+# last (1e-3 of the largest weight).  This checks the forward pass, the backward pass, the
+# label-smoothed loss, Adam and the schedule together on real batch shapes.
+#
+# The tfm half is tests/tools/parity, the PyTorch half
+# tests/parity/torch_parity.py.  The data are the first 40,000 pairs of the
+# English-French corpus (../shared/data/enfr) when it is there, else the
+# demo's dates; the model is the small preset (d_model 256, 3+3 layers) with
+# 4,096-token batches, the tiny one with 1,024-token batches in the sanitizer
+# build.  Runs where Debian's python3-torch is installed (make deps-bench),
+# else SKIP.
+. "$ROOT/tests/cli/lib.sh"
+
+REF="$ROOT/../shared/reference"
+TOOL="$BUILD/tools/parity"
+[ -x "$TOOL" ] || { fail "$TOOL is not built"; exit 0; }
+[ -f "$REF/torch_ref.py" ] || { skip "no reference at $REF"; exit 0; }
+/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null ||
+    { skip "PyTorch is not installed (make deps-bench installs python3-torch)"; exit 0; }
+
+ENFR="$ROOT/../shared/data/enfr"
+if [ -f "$ENFR/train.en.xz" ] && command -v xz >/dev/null 2>&1; then
+    xz -dc "$ENFR/train.en.xz" | head -n 40000 >train.src
+    xz -dc "$ENFR/train.fr.xz" | head -n 40000 >train.tgt
+    data="English-French"
+else
+    cp "$ROOT/tests/data/demo/train.src" train.src
+    cp "$ROOT/tests/data/demo/train.tgt" train.tgt
+    data="dates"
+fi
+case "$BIN" in
+*asan*) model="--preset tiny --batch-tokens 1024" vocab=2000 ;;
+*) model="--preset small --batch-tokens 4096" vocab=4000 ;;
+esac
+"$BIN/tokenize" learn -q --vocab-size $vocab --soft-vocab-limit train.src train.tgt -o v.vocab &&
+    "$BIN/tokenize" -m v.vocab <train.src >src.ids && "$BIN/tokenize" -m v.vocab <train.tgt >tgt.ids ||
+    { fail "making the $data id files"; exit 0; }
+size=$(grep -c '' v.vocab)
+
+mkdir -p run
+# shellcheck disable=SC2086 # $model is a list of options
+if ! "$TOOL" --src src.ids --tgt tgt.ids --vocab-size "$size" $model --steps 20 \
+        --lr-factor 0.3 --warmup 150 --seed 3 -o run 2>err.txt; then
+    fail "tfm's 20 updates"; sed 's/^/    /' err.txt | head -5; exit 0
+fi
+pass "tfm trained 20 updates on $data batches and wrote them"
+
+if OMP_WAIT_POLICY=passive /usr/bin/python3 "$ROOT/tests/parity/torch_parity.py" \
+        --reference "$REF" --run run --lr-factor 0.3 --warmup 150 >parity.txt 2>&1; then
+    pass "PyTorch agrees: $(grep 'largest loss' parity.txt); $(grep 'largest weight' parity.txt)"
+else
+    fail "PyTorch disagrees with tfm"; sed 's/^/    /' parity.txt | tail -60
+fi
