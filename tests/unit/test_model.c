@@ -396,9 +396,13 @@ static void test_init(void)
         } else if (ends_with(name, ".bias")) {
             CHECK_MSG(st.zeros == n, "%s", name);
         } else {
-            /* Xavier uniform: inside the bound, using it, mean 0, variance a^2/3. */
+            /* Xavier uniform: inside the bound, using it, mean 0, variance a^2/3.
+             * q, k and v as one [3D, D] matrix (PyTorch's in_proj_weight,
+             * fairseq's gain 1/sqrt(2)): fan-out 3D, not D. */
             n_xavier++;
-            double a = sqrt(6.0 / (double)(s.shape[i][0] + s.shape[i][1]));
+            bool qkv = strstr(name, "q_proj") || strstr(name, "k_proj") || strstr(name, "v_proj");
+            double fan_out = (double)s.shape[i][0] * (qkv ? 3 : 1);
+            double a = sqrt(6.0 / (fan_out + (double)s.shape[i][1]));
             CHECK_MSG(st.max_abs <= a && st.max_abs > 0.95 * a, "%s: max %g, bound %g", name,
                       st.max_abs, a);
             CHECK_MSG(fabs(mean) < 0.1 * a, "%s mean %g", name, mean);
