@@ -914,6 +914,11 @@ static int run_training(options *o)
     install_handlers();
     end_reason why = train_loop(&r);
     progress_clear(&r.pr);
+    /* A run that stops between validations is validated once more, so the
+     * log ends with the figures of the model it writes. */
+    int64_t last_step = tfm_trainer_steps(r.trainer);
+    if (why == END_LIMIT && r.valid && last_step > r.pr.first_step && last_step % o->valid_every != 0)
+        validate(&r);
 
     /* At the end: a checkpoint of the last state, then the model. */
     save_checkpoint(&r);
