@@ -6,6 +6,8 @@
 #   make demo       the main job on the sample task: learn a vocabulary, train a
 #                   tiny model (~2 min), translate, score, draw attention
 #   make bench      benchmarks (sgemm rate first; then each tool against its peer)
+#   make bench-quality  tfm against the PyTorch reference: 30 min of training
+#                   each on ../shared/data/enfr, test BLEU and chrF (~70 min)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
@@ -33,7 +35,7 @@ endif
 # fuzzers need a few more, installed by their own targets.
 DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
                  python3-numpy libxml2-utils
-BENCH_PACKAGES = sentencepiece python3-torch time
+BENCH_PACKAGES = sentencepiece python3-torch time xz-utils
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
 
 LIB_SRC   := $(sort $(wildcard lib/*/*.c))
@@ -51,7 +53,7 @@ TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench fuzz install uninstall clean
+.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a
 
@@ -131,6 +133,11 @@ demo: deps all
 
 bench: deps-bench all $(BENCH_BINS) $(TOOL_BINS)
 	$(Q)sh tests/bench/run.sh $(BUILD)
+
+# tfm against the PyTorch reference on ../shared/data/enfr: 30 minutes of
+# training each, then test BLEU and chrF (about 70 minutes; QUALITY_MINUTES).
+bench-quality: deps-bench all
+	$(Q)sh tests/bench/quality.sh $(BUILD)
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------------
 
