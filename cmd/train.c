@@ -50,6 +50,7 @@ static const char usage_text[] =
     "      --attention-window=R   self-attention restricted to R neighbours (0: full)\n"
     "      --dropout=P            on sublayer outputs and embeddings (preset's: 0.1)\n"
     "      --attention-dropout=P  on attention weights (0)\n"
+    "      --activation-dropout=P on the FFN's activations after the ReLU (0)\n"
     "      --label-smoothing=E    (0.1)\n"
     "      --seed=N               seed of the weights, the batches and dropout (1)\n"
     "\n"
@@ -131,8 +132,8 @@ typedef enum opt_kind { K_MODEL, K_TRAIN, K_RUN, K_ONCE } opt_kind;
 
 enum {
     O_PRESET, O_D_MODEL, O_D_FF, O_HEADS, O_LAYERS, O_ENC_LAYERS, O_DEC_LAYERS, O_MAX_POS,
-    O_PRE_NORM, O_LEARNED_POS, O_ATTN_WINDOW, O_DROPOUT, O_ATTN_DROPOUT, O_LABEL_SMOOTHING,
-    O_VOCAB, O_VOCAB_SIZE, O_SRC, O_TGT, O_INPUT_FORMAT, O_MAX_LENGTH, O_NO_EOS, O_VALID_SRC,
+    O_PRE_NORM, O_LEARNED_POS, O_ATTN_WINDOW, O_DROPOUT, O_ATTN_DROPOUT, O_ACT_DROPOUT,
+    O_LABEL_SMOOTHING, O_VOCAB, O_VOCAB_SIZE, O_SRC, O_TGT, O_INPUT_FORMAT, O_MAX_LENGTH, O_NO_EOS, O_VALID_SRC,
     O_VALID_TGT, O_BATCH_TOKENS, O_ACCUM, O_SORT_WINDOW, O_LR_FACTOR, O_WARMUP, O_CLIP_NORM,
     O_EMA, O_SEED, O_THREADS, O_MAX_STEPS, O_MAX_EPOCHS, O_MAX_TIME, O_VALID_EVERY,
     O_VALID_BLEU, O_PATIENCE, O_SAVE_EVERY, O_KEEP, O_CHECKPOINT_DIR, O_AVERAGE_LAST, O_LOG,
@@ -161,6 +162,7 @@ static const opt_def defs[O_COUNT] = {
     [O_ATTN_WINDOW] = {"attention-window", required_argument, K_MODEL, NULL},
     [O_DROPOUT] = {"dropout", required_argument, K_MODEL, NULL},
     [O_ATTN_DROPOUT] = {"attention-dropout", required_argument, K_MODEL, NULL},
+    [O_ACT_DROPOUT] = {"activation-dropout", required_argument, K_MODEL, NULL},
     [O_LABEL_SMOOTHING] = {"label-smoothing", required_argument, K_MODEL, NULL},
     [O_VOCAB] = {"vocab", required_argument, K_MODEL, NULL},
     [O_VOCAB_SIZE] = {"vocab-size", required_argument, K_MODEL, NULL},
@@ -315,6 +317,7 @@ static void build_config(options *o)
     if (value[O_ATTN_WINDOW]) c->attention_window = (int)int_value(O_ATTN_WINDOW, 0, 1 << 20);
     if (value[O_DROPOUT]) c->dropout = (float)double_value(O_DROPOUT, 0, 0.99);
     if (value[O_ATTN_DROPOUT]) c->attention_dropout = (float)double_value(O_ATTN_DROPOUT, 0, 0.99);
+    if (value[O_ACT_DROPOUT]) c->activation_dropout = (float)double_value(O_ACT_DROPOUT, 0, 0.99);
     if (value[O_LABEL_SMOOTHING]) c->label_smoothing = (float)double_value(O_LABEL_SMOOTHING, 0, 0.99);
 }
 

@@ -64,6 +64,7 @@ tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err)
     c->attention_window = 0;
     c->dropout = p->dropout;
     c->attention_dropout = 0.0f; /* the paper uses none */
+    c->activation_dropout = 0.0f;
     c->label_smoothing = 0.1f;
     c->layer_norm_eps = 1e-5f;
     c->pad_id = TFM_ID_PAD;
@@ -127,6 +128,7 @@ tfm_status tfm_config_validate(const tfm_config *c, tfm_error *err)
 
     if ((st = check_rate("dropout", c->dropout, err))) return st;
     if ((st = check_rate("attention_dropout", c->attention_dropout, err))) return st;
+    if ((st = check_rate("activation_dropout", c->activation_dropout, err))) return st;
     if ((st = check_rate("label_smoothing", c->label_smoothing, err))) return st;
     if (!(c->layer_norm_eps > 0.0f && c->layer_norm_eps < 1.0f))
         return tfm_error_set(err, TFM_ERR_RANGE, "layer_norm_eps is %g, expected a number in (0, 1)",

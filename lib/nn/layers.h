@@ -53,10 +53,11 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
 
 /* The FFN's gradients: dinp [N, D] (or NULL), dw1, db1, dw2, db2 accumulate;
  * dhidden: [N, F] scratch (overwritten); dout: [N, D]; inp, hidden, w1, w2
- * as ffn_forward had and left them (hidden after the ReLU). */
+ * as ffn_forward had and left them (hidden after the ReLU and, in training,
+ * after dropout at rate p_act: 0 for none). */
 void ffn_backward(float *dinp, float *dw1, float *db1, float *dw2, float *db2, float *dhidden,
                   const float *dout, const float *inp, const float *hidden, const float *w1,
-                  const float *w2, int N, int D, int F);
+                  const float *w2, int N, int D, int F, float p_act);
 
 /* x: [n], in place: x = max(0, x), the FFN's activation. */
 void relu_forward(float *x, size_t n);

@@ -89,11 +89,18 @@ void ffn_forward(float *out, float *hidden, const float *inp, const float *w1, c
  * left it (after the ReLU); w1: [F, D]; w2: [D, F] */
 void ffn_backward(float *dinp, float *dw1, float *db1, float *dw2, float *db2, float *dhidden,
                   const float *dout, const float *inp, const float *hidden, const float *w1,
-                  const float *w2, int N, int D, int F)
+                  const float *w2, int N, int D, int F, float p_act)
 {
     if (N <= 0) return;
     memset(dhidden, 0, (size_t)N * F * sizeof *dhidden);
     linear_backward(dhidden, dw2, db2, dout, hidden, w2, N, F, D);
     relu_backward(dhidden, hidden, (size_t)N * F);
+    /* Dropout after the ReLU: where hidden > 0 the value was kept and scaled
+     * by 1 / (1 - p); where it is 0, relu_backward has zeroed the gradient
+     * already (dropped or negative alike).  So the mask is not needed. */
+    if (p_act > 0) {
+        const float scale = 1.0f / (1.0f - p_act);
+        for (size_t i = 0; i < (size_t)N * F; i++) dhidden[i] *= scale;
+    }
     linear_backward(dinp, dw1, db1, dhidden, inp, w1, N, D, F);
 }

@@ -243,9 +243,11 @@ typedef struct field {
     field_kind kind;
     size_t offset;
     const char *expect;
+    const char *absent; /* the value of a file written before the field existed, or NULL:
+                           the field is required */
 } field;
 
-#define FIELD(member, kind, expect) {#member, kind, offsetof(tfm_config, member), expect}
+#define FIELD(member, kind, expect) {#member, kind, offsetof(tfm_config, member), expect, NULL}
 
 /* Writing and reading both walk this table, so the two cannot drift. */
 static const field fields[] = {
@@ -257,12 +259,14 @@ static const field fields[] = {
     FIELD(n_encoder_layers, FIELD_INT, "a positive integer"),
     FIELD(n_decoder_layers, FIELD_INT, "a positive integer"),
     FIELD(max_positions, FIELD_INT, "a positive integer"),
-    {"positions", FIELD_POSITIONS, offsetof(tfm_config, positions), "'sinusoidal' or 'learned'"},
-    {"norm", FIELD_NORM, offsetof(tfm_config, pre_norm), "'post' or 'pre'"},
+    {"positions", FIELD_POSITIONS, offsetof(tfm_config, positions), "'sinusoidal' or 'learned'",
+     NULL},
+    {"norm", FIELD_NORM, offsetof(tfm_config, pre_norm), "'post' or 'pre'", NULL},
     FIELD(shared_embeddings, FIELD_BOOL, "'true' or 'false'"),
     FIELD(attention_window, FIELD_INT, "a non-negative integer"),
     FIELD(dropout, FIELD_FLOAT, "a number"),
     FIELD(attention_dropout, FIELD_FLOAT, "a number"),
+    {"activation_dropout", FIELD_FLOAT, offsetof(tfm_config, activation_dropout), "a number", "0"},
     FIELD(label_smoothing, FIELD_FLOAT, "a number"),
     FIELD(layer_norm_eps, FIELD_FLOAT, "a number"),
     FIELD(pad_id, FIELD_I32, "a non-negative integer"),
@@ -382,7 +386,8 @@ static tfm_status read_metadata(const tfm_safetensors *f, tfm_config *c, int64_t
 
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < N_FIELDS; i++) {
-        if ((st = need_metadata(f, fields[i].key, &s, err))) return st;
+        s = tfm_safetensors_metadata(f, fields[i].key);
+        if (!s && !(s = fields[i].absent)) return need_metadata(f, fields[i].key, &s, err);
         if ((st = field_parse(&fields[i], s, c, err))) return st;
     }
     if ((st = tfm_config_validate(c, err))) return st;

@@ -120,6 +120,8 @@ typedef struct acts {
     double *row_loss;         /* [Nt] each prediction's label-smoothed loss */
     double *row_nll;          /* [Nt] each prediction's -log p(label) */
     float *sub;               /* [N, D] scratch: a sublayer's output before dropout */
+    uint8_t *act_keep;        /* [N, F] scratch: an FFN's activation-dropout mask (the
+                                 backward needs none: see ffn_backward); NULL without */
     float *scratch;           /* attention's scratch, fwd_stride floats per thread */
 } acts;
 
@@ -162,7 +164,7 @@ struct tfm_train_workspace {
     packing pk;
     acts a;
     grad_acts g;
-    float p_drop, p_att;      /* the dropout rates of the last forward pass */
+    float p_drop, p_att, p_act; /* the dropout rates of the last forward pass */
     bool have_forward;        /* the last forward pass succeeded: acts hold its values
                                  (tfm_model_attention reads them) */
     const float *src_pos, *tgt_pos; /* position tables covering the batch */
@@ -337,6 +339,7 @@ static void layout_acts(tfm_train_workspace *ws, arena *k)
     a->row_loss = CARVE(k, Nt, double);
     a->row_nll = CARVE(k, Nt, double);
     a->sub = CARVE(k, N * D, float);
+    a->act_keep = ws->p_act > 0 ? CARVE(k, N * F, uint8_t) : NULL;
     a->scratch = CARVE(k, pk->fwd_stride * (size_t)ws->n_threads, float);
 }
 
@@ -669,27 +672,37 @@ static void cross_attention_forward(const tfm_train_workspace *ws, attention_act
     linear_forward(out, A->ctx, w->out_proj.weight, w->out_proj.bias, ws->pk.Nt, D, D);
 }
 
-/* hidden [N, F], in place: the ReLU of rows [lo, hi). */
+/* hidden [N, F], in place: the ReLU of rows [lo, hi), then activation
+ * dropout (fairseq's --activation-dropout; nn.Transformer's dropout after
+ * its FFN's ReLU) when p > 0, each chunk from its own stream. */
 typedef struct relu_job {
     float *hidden;
+    uint8_t *keep;
     size_t F;
+    float p;
+    uint64_t seed;
 } relu_job;
 
 static void relu_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 {
     const relu_job *j = ctx;
     relu_forward(j->hidden + lo * j->F, (hi - lo) * j->F);
+    if (j->p > 0) {
+        tfm_rng rng;
+        dropout_stream(&rng, j->seed, c);
+        dropout_forward(j->hidden + lo * j->F, j->keep + lo * j->F, (hi - lo) * j->F, j->p, &rng);
+    }
 }
 
-/* ffn_forward with its ReLU on the workspace's threads.  out, in: [N, D];
- * hidden: [N, F] */
+/* ffn_forward with its ReLU (and activation dropout) on the workspace's
+ * threads.  out, in: [N, D]; hidden: [N, F] */
 static void ffn_forward_threads(const tfm_train_workspace *ws, float *out, float *hidden,
                                 const float *in, const tfm_linear *fc1, const tfm_linear *fc2,
-                                int N)
+                                int N, tfm_rng *rng)
 {
     const int D = ws->m->config.d_model, F = ws->m->config.d_ff;
     linear_forward(hidden, in, fc1->weight, fc1->bias, N, D, F);
-    relu_job job = {hidden, (size_t)F};
+    relu_job job = {hidden, ws->a.act_keep, (size_t)F, ws->p_act, site_seed(rng, ws->p_act)};
     for_rows(ws, N, (size_t)F, relu_chunk, &job);
     linear_forward(out, hidden, fc2->weight, fc2->bias, N, F, D);
 }
@@ -785,7 +798,7 @@ static void forward(tfm_train_workspace *ws, tfm_rng *rng)
 
         ln = &W->final_layer_norm;
         in = residual_forward_begin(ws, &A->r_ffn, x, ln, Ns);
-        ffn_forward_threads(ws, a->sub, A->hidden, in, &W->fc1, &W->fc2, Ns);
+        ffn_forward_threads(ws, a->sub, A->hidden, in, &W->fc1, &W->fc2, Ns, rng);
         residual_forward_end(ws, &A->r_ffn, x, a->sub, ln, Ns, rng);
         x = A->r_ffn.out;
     }
@@ -818,7 +831,7 @@ static void forward(tfm_train_workspace *ws, tfm_rng *rng)
 
         ln = &W->final_layer_norm;
         in = residual_forward_begin(ws, &A->r_ffn, x, ln, Nt);
-        ffn_forward_threads(ws, a->sub, A->hidden, in, &W->fc1, &W->fc2, Nt);
+        ffn_forward_threads(ws, a->sub, A->hidden, in, &W->fc1, &W->fc2, Nt, rng);
         residual_forward_end(ws, &A->r_ffn, x, a->sub, ln, Nt, rng);
         x = A->r_ffn.out;
     }
@@ -1091,7 +1104,7 @@ static void backward(tfm_train_workspace *ws, tfm_params *gp, float grad_scale)
                                                     &G->final_layer_norm, Nt);
         ffn_backward(din, G->fc1.weight, G->fc1.bias, G->fc2.weight, G->fc2.bias, g->hidden, dsub,
                      sublayer_in(&A->r_ffn, x), A->hidden, W->fc1.weight, W->fc2.weight, Nt, D,
-                     F);
+                     F, ws->p_act);
         residual_backward_end(ws, &A->r_ffn, dx, x, &W->final_layer_norm, &G->final_layer_norm,
                               Nt);
 
@@ -1137,7 +1150,7 @@ static void backward(tfm_train_workspace *ws, tfm_params *gp, float grad_scale)
                                                     &G->final_layer_norm, Ns);
         ffn_backward(din, G->fc1.weight, G->fc1.bias, G->fc2.weight, G->fc2.bias, g->hidden, dsub,
                      sublayer_in(&A->r_ffn, x), A->hidden, W->fc1.weight, W->fc2.weight, Ns, D,
-                     F);
+                     F, ws->p_act);
         residual_backward_end(ws, &A->r_ffn, dx, x, &W->final_layer_norm, &G->final_layer_norm,
                               Ns);
 
@@ -1204,7 +1217,8 @@ static tfm_status run_forward(tfm_train_workspace *ws, const tfm_train_batch *ba
     ws->have_forward = false;
     ws->p_drop = dropout ? c->dropout : 0.0f;
     ws->p_att = dropout ? c->attention_dropout : 0.0f;
-    if ((ws->p_drop > 0 || ws->p_att > 0) && !rng)
+    ws->p_act = dropout ? c->activation_dropout : 0.0f;
+    if ((ws->p_drop > 0 || ws->p_att > 0 || ws->p_act > 0) && !rng)
         return tfm_error_set(err, TFM_ERR_ARG, "training: dropout needs a random generator");
     tfm_status st = prepare(ws, batch, err);
     if (st != TFM_OK) return st;

@@ -40,6 +40,7 @@ typedef struct tfm_config {
                                  the r neighbours on each side (decoder: r before) */
     float dropout;            /* on sublayer outputs and on embeddings + positions */
     float attention_dropout;  /* on attention weights */
+    float activation_dropout; /* on the FFN's hidden activations, after the ReLU */
     float label_smoothing;
     float layer_norm_eps;     /* 1e-5, PyTorch's default */
     int32_t pad_id, unk_id, bos_id, eos_id;
@@ -50,7 +51,8 @@ typedef struct tfm_config {
  * F=1024, H=4, dropout 0.1), "tiny" (N=2, D=64, F=256, H=4, dropout 0.1).
  * N is the number of encoder layers and of decoder layers.  All presets:
  * sinusoidal positions, post-norm, shared embeddings, max_positions 1024,
- * full attention, attention_dropout 0, label_smoothing 0.1, layer_norm_eps
+ * full attention, attention_dropout and activation_dropout 0 (the paper
+ * names neither), label_smoothing 0.1, layer_norm_eps
  * 1e-5, and the vocabulary's fixed special ids (TFM_ID_PAD ...).
  * Vocabulary sizes are left at 0 for the caller (they come from the
  * vocabulary).  Unknown names are TFM_ERR_ARG listing the known ones. */

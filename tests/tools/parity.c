@@ -164,7 +164,7 @@ int main(int argc, char **argv)
     if (layers) config.n_encoder_layers = config.n_decoder_layers = layers;
     config.src_vocab_size = config.tgt_vocab_size = vocab_size;
     config.dropout = (float)dropout;
-    config.attention_dropout = 0.0f;
+    config.attention_dropout = config.activation_dropout = 0.0f;
     config.label_smoothing = (float)label_smoothing;
 
     tfm_corpus_params cp = tfm_corpus_default_params();

@@ -354,7 +354,7 @@ static void test_ffn_backward(void)
     CHECK(dead > 0 && dead < N * F);
 
     float dx[N * D] = {0}, dw1[F * D] = {0}, db1[F] = {0}, dw2[D * F] = {0}, db2[D] = {0};
-    ffn_backward(dx, dw1, db1, dw2, db2, dhidden, wf, xf, hidden, w1f, w2f, N, D, F);
+    ffn_backward(dx, dw1, db1, dw2, db2, dhidden, wf, xf, hidden, w1f, w2f, N, D, F, 0.0f);
     ffn_case c = {N, D, F, x, w1, b1, w2, b2, w};
     CHECK_GRAD("dx", dx, x, N * D, ffn_objective, &c);
     CHECK_GRAD("dw1", dw1, w1, F * D, ffn_objective, &c);
@@ -1169,6 +1169,7 @@ static void test_model_gradient_with_dropout(void)
     tfm_config c = tiny_config(false, true, TFM_POS_LEARNED, 0, 1);
     c.dropout = 0.3f;
     c.attention_dropout = 0.2f;
+    c.activation_dropout = 0.25f;
     tfm_model *m = test_nudged_model(&c, 31);
     if (!m) return;
     const int src_lens[3] = {4, 3, 5}, tgt_lens[3] = {3, 4, 2};

@@ -136,6 +136,7 @@ static void test_validate(void)
     EXPECT_BAD(c.dropout = -0.1f, "dropout");
     EXPECT_BAD(c.dropout = NAN, "dropout");
     EXPECT_BAD(c.attention_dropout = 2.0f, "attention_dropout");
+    EXPECT_BAD(c.activation_dropout = -0.1f, "activation_dropout");
     EXPECT_BAD(c.label_smoothing = -1e-3f, "label_smoothing");
     EXPECT_BAD(c.layer_norm_eps = 0.0f, "layer_norm_eps");
     EXPECT_BAD(c.layer_norm_eps = INFINITY, "layer_norm_eps");
@@ -488,6 +489,7 @@ static bool config_equal(const tfm_config *a, const tfm_config *b)
            a->shared_embeddings == b->shared_embeddings &&
            a->attention_window == b->attention_window && a->dropout == b->dropout &&
            a->attention_dropout == b->attention_dropout &&
+           a->activation_dropout == b->activation_dropout &&
            a->label_smoothing == b->label_smoothing && a->layer_norm_eps == b->layer_norm_eps &&
            a->pad_id == b->pad_id && a->unk_id == b->unk_id && a->bos_id == b->bos_id &&
            a->eos_id == b->eos_id;
@@ -578,6 +580,7 @@ static void test_round_trip(void)
     c.dropout = 0.123456789f;
     c.label_smoothing = 1.0f / 3.0f;
     c.attention_dropout = 1e-7f;
+    c.activation_dropout = 0.25f;
     c.layer_norm_eps = 1e-6f;
     c.attention_window = 5;
     check_round_trip(&c, false, 1234567890123LL);
@@ -719,6 +722,13 @@ static void test_bad_files(void)
     tfm_model *back;
     CHECK(tfm_model_load(tmp_path("same.safetensors"), &back, &err) == TFM_OK);
     tfm_model_free(back);
+    /* A file written before activation_dropout existed loads, with 0. */
+    variant older = meta("activation_dropout", NULL);
+    write_variant(m, &older, tmp_path("older.safetensors"));
+    back = NULL;
+    CHECK(tfm_model_load(tmp_path("older.safetensors"), &back, &err) == TFM_OK);
+    CHECK(back && back->config.activation_dropout == 0.0f);
+    tfm_model_free(back);
 
     /* Tensors. */
     expect_load_fails(m, (variant){.reshape = "encoder.layers.0.fc1.weight"}, TFM_ERR_FORMAT,
@@ -756,6 +766,9 @@ static void test_bad_files(void)
     expect_load_fails(m, meta("n_heads", "3"), TFM_ERR_RANGE, "divisible");
     expect_load_fails(m, meta("src_vocab_size", "2"), TFM_ERR_RANGE, "src_vocab_size");
     expect_load_fails(m, meta("dropout", "nan"), TFM_ERR_FORMAT, "metadata 'dropout'");
+    expect_load_fails(m, meta("activation_dropout", "x"), TFM_ERR_FORMAT,
+                      "metadata 'activation_dropout'");
+    expect_load_fails(m, meta("dropout", NULL), TFM_ERR_FORMAT, "metadata 'dropout' is missing");
     expect_load_fails(m, meta("dropout", "1.5"), TFM_ERR_RANGE, "dropout is 1.5");
     expect_load_fails(m, meta("layer_norm_eps", "1e999"), TFM_ERR_FORMAT, "layer_norm_eps");
     expect_load_fails(m, meta("shared_embeddings", "yes"), TFM_ERR_FORMAT,
