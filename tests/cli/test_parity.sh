@@ -51,7 +51,7 @@ pass "tfm trained 20 updates on $data batches and wrote them"
 
 if OMP_WAIT_POLICY=passive /usr/bin/python3 "$ROOT/tests/parity/torch_parity.py" \
         --reference "$REF" --run run --lr-factor 0.3 --warmup 150 >parity.txt 2>&1; then
-    pass "PyTorch agrees: $(grep 'largest loss' parity.txt); $(grep 'largest weight' parity.txt)"
+    pass "PyTorch agrees: $(grep '^largest loss' parity.txt); $(grep '^largest weight' parity.txt)"
 else
     fail "PyTorch disagrees with tfm"; sed 's/^/    /' parity.txt | tail -60
 fi
