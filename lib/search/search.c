@@ -124,9 +124,18 @@ void *search_work(tfm_search *s, int i, size_t n, size_t size)
 
 /* ---- the run ---------------------------------------------------------------------- */
 
+/* An empty source is translated into the empty sentence (only </s>), in
+ * every search and whatever its prefix: a model given no source would
+ * otherwise invent a sentence from its language model alone. */
+static bool source_empty(const tfm_search_input *in, int sent)
+{
+    return in->src_lens[sent] == 0;
+}
+
 static int prefix_len(const tfm_search_input *in, int sent)
 {
-    return in->prefixes && in->prefix_lens ? in->prefix_lens[sent] : 0;
+    if (!in->prefixes || !in->prefix_lens || source_empty(in, sent)) return 0;
+    return in->prefix_lens[sent];
 }
 
 tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_search_input *in,
@@ -154,7 +163,7 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
             return tfm_error_set(err, TFM_ERR_RANGE,
                                  "search: sentence %d: source of %d states; the model takes 0 to %d",
                                  i, src_len, s->max_positions);
-        int plen = prefix_len(in, i);
+        int plen = in->prefixes && in->prefix_lens ? in->prefix_lens[i] : 0;
         if (plen < 0 || plen > s->max_positions - 1)
             return tfm_error_set(err, TFM_ERR_RANGE,
                                  "search: sentence %d: prefix of %d ids; the model takes 0 to %d", i,
@@ -173,6 +182,7 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
         if (p->max_length > 0 && len > p->max_length) len = p->max_length;
         if (len > s->max_positions - 1) len = s->max_positions - 1;
         if (len < plen) len = plen;
+        if (source_empty(in, i)) len = 0;
         max_len[i] = (int)len;
         if (max_len[i] + 1 > S) S = max_len[i] + 1;
         count[i] = 0;

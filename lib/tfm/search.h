@@ -113,7 +113,9 @@ typedef struct tfm_search_input {
     int n_sentences;
     const float *const *states;     /* states[s]: src_lens[s] x D floats, the encoder's
                                        output (tfm_encoder_forward); read during the call */
-    const int *src_lens;            /* [n_sentences]; 0 is allowed */
+    const int *src_lens;            /* [n_sentences]; 0 is allowed: an empty source
+                                       gives the empty sentence (length 0, its log-prob
+                                       that of </s>), in every search, prefix or not */
     const int32_t *const *prefixes; /* NULL, or [n_sentences] forced target prefixes
                                        (without <s>; NULL where prefix_lens[s] is 0) */
     const int *prefix_lens;         /* [n_sentences] when prefixes is given */

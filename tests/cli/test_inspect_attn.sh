@@ -13,7 +13,7 @@
 IA="$BIN/inspect-attn" TOK="$BIN/tokenize" MK="$BUILD/tools/mkmodel"
 TMO=60
 for p in "$IA" "$TOK" "$MK"; do
-    [ -x "$p" ] || { skip "$p is not built"; exit 0; }
+    [ -x "$p" ] || { fail "$p is not built"; exit 0; }
 done
 PY=$(python_numpy)
 
@@ -220,6 +220,12 @@ ia alone2.soft -f soft <three.ids
 check "sources alone from standard input: the same" cmp -s alone.soft alone2.soft
 ia beam.align -f align --beam 3 three.ids
 check "sources alone --beam 3: a line per source" test "$(wc -l <beam.align | tr -d ' ')" -eq 3
+printf '5 6\n\n7\n' >with_empty.ids
+for beam in 1 3; do
+    ia with_empty.soft -f soft --beam $beam with_empty.ids
+    check "sources alone --beam $beam: an empty source is translated into the empty sentence" \
+        awk -F' [|][|][|] ' 'NR == 2 && $1 != "" { exit 1 } END { exit NR != 3 }' with_empty.soft
+done
 ia selfonly.tsv -f tsv --kind self three.ids
 check "sources alone --kind self: no translation needed" test \
     "$(grep -c '^sentence [1-3]: encoder self-attention' selfonly.tsv)" -eq 3
@@ -235,7 +241,7 @@ if [ -x "$BIN/encode" ] && [ -x "$BIN/decode" ]; then
           for (i = 1; i <= n; i++) if (p[i] - q[i] > 1e-4 || q[i] - p[i] > 1e-4) exit 1 }
         END { exit NR != 6 }' alone.soft hyp.soft
 else
-    skip "encode or decode is not built: sources alone not compared with decode"
+    fail "encode or decode is not built: sources alone not compared with decode"
 fi
 expect_status 1 "--tgt with fewer lines than --src fails" "$IA" -m m.st --src three.ids --tgt /dev/null
 expect_stderr "fewer than three.ids" "--tgt with fewer lines: the message names the files"

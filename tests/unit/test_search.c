@@ -9,7 +9,7 @@
  * the full (uncached) decoder; max and min lengths, n-best lists, forced
  * prefixes and n-gram blocking hold; sampling is seeded, its top-k and
  * nucleus limits hold, and its degenerate settings equal greedy search;
- * empty sources work; bad arguments are refused.
+ * an empty source gives the empty sentence; bad arguments are refused.
  *
  * Tolerances: a sentence's log-probs depend on the rows decoded beside it
  * only through the BLAS's blocking of a product (a few float roundings,
@@ -356,6 +356,7 @@ static void test_lengths(void)
         for (int i = 0; i < n; i++) {
             int max_len = f.lens[i] + p.max_length_offset;
             if (p.max_length > 0 && max_len > p.max_length) max_len = p.max_length;
+            if (f.lens[i] == 0) max_len = 0; /* an empty source: the empty sentence */
             tfm_nbest nb = tfm_search_result(f.s, i);
             CHECK(nb.n >= 1 && nb.n <= p.nbest);
             for (int j = 0; j < nb.n; j++) {
@@ -392,7 +393,7 @@ static void test_nbest_sorted_distinct(void)
         for (int i = 0; i < n; i++) {
             tfm_nbest nb = tfm_search_result(f.s, i);
             CHECK(nb.n >= 1 && nb.n <= p.nbest);
-            full += nb.n == p.nbest;
+            full += nb.n == (f.lens[i] ? p.nbest : 1); /* an empty source: one, empty */
             for (int j = 0; j < nb.n; j++) {
                 if (j > 0) CHECK(nb.hyps[j - 1].score >= nb.hyps[j].score);
                 for (int k = 0; k < j; k++) CHECK(!same_ids(&nb.hyps[j], &nb.hyps[k]));
@@ -430,6 +431,10 @@ static void test_prefix_forced(void)
             tfm_nbest nb = tfm_search_result(f.s, i);
             for (int j = 0; j < nb.n; j++) {
                 const tfm_hypothesis *h = &nb.hyps[j];
+                if (f.lens[i] == 0) { /* an empty source: the empty sentence, prefix or not */
+                    CHECK_MSG(h->len == 0, "variant %d sentence %d", variant, i);
+                    continue;
+                }
                 CHECK_MSG(h->len >= prefix_lens[i] &&
                               memcmp(h->ids, pre, (size_t)prefix_lens[i] * sizeof *pre) == 0,
                           "variant %d sentence %d", variant, i);
@@ -673,34 +678,49 @@ static void test_sampler_frequencies(void)
 
 /* ---- edges and arguments ------------------------------------------------------------------- */
 
+/* An empty source gives the empty sentence in every search (greedy, beam
+ * with n-best, sampling), with or without a prefix, alone or in a batch:
+ * one hypothesis per row, length 0, the log-prob of </s>. */
 static void test_empty_source(void)
 {
     fixture f;
     if (!fixture_make(&f, 1100, 4, 1.0f, false)) return;
-    CHECK(f.lens[0] == 0);
+    CHECK(f.lens[0] == 0 && f.lens[1] > 0);
     tfm_search *one = NULL;
     tfm_search_create(f.m, &one, NULL);
-    for (int variant = 0; variant < 3; variant++) {
+    const int32_t prefix_ids[] = {5, 6, 7};
+    for (int variant = 0; variant < 8; variant++) {
         tfm_search_params p = tfm_search_default_params();
-        p.beam = variant == 1 ? 4 : 1;
-        p.sampling = variant == 2;
+        p.beam = variant % 4 == 1 ? 4 : 1;
+        p.nbest = variant % 4 == 1 ? 3 : variant % 4 == 2 ? 2 : 1;
+        p.sampling = variant % 4 == 2;
+        p.min_length = variant % 4 == 3 ? 5 : 0; /* even a minimum length */
+        bool with_prefix = variant >= 4;
+        const int32_t *prefixes[4] = {prefix_ids, prefix_ids, NULL, NULL};
+        int prefix_lens[4] = {3, 3, 0, 0};
         tfm_search_input in = input_of(&f, 0, 1);
         tfm_search_input all = input_of(&f, 0, 4);
+        if (with_prefix) {
+            in.prefixes = all.prefixes = prefixes;
+            in.prefix_lens = all.prefix_lens = prefix_lens;
+        }
         if (!run(one, f.d, &p, &in, SEARCH_AUTO) || !run(f.s, f.d, &p, &all, SEARCH_AUTO)) break;
-        const tfm_hypothesis *a = &tfm_search_result(one, 0).hyps[0];
-        const tfm_hypothesis *b = &tfm_search_result(f.s, 0).hyps[0];
-        CHECK(a->len <= 50 && same_ids(a, b));
-        CHECK_NEAR(a->log_prob, b->log_prob, 1e-4);
-        CHECK(a->log_prob < 0 && isfinite(a->log_prob));
-    }
-    /* an empty source with no room at all (max_len 0): just </s> */
-    tfm_search_params p = tfm_search_default_params();
-    p.max_length_offset = 0;
-    tfm_search_input in = input_of(&f, 0, 1);
-    if (run(one, f.d, &p, &in, SEARCH_AUTO)) {
-        tfm_nbest nb = tfm_search_result(one, 0);
-        CHECK(nb.n == 1 && nb.hyps[0].len == 0);
-        CHECK(nb.hyps[0].log_prob == nb.hyps[0].token_log_probs[0]);
+        for (int k = 0; k < 2; k++) {
+            tfm_nbest nb = tfm_search_result(k ? f.s : one, 0);
+            CHECK_MSG(nb.n >= 1 && nb.n <= p.nbest, "variant %d: %d hypotheses", variant, nb.n);
+            for (int h = 0; h < nb.n; h++) {
+                CHECK_MSG(nb.hyps[h].len == 0, "variant %d, %s, hypothesis %d: %d ids", variant,
+                          k ? "in a batch" : "alone", h, nb.hyps[h].len);
+                CHECK(nb.hyps[h].log_prob == nb.hyps[h].token_log_probs[0]);
+                CHECK(nb.hyps[h].log_prob <= 0 && isfinite(nb.hyps[h].log_prob));
+            }
+        }
+        /* the non-empty source beside it still gets its prefix */
+        if (with_prefix) {
+            tfm_nbest nb = tfm_search_result(f.s, 1);
+            CHECK(nb.n >= 1 && nb.hyps[0].len >= 3 &&
+                  memcmp(nb.hyps[0].ids, prefix_ids, sizeof prefix_ids) == 0);
+        }
     }
     tfm_search_free(one);
     fixture_free(&f);
