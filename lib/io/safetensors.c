@@ -201,6 +201,24 @@ static tfm_status check_header_text(const unsigned char *s, size_t len, tfm_erro
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "header is not valid UTF-8: bad byte 0x%02x at byte %zu of the header",
                              s[bad], bad);
+    /* The values of the JSON (one per comma or opening bracket outside
+     * strings, and one more), counted before cJSON builds a node for each. */
+    size_t values = 1;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        if (in_string) {
+            if (s[i] == '\\') i++; /* the escaped character is no quote */
+            else if (s[i] == '"') in_string = false;
+        } else if (s[i] == '"') {
+            in_string = true;
+        } else if (s[i] == ',' || s[i] == '[' || s[i] == '{') {
+            if (++values > TFM_SAFETENSORS_MAX_VALUES)
+                return tfm_error_set(err, TFM_ERR_FORMAT,
+                                     "header holds more than %u JSON values (at byte %zu): more "
+                                     "than any model needs",
+                                     TFM_SAFETENSORS_MAX_VALUES, i);
+        }
+    }
     for (size_t i = 0; i < len;) {
         if (s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
             return tfm_error_set(err, TFM_ERR_FORMAT,
@@ -308,6 +326,9 @@ static tfm_status read_tensor(st_tensor *t, const char *name, const cJSON *obj, 
                              "tensor '%s': shape is %s, expected an array of non-negative integers",
                              name, json_kind(shape));
     int ndim = cJSON_GetArraySize(shape);
+    if (ndim > TFM_SAFETENSORS_MAX_NDIM)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "tensor '%s': shape has %d dimensions, more "
+                             "than the %d allowed", name, ndim, TFM_SAFETENSORS_MAX_NDIM);
     t->shape = malloc(((size_t)ndim + 1) * sizeof *t->shape);
     if (!t->shape) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     const cJSON *dim = shape->child;
@@ -470,27 +491,26 @@ static tfm_status check_layout(tfm_safetensors *f, tfm_error *err)
     return TFM_OK;
 }
 
-/* Parses and checks a whole file held in bytes[0..size) into f. */
-static tfm_status parse_into(tfm_safetensors *f, const unsigned char *bytes, size_t size,
-                             tfm_error *err)
+/* The header length at the start of bytes (ST_LEN_BYTES of them). */
+static uint64_t header_length(const unsigned char *bytes)
 {
-    if (size < ST_LEN_BYTES)
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "file is truncated: it holds %zu bytes, but a safetensors file starts "
-                             "with an 8-byte header length",
-                             size);
     uint64_t n = 0;
     for (int i = ST_LEN_BYTES - 1; i >= 0; i--) n = n << 8 | bytes[i];
-    if (n > size - ST_LEN_BYTES)
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "header length %" PRIu64 " exceeds the file size %zu (the file is "
-                             "truncated or not a safetensors file)",
-                             n, size);
-    if (n > TFM_SAFETENSORS_MAX_HEADER)
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "header length %" PRIu64 " exceeds the limit of %u bytes", n,
-                             TFM_SAFETENSORS_MAX_HEADER);
-    const unsigned char *header = bytes + ST_LEN_BYTES;
+    return n;
+}
+
+static tfm_status header_too_long(uint64_t n, tfm_error *err)
+{
+    return tfm_error_set(err, TFM_ERR_FORMAT,
+                         "header length %" PRIu64 " exceeds the limit of %u bytes (a model's "
+                         "header needs a few MB at most)",
+                         n, TFM_SAFETENSORS_MAX_HEADER);
+}
+
+/* Parses and checks the n-byte header text into f's tensors and metadata. */
+static tfm_status parse_header(tfm_safetensors *f, const unsigned char *header, uint64_t n,
+                               tfm_error *err)
+{
     tfm_status st = check_header_text(header, (size_t)n, err);
     if (st != TFM_OK) return st;
 
@@ -521,8 +541,28 @@ static tfm_status parse_into(tfm_safetensors *f, const unsigned char *bytes, siz
         cJSON_Delete(root);
     }
     free(text);
-    if (st != TFM_OK) return st;
+    return st;
+}
 
+/* Parses and checks a whole file held in bytes[0..size) into f. */
+static tfm_status parse_into(tfm_safetensors *f, const unsigned char *bytes, size_t size,
+                             tfm_error *err)
+{
+    if (size < ST_LEN_BYTES)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "file is truncated: it holds %zu bytes, but a safetensors file starts "
+                             "with an 8-byte header length",
+                             size);
+    uint64_t n = header_length(bytes);
+    if (n > size - ST_LEN_BYTES)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "header length %" PRIu64 " exceeds the file size %zu (the file is "
+                             "truncated or not a safetensors file)",
+                             n, size);
+    if (n > TFM_SAFETENSORS_MAX_HEADER) return header_too_long(n, err);
+    const unsigned char *header = bytes + ST_LEN_BYTES;
+    tfm_status st = parse_header(f, header, n, err);
+    if (st != TFM_OK) return st;
     f->data = header + n;
     f->data_size = size - ST_LEN_BYTES - n;
     return check_layout(f, err);
@@ -545,20 +585,90 @@ tfm_status tfm_safetensors_parse(const void *data, size_t size, tfm_safetensors 
     return TFM_OK;
 }
 
-/* Reads all of fd into b (for what cannot be mapped: pipes, empty files). */
-static tfm_status read_all(int fd, tfm_buf *b, const char *path, tfm_error *err)
+/* Appends up to want bytes of fd to b, fewer only where the input ends.
+ * The buffer grows with what arrives, not with what was asked for, so a
+ * header that promises terabytes costs only what the input really holds. */
+static tfm_status read_upto(int fd, tfm_buf *b, uint64_t want, tfm_error *err)
 {
-    for (;;) {
-        if (tfm_buf_reserve(b, ST_READ_CHUNK) != TFM_OK)
+    while (want > 0) {
+        size_t chunk = want < ST_READ_CHUNK ? (size_t)want : ST_READ_CHUNK;
+        if (tfm_buf_reserve(b, chunk + 1) != TFM_OK)
             return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-        ssize_t got = read(fd, b->data + b->len, b->cap - b->len - 1);
+        ssize_t got = read(fd, b->data + b->len, chunk);
         if (got < 0 && errno == EINTR) continue;
-        if (got < 0)
-            return tfm_error_set(err, TFM_ERR_IO, "read error: %s", strerror(errno));
+        if (got < 0) return tfm_error_set(err, TFM_ERR_IO, "read error: %s", strerror(errno));
         if (got == 0) return TFM_OK;
         b->len += (size_t)got;
         b->data[b->len] = 0;
+        want -= (uint64_t)got;
     }
+    return TFM_OK;
+}
+
+/* Reads from fd until b holds total bytes, or the input ends. */
+static tfm_status read_to(int fd, tfm_buf *b, uint64_t total, tfm_error *err)
+{
+    return b->len >= total ? TFM_OK : read_upto(fd, b, total - b->len, err);
+}
+
+/* Reads a file that cannot be mapped (a pipe, a device, /proc) into b (which
+ * may hold its first bytes already, read by the caller): the
+ * header length, the header, then exactly the data section the header
+ * describes, and refuses anything after it, so that /dev/zero or an endless
+ * pipe is an error rather than a read without end.  Where the input is
+ * short, what arrived is kept and parse_into reports the truncation. */
+static tfm_status read_stream(int fd, tfm_buf *b, tfm_error *err)
+{
+    tfm_status st = read_to(fd, b, ST_LEN_BYTES, err);
+    if (st != TFM_OK || b->len < ST_LEN_BYTES) return st;
+    uint64_t n = header_length((const unsigned char *)b->data);
+    if (n > TFM_SAFETENSORS_MAX_HEADER) return header_too_long(n, err);
+    st = read_to(fd, b, ST_LEN_BYTES + n, err);
+    if (st != TFM_OK || b->len < ST_LEN_BYTES + n) return st;
+    /* The header alone tells how long the data section is. */
+    tfm_safetensors *h = calloc(1, sizeof *h);
+    if (!h) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    tfm_buf_init(&h->owned);
+    st = parse_header(h, (const unsigned char *)b->data + ST_LEN_BYTES, n, err);
+    uint64_t data_size = 0;
+    for (size_t i = 0; st == TFM_OK && i < h->n_tensors; i++)
+        if (h->tensors[i].end > data_size) data_size = h->tensors[i].end;
+    tfm_safetensors_free(h);
+    if (st != TFM_OK) return st;
+    st = read_to(fd, b, ST_LEN_BYTES + n + data_size, err);
+    if (st != TFM_OK || b->len < ST_LEN_BYTES + n + data_size) return st;
+    size_t before = b->len;
+    st = read_upto(fd, b, 1, err);
+    if (st != TFM_OK) return st;
+    if (b->len > before)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "the input goes on after the %" PRIu64 "-byte data section its "
+                             "header describes (not a safetensors file, or two run together)",
+                             data_size);
+    return TFM_OK;
+}
+
+tfm_status tfm_safetensors_read_fd(int fd, const void *start, size_t have,
+                                   tfm_safetensors **out, tfm_error *err)
+{
+    *out = NULL;
+    tfm_safetensors *f = calloc(1, sizeof *f);
+    if (!f) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    tfm_buf_init(&f->owned);
+    tfm_status st = have ? (tfm_buf_append(&f->owned, start, have) == TFM_OK
+                                ? TFM_OK
+                                : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory"))
+                         : TFM_OK;
+    if (st == TFM_OK) st = read_stream(fd, &f->owned, err);
+    if (st == TFM_OK)
+        st = parse_into(f, (const unsigned char *)(f->owned.data ? f->owned.data : ""),
+                        f->owned.len, err);
+    if (st != TFM_OK) {
+        tfm_safetensors_free(f);
+        return st;
+    }
+    *out = f;
+    return TFM_OK;
 }
 
 tfm_status tfm_safetensors_open(const char *path, tfm_safetensors **out, tfm_error *err)
@@ -585,7 +695,7 @@ tfm_status tfm_safetensors_open(const char *path, tfm_safetensors **out, tfm_err
     }
     /* A file that cannot be mapped (a pipe, /proc, a file system without
      * mmap) is read instead. */
-    if (st == TFM_OK && !f->map) st = read_all(fd, &f->owned, path, err);
+    if (st == TFM_OK && !f->map) st = read_stream(fd, &f->owned, err);
     close(fd);
     if (st == TFM_OK) {
         if (f->map) st = parse_into(f, f->map, f->map_size, err);
@@ -1006,8 +1116,7 @@ tfm_status tfm_safetensors_write(const tfm_safetensors_writer *w, const char *pa
     tfm_status st = tfm_atomic_open(&f, path, err);
     if (st != TFM_OK) return st;
     st = tfm_safetensors_write_stream(w, f.fp, err);
-    if (st != TFM_OK) {
-        tfm_error_prefix(err, "%s", path);
+    if (st != TFM_OK) { /* the caller names the file, as for every error here */
         tfm_atomic_abort(&f);
         return st;
     }

@@ -6,12 +6,15 @@
  * the whole model and opens in Python unchanged. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "nn/layers.h" /* tfm_packed_decoder_free */
 #include "tfm/model.h"
@@ -553,26 +556,52 @@ tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err)
     return TFM_OK;
 }
 
+/* The vocabulary in the metadata of an opened model file. */
+static tfm_status vocab_of_model_file(tfm_safetensors *f, tfm_vocab **out, tfm_error *err)
+{
+    const char *text = tfm_safetensors_metadata(f, "vocab");
+    if (!text) return tfm_error_set(err, TFM_ERR_FORMAT, "the model file holds no vocabulary");
+    tfm_status st = tfm_vocab_parse(text, strlen(text), out, err);
+    if (st != TFM_OK) tfm_error_prefix(err, "the vocabulary in its metadata");
+    return st;
+}
+
 tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *err)
 {
     *out = NULL;
     /* A safetensors file starts with an 8-byte header length and then the
      * JSON header's '{'; anything else is read as a vocabulary file, whose
-     * loader says what is wrong with it. */
+     * loader says what is wrong with it.  The file is opened once, so that a
+     * pipe (tokenize -m <(...)) works: its first bytes are read once. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "%s", strerror(errno));
     unsigned char start[9] = {0};
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return tfm_error_set(err, TFM_ERR_IO, "%s", strerror(errno));
-    size_t got = fread(start, 1, sizeof start, fp);
-    fclose(fp);
-    if (got < sizeof start || start[8] != '{') return tfm_vocab_load(path, out, err);
-    tfm_safetensors *f;
-    tfm_status st = tfm_safetensors_open(path, &f, err);
-    if (st != TFM_OK) return st;
-    const char *text = tfm_safetensors_metadata(f, "vocab");
-    if (!text)
-        st = tfm_error_set(err, TFM_ERR_FORMAT, "the model file holds no vocabulary");
-    else if ((st = tfm_vocab_parse(text, strlen(text), out, err)) != TFM_OK)
-        tfm_error_prefix(err, "the vocabulary in its metadata");
-    tfm_safetensors_free(f);
+    size_t got = 0;
+    while (got < sizeof start) {
+        ssize_t n = read(fd, start + got, sizeof start - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            tfm_status st = tfm_error_set(err, TFM_ERR_IO, "read failed: %s", strerror(errno));
+            close(fd);
+            return st;
+        }
+        if (n == 0) break;
+        got += (size_t)n;
+    }
+    tfm_status st;
+    if (got < sizeof start || start[8] != '{') {
+        st = tfm_vocab_read_fd(fd, start, got, out, err);
+    } else {
+        tfm_safetensors *f = NULL;
+        struct stat sb;
+        /* a regular file is mapped from its start; anything else read on */
+        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
+            st = tfm_safetensors_open(path, &f, err);
+        else
+            st = tfm_safetensors_read_fd(fd, start, got, &f, err);
+        if (st == TFM_OK) st = vocab_of_model_file(f, out, err);
+        tfm_safetensors_free(f);
+    }
+    close(fd);
     return st;
 }

@@ -12,10 +12,12 @@
  * may also come after the byte pieces (a vocabulary made with
  * tfm_vocab_create gets them there); nothing else may move. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tfm/io.h"
 #include "tfm/text.h"
@@ -285,27 +287,47 @@ tfm_status tfm_vocab_save(const tfm_vocab *v, const char *path, tfm_error *err)
     return tfm_atomic_commit(&f, err);
 }
 
+tfm_status tfm_vocab_read_fd(int fd, const void *start, size_t have, tfm_vocab **out,
+                             tfm_error *err)
+{
+    *out = NULL;
+    tfm_buf data;
+    tfm_buf_init(&data);
+    tfm_status st = TFM_OK;
+    if (have > TFM_VOCAB_MAX_BYTES || tfm_buf_append(&data, start, have) != TFM_OK)
+        st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory reading the vocabulary");
+    char chunk[65536];
+    for (;;) {
+        if (st != TFM_OK) break;
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            st = tfm_error_set(err, TFM_ERR_IO, "read failed: %s", strerror(errno));
+            break;
+        }
+        if (n == 0) break;
+        if (data.len + (size_t)n > TFM_VOCAB_MAX_BYTES) {
+            st = tfm_error_set(err, TFM_ERR_FORMAT,
+                               "more than %u bytes: too large for a vocabulary (a model "
+                               "stores its vocabulary in its header, which holds at most that)",
+                               TFM_VOCAB_MAX_BYTES);
+            break;
+        }
+        if (tfm_buf_append(&data, chunk, (size_t)n) != TFM_OK)
+            st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory reading the vocabulary");
+    }
+    if (st == TFM_OK) st = tfm_vocab_parse(data.data ? data.data : "", data.len, out, err);
+    tfm_buf_free(&data);
+    return st;
+}
+
 tfm_status tfm_vocab_load(const char *path, tfm_vocab **out, tfm_error *err)
 {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return tfm_error_set(err, TFM_ERR_IO, "cannot open: %s", strerror(errno));
-    tfm_buf data;
-    tfm_buf_init(&data);
-    char chunk[65536];
-    size_t n;
-    tfm_status st = TFM_OK;
-    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) {
-        if (tfm_buf_append(&data, chunk, n) != TFM_OK) {
-            st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory reading the vocabulary");
-            break;
-        }
-    }
-    if (st == TFM_OK && ferror(fp))
-        st = tfm_error_set(err, TFM_ERR_IO, "read failed: %s", strerror(errno));
-    fclose(fp);
-    if (st == TFM_OK) st = tfm_vocab_parse(data.data ? data.data : "", data.len, out, err);
-    tfm_buf_free(&data);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "cannot open: %s", strerror(errno));
+    tfm_status st = tfm_vocab_read_fd(fd, NULL, 0, out, err);
+    close(fd);
     return st;
 }
 

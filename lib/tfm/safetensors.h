@@ -56,9 +56,19 @@
 #include "tfm/core.h"
 #include "tfm/io.h"
 
-/* The largest header the reference implementation reads (and so the largest
- * we read or write). */
-#define TFM_SAFETENSORS_MAX_HEADER 100000000u
+/* The largest header we read or write: 16 MiB.  A model's header holds its
+ * vocabulary (about 1 MB at 32k pieces) and a few hundred tensor entries,
+ * so this leaves room for ten times that, while a hostile header cannot
+ * make its parsed form cost gigabytes.  (The reference implementation
+ * allows 100 MB; no model of ours comes near either.) */
+#define TFM_SAFETENSORS_MAX_HEADER 16777216u
+/* The most JSON values (numbers, strings, arrays, objects) a header may hold:
+ * a base model's checkpoint has some 10,000.  cJSON spends some 64 bytes on
+ * each, so the parsed header stays under 20 MB. */
+#define TFM_SAFETENSORS_MAX_VALUES 262144u
+/* The most dimensions a tensor may have (the format sets no limit; NumPy's
+ * is 64). */
+#define TFM_SAFETENSORS_MAX_NDIM 64
 
 /* ---- reading ------------------------------------------------------------------ */
 
@@ -86,6 +96,12 @@ tfm_status tfm_safetensors_parse(const void *data, size_t size, tfm_safetensors 
 
 void tfm_safetensors_free(tfm_safetensors *f);
 
+/* Reads a file from fd, one that cannot be mapped (a pipe), whose first
+ * `have` bytes the caller has read already (start; NULL when have is 0):
+ * only as far as its header says, as tfm_safetensors_open reads a pipe. */
+tfm_status tfm_safetensors_read_fd(int fd, const void *start, size_t have,
+                                   tfm_safetensors **out, tfm_error *err);
+
 /* The number of tensors, and the name of tensor i (i < count).  Names and
  * every other string returned here live as long as f. */
 size_t tfm_safetensors_count(const tfm_safetensors *f);
@@ -101,7 +117,7 @@ typedef struct tfm_safetensors_info {
     const char *dtype_name; /* as in the file: "F32", "BF16", ... */
     bool supported;         /* the dtype is F32 or I32, which the library reads */
     tfm_dtype dtype;        /* meaningful only when supported */
-    int ndim;               /* any number: the format sets no limit */
+    int ndim;               /* 0 .. TFM_SAFETENSORS_MAX_NDIM */
     const int64_t *shape;   /* ndim dimensions */
     uint64_t nbytes;        /* the size of its data */
 } tfm_safetensors_info;

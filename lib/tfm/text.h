@@ -135,7 +135,15 @@ const tfm_norm_params *tfm_vocab_norm(const tfm_vocab *v);
 tfm_status tfm_vocab_save(const tfm_vocab *v, const char *path, tfm_error *err);
 /* Writes the same text to an open stream (standard output, say). */
 tfm_status tfm_vocab_write(const tfm_vocab *v, FILE *fp, tfm_error *err);
+/* Reads a vocabulary file (or a pipe) of at most TFM_VOCAB_MAX_BYTES: the
+ * size of a model's header, where the vocabulary is stored.  A longer input
+ * (a wrong file, /dev/zero) is TFM_ERR_FORMAT, read no further. */
+#define TFM_VOCAB_MAX_BYTES 16777216u
 tfm_status tfm_vocab_load(const char *path, tfm_vocab **out, tfm_error *err);
+/* The same from fd, whose first `have` bytes the caller has read already
+ * (start; NULL when have is 0). */
+tfm_status tfm_vocab_read_fd(int fd, const void *start, size_t have, tfm_vocab **out,
+                             tfm_error *err);
 /* Parses a vocabulary held in memory; errors name the line ("line 12: ..."). */
 tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_error *err);
 

@@ -690,7 +690,7 @@ static void test_header_length(void)
     CHECK(tfm_safetensors_parse(NULL, 0, &f, &err) == TFM_ERR_FORMAT);
     CHECK(tfm_safetensors_parse(NULL, 5, &f, &err) == TFM_ERR_ARG);
 
-    /* over the 100 MB limit, in a sparse file that really is that long */
+    /* over the 16 MiB limit, in a sparse file that really is that long */
     const char *path = tmp_path("huge_header.safetensors");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     CHECK(fd >= 0);
@@ -701,9 +701,64 @@ static void test_header_length(void)
     CHECK(ftruncate(fd, (off_t)(8 + n + 16)) == 0);
     close(fd);
     CHECK(tfm_safetensors_open(path, &f, &err) == TFM_ERR_FORMAT && !f);
-    CHECK_MSG(strcmp(err.msg, "header length 100000001 exceeds the limit of 100000000 bytes") == 0,
+    CHECK_MSG(strstr(err.msg, "header length 16777217 exceeds the limit of 16777216 bytes") ==
+                  err.msg,
               "%s", err.msg);
     unlink(path);
+}
+
+/* A header is refused before cJSON builds it when it holds more values
+ * than any model needs, or a shape of more than 64 dimensions: a header
+ * of "shape":[0,0,0,...] would otherwise cost some 70 bytes per zero. */
+static void test_header_size_limits(void)
+{
+    tfm_error err;
+    tfm_safetensors *f = NULL;
+    for (int variant = 0; variant < 4; variant++) {
+        /* 0: just under the value limit (a valid file, if a strange one);
+         * 1: one over it; 2: 64 dimensions; 3: 65 */
+        /* the header below holds 14 values besides the zeros */
+        size_t zeros = variant == 0   ? TFM_SAFETENSORS_MAX_VALUES - 14
+                       : variant == 1 ? TFM_SAFETENSORS_MAX_VALUES - 13
+                                      : (size_t)(variant == 2 ? 64 : 65);
+        tfm_buf json;
+        tfm_buf_init(&json);
+        bool ok = tfm_buf_printf(&json, "{\"t\":{\"dtype\":\"F32\",\"shape\":[") == TFM_OK;
+        for (size_t i = 0; i < zeros && ok; i++)
+            ok = tfm_buf_append(&json, i ? ",0" : "0", i ? 2 : 1) == TFM_OK;
+        CHECK(ok);
+        CHECK(tfm_buf_printf(&json, "],\"data_offsets\":[0,0]},\"u\":{\"dtype\":\"F32\","
+                                    "\"shape\":[1],\"data_offsets\":[0,4]}}") == TFM_OK);
+        size_t size;
+        unsigned char *file = make_file(json.data, 0, 4, &size);
+        tfm_status st = tfm_safetensors_parse(file, size, &f, &err);
+        if (variant == 0) {
+            /* a shape this long is allowed only within the dimension limit */
+            CHECK_MSG(st == TFM_ERR_FORMAT && strstr(err.msg, "dimensions"), "%s", err.msg);
+        } else if (variant == 1) {
+            CHECK_MSG(st == TFM_ERR_FORMAT && strstr(err.msg, "header holds more than 262144 "
+                                                               "JSON values"),
+                      "%s", err.msg);
+        } else if (variant == 2) {
+            CHECK_MSG(st == TFM_OK, "%s", err.msg);
+        } else {
+            CHECK_MSG(st == TFM_ERR_FORMAT &&
+                          strstr(err.msg, "tensor 't': shape has 65 dimensions, more than the "
+                                          "64 allowed"),
+                      "%s", err.msg);
+        }
+        tfm_safetensors_free(f);
+        f = NULL;
+        free(file);
+        tfm_buf_free(&json);
+    }
+    /* commas and brackets inside strings are not values */
+    size_t size;
+    unsigned char *file = make_file("{\"__metadata__\":{\"k\":\"[,{,\\\",[\"}}", 0, 0, &size);
+    CHECK_MSG(tfm_safetensors_parse(file, size, &f, &err) == TFM_OK, "%s", err.msg);
+    CHECK(f && strcmp(tfm_safetensors_metadata(f, "k"), "[,{,\",[") == 0);
+    tfm_safetensors_free(f);
+    free(file);
 }
 
 /* A valid file cut short anywhere fails cleanly, never crashes or reads
@@ -799,6 +854,36 @@ static void test_open(void)
     close(fds[0]);
     int status;
     waitpid(pid, &status, 0);
+
+    /* a pipe is read only as far as its header says: a file with more
+     * after it, or cut short, is refused, and so is /dev/zero, at once */
+    for (int variant = 0; variant < 2; variant++) {
+        CHECK(pipe(fds) == 0);
+        fflush(stdout);
+        pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            size_t want = variant == 0 ? size - 1 : size, done = 0;
+            while (done < want) {
+                ssize_t k = write(fds[1], bytes + done, want - done);
+                if (k <= 0) _exit(1);
+                done += (size_t)k;
+            }
+            /* then, for variant 1, bytes without end, until the reader goes */
+            static const char more[4096];
+            while (variant == 1 && write(fds[1], more, sizeof more) > 0) {}
+            _exit(0);
+        }
+        close(fds[1]);
+        snprintf(dev, sizeof dev, "/dev/fd/%d", fds[0]);
+        CHECK(tfm_safetensors_open(dev, &f, &err) == TFM_ERR_FORMAT && !f);
+        CHECK_MSG(strstr(err.msg, variant == 0 ? "file is truncated" : "the input goes on after "
+                                                                      "the"),
+                  "%s", err.msg);
+        close(fds[0]);
+        waitpid(pid, &status, 0);
+    }
+    CHECK(tfm_safetensors_open("/dev/zero", &f, &err) == TFM_ERR_FORMAT && !f);
     free(bytes);
 }
 
@@ -1020,6 +1105,7 @@ int main(void)
     RUN(test_validation);
     RUN(test_accepts);
     RUN(test_header_length);
+    RUN(test_header_size_limits);
     RUN(test_truncated);
     RUN(test_open);
     RUN(test_writer_errors);

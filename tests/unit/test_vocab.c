@@ -317,6 +317,18 @@ static void test_parse_errors(void)
     tfm_buf_free(&b);
 }
 
+/* A file without end (a device, an endless pipe) is read no further than
+ * a vocabulary can be long. */
+static void test_load_bounded(void)
+{
+    tfm_vocab *v = NULL;
+    tfm_error err;
+    CHECK(tfm_vocab_load("/dev/zero", &v, &err) == TFM_ERR_FORMAT && !v);
+    CHECK_MSG(strstr(err.msg, "more than 16777216 bytes: too large for a vocabulary"), "%s",
+              err.msg);
+    CHECK(tfm_vocab_load("/nonexistent/v.vocab", &v, &err) == TFM_ERR_IO && !v);
+}
+
 int main(void)
 {
     RUN(test_create_layout);
@@ -324,5 +336,6 @@ int main(void)
     RUN(test_parse_valid_variants);
     RUN(test_parse_unterminated);
     RUN(test_parse_errors);
+    RUN(test_load_bounded);
     CHECK_DONE();
 }
