@@ -75,8 +75,9 @@ static const char usage_text[] =
     "  -V, --version              output version information and exit\n"
     "\n"
     "Output lines hold ids without <s> and </s>.  An empty record (an empty source\n"
-    "line) is decoded too, from no source.  A batch takes only the records that are\n"
-    "ready, so each record of an interactive pipe is answered at once.\n"
+    "line) gives an empty line (in an n-best list, empty hypotheses), whatever its\n"
+    "prefix.  A batch takes only the records that are ready, so each record of an\n"
+    "interactive pipe is answered at once.\n"
     "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n"
     "Example:\n"
     "  tokenize -m m.safetensors < in.txt | encode -m m.safetensors \\\n"
@@ -244,8 +245,10 @@ static bool read_prefix(decode_run *run, int i, pending_error *pe)
     return true;
 }
 
-/* Checks record t (number `record` of file `name`) and adds it to the batch. */
-static bool add_record(decode_run *run, const char *name, size_t record, pending_error *pe)
+/* Checks record t (number `record` of file `name`, with rows_in_file rows
+ * before the stream cropped it) and adds it to the batch. */
+static bool add_record(decode_run *run, const char *name, size_t record, int64_t rows_in_file,
+                       pending_error *pe)
 {
     batch *b = &run->b;
     int i = b->n;
@@ -269,12 +272,11 @@ static bool add_record(decode_run *run, const char *name, size_t record, pending
         pend(pe, name, 0, msg);
         return false;
     }
-    int64_t rows = t->shape[0];
-    if (rows > run->max_input) {
+    int64_t rows = t->shape[0]; /* the stream keeps at most max_input */
+    if (rows_in_file > rows)
         cli_warn(name, 0, "record %zu: %lld states are more than the %d the model takes; "
-                 "cropped to the first %d", record, (long long)rows, run->max_input, run->max_input);
-        rows = run->max_input;
-    }
+                 "cropped to the first %d", record, (long long)rows_in_file, run->max_input,
+                 run->max_input);
     b->states[i] = t->data;
     b->src_len[i] = (int)rows;
     b->prefix_len[i] = 0;
@@ -316,7 +318,7 @@ static void read_batch(decode_run *run, tfm_npy_stream *st, const char *name, bo
             pend(pe, name, 0, err.msg);
             break;
         }
-        if (!add_record(run, name, st->record, pe)) break;
+        if (!add_record(run, name, st->record, st->rows_in_file, pe)) break;
     }
 }
 
@@ -404,7 +406,10 @@ static void decode_file(decode_run *run, const char *name)
     int fd = cli_open_input(name);
     FILE *fp = fd == STDIN_FILENO ? stdin : fdopen(fd, "rb");
     if (!fp) cli_fail(name, 0, "out of memory");
-    tfm_npy_stream st = {.fp = fp};
+    /* Memory stays bounded by what a record may hold: max_input rows of
+     * d_model floats (a wrong width is named by add_record when it fits). */
+    tfm_npy_stream st = {.fp = fp, .max_rows = run->max_input,
+                         .max_bytes = (size_t)run->max_input * (size_t)run->D * sizeof(float)};
     bool ended = false;
     pending_error pe = {0};
     while (!ended) {

@@ -164,10 +164,13 @@ static const char *batch_line(const line_batch *b, size_t i)
     return b->text.data + b->offset[i];
 }
 
-/* Reads lines into b until it is full, the input ends, or no more input is
+/* Reads lines into b until it is full, the input ends, a line cannot be read
+ * (*failed set, with its number in *failed_line: the lines before it are
+ * still processed, so the output stays a clean prefix), or no more input is
  * ready right now (then what has come is processed at once).  Returns false
  * when the input has ended and b is empty. */
-static bool batch_read(line_batch *b, tfm_line_reader *r, const char *name)
+static bool batch_read(line_batch *b, tfm_line_reader *r, const char *name, tfm_error *failed,
+                       size_t *failed_line)
 {
     tfm_buf_clear(&b->text);
     b->n = 0;
@@ -179,7 +182,11 @@ static bool batch_read(line_batch *b, tfm_line_reader *r, const char *name)
         tfm_error err;
         tfm_status s = tfm_lines_next(r, &line, &len, &err);
         if (s == TFM_EOF) break;
-        if (s != TFM_OK) cli_fail(name, tfm_lines_number(r) + 1, "%s", err.msg);
+        if (s != TFM_OK) {
+            *failed = err;
+            *failed_line = tfm_lines_number(r) + 1;
+            break;
+        }
         b->offset[b->n] = b->text.len;
         b->len[b->n] = len;
         if (tfm_buf_append(&b->text, line, len) != TFM_OK ||
@@ -206,9 +213,16 @@ static void for_each_batch(char **files, int n_files, batch_fn fn, void *ctx)
         int fd = cli_open_input(files[f]);
         tfm_line_reader *reader = tfm_lines_create(fd);
         if (!reader) cli_fail(NULL, 0, "out of memory");
-        while (batch_read(&batch, reader, files[f])) {
+        tfm_error failed = {0};
+        size_t failed_line = 0;
+        while (batch_read(&batch, reader, files[f], &failed, &failed_line)) {
             fn(ctx, &batch, files[f]);
+            if (failed_line) break;
             if (!tfm_lines_ready(reader)) cli_flush();
+        }
+        if (failed_line) {
+            cli_flush();
+            cli_fail(files[f], failed_line, "%s", failed.msg);
         }
         tfm_lines_free(reader);
         cli_close_input(fd);

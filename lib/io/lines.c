@@ -22,6 +22,8 @@ struct tfm_line_reader {
     size_t cap;
     bool at_eof;
     size_t line_number;
+    size_t max_length; /* longest line returned; longer ones are errors */
+    bool skipping;     /* a line found too long: its rest is still to be read past */
 };
 
 tfm_line_reader *tfm_lines_create(int fd)
@@ -29,6 +31,7 @@ tfm_line_reader *tfm_lines_create(int fd)
     tfm_line_reader *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->fd = fd;
+    r->max_length = TFM_LINES_MAX_LENGTH;
     r->cap = READ_CHUNK * 2;
     r->buf = malloc(r->cap);
     if (!r->buf) {
@@ -48,6 +51,11 @@ void tfm_lines_free(tfm_line_reader *r)
 size_t tfm_lines_number(const tfm_line_reader *r)
 {
     return r->line_number;
+}
+
+void tfm_lines_set_max_length(tfm_line_reader *r, size_t max_length)
+{
+    r->max_length = max_length;
 }
 
 static bool has_buffered_line(const tfm_line_reader *r)
@@ -90,8 +98,31 @@ static tfm_status fill(tfm_line_reader *r, tfm_error *err)
     }
 }
 
+/* Reads past the rest of a line found too long (up to and including its
+ * '\n'), in chunks, so memory stays bounded; false with err set when the
+ * input fails. */
+static tfm_status skip_rest_of_line(tfm_line_reader *r, tfm_error *err)
+{
+    for (;;) {
+        char *nl = memchr(r->buf + r->start, '\n', r->end - r->start);
+        if (nl || r->at_eof) {
+            r->start = nl ? (size_t)(nl - r->buf) + 1 : r->end;
+            r->skipping = false;
+            r->line_number++; /* the long line is behind us now */
+            return TFM_OK;
+        }
+        r->start = r->end;
+        tfm_status s = fill(r, err);
+        if (s != TFM_OK) return s;
+    }
+}
+
 tfm_status tfm_lines_next(tfm_line_reader *r, const char **line, size_t *len, tfm_error *err)
 {
+    if (r->skipping) {
+        tfm_status s = skip_rest_of_line(r, err);
+        if (s != TFM_OK) return s;
+    }
     size_t scanned = 0; /* bytes after start already known to hold no '\n' */
     for (;;) {
         char *nl = memchr(r->buf + r->start + scanned, '\n', r->end - r->start - scanned);
@@ -113,6 +144,15 @@ tfm_status tfm_lines_next(tfm_line_reader *r, const char **line, size_t *len, tf
             return TFM_OK;
         }
         scanned = r->end - r->start;
+        if (scanned > r->max_length) {
+            /* Reported at once (input without end, such as /dev/zero, must
+             * not keep the caller waiting); the next call reads past the
+             * rest of it. */
+            r->start = r->end;
+            r->skipping = true;
+            return tfm_error_set(err, TFM_ERR_RANGE, "the line is longer than %zu bytes (the "
+                                 "most a line may have)", r->max_length);
+        }
         tfm_status s = fill(r, err);
         if (s != TFM_OK) return s;
     }

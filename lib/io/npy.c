@@ -467,8 +467,31 @@ static tfm_status read_payload(npy_source *src, tfm_tensor *t, size_t bytes, siz
     return TFM_OK;
 }
 
-/* Reads one record from src into t (see tfm_npy_read). */
-static tfm_status read_record(npy_source *src, tfm_tensor *t, tfm_error *err)
+/* Reads past n bytes of src without holding them; the number read. */
+static size_t source_skip(npy_source *src, size_t n)
+{
+    char scratch[NPY_READ_CHUNK];
+    size_t done = 0;
+    while (done < n) {
+        size_t want = n - done < sizeof scratch ? n - done : sizeof scratch;
+        size_t got = source_read(src, scratch, want);
+        done += got;
+        if (got < want) break;
+    }
+    return done;
+}
+
+/* How a record is read: at most max_rows rows along its first dimension
+ * (0: all), at most max_bytes bytes of data kept (0: no limit). */
+typedef struct read_limits {
+    int64_t max_rows;
+    size_t max_bytes;
+} read_limits;
+
+/* Reads one record from src into t (see tfm_npy_read) within lim;
+ * *rows_in_file is its first dimension as the record has it. */
+static tfm_status read_record(npy_source *src, tfm_tensor *t, read_limits lim,
+                              int64_t *rows_in_file, tfm_error *err)
 {
     /* magic (6), version (2), header length (2 or 4) */
     unsigned char pre[NPY_MAGIC_LEN + 6];
@@ -536,11 +559,27 @@ static tfm_status read_record(npy_source *src, tfm_tensor *t, tfm_error *err)
     st = shape_bytes(dtype, h.ndim, h.shape, TFM_ERR_FORMAT, &bytes, err);
     if (st != TFM_OK) return st;
 
+    /* A crop keeps the first rows, and reads past the others unheld. */
+    *rows_in_file = h.ndim > 0 ? h.shape[0] : 1;
+    size_t keep = bytes;
+    if (lim.max_rows > 0 && h.ndim > 0 && h.shape[0] > lim.max_rows) {
+        keep = bytes / (size_t)h.shape[0] * (size_t)lim.max_rows;
+        h.shape[0] = lim.max_rows;
+    }
+    if (lim.max_bytes > 0 && keep > lim.max_bytes) {
+        char shape[NPY_SHAPE_TEXT];
+        format_shape(h.ndim, h.shape, shape, sizeof shape);
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "shape %s %s is %zu bytes, more than the %zu a record may have here",
+                             shape, dtype_name(dtype), keep, lim.max_bytes);
+    }
     size_t have;
-    if (read_payload(src, t, bytes, &have) != TFM_OK)
-        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for %zu bytes of data", bytes);
+    if (read_payload(src, t, keep, &have) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for %zu bytes of data", keep);
+    if (have == keep && keep < bytes) have += source_skip(src, bytes - keep);
     if (source_error(src, err) != TFM_OK) return TFM_ERR_IO;
     if (have < bytes) {
+        if (keep < bytes) h.shape[0] = *rows_in_file;
         char shape[NPY_SHAPE_TEXT];
         format_shape(h.ndim, h.shape, shape, sizeof shape);
         return tfm_error_set(err, TFM_ERR_FORMAT,
@@ -556,14 +595,16 @@ static tfm_status read_record(npy_source *src, tfm_tensor *t, tfm_error *err)
 tfm_status tfm_npy_read(FILE *fp, tfm_tensor *t, tfm_error *err)
 {
     npy_source src = {.fp = fp};
-    return read_record(&src, t, err);
+    int64_t rows;
+    return read_record(&src, t, (read_limits){0, 0}, &rows, err);
 }
 
 tfm_status tfm_npy_parse(const void *data, size_t size, tfm_tensor *t, size_t *used,
                          tfm_error *err)
 {
     npy_source src = {.mem = data, .size = data ? size : 0};
-    tfm_status st = read_record(&src, t, err);
+    int64_t rows;
+    tfm_status st = read_record(&src, t, (read_limits){0, 0}, &rows, err);
     if (st == TFM_OK && used) *used = src.pos;
     return st;
 }
@@ -572,7 +613,9 @@ tfm_status tfm_npy_parse(const void *data, size_t size, tfm_tensor *t, size_t *u
 
 tfm_status tfm_npy_stream_read(tfm_npy_stream *s, tfm_tensor *t, tfm_error *err)
 {
-    tfm_status st = tfm_npy_read(s->fp, t, err);
+    npy_source src = {.fp = s->fp};
+    read_limits lim = {s->max_rows, s->max_bytes};
+    tfm_status st = read_record(&src, t, lim, &s->rows_in_file, err);
     if (st == TFM_OK) s->record++;
     else if (st != TFM_EOF) tfm_error_prefix(err, "record %zu", s->record + 1);
     return st;

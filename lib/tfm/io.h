@@ -11,18 +11,27 @@
 
 /* Reads '\n'-terminated lines from a file descriptor with its own buffer, so
  * that a program can ask whether another line is ready without blocking
- * (DESIGN.md: batching never holds a line back).  Lines may be of any length
- * (they are held whole in memory) and may contain NUL bytes; a final line
- * without '\n' is still a line; a '\r' before the '\n' is kept (it is data). */
+ * (DESIGN.md: batching never holds a line back).  Lines are held whole in
+ * memory, up to a length limit (TFM_LINES_MAX_LENGTH bytes unless set
+ * otherwise), so memory stays bounded whatever the input; they may contain
+ * NUL bytes; a final line without '\n' is still a line; a '\r' before the
+ * '\n' is kept (it is data). */
 typedef struct tfm_line_reader tfm_line_reader;
 
 /* The reader does not own fd and never closes it. */
 tfm_line_reader *tfm_lines_create(int fd);
 void tfm_lines_free(tfm_line_reader *r);
 
+/* 16 MiB: a sentence is rarely more than a few kilobytes. */
+#define TFM_LINES_MAX_LENGTH ((size_t)16 << 20)
+void tfm_lines_set_max_length(tfm_line_reader *r, size_t max_length);
+
 /* Reads the next line into *line / *len (without the '\n'; the text is
  * NUL-terminated and valid until the next call).  Returns TFM_OK, TFM_EOF at
- * the end, or TFM_ERR_IO / TFM_ERR_NOMEM. */
+ * the end, or TFM_ERR_IO / TFM_ERR_NOMEM.  A line longer than the limit is
+ * TFM_ERR_RANGE as soon as the limit is passed (as for the other errors, it
+ * is line tfm_lines_number + 1); a caller that goes on gets the next line,
+ * the rest of the long one being read past in chunks, never held. */
 tfm_status tfm_lines_next(tfm_line_reader *r, const char **line, size_t *len,
                           tfm_error *err);
 
@@ -101,7 +110,14 @@ tfm_status tfm_npy_parse(const void *data, size_t size, tfm_tensor *t, size_t *u
  * name the record ("record 12: ...", 1-based). */
 typedef struct tfm_npy_stream {
     FILE *fp;
-    size_t record;      /* records read or written so far */
+    size_t record;        /* records read or written so far */
+    int64_t max_rows;     /* reading: 0, or keep only the first max_rows rows (first
+                             dimension) of a record, reading past the rest unheld,
+                             so that memory is bounded by what is kept */
+    size_t max_bytes;     /* reading: 0, or refuse (TFM_ERR_RANGE, before reading its
+                             data) a record that would keep more bytes than this */
+    int64_t rows_in_file; /* after a read: the record's first dimension in the file
+                             (more than the tensor's when it was cropped) */
 } tfm_npy_stream;
 
 /* Reads the next record; on error the message starts with "record N: ". */

@@ -1,5 +1,7 @@
-/* test_lines.c - the line reader: long lines, NUL bytes, a last line without
- * a newline, empty lines, and knowing when a line is ready without blocking. */
+/* test_lines.c - the line reader: long lines and the length limit, NUL
+ * bytes, a last line without a newline, empty lines, and knowing when a line
+ * is ready without blocking. */
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -70,6 +72,43 @@ static void test_lines_long(void)
     free(data);
 }
 
+/* A line over the limit is an error at once, naming its number, with
+ * memory bounded; reading goes on with the next line. */
+static void test_lines_limit(void)
+{
+    size_t big = 3u << 20, last = 2u << 20;
+    size_t total = big + 1 + 3 + last;
+    char *data = malloc(total);
+    memset(data, 'x', total);
+    data[big] = '\n';
+    memcpy(data + big + 1, "ok\n", 3);
+    int fd = pipe_with(data, total);
+    tfm_line_reader *r = tfm_lines_create(fd);
+    tfm_lines_set_max_length(r, 1u << 20);
+    const char *line;
+    size_t len;
+    tfm_error err;
+    /* the failing line is number + 1, as for every error */
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_ERR_RANGE && tfm_lines_number(r) == 0);
+    CHECK_MSG(strstr(err.msg, "the line is longer than 1048576 bytes"), "%s", err.msg);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 2 && !strcmp(line, "ok"));
+    CHECK(tfm_lines_number(r) == 2);
+    /* the last line, without '\n', is too long as well */
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_ERR_RANGE && tfm_lines_number(r) == 2);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_EOF && tfm_lines_number(r) == 3);
+    tfm_lines_free(r);
+    close(fd);
+    free(data);
+
+    /* input without end and without a newline: the error comes all the same */
+    fd = open("/dev/zero", O_RDONLY);
+    r = tfm_lines_create(fd);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_ERR_RANGE && tfm_lines_number(r) == 0);
+    CHECK_MSG(strstr(err.msg, "longer than 16777216 bytes"), "%s", err.msg);
+    tfm_lines_free(r);
+    close(fd);
+}
+
 static void test_lines_ready(void)
 {
     int fds[2];
@@ -108,6 +147,7 @@ int main(void)
 {
     RUN(test_lines_basic);
     RUN(test_lines_long);
+    RUN(test_lines_limit);
     RUN(test_lines_ready);
     RUN(test_lines_error);
     CHECK_DONE();

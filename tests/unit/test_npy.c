@@ -151,7 +151,7 @@ static void test_round_trip_stream(void)
     FILE *fp = fopen(path, "wb");
     CHECK(fp != NULL);
     if (!fp) return;
-    tfm_npy_stream out = {fp, 0};
+    tfm_npy_stream out = {.fp = fp};
     tfm_tensor t;
     tfm_tensor_init(&t);
     tfm_error err;
@@ -167,7 +167,7 @@ static void test_round_trip_stream(void)
     tfm_tensor_free(&t);
 
     fp = fopen(path, "rb");
-    tfm_npy_stream in = {fp, 0};
+    tfm_npy_stream in = {.fp = fp};
     tfm_tensor_init(&t);
     for (int dt = 0; dt < 2; dt++)
         for (size_t i = 0; i < N_SHAPES; i++) {
@@ -452,7 +452,7 @@ static void test_stream_errors(void)
         fwrite(rec, 1, cases[i].cut, fp);
         fclose(fp);
         fp = fopen(path, "rb");
-        tfm_npy_stream s = {fp, 0};
+        tfm_npy_stream s = {.fp = fp};
         CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_OK);
         CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_ERR_FORMAT);
         CHECK_MSG(strcmp(err.msg, cases[i].msg) == 0, "\"%s\"", err.msg);
@@ -469,7 +469,7 @@ static void test_stream_errors(void)
     fwrite(rec, 1, size, fp);
     fclose(fp);
     fp = fopen(path, "rb");
-    tfm_npy_stream s = {fp, 0};
+    tfm_npy_stream s = {.fp = fp};
     CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_OK);
     CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_OK);
     CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_ERR_UNSUPPORTED);
@@ -481,7 +481,7 @@ static void test_stream_errors(void)
     fp = fopen("/dev/full", "wb");
     if (fp) {
         setvbuf(fp, NULL, _IONBF, 0);
-        tfm_npy_stream w = {fp, 4};
+        tfm_npy_stream w = {.fp = fp, .record = 4};
         CHECK(tfm_npy_stream_write(&w, &t, &err) == TFM_ERR_IO);
         CHECK_MSG(strstr(err.msg, "record 5: write failed: No space left") == err.msg, "\"%s\"",
                   err.msg);
@@ -489,6 +489,65 @@ static void test_stream_errors(void)
         fclose(fp);
     }
     free(rec);
+    tfm_tensor_free(&t);
+}
+
+/* A stream with limits: records longer than max_rows are cropped to their
+ * first rows, the rest read past without being held (the buffer stays the
+ * size of what is kept), and the next record is read from the right place;
+ * a record that would keep more than max_bytes is refused before its data. */
+static void test_stream_limits(void)
+{
+    const char *path = tmp_path("limits.npy");
+    FILE *fp = fopen(path, "wb");
+    tfm_tensor t;
+    tfm_tensor_init(&t);
+    tfm_error err;
+    int64_t sizes[4][2] = {{5000, 8}, {3, 8}, {0, 8}, {12, 8}};
+    for (int i = 0; i < 4; i++) {
+        CHECK(tfm_tensor_reshape(&t, TFM_F32, 2, sizes[i]) == TFM_OK);
+        fill_pattern(&t);
+        CHECK(tfm_npy_write(fp, &t, &err) == TFM_OK);
+    }
+    fclose(fp);
+    tfm_tensor_free(&t);
+    tfm_tensor_init(&t);
+
+    char cmd[8300];
+    snprintf(cmd, sizeof cmd, "cat '%s'", path);
+    fp = popen(cmd, "r");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    tfm_npy_stream s = {.fp = fp, .max_rows = 10};
+    int64_t kept[4][2] = {{10, 8}, {3, 8}, {0, 8}, {10, 8}};
+    for (int i = 0; i < 4; i++) {
+        CHECK_MSG(tfm_npy_stream_read(&s, &t, &err) == TFM_OK, "%s", err.msg);
+        CHECK(same_shape(&t, TFM_F32, 2, kept[i]) && has_pattern(&t));
+        CHECK(s.rows_in_file == sizes[i][0]);
+    }
+    CHECK(t.cap < 5000 * 8 * sizeof(float) / 4); /* never held the 5000 rows */
+    CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_EOF);
+    CHECK(pclose(fp) == 0);
+
+    /* cut short inside the rows read past: the message gives the whole shape */
+    const char *cut = tmp_path("limits_cut.npy");
+    snprintf(cmd, sizeof cmd, "head -c 2000 '%s' > '%s'", path, cut);
+    CHECK(system(cmd) == 0);
+    fp = fopen(cut, "rb");
+    s = (tfm_npy_stream){.fp = fp, .max_rows = 10};
+    CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_ERR_FORMAT);
+    CHECK_MSG(strstr(err.msg, "record 1: truncated data: shape (5000, 8) float32 needs 160000 bytes"),
+              "%s", err.msg);
+    fclose(fp);
+
+    /* over max_bytes: refused, naming the shape kept */
+    fp = fopen(path, "rb");
+    s = (tfm_npy_stream){.fp = fp, .max_rows = 100, .max_bytes = 1000};
+    CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_ERR_RANGE);
+    CHECK_MSG(strcmp(err.msg, "record 1: shape (100, 8) float32 is 3200 bytes, more than the 1000 "
+                              "a record may have here") == 0,
+              "%s", err.msg);
+    fclose(fp);
     tfm_tensor_free(&t);
 }
 
@@ -515,7 +574,7 @@ static void test_reuse_and_pipe(void)
     fp = popen(cmd, "r");
     CHECK(fp != NULL);
     if (!fp) return;
-    tfm_npy_stream s = {fp, 0};
+    tfm_npy_stream s = {.fp = fp};
     CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_OK);
     void *first = t.data;
     size_t cap = t.cap;
@@ -611,7 +670,7 @@ static void test_we_read_numpy(void)
     FILE *fp = fopen(tmp_path("numpy_stream.npy"), "rb");
     CHECK(fp != NULL);
     if (!fp) return;
-    tfm_npy_stream s = {fp, 0};
+    tfm_npy_stream s = {.fp = fp};
     tfm_tensor t;
     tfm_tensor_init(&t);
     tfm_error err;
@@ -639,7 +698,7 @@ static void test_we_read_numpy(void)
         fp = fopen(tmp_path(bad[i].file), "rb");
         CHECK(fp != NULL);
         if (!fp) continue;
-        tfm_npy_stream b = {fp, 0};
+        tfm_npy_stream b = {.fp = fp};
         CHECK(tfm_npy_stream_read(&b, &t, &err) == TFM_ERR_UNSUPPORTED);
         CHECK_MSG(strstr(err.msg, bad[i].msg) == err.msg, "\"%s\"", err.msg);
         fclose(fp);
@@ -653,6 +712,7 @@ int main(void)
     RUN(test_shape_str);
     RUN(test_reshape_rejects);
     RUN(test_round_trip_stream);
+    RUN(test_stream_limits);
     RUN(test_header_bytes);
     RUN(test_parse_variants);
     RUN(test_parse_rejects);
