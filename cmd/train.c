@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -513,21 +514,39 @@ static void build_metadata(metadata *m, const run_state *rs, double elapsed)
     m->kv[m->n] = NULL;
 }
 
+/* The number a checkpoint's metadata holds under key, within [lo, hi] (and
+ * whole when integer): false when the key is absent; a value that is not
+ * such a number is a format error naming the file and the key. */
+static bool metadata_number(const tfm_safetensors *f, const char *path, const char *key,
+                            double lo, double hi, bool integer, double *out)
+{
+    const char *s = tfm_safetensors_metadata(f, key);
+    if (!s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || v < lo || v > hi || (integer && v != floor(v)))
+        cli_fail(path, 0, "the checkpoint's metadata \"%s\" is '%.40s', not %s from %g to %g: "
+                 "the file is corrupt", key, s, integer ? "a whole number" : "a number", lo, hi);
+    *out = v;
+    return true;
+}
+
 static void read_run_state(const char *path, run_state *rs)
 {
     memset(rs, 0, sizeof *rs);
     tfm_safetensors *f;
     tfm_error err;
     if (tfm_safetensors_open(path, &f, &err) != TFM_OK) cli_fail(path, 0, "%s", err.msg);
-    const char *s;
-    if ((s = tfm_safetensors_metadata(f, "train.elapsed"))) rs->elapsed = strtod(s, NULL);
-    if ((s = tfm_safetensors_metadata(f, "train.best_score"))) {
-        rs->best_score = strtod(s, NULL);
+    double v;
+    if (metadata_number(f, path, "train.elapsed", 0, 1e12, false, &v)) rs->elapsed = v;
+    if (metadata_number(f, path, "train.best_score", -1e30, 1e30, false, &v)) {
+        rs->best_score = v;
         rs->has_best = true;
     }
-    if ((s = tfm_safetensors_metadata(f, "train.best_step"))) rs->best_step = strtoll(s, NULL, 10);
-    if ((s = tfm_safetensors_metadata(f, "train.bad_validations")))
-        rs->bad_validations = (int)strtol(s, NULL, 10);
+    if (metadata_number(f, path, "train.best_step", 0, 1e15, true, &v)) rs->best_step = (int64_t)v;
+    if (metadata_number(f, path, "train.bad_validations", 0, INT_MAX, true, &v))
+        rs->bad_validations = (int)v;
     tfm_safetensors_free(f);
 }
 
@@ -551,7 +570,8 @@ typedef struct progress {
     int64_t first_step;        /* the step count when this process started */
     double first_epoch;        /* and the epoch */
     int64_t total_tokens;      /* target tokens trained on by this process */
-    FILE *log;
+    FILE *log;                 /* --log, until a write to it fails */
+    const char *log_name;
 } progress;
 
 /* Clears the updating line before another message. */
@@ -734,7 +754,16 @@ static void log_line(run *r, const char *set, double epoch, double loss, double 
     if (v && v->decoded) fprintf(r->pr.log, "\t%.2f\t%.4f", v->bleu, v->exact);
     else fputs("\t-\t-", r->pr.log);
     fprintf(r->pr.log, "\t%" PRId64 "\n", tokens);
-    fflush(r->pr.log);
+    /* A log that cannot be written (a full disk, a pipe whose reader went
+     * away) is given up with one warning: training, worth more than its
+     * log, goes on and writes its checkpoints and model. */
+    if (fflush(r->pr.log) != 0 || ferror(r->pr.log)) {
+        progress_clear(&r->pr);
+        cli_warn(r->pr.log_name, 0, "write error: %s; training goes on without the log",
+                 strerror(errno));
+        fclose(r->pr.log);
+        r->pr.log = NULL;
+    }
 }
 
 /* Validates; returns true when training should stop (patience exhausted). */
@@ -855,8 +884,9 @@ static int run_training(options *o)
         tfm_safetensors *f;
         if (tfm_safetensors_open(resume_path, &f, &err) != TFM_OK) cli_fail(resume_path, 0, "%s", err.msg);
         bool has_vocab = tfm_safetensors_metadata(f, "vocab") != NULL;
-        const char *size = tfm_safetensors_metadata(f, "src_vocab_size");
-        if (size) vocab_size = (int32_t)strtol(size, NULL, 10);
+        double size;
+        if (metadata_number(f, resume_path, "src_vocab_size", 1, INT32_MAX, true, &size))
+            vocab_size = (int32_t)size;
         tfm_safetensors_free(f);
         if (!has_vocab) vocab_from = NULL;
     }
@@ -905,6 +935,7 @@ static int run_training(options *o)
         bool fresh = !o->resume || access(o->log_path, F_OK) != 0;
         r.pr.log = fopen(o->log_path, fresh ? "w" : "a");
         if (!r.pr.log) cli_fail(o->log_path, 0, "%s", strerror(errno));
+        r.pr.log_name = o->log_path;
         if (fresh)
             fputs("step\tepoch\tloss\tppl\tlr\ttokens_per_s\telapsed\tset\tbleu\texact\ttokens\n",
                   r.pr.log);
@@ -1006,6 +1037,10 @@ static int run_init_only(options *o)
 int main(int argc, char **argv)
 {
     cli_init("train", argv);
+    /* train writes no output a reader could stop taking but its --log, whose
+     * loss must not end a training run (log_line): a write to a pipe whose
+     * reader went away fails with EPIPE instead of killing the process. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "average") == 0) return run_average(argc - 1, argv + 1);
     parse_command_line(argc, argv);
     if (!given[O_OUTPUT]) cli_usage_error("-o MODEL is required");

@@ -34,6 +34,9 @@ void cli_init(const char *program_name, char **argv)
     make_blas_threads_block(argv);
     program = program_name;
     signal(SIGPIPE, SIG_DFL);
+    /* A file-size limit (ulimit -f) reached is a write error with a message
+     * (EFBIG), as a full disk is, rather than a silent kill. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 const char *cli_program(void)

@@ -287,8 +287,7 @@ tfm_status tfm_checkpoint_save(const char *path, const tfm_train_state *s,
 
 /* The model of an opened checkpoint, through tfm_model_load of an in-memory
  * copy of its model part. */
-static tfm_status load_model_part(tfm_safetensors *f, const char *path, tfm_model **out,
-                                  tfm_error *err)
+static tfm_status load_model_part(tfm_safetensors *f, tfm_model **out, tfm_error *err)
 {
     int fd = memfd_create("tfm-checkpoint-model", MFD_CLOEXEC);
     if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "memfd_create: %s", strerror(errno));
@@ -315,7 +314,6 @@ static tfm_status load_model_part(tfm_safetensors *f, const char *path, tfm_mode
             size_t len = strlen(prefix);
             if (strncmp(err->msg, prefix, len) == 0)
                 memmove(err->msg, err->msg + len, strlen(err->msg + len) + 1);
-            tfm_error_prefix(err, "checkpoint '%s'", path);
         }
     }
     close(fd);
@@ -332,7 +330,10 @@ tfm_status tfm_checkpoint_load_model(const char *path, tfm_model **out, tfm_erro
         return st;
     }
     bool checkpoint = tfm_safetensors_metadata(f, "checkpoint") != NULL;
-    if (checkpoint) st = load_model_part(f, path, out, err);
+    if (checkpoint) {
+        st = load_model_part(f, out, err);
+        if (st != TFM_OK) tfm_error_prefix(err, "checkpoint '%s'", path);
+    }
     tfm_safetensors_free(f);
     return checkpoint ? st : tfm_model_load(path, out, err);
 }
@@ -361,7 +362,7 @@ tfm_status tfm_checkpoint_load(const char *path, tfm_train_state *s, tfm_error *
                              path, version, CHECKPOINT_VERSION);
     }
     tfm_model *m = NULL;
-    st = load_model_part(f, path, &m, err);
+    st = load_model_part(f, &m, err);
     if (st == TFM_OK) {
         /* A moving average is there when any of its tensors is. */
         bool ema = false;

@@ -3,8 +3,10 @@
 # as coreutils programs do: --help on stdout with exit 0, and the same long
 # options as its man page (man/PROG.1) in both directions; --version; an
 # unknown option is a usage error (exit 2, usage on stderr); a missing input
-# file is "PROG: FILE: No such file or directory" with exit 1; and a reader
-# that closes the pipe early ends the program without a word on stderr.
+# file is "PROG: FILE: No such file or directory" with exit 1; a model that
+# never ends (/dev/zero) is an error naming it, at once; and a reader that
+# closes the pipe early ends the program without a word on stderr (train:
+# its --log sent to such a reader is given up, the run goes on).
 . "$ROOT/tests/cli/lib.sh"
 
 TMO=${CLI_TEST_TIMEOUT:-30}
@@ -12,13 +14,14 @@ TMO=${CLI_TEST_TIMEOUT:-30}
 # missing_args PROG: arguments after which PROG reads text from the FILEs
 # named next (the missing-file check); pipe_args PROG: arguments with which
 # PROG reads big.txt on stdin and writes a line per line (the closed-pipe
-# check).  Programs not listed get none, and are skipped when that is a usage
-# error or cannot be fed.
+# check).  Every program must be listed: one this test cannot feed is a
+# failure, so that a new program cannot slip past the contract.
 missing_args() {
     case $1 in
         tokenize) echo normalize ;;
         score) echo "bleu -r $ROOT/tests/data/corpus-small.txt" ;;
-        encode|decode)
+        train) echo "--vocab-size 20 --preset tiny -o cc-train.st --tgt nothere-9f3a.txt --src" ;;
+        encode|decode|inspect-attn)
             # Both need a model: a tiny untrained one, made here once, with
             # id lines (cc-big.ids) and their encoder states (cc-big.npy).
             if [ ! -f cc-big.npy ] && [ -x "$BUILD/tools/mkmodel" ] && [ -x "$BIN/encode" ]; then
@@ -41,6 +44,11 @@ pipe_args() {
         score) echo "bleu --sentence -r big.txt" ;;
         encode) [ -n "$(missing_args encode)" ] && echo "-m cc-model.st cc-big.ids" ;;
         decode) [ -n "$(missing_args decode)" ] && echo "-m cc-model.st --greedy --max-length 20 cc-big.npy" ;;
+        inspect-attn) [ -n "$(missing_args inspect-attn)" ] && echo "-m cc-model.st -f align cc-big.ids" ;;
+        # train writes nothing to stdout but a --log sent there: a reader of
+        # the log that goes away must not end the run (checked below).
+        train) [ -n "$(missing_args encode)" ] &&
+            echo "--vocab-size 500 --preset tiny --threads 1 --src cc-big.ids --tgt cc-big.ids --batch-tokens 1024 --max-steps 10 -q --log /dev/stdout -o cc-pipe.st" ;;
         *) echo "" ;;
     esac
 }
@@ -113,12 +121,28 @@ for prog_path in "$BIN"/*; do
     args=$(missing_args "$p")
     # shellcheck disable=SC2086 # args is a list of words
     timeout "$TMO" "$prog_path" $args nothere-9f3a.txt </dev/null >missing.out 2>missing.err; rc=$?
-    if [ "$rc" -eq 2 ] && [ -z "$args" ]; then
-        skip "$p nothere-9f3a.txt: needs options this test does not know"
+    if [ -z "$args" ]; then
+        fail "$p nothere-9f3a.txt: this test does not know how to make $p read a file"
     elif [ "$rc" -eq 1 ] && grep -q "^$p: nothere-9f3a\.txt: No such file or directory\$" missing.err; then
         pass "$p: a missing input file: exit 1, '$p: nothere-9f3a.txt: No such file or directory'"
     else
         fail "$p: a missing input file: exit $rc (expected 1), stderr '$(head -c 200 missing.err)'"
+    fi
+
+    # A model (or vocabulary, or checkpoint) that never ends, /dev/zero: a
+    # clear error naming it, at once, rather than a read without end.
+    case $p in
+        score) zargs="-m /dev/zero --src big.txt --tgt big.txt" ;;
+        train) zargs="--resume=/dev/zero -o cc-zero.st" ;;
+        *) zargs="-m /dev/zero" ;;
+    esac
+    big_input
+    # shellcheck disable=SC2086
+    timeout 20 "$prog_path" $zargs </dev/null >zero.out 2>zero.err; rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "^$p: /dev/zero: " zero.err; then
+        pass "$p $zargs: exit 1 at once, naming /dev/zero"
+    else
+        fail "$p $zargs: exit $rc (expected 1, 124 is a timeout), stderr '$(head -c 200 zero.err)'"
     fi
 
     # A reader that goes away: no message.
@@ -129,9 +153,13 @@ for prog_path in "$BIN"/*; do
         { timeout "$TMO" "$prog_path" $args <big.txt 2>pipe.err; echo $? >pipe.rc; } | head -n 1 >/dev/null
         if [ ! -s pipe.err ] && [ "$(cat pipe.rc)" -ne 124 ]; then pass "$p $args | head -1: ends quietly"
         else fail "$p $args | head -1: exit $(cat pipe.rc), stderr '$(head -c 200 pipe.err)'"; fi
+        if [ "$p" = train ]; then
+            check "train --log /dev/stdout | head -1: the run goes on to the end (exit 0, the model written)" \
+                sh -c '[ "$(cat pipe.rc)" -eq 0 ] && [ -s cc-pipe.st ] && [ -s cc-pipe.st.ckpt-10 ]'
+        fi
     else
-        skip "$p | head -1: this test does not know how to feed $p"
+        fail "$p | head -1: this test does not know how to feed $p"
     fi
 done
 
-if [ "$n_programs" -eq 0 ]; then skip "no programs in $BIN"; fi
+if [ "$n_programs" -eq 0 ]; then fail "no programs in $BIN"; fi

@@ -15,7 +15,7 @@
 . "$ROOT/tests/cli/lib.sh"
 
 TRAIN="$BIN/train"
-if [ ! -x "$TRAIN" ]; then skip "no $TRAIN"; exit 0; fi
+if [ ! -x "$TRAIN" ]; then fail "no $TRAIN"; exit 0; fi
 # Under the sanitizers everything runs ~3x slower: fewer updates there, and
 # the accuracy asked for is what those updates reach, with a margin.
 # Reversal stopped too early sits on a steep part of its curve, where the
@@ -121,6 +121,16 @@ if same_tensors whole.st other.st; then fail "another seed gives another model";
 expect_status 2 "resume: a model option cannot change" "$TRAIN" --resume --d-model 64 -o part.st
 expect_status 1 "resume: nothing to resume from" "$TRAIN" --resume -o nothing.st
 expect_stderr "no checkpoint" "resume: the message says there is no checkpoint"
+# A checkpoint whose run state is not a number (same length, so the file
+# stays well-formed): a format error naming the file and the key, not a
+# usage error and not a silent zero.
+perl -0777 -pe 's/("train\.elapsed"\s*:\s*")([^"]*)"/$1 . ("x" x length($2)) . "\""/e' \
+    part.st.ckpt-30 >corrupt.ckpt
+check "resume: the corrupted copy differs from the checkpoint" sh -c '! cmp -s part.st.ckpt-30 corrupt.ckpt'
+expect_status 1 "resume: a checkpoint with a corrupt number fails (exit 1)" \
+    "$TRAIN" --resume=corrupt.ckpt --max-steps 31 -o corrupt.st
+expect_stderr "^train: corrupt.ckpt: .*\"train.elapsed\" is 'xx*', not a number" \
+    "resume: the message names the file and the key"
 
 # ---- kill -9 never leaves a corrupt checkpoint --------------------------------------------------
 
