@@ -34,7 +34,7 @@ endif
 # The Debian packages the build and the tests need; the benchmarks and the
 # fuzzers need a few more, installed by their own targets.
 DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
-                 python3-numpy libxml2-utils
+                 python3-numpy libxml2-utils time
 BENCH_PACKAGES = sentencepiece python3-torch time xz-utils
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
 
@@ -52,6 +52,9 @@ BENCH_BINS:= $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+# Each fuzz target also built with tests/fuzz/replay.c instead of libFuzzer:
+# make check replays the corpora and crash reproducers with them.
+REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
 .PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality fuzz install uninstall clean
 
@@ -76,6 +79,10 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libtfm.a
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tools/%: $(BUILD)/tests/tools/%.o $(BUILD)/libtfm.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay.o $(BUILD)/libtfm.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
@@ -122,7 +129,7 @@ check-asan:
 	  sh tests/run.sh build/asan | tee build/check-asan.log
 
 .PHONY: tests
-tests: $(UNIT_BINS) $(BINS) $(TOOL_BINS)
+tests: $(UNIT_BINS) $(BINS) $(TOOL_BINS) $(REPLAY_BINS)
 
 # ---- demo ------------------------------------------------------------------
 
@@ -140,6 +147,9 @@ bench-quality: deps-bench all
 	$(Q)sh tests/bench/quality.sh $(BUILD)
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------------
+# A crash found is kept as build/fuzz/NAME-crash-*; with its fix, it goes into
+# tests/fuzz/crashes/NAME/, which make check replays with the corpus
+# (tests/cli/test_fuzz_replay.sh).
 
 FUZZ_BUILD = build/fuzz
 FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -Ilib -pthread -fsanitize=fuzzer,address,undefined

@@ -1,0 +1,54 @@
+/* fuzz_model.c - libFuzzer target for loading a model file: the input, as a
+ * file, is loaded as a model (tfm_model_load: the safetensors container, the
+ * configuration and the vocabulary in its metadata, every tensor's dtype and
+ * shape against the configuration) and as a vocabulary source
+ * (tfm_model_load_vocab, what 'tokenize -m' does).  Checks that
+ *   - nothing reads out of bounds or overflows (the sanitizers watch),
+ *   - a failure has its status and a message, and leaves no object,
+ *   - an accepted model has a configuration that validates, and its
+ *     vocabulary (when it has one) the size the configuration says. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "memfile.h"
+#include "tfm.h"
+
+static void require(int ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "fuzz_model: %s\n", what);
+        abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char path[64];
+    int fd = memfile_open(data, size, path);
+    if (fd < 0) return 0;
+    tfm_model *m = (tfm_model *)&size; /* must be reset */
+    tfm_error err = {0};
+    tfm_status st = tfm_model_load(path, &m, &err);
+    if (st != TFM_OK) {
+        require(m == NULL, "a failure left a model");
+        require(err.status == st && err.msg[0] != 0, "a failure without its message");
+    } else {
+        tfm_error e2;
+        require(tfm_config_validate(&m->config, &e2) == TFM_OK, "accepted a bad configuration");
+        if (m->vocab)
+            require(tfm_vocab_size(m->vocab) == m->config.src_vocab_size,
+                    "the vocabulary and the configuration disagree");
+        tfm_model_free(m);
+    }
+    tfm_vocab *v = (tfm_vocab *)&size;
+    st = tfm_model_load_vocab(path, &v, &err);
+    if (st != TFM_OK) {
+        require(v == NULL, "a failure left a vocabulary");
+        require(err.status == st && err.msg[0] != 0, "a failure without its message");
+    } else {
+        require(tfm_vocab_size(v) > 0, "an empty vocabulary");
+        tfm_vocab_free(v);
+    }
+    close(fd);
+    return 0;
+}
