@@ -16,7 +16,7 @@
 . "$ROOT/tests/cli/lib.sh"
 
 : "${BUILD:=$(cd "$BIN/.." && pwd)}"
-if [ ! -f "$BUILD/libtfm.a" ]; then skip "no $BUILD/libtfm.a"; exit 0; fi
+if [ ! -f "$BUILD/libtfm.a" ]; then fail "no $BUILD/libtfm.a"; exit 0; fi
 if ! command -v make >/dev/null 2>&1; then skip "no make"; exit 0; fi
 
 DEST=$TEST_TMP/dest

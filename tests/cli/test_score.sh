@@ -14,7 +14,7 @@
 
 SCORE="$BIN/score"
 TMO=${SCORE_TEST_TIMEOUT:-60}
-if [ ! -x "$SCORE" ]; then skip "no $SCORE"; exit 0; fi
+if [ ! -x "$SCORE" ]; then fail "no $SCORE"; exit 0; fi
 
 sc() { timeout "$TMO" "$SCORE" "$@"; }
 

@@ -15,7 +15,7 @@
 SCORE="$BIN/score" ENC="$BIN/encode" DEC="$BIN/decode" TOK="$BIN/tokenize" MK="$BUILD/tools/mkmodel"
 TMO=60
 for p in "$SCORE" "$ENC" "$DEC" "$TOK" "$MK"; do
-    [ -x "$p" ] || { skip "$p is not built"; exit 0; }
+    [ -x "$p" ] || { fail "$p is not built"; exit 0; }
 done
 sc() { timeout "$TMO" "$SCORE" "$@"; }
 

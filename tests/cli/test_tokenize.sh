@@ -16,7 +16,7 @@ DATA="$ROOT/tests/data"
 # stuck test run.  Generous because the sanitizer build is several times slower.
 TMO=${TOKENIZE_TEST_TIMEOUT:-60}
 
-if [ ! -x "$TOKENIZE" ]; then skip "no $TOKENIZE"; exit 0; fi
+if [ ! -x "$TOKENIZE" ]; then fail "no $TOKENIZE"; exit 0; fi
 
 tok() { timeout "$TMO" "$TOKENIZE" "$@"; }
 

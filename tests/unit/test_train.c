@@ -674,6 +674,68 @@ static tfm_trainer *tiny_trainer(const tfm_corpus *data, const tfm_train_params 
     return t;
 }
 
+/* Checks validation's decoding against decodes made here with the public
+ * API (greedy search on the encoder's states): its exact matches must be
+ * those decodes' own, and validating against a corpus whose references are
+ * those decodes must give every sentence exact and BLEU 100. */
+static void check_validation_decodes(tfm_trainer *t, const tfm_corpus *valid,
+                                     const tfm_valid_result *v)
+{
+    enum { N = 20 };
+    const tfm_model *m = tfm_trainer_model(t);
+    tfm_error err;
+    tfm_encoder *enc = NULL;
+    tfm_decoder *dec = NULL;
+    tfm_search *search = NULL;
+    CHECK(tfm_corpus_size(valid) == N);
+    bool made = tfm_encoder_create(m, &enc, &err) == TFM_OK &&
+                tfm_decoder_create(m, &dec, &err) == TFM_OK &&
+                tfm_search_create(m, &search, &err) == TFM_OK;
+    CHECK_MSG(made, "%s", err.msg);
+    const int32_t *src[N], *tgt[N];
+    int src_lens[N], tgt_lens[N];
+    const float *states[N];
+    size_t rows = 0;
+    for (int i = 0; i < N; i++) {
+        tfm_corpus_pair(valid, (size_t)i, &src[i], &src_lens[i], &tgt[i], &tgt_lens[i]);
+        rows += (size_t)src_lens[i];
+    }
+    const size_t D = (size_t)m->config.d_model;
+    float *buf = malloc(rows * D * sizeof *buf);
+    tfm_search_params sp = tfm_search_default_params();
+    sp.beam = 1;
+    tfm_search_input in = {.n_sentences = N, .states = states, .src_lens = src_lens};
+    if (made && buf && tfm_encoder_forward(enc, N, src, src_lens, buf, &err) == TFM_OK) {
+        for (int i = 0, row = 0; i < N; row += src_lens[i], i++) states[i] = buf + row * D;
+        CHECK_MSG(tfm_search_run(search, dec, &sp, &in, &err) == TFM_OK, "%s", err.msg);
+        tfm_corpus *own = tfm_corpus_create();
+        int exact = 0, tokens = 0;
+        for (int i = 0; i < N; i++) {
+            const tfm_hypothesis *h = &tfm_search_result(search, i).hyps[0];
+            exact += h->len == tgt_lens[i] &&
+                     memcmp(h->ids, tgt[i], (size_t)h->len * sizeof *h->ids) == 0;
+            tokens += h->len;
+            CHECK(tfm_corpus_add(own, src[i], src_lens[i], h->ids, h->len, &err) == TFM_OK);
+        }
+        CHECK_MSG(v->exact == exact / (double)N, "validation: %.3f exact, decodes: %d of %d",
+                  v->exact, exact, N);
+        tfm_valid_result w;
+        CHECK_MSG(tokens > 0 && tfm_trainer_validate(t, own, true, &w, &err) == TFM_OK, "%s",
+                  err.msg);
+        CHECK_MSG(w.exact == 1.0 && fabs(w.bleu - 100.0) < 1e-9,
+                  "against its own decodes: %.3f exact, BLEU %.4f", w.exact, w.bleu);
+        /* and below 100 where they differ */
+        if (exact < N) CHECK_MSG(v->bleu < 100.0, "BLEU %.4f with %d of %d exact", v->bleu, exact, N);
+        tfm_corpus_free(own);
+    } else {
+        CHECK_MSG(false, "encoding: %s", err.msg);
+    }
+    free(buf);
+    tfm_search_free(search);
+    tfm_decoder_free(dec);
+    tfm_encoder_free(enc);
+}
+
 static void test_trainer_learns(void)
 {
     tfm_corpus *data = copy_corpus(200, 1);
@@ -699,7 +761,7 @@ static void test_trainer_learns(void)
     CHECK_MSG(tfm_trainer_validate(t, valid, true, &v, &err) == TFM_OK, "%s", err.msg);
     CHECK(v.sentences == 20 && v.tgt_tokens > 0 && v.decoded);
     CHECK(isfinite(v.loss_sum) && v.nll_sum <= v.loss_sum + 1e-6 * v.tgt_tokens);
-    CHECK(v.bleu >= 0 && v.bleu <= 100 && v.exact >= 0 && v.exact <= 1);
+    check_validation_decodes(t, valid, &v);
     tfm_corpus_free(valid);
     tfm_trainer_free(t);
     tfm_corpus_free(data);

@@ -43,7 +43,7 @@ static tfm_model *random_model(uint64_t seed, int window, const tfm_vocab *vocab
     c.attention_window = window;
     tfm_model *m = NULL;
     if (tfm_model_create(&c, vocab, seed, &m, &err) != TFM_OK) {
-        printf("FAIL: model: %s\n", err.msg);
+        CHECK_MSG(false, "model: %s", err.msg);
         return NULL;
     }
     tfm_rng rng;
@@ -234,7 +234,7 @@ static tfm_model *identity_model(void)
     c.max_positions = 64;
     tfm_model *m = NULL;
     if (tfm_model_create(&c, NULL, 1, &m, &err) != TFM_OK) {
-        printf("FAIL: identity model: %s\n", err.msg);
+        CHECK_MSG(false, "identity model: %s", err.msg);
         return NULL;
     }
     const int D = c.d_model;
@@ -379,7 +379,7 @@ static tfm_vocab *test_vocab(int32_t *first_id)
         int32_t id = tfm_vocab_add(v, test_pieces[i], strlen(test_pieces[i]), -(float)i,
                                    TFM_PIECE_NORMAL);
         if (i == 0) *first_id = id;
-        if (id < 0) printf("FAIL: test_vocab: piece %d refused\n", i);
+        CHECK_MSG(id >= 0, "test_vocab: piece %d refused", i);
     }
     return v;
 }

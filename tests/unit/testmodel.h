@@ -7,15 +7,16 @@
 
 #include <stdio.h>
 
+#include "check.h"
 #include "tfm/model.h"
 
-/* NULL (and a FAIL line) when the model cannot be made. */
+/* NULL (and a failed check) when the model cannot be made. */
 static inline tfm_model *test_nudged_model(const tfm_config *c, uint64_t seed)
 {
     tfm_model *m = NULL;
     tfm_error err;
     if (tfm_model_create(c, NULL, seed, &m, &err) != TFM_OK) {
-        printf("FAIL: model: %s\n", err.msg);
+        CHECK_MSG(false, "model: %s", err.msg);
         return NULL;
     }
     tfm_rng rng;

@@ -1,0 +1,216 @@
+#!/bin/sh
+# test_hostile.sh - every program under hostile input: random bytes,
+# truncated and bit-flipped models, vocabularies and checkpoints, a 1 GB
+# sparse file, a FIFO, a folder, an unreadable file, NUL bytes, CRLF, a
+# 100 MB line, endless input, a full disk and a file-size limit, and a reader
+# that goes away at every stage of the pipeline.
+#
+# Each case must end with the exit status documented for it (0, 1 or 2),
+# with a message naming the file (and line or record) when it fails, with no
+# sanitizer report, within its time limit, and (in the optimised build, where
+# /usr/bin/time is there) under a stated peak memory: 300 MB for everything
+# here (a tiny model), 100 MB where the input is huge and must not be held.
+# Files already written are never lost or left half-written.
+. "$ROOT/tests/cli/lib.sh"
+
+TOK="$BIN/tokenize" ENC="$BIN/encode" DEC="$BIN/decode" TRAIN="$BIN/train"
+SCORE="$BIN/score" IA="$BIN/inspect-attn" MK="$BUILD/tools/mkmodel"
+for p in "$TOK" "$ENC" "$DEC" "$TRAIN" "$SCORE" "$IA" "$MK"; do
+    [ -x "$p" ] || { fail "$p is not built"; exit 0; }
+done
+TMO=60
+# Peak memory is measured in the optimised build only: ASan's shadow memory
+# and quarantine are not the program's.
+measure_rss=no
+case "$BUILD" in *asan*) ;; *) [ -x /usr/bin/time ] && measure_rss=yes ;; esac
+if [ "$measure_rss" = no ]; then skip "peak memory is not measured in this build (ASan, or no /usr/bin/time)"; fi
+
+# hostile NAME STATUSES MSG MAX_MB COMMAND: runs the shell COMMAND (stdout to
+# h.out, stderr to h.err) and checks its exit status is one of STATUSES
+# ("0", "1", "0 1", ...), that a non-zero exit says MSG (an extended regular
+# expression) on stderr, that no sanitizer spoke, and that the peak memory
+# stayed under MAX_MB megabytes.
+hostile() {
+    name=$1 statuses=$2 msg=$3 max_mb=$4 cmd=$5
+    if [ "$measure_rss" = yes ]; then
+        timeout $TMO /usr/bin/time -f '%M' -o rss.txt sh -c "$cmd" >h.out 2>h.err
+    else
+        timeout $TMO sh -c "$cmd" >h.out 2>h.err
+    fi
+    rc=$?
+    # /usr/bin/time notes a non-zero exit on its output file, not ours
+    rss_kb=$( [ "$measure_rss" = yes ] && tail -n 1 rss.txt 2>/dev/null)
+    problem=""
+    case " $statuses " in *" $rc "*) ;; *) problem="exit $rc (expected $statuses)" ;; esac
+    if [ -z "$problem" ] && [ "$rc" -ne 0 ] && ! grep -qE -- "$msg" h.err; then
+        problem="stderr lacks /$msg/"
+    fi
+    if [ -z "$problem" ] && grep -qE 'Sanitizer|runtime error' h.err; then problem="a sanitizer report"; fi
+    if [ -z "$problem" ] && [ -n "$rss_kb" ] && [ "$rss_kb" -gt $((max_mb * 1024)) ]; then
+        problem="peak memory $((rss_kb / 1024)) MB, more than $max_mb MB"
+    fi
+    if [ -z "$problem" ]; then
+        pass "$name: exit $rc${rss_kb:+, peak $((rss_kb / 1024)) MB}"
+    else
+        fail "$name: $problem"
+        sed 's/^/    stderr: /' h.err | head -5
+    fi
+}
+
+# ---- set-up: a vocabulary, a tiny model, ids, states, a checkpoint -----------------------
+
+head -400 "$ROOT/tests/data/corpus-small.txt" >text.txt
+"$TOK" learn -q --vocab-size 500 --soft-vocab-limit text.txt -o v.vocab || { fail "tokenize learn"; exit 0; }
+"$MK" --preset tiny --vocab v.vocab --seed 1 -o m.st || { fail "mkmodel"; exit 0; }
+"$TOK" -m v.vocab text.txt >text.ids
+head -20 text.ids >few.ids
+"$ENC" -m m.st few.ids >few.npy
+"$TRAIN" --preset tiny -m v.vocab --src text.ids --tgt text.ids --batch-tokens 512 --threads 1 \
+    --max-steps 2 --save-every 2 -q -o t.st || { fail "train: the checkpoint for the tests"; exit 0; }
+[ -s t.st.ckpt-2 ] || { fail "train: no checkpoint t.st.ckpt-2"; exit 0; }
+
+# bytes N SEED: N pseudo-random bytes, the same for the same seed
+bytes() { perl -e 'srand($ARGV[1]); print map { chr(int(rand(256))) } 1 .. $ARGV[0]' "$1" "$2"; }
+# flip FILE OFFSET OUT: FILE with one bit of the byte at OFFSET flipped
+flip() {
+    perl -e 'open(F, "<", $ARGV[0]) or die; binmode F; local $/; my $d = <F>;
+             substr($d, $ARGV[1], 1) ^= chr(16); binmode STDOUT; print $d' "$1" "$2" >"$3"
+}
+# header_len FILE: the safetensors header length
+header_len() { od -An -tu8 -N8 "$1" | tr -d ' '; }
+
+# The programs that load a model, each as a command taking the model as $M.
+model_users() {
+    echo "encode|\"$ENC\" -m \"\$M\" few.ids"
+    echo "decode|\"$DEC\" -m \"\$M\" --greedy --max-length 5 few.npy"
+    echo "tokenize|\"$TOK\" -m \"\$M\" text.txt"
+    echo "inspect-attn|\"$IA\" -m \"\$M\" -f align few.ids"
+    echo "score|\"$SCORE\" -m \"\$M\" --src few.ids --tgt few.ids"
+}
+# each_model_user CASE STATUSES MSG MAX_MB MODEL: one case per program
+each_model_user() {
+    model_users | while IFS='|' read -r prog cmd; do
+        hostile "$prog -m $5: $1" "$2" "$3" "$4" "M='$5'; $cmd"
+    done
+}
+
+# ---- model files ---------------------------------------------------------------------------
+
+bytes 4096 7 >random.st
+each_model_user "random bytes" 1 "random\.st:" 300 random.st
+size=$(wc -c <m.st)
+head -c $((size / 2)) m.st >half.st
+each_model_user "cut in half" 1 "half\.st: .*truncated" 300 half.st
+head -c 100 m.st >head100.st
+each_model_user "cut inside the header" 1 "head100\.st: " 300 head100.st
+truncate -s 1G sparse.st
+each_model_user "a 1 GB sparse file" 1 "sparse\.st: " 100 sparse.st
+mkdir -p folder.st
+each_model_user "a folder" 1 "folder\.st: .*(Is a directory|directory)" 300 folder.st
+rm -f fifo.st; mkfifo fifo.st
+hostile "encode -m FIFO: a model through a pipe loads" 0 "" 300 \
+    "cat m.st >fifo.st & \"$ENC\" -m fifo.st few.ids"
+hostile "tokenize -m FIFO: a vocabulary through a pipe loads" 0 "" 300 \
+    "cat v.vocab >fifo.st & \"$TOK\" -m fifo.st text.txt"
+if [ "$(id -u)" -ne 0 ]; then
+    cp m.st locked.st; chmod 000 locked.st
+    each_model_user "an unreadable file" 1 "locked\.st: Permission denied" 300 locked.st
+else
+    skip "an unreadable file: running as root, permissions do not apply"
+fi
+# Bit flips: in the header a clear error or, where the flip still makes
+# sense (a digit of a number), a model that loads; in the weights nothing
+# can tell (exit 0).  Never a crash.
+hlen=$(header_len m.st)
+for off in 0 3 7 8 20 $((hlen / 3)) $((hlen / 2)) $((hlen - 2)) $((hlen + 7)) $((hlen + 8 + 1000)) $((size - 1)); do
+    flip m.st "$off" flip.st
+    hostile "encode -m (a bit flipped at byte $off)" "0 1" "flip\.st: " 300 \
+        "\"$ENC\" -m flip.st few.ids"
+done
+
+# ---- vocabularies and checkpoints ----------------------------------------------------------
+
+vsize=$(wc -c <v.vocab)
+head -c $((vsize / 2)) v.vocab >cut.vocab
+hostile "tokenize -m a vocabulary cut in half" 1 "cut\.vocab:[0-9]+: " 300 "\"$TOK\" -m cut.vocab text.txt"
+for off in 0 5 40 $((vsize / 2)) $((vsize - 2)); do
+    flip v.vocab "$off" flip.vocab
+    hostile "tokenize -m (a vocabulary, a bit flipped at byte $off)" "0 1" "flip\.vocab:" 300 \
+        "\"$TOK\" -m flip.vocab text.txt"
+done
+bytes 3000 11 >random.vocab
+hostile "tokenize -m random bytes as a vocabulary" 1 "random\.vocab:1: " 300 "\"$TOK\" -m random.vocab text.txt"
+csize=$(wc -c <t.st.ckpt-2)
+head -c $((csize / 2)) t.st.ckpt-2 >cut.ckpt
+hostile "train --resume a checkpoint cut in half" 1 "cut\.ckpt" 300 \
+    "\"$TRAIN\" --resume=cut.ckpt --max-steps 3 -q -o resumed.st"
+chlen=$(header_len t.st.ckpt-2)
+for off in 9 $((chlen / 2)) $((chlen - 3)); do
+    flip t.st.ckpt-2 "$off" flip.ckpt
+    hostile "train --resume (a checkpoint, a bit flipped at byte $off)" "0 1" "flip\.ckpt" 300 \
+        "\"$TRAIN\" --resume=flip.ckpt --max-steps 3 -q -o resumed.st"
+done
+hostile "train --resume=/dev/zero" 1 "/dev/zero: " 300 "\"$TRAIN\" --resume=/dev/zero -q -o resumed.st"
+
+# ---- input lines and records ------------------------------------------------------------------
+
+printf 'one\000two\nthree\r\n\nfour\n' >nul_crlf.txt
+hostile "tokenize: NUL bytes and CRLF are data, one line out per line in" 0 "" 300 \
+    "\"$TOK\" -m v.vocab nul_crlf.txt"
+check "  ... and 4 lines out for 4 in" test "$(wc -l <h.out)" -eq 4
+printf '5 6\000 7\n8 9\n' >nul.ids
+hostile "encode: a NUL byte in an id line" 1 "nul\.ids:1: " 300 "\"$ENC\" -m m.st nul.ids"
+printf '5 6\r\n8 9\r\n' >crlf.ids
+hostile "encode: CRLF id lines" "0 1" "crlf\.ids:1: " 300 "\"$ENC\" -m m.st crlf.ids"
+# 100 MB in one line: an error naming it, without holding it.
+hostile "tokenize: a 100 MB line" 1 "big\.txt:2: .*longer than" 100 \
+    "{ echo first; head -c 100000000 /dev/zero | tr '\\000' a; echo; echo last; } >big.txt; \"$TOK\" -m v.vocab big.txt"
+check "  ... the line before it was written" sh -c "head -n 1 h.out | grep -q ."
+rm -f big.txt
+hostile "tokenize </dev/zero: endless input without a newline" 1 "standard input:1: .*longer than|-:1: .*longer than" 100 \
+    "\"$TOK\" -m v.vocab </dev/zero"
+hostile "encode </dev/zero" 1 ":1: " 100 "\"$ENC\" -m m.st </dev/zero"
+bytes 5000 13 >random.npy
+hostile "decode: random bytes as states" 1 "random\.npy: .*record 1" 300 "\"$DEC\" -m m.st random.npy"
+hostile "decode </dev/zero" 1 "record 1" 100 "\"$DEC\" -m m.st </dev/zero"
+npy=$(wc -c <few.npy)
+head -c $((npy - 10)) few.npy >cut.npy
+hostile "decode: states cut short" 1 "cut\.npy: .*record 20: truncated" 300 \
+    "\"$DEC\" -m m.st --greedy --max-length 5 cut.npy"
+check "  ... the 19 records before it were translated" test "$(wc -l <h.out)" -eq 19
+bytes 3000 17 >random.txt
+hostile "score bleu: random bytes as hypotheses" "0 1" "random\.txt:[0-9]+: " 300 \
+    "\"$SCORE\" bleu -r random.txt random.txt"
+hostile "inspect-attn: random bytes as sources" 1 "random\.txt:1: " 300 "\"$IA\" -m m.st random.txt"
+
+# ---- a full disk, a file-size limit --------------------------------------------------------
+
+hostile "tokenize >/dev/full" 1 "(write error|write failed): No space left" 300 "\"$TOK\" -m v.vocab text.txt >/dev/full"
+hostile "encode >/dev/full" 1 "(write error|write failed): No space left" 300 "\"$ENC\" -m m.st few.ids >/dev/full"
+hostile "decode >/dev/full" 1 "(write error|write failed): No space left" 300 "\"$DEC\" -m m.st --greedy --max-length 5 few.npy >/dev/full"
+hostile "score >/dev/full" 1 "(write error|write failed): No space left" 300 "\"$SCORE\" bleu -r text.txt text.txt >/dev/full"
+hostile "inspect-attn >/dev/full" 1 "(write error|write failed): No space left" 300 "\"$IA\" -m m.st -f align few.ids >/dev/full"
+hostile "encode with a 4 kB file-size limit (ulimit -f 4)" 1 "(write error|write failed): File too large" 300 \
+    "ulimit -f 4; \"$ENC\" -m m.st few.ids >limited.npy"
+# A model written over an existing one with too little room: the old one stays.
+cp m.st keep.st
+hostile "train -o over a model, with too little room (ulimit -f 64)" 1 "keep\.st: .*File too large" 300 \
+    "ulimit -f 64; \"$TRAIN\" --preset tiny -m v.vocab --init-only -q -o keep.st"
+check "  ... the model there before is intact" cmp -s m.st keep.st
+check "  ... and no temporary file is left" sh -c '! ls keep.st.tmp* >/dev/null 2>&1'
+
+# ---- a reader that goes away, at every stage ---------------------------------------------------
+
+i=0; while [ $i -lt 20 ]; do cat text.txt; i=$((i + 1)); done >many.txt
+for stage in 1 2 3 4; do
+    # the pipeline cut after stage N by head -1
+    case $stage in
+        1) cmd="\"$TOK\" -m m.st many.txt 2>s1.err | head -n 1 >/dev/null" ;;
+        2) cmd="\"$TOK\" -m m.st many.txt 2>s1.err | \"$ENC\" -m m.st 2>s2.err | head -c 100 >/dev/null" ;;
+        3) cmd="\"$TOK\" -m m.st many.txt 2>s1.err | \"$ENC\" -m m.st 2>s2.err | \"$DEC\" -m m.st --greedy --max-length 5 2>s3.err | head -n 1 >/dev/null" ;;
+        4) cmd="\"$TOK\" -m m.st many.txt 2>s1.err | \"$ENC\" -m m.st 2>s2.err | \"$DEC\" -m m.st --greedy --max-length 5 2>s3.err | \"$TOK\" -d -m m.st 2>s4.err | head -n 1 >/dev/null" ;;
+    esac
+    rm -f s1.err s2.err s3.err s4.err
+    hostile "a pipeline of $stage stages, its reader gone after one line" 0 "" 300 "$cmd"
+    check "  ... every stage quiet on stderr" sh -c 'for f in s1.err s2.err s3.err s4.err; do [ ! -s $f ] || exit 1; done'
+done
