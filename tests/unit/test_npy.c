@@ -492,6 +492,29 @@ static void test_stream_errors(void)
     tfm_tensor_free(&t);
 }
 
+/* Writes records of the 2-D float32 shapes given (each filled with the
+ * pattern) to path, and opens it again through a pipe (no seeking), or
+ * returns NULL. */
+static FILE *pattern_records_through_pipe(const char *path, int64_t (*sizes)[2], int n)
+{
+    FILE *fp = fopen(path, "wb");
+    tfm_tensor t;
+    tfm_tensor_init(&t);
+    tfm_error err;
+    for (int i = 0; fp && i < n; i++) {
+        CHECK(tfm_tensor_reshape(&t, TFM_F32, 2, sizes[i]) == TFM_OK);
+        fill_pattern(&t);
+        CHECK(tfm_npy_write(fp, &t, &err) == TFM_OK);
+    }
+    if (fp) fclose(fp);
+    tfm_tensor_free(&t);
+    char cmd[8300];
+    snprintf(cmd, sizeof cmd, "cat '%s'", path);
+    fp = popen(cmd, "r");
+    CHECK(fp != NULL);
+    return fp;
+}
+
 /* A stream with limits: records longer than max_rows are cropped to their
  * first rows, the rest read past without being held (the buffer stays the
  * size of what is kept), and the next record is read from the right place;
@@ -499,25 +522,13 @@ static void test_stream_errors(void)
 static void test_stream_limits(void)
 {
     const char *path = tmp_path("limits.npy");
-    FILE *fp = fopen(path, "wb");
+    int64_t sizes[4][2] = {{5000, 8}, {3, 8}, {0, 8}, {12, 8}};
+    FILE *fp = pattern_records_through_pipe(path, sizes, 4);
+    if (!fp) return;
     tfm_tensor t;
     tfm_tensor_init(&t);
     tfm_error err;
-    int64_t sizes[4][2] = {{5000, 8}, {3, 8}, {0, 8}, {12, 8}};
-    for (int i = 0; i < 4; i++) {
-        CHECK(tfm_tensor_reshape(&t, TFM_F32, 2, sizes[i]) == TFM_OK);
-        fill_pattern(&t);
-        CHECK(tfm_npy_write(fp, &t, &err) == TFM_OK);
-    }
-    fclose(fp);
-    tfm_tensor_free(&t);
-    tfm_tensor_init(&t);
-
     char cmd[8300];
-    snprintf(cmd, sizeof cmd, "cat '%s'", path);
-    fp = popen(cmd, "r");
-    CHECK(fp != NULL);
-    if (!fp) return;
     tfm_npy_stream s = {.fp = fp, .max_rows = 10};
     int64_t kept[4][2] = {{10, 8}, {3, 8}, {0, 8}, {10, 8}};
     for (int i = 0; i < 4; i++) {
@@ -555,25 +566,12 @@ static void test_stream_limits(void)
  * pipe (no seeking). */
 static void test_reuse_and_pipe(void)
 {
-    const char *path = tmp_path("reuse.npy");
-    FILE *fp = fopen(path, "wb");
+    int64_t sizes[4][2] = {{50, 8}, {3, 8}, {0, 8}, {50, 8}};
+    FILE *fp = pattern_records_through_pipe(tmp_path("reuse.npy"), sizes, 4);
+    if (!fp) return;
     tfm_tensor t;
     tfm_tensor_init(&t);
     tfm_error err;
-    int64_t sizes[4][2] = {{50, 8}, {3, 8}, {0, 8}, {50, 8}};
-    for (int i = 0; i < 4; i++) {
-        CHECK(tfm_tensor_reshape(&t, TFM_F32, 2, sizes[i]) == TFM_OK);
-        fill_pattern(&t);
-        CHECK(tfm_npy_write(fp, &t, &err) == TFM_OK);
-    }
-    fclose(fp);
-    tfm_tensor_free(&t);
-
-    char cmd[8300];
-    snprintf(cmd, sizeof cmd, "cat '%s'", path);
-    fp = popen(cmd, "r");
-    CHECK(fp != NULL);
-    if (!fp) return;
     tfm_npy_stream s = {.fp = fp};
     CHECK(tfm_npy_stream_read(&s, &t, &err) == TFM_OK);
     void *first = t.data;
