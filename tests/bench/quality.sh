@@ -138,7 +138,8 @@ for side in tfm ref; do
     if [ "$side" = tfm ]; then
         updates=$(awk -F'\t' 'NR > 1 && $8 == "train" { s = $1 } END { print s }' "$OUT/tfm-$TAG.tsv")
         ppl=$(awk -F'\t' 'NR > 1 && $8 == "valid" { p = $4 } END { print p }' "$OUT/tfm-$TAG.tsv")
-        rate=$(awk -F'\t' 'NR > 1 && $8 == "train" { t += $6; n++ } END { printf "%.0f", n ? t / n : 0 }' "$OUT/tfm-$TAG.tsv")
+        # target tokens over the wall time, validations included
+        rate=$(awk -F'\t' 'NR > 1 && $8 == "train" { t += $11; e = $7 } END { printf "%.0f", e ? t / e : 0 }' "$OUT/tfm-$TAG.tsv")
     else
         set -- $($PY -c '
 import json, sys
