@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_hostile.sh - every program under hostile input: random bytes,
 # truncated and bit-flipped models, vocabularies and checkpoints, a 1 GB
-# sparse file, a FIFO, a folder, an unreadable file, NUL bytes, CRLF, a
+# sparse file, a FIFO, a folder, an unreadable file (EIO), NUL bytes, CRLF, a
 # 100 MB line, endless input, a full disk and a file-size limit, and a reader
 # that goes away at every stage of the pipeline.
 #
@@ -116,8 +116,12 @@ if [ "$(id -u)" -ne 0 ]; then
     cp m.st locked.st; chmod 000 locked.st
     each_model_user "an unreadable file" 1 "locked\.st: Permission denied" 300 locked.st
 else
-    skip "an unreadable file: running as root, permissions do not apply"
+    skip "a file without read permission: running as root, permissions do not apply (next: a file even root cannot read)"
 fi
+# A file even root cannot read: /proc/self/mem at offset 0 fails with EIO.
+each_model_user "a file that cannot be read (EIO)" 1 "/proc/self/mem: .*Input/output error" 300 /proc/self/mem
+hostile "tokenize: input that cannot be read (EIO)" 1 "/proc/self/mem:1: .*Input/output error" 300 \
+    "\"$TOK\" -m v.vocab /proc/self/mem"
 # Bit flips: in the header a clear error or, where the flip still makes
 # sense (a digit of a number), a model that loads; in the weights nothing
 # can tell (exit 0).  Never a crash.
