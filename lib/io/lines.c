@@ -99,8 +99,7 @@ static tfm_status fill(tfm_line_reader *r, tfm_error *err)
 }
 
 /* Reads past the rest of a line found too long (up to and including its
- * '\n'), in chunks, so memory stays bounded; false with err set when the
- * input fails. */
+ * '\n'), in chunks, so memory stays bounded; an input error is returned. */
 static tfm_status skip_rest_of_line(tfm_line_reader *r, tfm_error *err)
 {
     for (;;) {
