@@ -49,8 +49,6 @@
 #define ST_MAX_INT ((uint64_t)1 << 53)
 /* Room for a shape in a message; longer shapes end in "...". */
 #define ST_SHAPE_TEXT 160
-/* Reading a pipe grows the buffer by this much at a time. */
-#define ST_READ_CHUNK ((size_t)1 << 16)
 
 static const char metadata_key[] = "__metadata__";
 
@@ -585,30 +583,10 @@ tfm_status tfm_safetensors_parse(const void *data, size_t size, tfm_safetensors 
     return TFM_OK;
 }
 
-/* Appends up to want bytes of fd to b, fewer only where the input ends.
- * The buffer grows with what arrives, not with what was asked for, so a
- * header that promises terabytes costs only what the input really holds. */
-static tfm_status read_upto(int fd, tfm_buf *b, uint64_t want, tfm_error *err)
-{
-    while (want > 0) {
-        size_t chunk = want < ST_READ_CHUNK ? (size_t)want : ST_READ_CHUNK;
-        if (tfm_buf_reserve(b, chunk + 1) != TFM_OK)
-            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-        ssize_t got = read(fd, b->data + b->len, chunk);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) return tfm_error_set(err, TFM_ERR_IO, "read error: %s", strerror(errno));
-        if (got == 0) return TFM_OK;
-        b->len += (size_t)got;
-        b->data[b->len] = 0;
-        want -= (uint64_t)got;
-    }
-    return TFM_OK;
-}
-
 /* Reads from fd until b holds total bytes, or the input ends. */
 static tfm_status read_to(int fd, tfm_buf *b, uint64_t total, tfm_error *err)
 {
-    return b->len >= total ? TFM_OK : read_upto(fd, b, total - b->len, err);
+    return b->len >= total ? TFM_OK : tfm_read_upto(fd, b, total - b->len, err);
 }
 
 /* Reads a file that cannot be mapped (a pipe, a device, /proc) into b (which
@@ -638,7 +616,7 @@ static tfm_status read_stream(int fd, tfm_buf *b, tfm_error *err)
     st = read_to(fd, b, ST_LEN_BYTES + n + data_size, err);
     if (st != TFM_OK || b->len < ST_LEN_BYTES + n + data_size) return st;
     size_t before = b->len;
-    st = read_upto(fd, b, 1, err);
+    st = tfm_read_upto(fd, b, 1, err);
     if (st != TFM_OK) return st;
     if (b->len > before)
         return tfm_error_set(err, TFM_ERR_FORMAT,
@@ -655,11 +633,9 @@ tfm_status tfm_safetensors_read_fd(int fd, const void *start, size_t have,
     tfm_safetensors *f = calloc(1, sizeof *f);
     if (!f) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     tfm_buf_init(&f->owned);
-    tfm_status st = have ? (tfm_buf_append(&f->owned, start, have) == TFM_OK
-                                ? TFM_OK
-                                : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory"))
-                         : TFM_OK;
-    if (st == TFM_OK) st = read_stream(fd, &f->owned, err);
+    tfm_status st = tfm_buf_append(&f->owned, start, have) == TFM_OK
+                        ? read_stream(fd, &f->owned, err)
+                        : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     if (st == TFM_OK)
         st = parse_into(f, (const unsigned char *)(f->owned.data ? f->owned.data : ""),
                         f->owned.len, err);
@@ -676,32 +652,32 @@ tfm_status tfm_safetensors_open(const char *path, tfm_safetensors **out, tfm_err
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "%s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        tfm_status st = tfm_error_set(err, TFM_ERR_IO, "read error: %s", strerror(errno));
+        close(fd);
+        return st;
+    }
+    void *map = MAP_FAILED;
+    if (S_ISREG(sb.st_mode) && sb.st_size > 0)
+        map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* A file that cannot be mapped (a pipe, /proc, a file system without
+     * mmap) is read instead. */
+    if (map == MAP_FAILED) {
+        tfm_status st = tfm_safetensors_read_fd(fd, NULL, 0, out, err);
+        close(fd);
+        return st;
+    }
+    close(fd);
     tfm_safetensors *f = calloc(1, sizeof *f);
     if (!f) {
-        close(fd);
+        munmap(map, (size_t)sb.st_size);
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
     tfm_buf_init(&f->owned);
-    tfm_status st = TFM_OK;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = tfm_error_set(err, TFM_ERR_IO, "read error: %s", strerror(errno));
-    } else if (S_ISREG(sb.st_mode) && sb.st_size > 0) {
-        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m != MAP_FAILED) {
-            f->map = m;
-            f->map_size = (size_t)sb.st_size;
-        }
-    }
-    /* A file that cannot be mapped (a pipe, /proc, a file system without
-     * mmap) is read instead. */
-    if (st == TFM_OK && !f->map) st = read_stream(fd, &f->owned, err);
-    close(fd);
-    if (st == TFM_OK) {
-        if (f->map) st = parse_into(f, f->map, f->map_size, err);
-        else st = parse_into(f, (const unsigned char *)(f->owned.data ? f->owned.data : ""),
-                             f->owned.len, err);
-    }
+    f->map = map;
+    f->map_size = (size_t)sb.st_size;
+    tfm_status st = parse_into(f, f->map, f->map_size, err);
     if (st != TFM_OK) {
         tfm_safetensors_free(f);
         return st;

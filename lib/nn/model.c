@@ -575,33 +575,23 @@ tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *er
      * pipe (tokenize -m <(...)) works: its first bytes are read once. */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "%s", strerror(errno));
-    unsigned char start[9] = {0};
-    size_t got = 0;
-    while (got < sizeof start) {
-        ssize_t n = read(fd, start + got, sizeof start - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            tfm_status st = tfm_error_set(err, TFM_ERR_IO, "read failed: %s", strerror(errno));
-            close(fd);
-            return st;
-        }
-        if (n == 0) break;
-        got += (size_t)n;
-    }
-    tfm_status st;
-    if (got < sizeof start || start[8] != '{') {
-        st = tfm_vocab_read_fd(fd, start, got, out, err);
-    } else {
+    tfm_buf start;
+    tfm_buf_init(&start);
+    tfm_status st = tfm_read_upto(fd, &start, 9, err);
+    if (st == TFM_OK && (start.len < 9 || start.data[8] != '{')) {
+        st = tfm_vocab_read_fd(fd, start.data, start.len, out, err);
+    } else if (st == TFM_OK) {
         tfm_safetensors *f = NULL;
         struct stat sb;
         /* a regular file is mapped from its start; anything else read on */
         if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
             st = tfm_safetensors_open(path, &f, err);
         else
-            st = tfm_safetensors_read_fd(fd, start, got, &f, err);
+            st = tfm_safetensors_read_fd(fd, start.data, start.len, &f, err);
         if (st == TFM_OK) st = vocab_of_model_file(f, out, err);
         tfm_safetensors_free(f);
     }
+    tfm_buf_free(&start);
     close(fd);
     return st;
 }

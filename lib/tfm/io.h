@@ -42,6 +42,15 @@ bool tfm_lines_ready(tfm_line_reader *r);
 /* The 1-based number of the line last returned. */
 size_t tfm_lines_number(const tfm_line_reader *r);
 
+/* ---- bounded reads ------------------------------------------------------------ */
+
+/* Appends up to want bytes of fd to b (fewer only where the input ends),
+ * retrying reads that a signal interrupts.  The buffer grows with what
+ * arrives, not with what was asked for, so a bound of terabytes costs only
+ * what the input really holds.  TFM_ERR_IO ("read error: ...") or
+ * TFM_ERR_NOMEM. */
+tfm_status tfm_read_upto(int fd, tfm_buf *b, uint64_t want, tfm_error *err);
+
 /* ---- atomic files ------------------------------------------------------------- */
 
 /* Writes a file so that readers see either the old file or the whole new
