@@ -35,8 +35,11 @@
 #ifndef TFM_TRAIN_H
 #define TFM_TRAIN_H
 
+#include <signal.h>
+
 #include "tfm/core.h"
 #include "tfm/model.h"
+#include "tfm/safetensors.h"
 #include "tfm/text.h"
 
 /* ---- training data ------------------------------------------------------------ */
@@ -385,6 +388,217 @@ tfm_status tfm_checkpoint_prune(const char *prefix, int keep, tfm_error *err);
  * result has the configuration and vocabulary of the first and the step of
  * the newest. */
 tfm_status tfm_average_models(const char *const *paths, int n, tfm_model **out,
+                              tfm_error *err);
+
+/* ---- numbers in a checkpoint's metadata ----------------------------------------- */
+
+typedef enum tfm_number_syntax {
+    TFM_NUMBER_WHOLE,      /* a non-negative decimal integer, within [lo, max] */
+    TFM_NUMBER_HEX,        /* hexadecimal digits, within [lo, max] */
+    TFM_NUMBER_REAL,       /* a finite decimal number, within [lo, hi] (finite bounds) */
+} tfm_number_syntax;
+
+/* The number f's metadata holds under key, into *whole (WHOLE, HEX) or
+ * *real (REAL).  TFM_EOF when the key is absent (the caller says whether it
+ * must be there); TFM_ERR_FORMAT when its text is not such a number:
+ *     metadata "KEY" is 'TEXT', not a whole number from LO to MAX
+ * The one reader of numbers of the checkpoint's state and of the run's. */
+tfm_status tfm_metadata_number(const tfm_safetensors *f, const char *key, tfm_number_syntax syntax,
+                               double lo, double hi, uint64_t max, uint64_t *whole, double *real,
+                               tfm_error *err);
+
+/* ---- a training run ------------------------------------------------------------- */
+
+/* The policy around the trainer that every front end of training needs
+ * (train(1), a program of your own on libtfm.a): the options of a run as
+ * texts and their persistence in every checkpoint and model, resuming with
+ * the options a run was started with, checkpoints every K updates and the
+ * newest N kept, validation, the best model so far and early stopping,
+ * limits of updates, epochs and time, a clean stop on request, and at the
+ * end a checkpoint and the model (or the average of the last checkpoints).
+ *
+ *     const char *given[TFM_RUN_OPTION_COUNT] = {0};  // from the command line
+ *     given[TFM_OPT_SRC] = "train.de"; ...
+ *     tfm_run *r;
+ *     if (tfm_run_create(given, report, ctx, &r, &err)) ...  // TFM_ERR_ARG: usage
+ *     tfm_run_set_stop_flag(r, &stop);  // set by a SIGINT handler
+ *     if (tfm_run_train(r, &end, &err)) ...
+ *     tfm_run_free(r);
+ *
+ * Every option has a text value: its default (from the library's default
+ * parameters), the caller's, or on resume the checkpoint's.  The effective
+ * values of all but the ONCE options are stored as metadata
+ * "train.opt.NAME" in every checkpoint and model: a resumed run takes the
+ * options it was started with, and given options override them.  The run
+ * never prints: it reports what happens through the report callback, and
+ * fails with a status and a message. */
+
+/* The options, by the names of train(1). */
+typedef enum tfm_run_option {
+    TFM_OPT_PRESET, TFM_OPT_D_MODEL, TFM_OPT_D_FF, TFM_OPT_HEADS, TFM_OPT_LAYERS,
+    TFM_OPT_ENC_LAYERS, TFM_OPT_DEC_LAYERS, TFM_OPT_MAX_POS, TFM_OPT_PRE_NORM,
+    TFM_OPT_LEARNED_POS, TFM_OPT_ATTN_WINDOW, TFM_OPT_DROPOUT, TFM_OPT_ATTN_DROPOUT,
+    TFM_OPT_ACT_DROPOUT, TFM_OPT_LABEL_SMOOTHING, TFM_OPT_VOCAB, TFM_OPT_VOCAB_SIZE,
+    TFM_OPT_SRC, TFM_OPT_TGT, TFM_OPT_INPUT_FORMAT, TFM_OPT_MAX_LENGTH, TFM_OPT_NO_EOS,
+    TFM_OPT_VALID_SRC, TFM_OPT_VALID_TGT, TFM_OPT_BATCH_TOKENS, TFM_OPT_ACCUM,
+    TFM_OPT_SORT_WINDOW, TFM_OPT_LR_FACTOR, TFM_OPT_WARMUP, TFM_OPT_CLIP_NORM, TFM_OPT_EMA,
+    TFM_OPT_SEED, TFM_OPT_THREADS, TFM_OPT_MAX_STEPS, TFM_OPT_MAX_EPOCHS, TFM_OPT_MAX_TIME,
+    TFM_OPT_VALID_EVERY, TFM_OPT_VALID_BLEU, TFM_OPT_PATIENCE, TFM_OPT_SAVE_EVERY,
+    TFM_OPT_KEEP, TFM_OPT_CHECKPOINT_DIR, TFM_OPT_AVERAGE_LAST, TFM_OPT_LOG,
+    TFM_OPT_PROGRESS, TFM_OPT_DEBUG_NAN, TFM_OPT_RESUME, TFM_OPT_OUTPUT, TFM_OPT_INIT_ONLY,
+    TFM_RUN_OPTION_COUNT
+} tfm_run_option;
+
+/* How an option relates to resuming: MODEL options are fixed by the
+ * checkpoint; TRAIN options change the run (a new value makes it differ
+ * from an uninterrupted one); RUN options do not; ONCE options are not
+ * stored (the run ignores PROGRESS: it is the caller's). */
+typedef enum tfm_run_option_kind {
+    TFM_KIND_MODEL, TFM_KIND_TRAIN, TFM_KIND_RUN, TFM_KIND_ONCE
+} tfm_run_option_kind;
+
+typedef struct tfm_run_option_info {
+    const char *name;          /* "batch-tokens": the key is train.opt.NAME */
+    int arg;                   /* as getopt_long's has_arg: 0 a flag (its text is "yes"),
+                                  1 a value, 2 an optional value ("" when none) */
+    tfm_run_option_kind kind;
+} tfm_run_option_info;
+
+extern const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT];
+
+/* The text of option id's default into out (size bytes; 32 are enough), from
+ * tfm_run_default_params(); false (and out "") when the option has none. */
+bool tfm_run_option_default(tfm_run_option id, char *out, size_t size);
+
+/* The effective values, typed. */
+typedef struct tfm_run_params {
+    const char *preset;        /* Default "base" */
+    tfm_config model;          /* the preset with the overrides; on resume the
+                                  options' (the trainer's model is the checkpoint's) */
+    const char *vocab_path;    /* a vocabulary or a model file; NULL: none */
+    int32_t vocab_size;        /* without a vocabulary: ids below it */
+    const char *src, *tgt, *valid_src, *valid_tgt;
+    tfm_corpus_params corpus;  /* format, max_length, append_eos, n_threads */
+    tfm_train_params train;    /* seeds and threads set from seed and threads */
+    uint64_t seed;             /* of everything (the weights get seed + 1).  Default 1 */
+    int threads;               /* Default: tfm_cpu_count() */
+    int64_t max_steps, max_epochs; /* 0: no limit */
+    double max_time;           /* seconds; 0: no limit */
+    int64_t valid_every;       /* Default 1000 */
+    bool valid_bleu;
+    int patience;              /* validations without improvement before stopping; 0: off */
+    int64_t save_every;        /* Default 1000; 0: at the end only */
+    int keep;                  /* checkpoints kept.  Default 5 */
+    const char *checkpoint_dir; /* NULL: beside the output */
+    int average_last;          /* > 0: the model is the average of the last so many */
+    const char *log;
+    const char *output;
+    bool init_only, resume;
+    const char *resume_from;   /* NULL: the newest checkpoint */
+} tfm_run_params;
+
+tfm_run_params tfm_run_default_params(void);
+
+/* What a run reports. */
+typedef enum tfm_run_event_kind {
+    TFM_RUN_WARNING,           /* text: a warning; the run goes on */
+    TFM_RUN_DATA,              /* a corpus was loaded: text "training" or "validation",
+                                  data its counts */
+    TFM_RUN_START,             /* the trainer is ready: text the checkpoint resumed
+                                  from, or NULL */
+    TFM_RUN_STEP,              /* an update was made: update; seconds it took */
+    TFM_RUN_VALID,             /* a validation: valid and what follows from it */
+    TFM_RUN_CHECKPOINT,        /* text: the checkpoint written */
+    TFM_RUN_END,               /* the model is written: end, averaged, text its path */
+} tfm_run_event_kind;
+
+typedef enum tfm_run_end {
+    TFM_RUN_LIMIT,             /* a limit of updates, epochs or time was reached */
+    TFM_RUN_STOPPED,           /* the stop flag was set */
+    TFM_RUN_PATIENCE,          /* early stopping */
+} tfm_run_end;
+
+typedef struct tfm_run_event {
+    tfm_run_event_kind kind;
+    const char *text;
+    int64_t step;              /* updates made */
+    double epoch;              /* tfm_trainer_epoch */
+    double elapsed;            /* seconds of training, earlier processes' included */
+    double time;               /* when: tfm_run_clock() */
+    double seconds;            /* STEP, VALID: how long it took */
+    const tfm_corpus_stats *data;     /* DATA */
+    const tfm_step_result *update;    /* STEP */
+    const tfm_valid_result *valid;    /* VALID, and: */
+    double loss, ppl;                 /* per target token (STEP and VALID) */
+    bool improved;                    /* the best so far (written to the best model) */
+    bool early_stop;                  /* patience is exhausted */
+    int bad_validations;              /* in a row */
+    int64_t best_step;
+    const char *best_path;            /* MODEL.best */
+    tfm_run_end end;                  /* END */
+    int averaged;                     /* END: checkpoints averaged (0: none) */
+    double run_seconds;               /* END: this process's time of training */
+} tfm_run_event;
+
+/* What a run keeps in its checkpoints besides its options ("train.elapsed",
+ * "train.best_score", "train.best_step", "train.bad_validations"). */
+typedef struct tfm_run_state {
+    double elapsed;            /* seconds of training before this process */
+    double best_score;         /* of the best validation: higher is better (BLEU with
+                                  decodes, else minus the log of the perplexity) */
+    int64_t best_step;
+    int bad_validations;       /* in a row since the best */
+    bool has_best;
+} tfm_run_state;
+
+/* Records a validation's score at step: true when it is the best so far
+ * (the first always is); else counts one more bad validation.  A run stops
+ * early when patience > 0 and bad_validations reaches it. */
+bool tfm_run_state_validation(tfm_run_state *s, double score, int64_t step);
+
+/* The event is valid during the call only. */
+typedef void tfm_run_report(void *ctx, const tfm_run_event *ev);
+
+typedef struct tfm_run tfm_run;
+
+/* A run of the options given (NULL: not given; texts as in
+ * tfm_run_option_info), which must outlive it.  On resume, reads the
+ * checkpoint's options and run state and the vocabulary (the checkpoint's,
+ * else the options'), and checks the model options (MODEL options cannot
+ * change on resume).  report (may be NULL) gets warnings from now on.
+ * TFM_ERR_ARG: the options do not describe a run (a usage error, the
+ * message naming the option); other statuses: a file could not be read. */
+tfm_status tfm_run_create(const char *const given[TFM_RUN_OPTION_COUNT], tfm_run_report *report,
+                          void *ctx, tfm_run **out, tfm_error *err);
+void tfm_run_free(tfm_run *r);
+
+const tfm_run_params *tfm_run_params_of(const tfm_run *r);
+/* The effective text of option id (NULL: none). */
+const char *tfm_run_option_value(const tfm_run *r, tfm_run_option id);
+/* The trainer, once tfm_run_train has made it (NULL before). */
+const tfm_trainer *tfm_run_trainer(const tfm_run *r);
+
+/* The run stops at the end of the update under way once *flag is non-zero
+ * (a signal handler's sig_atomic_t), saving a checkpoint and the model. */
+void tfm_run_set_stop_flag(tfm_run *r, const volatile sig_atomic_t *flag);
+
+/* Loads the data, makes (or resumes) the trainer and trains to a limit, a
+ * stop or early stopping; then validates once more if the last update was
+ * not validated, saves a checkpoint and writes the model.  *end says why
+ * it ended. */
+tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err);
+
+/* Writes a freshly initialised model of the options (init_only). */
+tfm_status tfm_run_init_model(tfm_run *r, tfm_error *err);
+
+/* Seconds of the monotonic clock the run's times are on. */
+double tfm_run_clock(void);
+/* The time left at time t: the nearest of the limits, at this process's
+ * pace so far; negative when unknown. */
+double tfm_run_eta(const tfm_run *r, double t);
+
+/* "90", "90s", "1h30m", "2d", "1.5h": seconds (TFM_ERR_ARG naming option). */
+tfm_status tfm_parse_duration(const char *option, const char *text, double *seconds,
                               tfm_error *err);
 
 #endif

@@ -89,20 +89,43 @@ static tfm_status parse_rng(const char *key, const char *s, tfm_rng *r, tfm_erro
     return TFM_OK;
 }
 
-/* A whole decimal or (hex) hexadecimal number in [0, max]. */
+tfm_status tfm_metadata_number(const tfm_safetensors *f, const char *key, tfm_number_syntax syntax,
+                               double lo, double hi, uint64_t max, uint64_t *whole, double *real,
+                               tfm_error *err)
+{
+    const char *s = tfm_safetensors_metadata(f, key);
+    if (!s) return TFM_EOF;
+    char *end;
+    errno = 0;
+    if (syntax == TFM_NUMBER_REAL) {
+        double v = strtod(s, &end);
+        /* The bounds are finite, so the test fails for NaN and infinity too. */
+        if (end == s || *end || errno || !(v >= lo && v <= hi))
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "metadata \"%s\" is '%.40s', not a number from %g to %g", key, s,
+                                 lo, hi);
+        *real = v;
+        return TFM_OK;
+    }
+    bool hex = syntax == TFM_NUMBER_HEX;
+    unsigned long long v = strtoull(s, &end, hex ? 16 : 10);
+    if (!(hex ? isxdigit : isdigit)((unsigned char)s[0]) || *end || errno || v > max ||
+        (double)v < lo)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "metadata \"%s\" is '%.40s', not a %s number from %.0f to %" PRIu64,
+                             key, s, hex ? "hexadecimal" : "whole", lo, max);
+    *whole = v;
+    return TFM_OK;
+}
+
+/* A whole decimal or (hex) hexadecimal number in [0, max] that must be there. */
 static tfm_status parse_u64(const tfm_safetensors *f, const char *key, bool hex, uint64_t max,
                             uint64_t *out, tfm_error *err)
 {
-    const char *s = tfm_safetensors_metadata(f, key);
-    if (!s) return tfm_error_set(err, TFM_ERR_FORMAT, "metadata '%s' is missing", key);
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, hex ? 16 : 10);
-    if (!isxdigit((unsigned char)s[0]) || *end || errno || v > max)
-        return tfm_error_set(err, TFM_ERR_FORMAT, "metadata '%s' is '%.40s', expected a %s number",
-                             key, s, hex ? "hexadecimal" : "non-negative decimal");
-    *out = v;
-    return TFM_OK;
+    tfm_status st = tfm_metadata_number(f, key, hex ? TFM_NUMBER_HEX : TFM_NUMBER_WHOLE, 0, 0, max,
+                                        out, NULL, err);
+    if (st == TFM_EOF) return tfm_error_set(err, TFM_ERR_FORMAT, "metadata '%s' is missing", key);
+    return st;
 }
 
 /* The state's metadata as NULL-terminated key, value pairs in keys[] and

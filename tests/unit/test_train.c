@@ -6,7 +6,10 @@
  * handling of NaN and infinity, and the trainer itself on a tiny model:
  * the loss falls, a run stopped and resumed equals one never stopped, runs
  * on 1, 2 and 3 threads are the same bit for bit, and poisoned updates are
- * skipped. */
+ * skipped; and the training run (tfm_run): early stopping on made-up
+ * scores, defaults and usage errors, options kept in checkpoints and taken
+ * back on resume, and a stop request. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -949,6 +952,215 @@ static void test_trainer_nan(void)
     tfm_corpus_free(data);
 }
 
+/* ---- the training run -------------------------------------------------------------- */
+
+static void test_run_state_early_stopping(void)
+{
+    /* Made-up validation scores (higher is better) with patience 2: the
+     * run stops at the second validation in a row that is no better than
+     * the best, and a tie is no improvement. */
+    const double scores[] = {10, 12, 11, 12, 13, 13, 12.5};
+    const bool improved[] = {true, true, false, false, true, false, false};
+    const int bad[] = {0, 0, 1, 2, 0, 1, 2};
+    tfm_run_state s = {0};
+    int stopped_at = -1;
+    for (int i = 0; i < 7; i++) {
+        CHECK(tfm_run_state_validation(&s, scores[i], 100 * (i + 1)) == improved[i]);
+        CHECK(s.bad_validations == bad[i]);
+        if (stopped_at < 0 && s.bad_validations >= 2) stopped_at = i;
+    }
+    CHECK(stopped_at == 3);
+    CHECK(s.has_best && s.best_score == 13 && s.best_step == 500);
+    /* A NaN score is never an improvement. */
+    CHECK(!tfm_run_state_validation(&s, NAN, 800) && s.best_score == 13);
+}
+
+static void test_run_defaults_and_usage(void)
+{
+    /* The defaults' texts come from the library's default parameters. */
+    char text[32];
+    CHECK(tfm_run_option_default(TFM_OPT_BATCH_TOKENS, text, sizeof text) &&
+          strtoll(text, NULL, 10) == tfm_batcher_default_params().batch_tokens);
+    CHECK(tfm_run_option_default(TFM_OPT_WARMUP, text, sizeof text) &&
+          atoi(text) == tfm_train_default_params().warmup);
+    CHECK(tfm_run_option_default(TFM_OPT_SORT_WINDOW, text, sizeof text) &&
+          atoi(text) == tfm_batcher_default_params().window);
+    CHECK(tfm_run_option_default(TFM_OPT_MAX_LENGTH, text, sizeof text) &&
+          atoi(text) == tfm_corpus_default_params().max_length);
+    CHECK(tfm_run_option_default(TFM_OPT_PRESET, text, sizeof text) && !strcmp(text, "base"));
+    CHECK(!tfm_run_option_default(TFM_OPT_THREADS, text, sizeof text) && text[0] == 0);
+    double sec = 0;
+    tfm_error err;
+    CHECK(tfm_parse_duration("--max-time", "1h30m", &sec, &err) == TFM_OK && sec == 5400);
+    CHECK(tfm_parse_duration("--max-time", "1.5d", &sec, &err) == TFM_OK && sec == 129600);
+    CHECK(tfm_parse_duration("--max-time", "1x", &sec, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "--max-time: '1x' is not a duration"));
+    CHECK(tfm_parse_duration("--max-time", "", &sec, &err) == TFM_ERR_ARG);
+
+    /* Usage errors are TFM_ERR_ARG and name the option. */
+    const char *given[TFM_RUN_OPTION_COUNT] = {0};
+    tfm_run *r = NULL;
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG && strstr(err.msg, "-o MODEL"));
+    given[TFM_OPT_OUTPUT] = tmp_path("usage.st");
+    given[TFM_OPT_VOCAB_SIZE] = "14";
+    given[TFM_OPT_PRESET] = "tiny";
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "--src and --tgt are required"));
+    given[TFM_OPT_SRC] = given[TFM_OPT_TGT] = "x";
+    given[TFM_OPT_BATCH_TOKENS] = "0";
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "--batch-tokens: 0 is out of range"));
+    given[TFM_OPT_BATCH_TOKENS] = NULL;
+    /* The model's ranges are tfm_config_validate's. */
+    given[TFM_OPT_D_MODEL] = "99999999";
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "the model: d_model is 99999999"));
+    given[TFM_OPT_D_MODEL] = NULL;
+    given[TFM_OPT_PATIENCE] = "2";
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "--patience needs --valid-src"));
+    given[TFM_OPT_PATIENCE] = NULL;
+    given[TFM_OPT_RESUME] = "";
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_IO &&
+          strstr(err.msg, "no checkpoint"));
+    CHECK(r == NULL);
+}
+
+/* What a run reported, for the tests. */
+typedef struct events {
+    int count[TFM_RUN_END + 1];
+    char warning[600];
+    int64_t last_step;
+    tfm_run_end end;
+} events;
+
+static void record_event(void *ctx, const tfm_run_event *ev)
+{
+    events *e = ctx;
+    e->count[ev->kind]++;
+    if (ev->kind == TFM_RUN_WARNING) snprintf(e->warning, sizeof e->warning, "%s", ev->text);
+    if (ev->kind == TFM_RUN_STEP) e->last_step = ev->step;
+    if (ev->kind == TFM_RUN_END) e->end = ev->end;
+}
+
+/* The options of a run of a tiny model on reversed sequences (the files
+ * are written by the first caller). */
+static void tiny_run_options(const char **given)
+{
+    if (access(tmp_path("run.src"), F_OK) != 0) {
+        write_file(tmp_path("run.src"), "4 5 6\n7 8\n9 10 11 12\n5 5\n6 7 8\n4 9\n");
+        write_file(tmp_path("run.tgt"), "6 5 4\n8 7\n12 11 10 9\n5 5\n8 7 6\n9 4\n");
+    }
+    given[TFM_OPT_PRESET] = "tiny";
+    given[TFM_OPT_D_MODEL] = "16";
+    given[TFM_OPT_D_FF] = "32";
+    given[TFM_OPT_HEADS] = "2";
+    given[TFM_OPT_LAYERS] = "1";
+    given[TFM_OPT_VOCAB_SIZE] = "14";
+    given[TFM_OPT_SRC] = tmp_path("run.src");
+    given[TFM_OPT_TGT] = tmp_path("run.tgt");
+    given[TFM_OPT_THREADS] = "1";
+}
+
+static void test_run_options_persist_and_resume(void)
+{
+    const char *given[TFM_RUN_OPTION_COUNT] = {0};
+    tiny_run_options(given);
+    given[TFM_OPT_ACCUM] = "2";
+    given[TFM_OPT_BATCH_TOKENS] = "20";
+    given[TFM_OPT_MAX_STEPS] = "4";
+    given[TFM_OPT_SAVE_EVERY] = "2";
+    given[TFM_OPT_OUTPUT] = tmp_path("run.st");
+    events e = {0};
+    tfm_run *r;
+    tfm_error err;
+    CHECK_MSG(tfm_run_create(given, record_event, &e, &r, &err) == TFM_OK, "%s", err.msg);
+    if (!r) return;
+    CHECK(tfm_run_params_of(r)->train.accum == 2 && tfm_run_params_of(r)->max_steps == 4);
+    CHECK(!strcmp(tfm_run_option_value(r, TFM_OPT_WARMUP), "4000")); /* the default's text */
+    tfm_run_end end;
+    CHECK_MSG(tfm_run_train(r, &end, &err) == TFM_OK, "%s", err.msg);
+    CHECK(end == TFM_RUN_LIMIT && e.end == TFM_RUN_LIMIT);
+    CHECK(e.count[TFM_RUN_DATA] == 1 && e.count[TFM_RUN_START] == 1 && e.count[TFM_RUN_END] == 1);
+    CHECK(e.count[TFM_RUN_STEP] == 4 && e.last_step == 4);
+    CHECK(e.count[TFM_RUN_CHECKPOINT] == 2); /* at 2 and 4; the end's is the one at 4 */
+    tfm_run_free(r);
+
+    /* Every option in effect is in the checkpoint and the model, defaults too. */
+    tfm_safetensors *f;
+    CHECK(tfm_safetensors_open(tmp_path("run.st.ckpt-4"), &f, &err) == TFM_OK);
+    if (f) {
+        const char *v = tfm_safetensors_metadata(f, "train.opt.accum");
+        CHECK(v && !strcmp(v, "2"));
+        v = tfm_safetensors_metadata(f, "train.opt.batch-tokens");
+        CHECK(v && !strcmp(v, "20"));
+        v = tfm_safetensors_metadata(f, "train.opt.sort-window");
+        CHECK(v && !strcmp(v, "100"));
+        CHECK(tfm_safetensors_metadata(f, "train.opt.output") == NULL); /* ONCE */
+        uint64_t whole;
+        double real;
+        CHECK(tfm_metadata_number(f, "train.elapsed", TFM_NUMBER_REAL, 0, 1e12, 0, NULL, &real,
+                                  &err) == TFM_OK && real >= 0);
+        CHECK(tfm_metadata_number(f, "train.bad_validations", TFM_NUMBER_WHOLE, 0, 0, 10, &whole,
+                                  NULL, &err) == TFM_OK && whole == 0);
+        CHECK(tfm_metadata_number(f, "no.such.key", TFM_NUMBER_WHOLE, 0, 0, 10, &whole, NULL,
+                                  &err) == TFM_EOF);
+        CHECK(tfm_metadata_number(f, "train.opt.src", TFM_NUMBER_WHOLE, 0, 0, 10, &whole, NULL,
+                                  &err) == TFM_ERR_FORMAT &&
+              strstr(err.msg, "metadata \"train.opt.src\" is '"));
+        tfm_safetensors_free(f);
+    }
+
+    /* Resuming takes the checkpoint's options: none given again but the limit. */
+    const char *again[TFM_RUN_OPTION_COUNT] = {0};
+    again[TFM_OPT_RESUME] = "";
+    again[TFM_OPT_OUTPUT] = tmp_path("run.st");
+    again[TFM_OPT_MAX_STEPS] = "6";
+    memset(&e, 0, sizeof e);
+    CHECK_MSG(tfm_run_create(again, record_event, &e, &r, &err) == TFM_OK, "%s", err.msg);
+    if (r) {
+        const tfm_run_params *p = tfm_run_params_of(r);
+        CHECK(p->resume && p->train.accum == 2 && p->train.batches.batch_tokens == 20);
+        CHECK(p->model.d_model == 16 && p->max_steps == 6 && e.count[TFM_RUN_WARNING] == 0);
+        CHECK_MSG(tfm_run_train(r, &end, &err) == TFM_OK, "%s", err.msg);
+        CHECK(e.count[TFM_RUN_STEP] == 2 && e.last_step == 6); /* from 4, not from 0 */
+        tfm_run_free(r);
+    }
+    /* A model option cannot change; a training option can, with a warning. */
+    again[TFM_OPT_D_MODEL] = "32";
+    CHECK(tfm_run_create(again, record_event, &e, &r, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "--d-model cannot change when resuming"));
+    again[TFM_OPT_D_MODEL] = "16"; /* the same text is no change */
+    again[TFM_OPT_BATCH_TOKENS] = "30";
+    memset(&e, 0, sizeof e);
+    CHECK_MSG(tfm_run_create(again, record_event, &e, &r, &err) == TFM_OK, "%s", err.msg);
+    CHECK(e.count[TFM_RUN_WARNING] == 1 &&
+          strstr(e.warning, "--batch-tokens=30 differs from the checkpoint's 20"));
+    if (r) CHECK(tfm_run_params_of(r)->train.batches.batch_tokens == 30);
+    tfm_run_free(r);
+}
+
+static void test_run_stop_flag(void)
+{
+    /* A stop requested before the first update: the run saves and ends at once. */
+    const char *given[TFM_RUN_OPTION_COUNT] = {0};
+    tiny_run_options(given);
+    given[TFM_OPT_OUTPUT] = tmp_path("stop.st");
+    events e = {0};
+    tfm_run *r;
+    tfm_error err;
+    CHECK_MSG(tfm_run_create(given, record_event, &e, &r, &err) == TFM_OK, "%s", err.msg);
+    if (!r) return;
+    volatile sig_atomic_t flag = SIGTERM;
+    tfm_run_set_stop_flag(r, &flag);
+    tfm_run_end end;
+    CHECK_MSG(tfm_run_train(r, &end, &err) == TFM_OK, "%s", err.msg);
+    CHECK(end == TFM_RUN_STOPPED && e.count[TFM_RUN_STEP] == 0 && e.count[TFM_RUN_END] == 1);
+    /* No update, so nothing new to checkpoint; the model is written. */
+    CHECK(e.count[TFM_RUN_CHECKPOINT] == 0 && access(tmp_path("stop.st"), F_OK) == 0);
+    tfm_run_free(r);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/tfm-test-train.XXXXXX",
@@ -971,6 +1183,10 @@ int main(void)
     RUN(test_trainer_resume_exact);
     RUN(test_trainer_threads);
     RUN(test_trainer_nan);
+    RUN(test_run_state_early_stopping);
+    RUN(test_run_defaults_and_usage);
+    RUN(test_run_options_persist_and_resume);
+    RUN(test_run_stop_flag);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("# could not remove %s\n", tmpdir);

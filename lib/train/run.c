@@ -1,0 +1,970 @@
+/* run.c - a training run: the policy around the trainer that every front
+ * end of training needs (train(1), a program of a user's on libtfm.a).
+ *
+ * The options of a run are texts, each from one source: the library's
+ * default parameters, the caller, or on resume the checkpoint it resumes
+ * from.  Their effective values are stored in every checkpoint and model as
+ * "train.opt.NAME", beside the run's own state ("train.elapsed",
+ * "train.best_score", "train.best_step", "train.bad_validations"), so a
+ * resumed run continues with the options and the early-stopping record it
+ * had.  The loop makes updates (tfm_trainer_step) until a limit, a stop
+ * request or early stopping; validates every valid_every updates, keeping
+ * the best model as MODEL.best; saves a checkpoint every save_every and
+ * keeps the newest keep; and at the end saves a checkpoint and writes the
+ * model, or the average of the last average_last checkpoints.
+ *
+ * Nothing here prints: what happens goes to the caller's report callback,
+ * and failures return a status with a message that names the file. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tfm/train.h"
+
+enum { NO_ARG = 0, ARG = 1, OPTIONAL_ARG = 2 };
+
+#define M TFM_KIND_MODEL
+#define T TFM_KIND_TRAIN
+#define R TFM_KIND_RUN
+#define O TFM_KIND_ONCE
+const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT] = {
+    [TFM_OPT_PRESET] = {"preset", ARG, M},
+    [TFM_OPT_D_MODEL] = {"d-model", ARG, M},
+    [TFM_OPT_D_FF] = {"d-ff", ARG, M},
+    [TFM_OPT_HEADS] = {"heads", ARG, M},
+    [TFM_OPT_LAYERS] = {"layers", ARG, M},
+    [TFM_OPT_ENC_LAYERS] = {"encoder-layers", ARG, M},
+    [TFM_OPT_DEC_LAYERS] = {"decoder-layers", ARG, M},
+    [TFM_OPT_MAX_POS] = {"max-positions", ARG, M},
+    [TFM_OPT_PRE_NORM] = {"pre-norm", NO_ARG, M},
+    [TFM_OPT_LEARNED_POS] = {"learned-positions", NO_ARG, M},
+    [TFM_OPT_ATTN_WINDOW] = {"attention-window", ARG, M},
+    [TFM_OPT_DROPOUT] = {"dropout", ARG, M},
+    [TFM_OPT_ATTN_DROPOUT] = {"attention-dropout", ARG, M},
+    [TFM_OPT_ACT_DROPOUT] = {"activation-dropout", ARG, M},
+    [TFM_OPT_LABEL_SMOOTHING] = {"label-smoothing", ARG, M},
+    [TFM_OPT_VOCAB] = {"vocab", ARG, M},
+    [TFM_OPT_VOCAB_SIZE] = {"vocab-size", ARG, M},
+    [TFM_OPT_SRC] = {"src", ARG, T},
+    [TFM_OPT_TGT] = {"tgt", ARG, T},
+    [TFM_OPT_INPUT_FORMAT] = {"input-format", ARG, T},
+    [TFM_OPT_MAX_LENGTH] = {"max-length", ARG, T},
+    [TFM_OPT_NO_EOS] = {"no-eos", NO_ARG, T},
+    [TFM_OPT_VALID_SRC] = {"valid-src", ARG, R},
+    [TFM_OPT_VALID_TGT] = {"valid-tgt", ARG, R},
+    [TFM_OPT_BATCH_TOKENS] = {"batch-tokens", ARG, T},
+    [TFM_OPT_ACCUM] = {"accum", ARG, T},
+    [TFM_OPT_SORT_WINDOW] = {"sort-window", ARG, T},
+    [TFM_OPT_LR_FACTOR] = {"lr-factor", ARG, T},
+    [TFM_OPT_WARMUP] = {"warmup", ARG, T},
+    [TFM_OPT_CLIP_NORM] = {"clip-norm", ARG, T},
+    [TFM_OPT_EMA] = {"ema", ARG, T},
+    [TFM_OPT_SEED] = {"seed", ARG, T},
+    [TFM_OPT_THREADS] = {"threads", ARG, R},
+    [TFM_OPT_MAX_STEPS] = {"max-steps", ARG, R},
+    [TFM_OPT_MAX_EPOCHS] = {"max-epochs", ARG, R},
+    [TFM_OPT_MAX_TIME] = {"max-time", ARG, R},
+    [TFM_OPT_VALID_EVERY] = {"valid-every", ARG, R},
+    [TFM_OPT_VALID_BLEU] = {"valid-bleu", NO_ARG, R},
+    [TFM_OPT_PATIENCE] = {"patience", ARG, R},
+    [TFM_OPT_SAVE_EVERY] = {"save-every", ARG, R},
+    [TFM_OPT_KEEP] = {"keep", ARG, R},
+    [TFM_OPT_CHECKPOINT_DIR] = {"checkpoint-dir", ARG, R},
+    [TFM_OPT_AVERAGE_LAST] = {"average-last", ARG, R},
+    [TFM_OPT_LOG] = {"log", ARG, R},
+    [TFM_OPT_PROGRESS] = {"progress", ARG, O},
+    [TFM_OPT_DEBUG_NAN] = {"debug-inject-nan", ARG, O},
+    [TFM_OPT_RESUME] = {"resume", OPTIONAL_ARG, O},
+    [TFM_OPT_OUTPUT] = {"output", ARG, O},
+    [TFM_OPT_INIT_ONLY] = {"init-only", NO_ARG, O},
+};
+#undef M
+#undef T
+#undef R
+#undef O
+
+static const char *const input_formats[] = {"auto", "ids", "text", NULL};
+
+tfm_run_params tfm_run_default_params(void)
+{
+    tfm_run_params p = {
+        .preset = "base",
+        .corpus = tfm_corpus_default_params(),
+        .train = tfm_train_default_params(),
+        .threads = tfm_cpu_count(),
+        .valid_every = 1000,
+        .save_every = 1000,
+        .keep = 5,
+    };
+    p.seed = p.train.seed;
+    tfm_config_preset(p.preset, &p.model, NULL);
+    return p;
+}
+
+bool tfm_run_option_default(tfm_run_option id, char *out, size_t size)
+{
+    tfm_run_params p = tfm_run_default_params();
+    const tfm_train_params *t = &p.train;
+    int n = -1;
+    switch (id) {
+    case TFM_OPT_PRESET: n = snprintf(out, size, "%s", p.preset); break;
+    case TFM_OPT_INPUT_FORMAT: n = snprintf(out, size, "%s", input_formats[p.corpus.format]); break;
+    case TFM_OPT_MAX_LENGTH: n = snprintf(out, size, "%d", p.corpus.max_length); break;
+    case TFM_OPT_BATCH_TOKENS: n = snprintf(out, size, "%" PRId64, t->batches.batch_tokens); break;
+    case TFM_OPT_ACCUM: n = snprintf(out, size, "%d", t->accum); break;
+    case TFM_OPT_SORT_WINDOW: n = snprintf(out, size, "%d", t->batches.window); break;
+    case TFM_OPT_LR_FACTOR: n = snprintf(out, size, "%g", t->lr_factor); break;
+    case TFM_OPT_WARMUP: n = snprintf(out, size, "%d", t->warmup); break;
+    case TFM_OPT_CLIP_NORM: n = snprintf(out, size, "%g", t->clip_norm); break;
+    case TFM_OPT_EMA: n = snprintf(out, size, "%g", t->ema_decay); break;
+    case TFM_OPT_SEED: n = snprintf(out, size, "%" PRIu64, p.seed); break;
+    case TFM_OPT_MAX_STEPS: n = snprintf(out, size, "%" PRId64, p.max_steps); break;
+    case TFM_OPT_MAX_EPOCHS: n = snprintf(out, size, "%" PRId64, p.max_epochs); break;
+    case TFM_OPT_MAX_TIME: n = snprintf(out, size, "%g", p.max_time); break;
+    case TFM_OPT_VALID_EVERY: n = snprintf(out, size, "%" PRId64, p.valid_every); break;
+    case TFM_OPT_PATIENCE: n = snprintf(out, size, "%d", p.patience); break;
+    case TFM_OPT_SAVE_EVERY: n = snprintf(out, size, "%" PRId64, p.save_every); break;
+    case TFM_OPT_KEEP: n = snprintf(out, size, "%d", p.keep); break;
+    case TFM_OPT_AVERAGE_LAST: n = snprintf(out, size, "%d", p.average_last); break;
+    default:
+        if (size) out[0] = 0;
+        break;
+    }
+    return n >= 0;
+}
+
+/* ---- the run ------------------------------------------------------------------------ */
+
+struct tfm_run {
+    const char *const *given;
+    char *stored[TFM_RUN_OPTION_COUNT];         /* the checkpoint's (owned) */
+    char defaults[TFM_RUN_OPTION_COUNT][32];
+    const char *value[TFM_RUN_OPTION_COUNT];    /* in effect */
+    tfm_run_params p;
+    tfm_run_report *report;
+    void *ctx;
+    const volatile sig_atomic_t *stop;
+
+    tfm_buf prefix;            /* checkpoints are PREFIX-STEP */
+    tfm_buf best;              /* MODEL.best */
+    tfm_buf scratch;
+    char *resume_path;         /* the checkpoint resumed from */
+    tfm_vocab *vocab;
+    tfm_corpus *data, *valid;
+    tfm_trainer *trainer;
+    tfm_run_state rs;
+    double started;            /* this process's start of training */
+    int64_t first_step;        /* the step count when it started */
+    double first_epoch;
+    int64_t last_saved;        /* step of the newest checkpoint written or resumed from */
+};
+
+double tfm_run_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double elapsed(const tfm_run *r)
+{
+    return r->rs.elapsed + (tfm_run_clock() - r->started);
+}
+
+static void warn(tfm_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(tfm_run *r, const char *fmt, ...)
+{
+    if (!r->report) return;
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    tfm_run_event ev = {.kind = TFM_RUN_WARNING, .text = text, .time = tfm_run_clock()};
+    r->report(r->ctx, &ev);
+}
+
+/* An event of the trainer's position now. */
+static tfm_run_event event(const tfm_run *r, tfm_run_event_kind kind)
+{
+    tfm_run_event ev = {.kind = kind, .time = tfm_run_clock()};
+    if (r->trainer) {
+        ev.step = tfm_trainer_steps(r->trainer);
+        ev.epoch = tfm_trainer_epoch(r->trainer);
+        ev.elapsed = r->rs.elapsed + (ev.time - r->started);
+    }
+    return ev;
+}
+
+static void emit(const tfm_run *r, const tfm_run_event *ev)
+{
+    if (r->report) r->report(r->ctx, ev);
+}
+
+/* A failure of a call that reads a file is never a usage error. */
+static tfm_status not_usage(tfm_status st)
+{
+    return st == TFM_ERR_ARG ? TFM_ERR_FORMAT : st;
+}
+
+/* ---- options as texts ---------------------------------------------------------------- */
+
+static tfm_status int_option(const tfm_run *r, tfm_run_option id, long long lo, long long hi,
+                             long long *out, tfm_error *err)
+{
+    const char *text = r->value[id], *name = tfm_run_options[id].name;
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end != 0 || errno == ERANGE)
+        return tfm_error_set(err, TFM_ERR_ARG, "--%s: '%s' is not an integer", name, text);
+    if (v < lo || v > hi)
+        return tfm_error_set(err, TFM_ERR_ARG, "--%s: %lld is out of range (%lld to %lld)", name,
+                             v, lo, hi);
+    *out = v;
+    return TFM_OK;
+}
+
+static tfm_status double_option(const tfm_run *r, tfm_run_option id, double lo, double hi,
+                                double *out, tfm_error *err)
+{
+    const char *text = r->value[id], *name = tfm_run_options[id].name;
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != 0 || errno == ERANGE || !isfinite(v))
+        return tfm_error_set(err, TFM_ERR_ARG, "--%s: '%s' is not a number", name, text);
+    if (v < lo || v > hi)
+        return tfm_error_set(err, TFM_ERR_ARG, "--%s: %g is out of range (%g to %g)", name, v, lo,
+                             hi);
+    *out = v;
+    return TFM_OK;
+}
+
+static bool flag_option(const tfm_run *r, tfm_run_option id)
+{
+    return r->value[id] && strcmp(r->value[id], "yes") == 0;
+}
+
+tfm_status tfm_parse_duration(const char *option, const char *text, double *seconds,
+                              tfm_error *err)
+{
+    double total = 0;
+    const char *s = text;
+    if (!*s) return tfm_error_set(err, TFM_ERR_ARG, "%s: an empty duration", option);
+    while (*s) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        double unit = 1;
+        bool ok = end != s && !errno && v >= 0 && isfinite(v);
+        switch (ok ? *end : '?') {
+        case 'd': unit = 86400; end++; break;
+        case 'h': unit = 3600; end++; break;
+        case 'm': unit = 60; end++; break;
+        case 's': end++; break;
+        case 0: break;
+        default:
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "%s: '%s' is not a duration (seconds, or 1h30m style)", option,
+                                 text);
+        }
+        total += v * unit;
+        s = end;
+    }
+    *seconds = total;
+    return TFM_OK;
+}
+
+/* The model's options.  Their ranges are tfm_config_validate's: numbers are
+ * only checked to be numbers here. */
+static tfm_status resolve_model(tfm_run *r, tfm_error *err)
+{
+    tfm_config *c = &r->p.model;
+    tfm_status st;
+    if ((st = tfm_config_preset(r->value[TFM_OPT_PRESET], c, err))) {
+        tfm_error_prefix(err, "--preset");
+        return TFM_ERR_ARG;
+    }
+    r->p.preset = r->value[TFM_OPT_PRESET];
+    static const tfm_run_option ints[] = {TFM_OPT_D_MODEL, TFM_OPT_D_FF, TFM_OPT_HEADS,
+                                          TFM_OPT_LAYERS, TFM_OPT_ENC_LAYERS, TFM_OPT_DEC_LAYERS,
+                                          TFM_OPT_MAX_POS, TFM_OPT_ATTN_WINDOW};
+    int *int_fields[] = {&c->d_model, &c->d_ff, &c->n_heads, &c->n_encoder_layers,
+                         &c->n_encoder_layers, &c->n_decoder_layers, &c->max_positions,
+                         &c->attention_window};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        long long v;
+        if (!r->value[ints[i]]) continue;
+        if ((st = int_option(r, ints[i], INT_MIN, INT_MAX, &v, err))) return st;
+        *int_fields[i] = (int)v;
+        if (ints[i] == TFM_OPT_LAYERS) c->n_decoder_layers = (int)v;
+    }
+    static const tfm_run_option rates[] = {TFM_OPT_DROPOUT, TFM_OPT_ATTN_DROPOUT,
+                                           TFM_OPT_ACT_DROPOUT, TFM_OPT_LABEL_SMOOTHING};
+    float *rate_fields[] = {&c->dropout, &c->attention_dropout, &c->activation_dropout,
+                            &c->label_smoothing};
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+        double v;
+        if (!r->value[rates[i]]) continue;
+        if ((st = double_option(r, rates[i], -HUGE_VAL, HUGE_VAL, &v, err))) return st;
+        *rate_fields[i] = (float)v;
+    }
+    if (flag_option(r, TFM_OPT_PRE_NORM)) c->pre_norm = true;
+    if (flag_option(r, TFM_OPT_LEARNED_POS)) c->positions = TFM_POS_LEARNED;
+    return TFM_OK;
+}
+
+/* The typed parameters of the texts in effect. */
+static tfm_status resolve(tfm_run *r, tfm_error *err)
+{
+    tfm_run_params *p = &r->p;
+    *p = tfm_run_default_params();
+    tfm_status st;
+    long long v;
+    if ((st = resolve_model(r, err))) return st;
+    p->vocab_path = r->value[TFM_OPT_VOCAB];
+    if (r->value[TFM_OPT_VOCAB_SIZE]) {
+        if ((st = int_option(r, TFM_OPT_VOCAB_SIZE, 1, INT32_MAX, &v, err))) return st;
+        p->vocab_size = (int32_t)v;
+    }
+    p->src = r->value[TFM_OPT_SRC];
+    p->tgt = r->value[TFM_OPT_TGT];
+    p->valid_src = r->value[TFM_OPT_VALID_SRC];
+    p->valid_tgt = r->value[TFM_OPT_VALID_TGT];
+    int f = -1;
+    for (int i = 0; input_formats[i]; i++)
+        if (strcmp(r->value[TFM_OPT_INPUT_FORMAT], input_formats[i]) == 0) f = i;
+    if (f < 0)
+        return tfm_error_set(err, TFM_ERR_ARG, "--input-format: '%s' is not one of: auto, ids, text",
+                             r->value[TFM_OPT_INPUT_FORMAT]);
+    p->corpus.format = (tfm_corpus_format)f;
+    if ((st = int_option(r, TFM_OPT_MAX_LENGTH, 1, 1 << 20, &v, err))) return st;
+    p->corpus.max_length = (int)v;
+    p->corpus.append_eos = !flag_option(r, TFM_OPT_NO_EOS);
+
+    tfm_train_params *t = &p->train;
+    if ((st = int_option(r, TFM_OPT_BATCH_TOKENS, 1, INT64_C(1) << 40, &v, err))) return st;
+    t->batches.batch_tokens = v;
+    if ((st = int_option(r, TFM_OPT_ACCUM, 1, 1 << 20, &v, err))) return st;
+    t->accum = (int)v;
+    if ((st = int_option(r, TFM_OPT_SORT_WINDOW, 1, 1 << 20, &v, err))) return st;
+    t->batches.window = (int)v;
+    if ((st = double_option(r, TFM_OPT_LR_FACTOR, 1e-9, 1e9, &t->lr_factor, err))) return st;
+    if ((st = int_option(r, TFM_OPT_WARMUP, 1, INT32_MAX, &v, err))) return st;
+    t->warmup = (int)v;
+    if ((st = double_option(r, TFM_OPT_CLIP_NORM, 0, 1e30, &t->clip_norm, err))) return st;
+    if ((st = double_option(r, TFM_OPT_EMA, 0, 0.999999999, &t->ema_decay, err))) return st;
+    if ((st = int_option(r, TFM_OPT_SEED, 0, INT64_MAX, &v, err))) return st;
+    /* One seed for all three, each stream kept apart (the trainer mixes the
+     * dropout seed; the weights get seed + 1). */
+    p->seed = (uint64_t)v;
+    t->seed = t->batches.seed = p->seed;
+    if (r->value[TFM_OPT_THREADS]) {
+        if ((st = int_option(r, TFM_OPT_THREADS, 1, 1024, &v, err))) return st;
+        p->threads = (int)v;
+    }
+    t->n_threads = p->corpus.n_threads = p->threads;
+
+    if ((st = int_option(r, TFM_OPT_MAX_STEPS, 0, INT64_MAX, &v, err))) return st;
+    p->max_steps = v;
+    if ((st = int_option(r, TFM_OPT_MAX_EPOCHS, 0, INT64_MAX, &v, err))) return st;
+    p->max_epochs = v;
+    if ((st = tfm_parse_duration("--max-time", r->value[TFM_OPT_MAX_TIME], &p->max_time, err)))
+        return st;
+    if ((st = int_option(r, TFM_OPT_VALID_EVERY, 1, INT64_MAX, &v, err))) return st;
+    p->valid_every = v;
+    p->valid_bleu = flag_option(r, TFM_OPT_VALID_BLEU);
+    if ((st = int_option(r, TFM_OPT_PATIENCE, 0, 1 << 30, &v, err))) return st;
+    p->patience = (int)v;
+    if ((st = int_option(r, TFM_OPT_SAVE_EVERY, 0, INT64_MAX, &v, err))) return st;
+    p->save_every = v;
+    if ((st = int_option(r, TFM_OPT_KEEP, 1, 1 << 20, &v, err))) return st;
+    p->keep = (int)v;
+    p->checkpoint_dir = r->value[TFM_OPT_CHECKPOINT_DIR];
+    if ((st = int_option(r, TFM_OPT_AVERAGE_LAST, 0, 1 << 20, &v, err))) return st;
+    p->average_last = (int)v;
+    p->log = r->value[TFM_OPT_LOG];
+    if (r->value[TFM_OPT_DEBUG_NAN]) {
+        long long step, count = 1;
+        int used = 0;
+        const char *s = r->value[TFM_OPT_DEBUG_NAN];
+        if (!((sscanf(s, "%lld%n", &step, &used) == 1 && s[used] == 0) ||
+              (sscanf(s, "%lld:%lld%n", &step, &count, &used) == 2 && s[used] == 0)) ||
+            step < 1 || count < 1)
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "--debug-inject-nan: '%s' is not STEP or STEP:COUNT", s);
+        t->debug_nan_step = step;
+        t->debug_nan_count = count;
+    }
+    p->output = r->value[TFM_OPT_OUTPUT];
+    p->init_only = flag_option(r, TFM_OPT_INIT_ONLY);
+    p->resume = r->given[TFM_OPT_RESUME] != NULL;
+    p->resume_from = p->resume && r->given[TFM_OPT_RESUME][0] ? r->given[TFM_OPT_RESUME] : NULL;
+    return TFM_OK;
+}
+
+/* What the options ask for together. */
+static tfm_status check_usage(tfm_run *r, tfm_error *err)
+{
+    tfm_run_params *p = &r->p;
+    if (!p->resume && !p->vocab_path && !p->vocab_size)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "a vocabulary is required: -m VOCAB (or --vocab-size N for id files)");
+    if (p->vocab_path && p->vocab_size && !p->resume)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "-m and --vocab-size do not go together: the vocabulary has its size");
+    if (p->init_only) return TFM_OK;
+    if (!p->src || !p->tgt) return tfm_error_set(err, TFM_ERR_ARG, "--src and --tgt are required");
+    if (!p->valid_src != !p->valid_tgt)
+        return tfm_error_set(err, TFM_ERR_ARG, "--valid-src and --valid-tgt go together");
+    if (p->valid_bleu && !p->valid_src)
+        return tfm_error_set(err, TFM_ERR_ARG, "--valid-bleu needs --valid-src and --valid-tgt");
+    if (p->patience && !p->valid_src)
+        return tfm_error_set(err, TFM_ERR_ARG, "--patience needs --valid-src and --valid-tgt");
+    int longest = p->model.max_positions - 1;
+    if (p->corpus.max_length > longest) {
+        if (r->given[TFM_OPT_MAX_LENGTH])
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "--max-length %d: the model takes at most %d target tokens "
+                                 "(--max-positions %d)",
+                                 p->corpus.max_length, longest, p->model.max_positions);
+        p->corpus.max_length = longest;
+    }
+    return TFM_OK;
+}
+
+/* ---- the checkpoint's options and state ------------------------------------------------- */
+
+static tfm_status make_paths(tfm_run *r, tfm_error *err)
+{
+    /* Before the options are merged (to find the newest checkpoint) only the
+     * given ones are known. */
+    const char *dir = r->given[TFM_OPT_CHECKPOINT_DIR] ? r->given[TFM_OPT_CHECKPOINT_DIR]
+                                                       : r->value[TFM_OPT_CHECKPOINT_DIR];
+    tfm_buf_clear(&r->prefix);
+    tfm_buf_clear(&r->best);
+    if (dir) {
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+            return tfm_error_set(err, TFM_ERR_IO, "%s: %s", dir, strerror(errno));
+        if (tfm_buf_printf(&r->prefix, "%s/ckpt", dir) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    } else if (tfm_buf_printf(&r->prefix, "%s.ckpt", r->given[TFM_OPT_OUTPUT]) != TFM_OK) {
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    if (tfm_buf_printf(&r->best, "%s.best", r->given[TFM_OPT_OUTPUT]) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    return TFM_OK;
+}
+
+/* The checkpoint to resume from: the one given, or the newest. */
+static tfm_status find_resume_path(tfm_run *r, tfm_error *err)
+{
+    const char *given = r->given[TFM_OPT_RESUME];
+    if (given[0]) {
+        r->resume_path = strdup(given);
+        return r->resume_path ? TFM_OK : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    int64_t *steps;
+    size_t n;
+    tfm_status st = tfm_checkpoint_list(r->prefix.data, &steps, &n, err);
+    if (st != TFM_OK) return not_usage(st);
+    if (n) st = tfm_checkpoint_path(r->prefix.data, steps[n - 1], &r->scratch);
+    free(steps);
+    if (!n)
+        return tfm_error_set(err, TFM_ERR_IO, "--resume: there is no checkpoint %s-STEP to resume from",
+                             r->prefix.data);
+    r->resume_path = st == TFM_OK ? strdup(r->scratch.data) : NULL;
+    return r->resume_path ? TFM_OK : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+}
+
+/* A number of the checkpoint's run state: false when absent (or after a
+ * failure, in *st). */
+static bool state_number(const tfm_safetensors *f, const char *path, const char *key,
+                         tfm_number_syntax syntax, double lo, double hi, double *out,
+                         tfm_status *st, tfm_error *err)
+{
+    if (*st != TFM_OK) return false;
+    uint64_t whole;
+    *st = tfm_metadata_number(f, key, syntax, lo, hi, (uint64_t)hi, &whole, out, err);
+    if (*st == TFM_EOF) {
+        *st = TFM_OK;
+        return false;
+    }
+    if (*st != TFM_OK) {
+        char why[sizeof err->msg];
+        memcpy(why, err->msg, sizeof why);
+        *st = tfm_error_set(err, TFM_ERR_FORMAT, "%s: the checkpoint's %s: the file is corrupt",
+                            path, why);
+        return false;
+    }
+    if (syntax != TFM_NUMBER_REAL) *out = (double)whole;
+    return true;
+}
+
+/* Reads the checkpoint's options into stored[], its run state, and its
+ * vocabulary (or the size of its ids). */
+static tfm_status read_checkpoint(tfm_run *r, bool options_only, tfm_error *err)
+{
+    const char *path = r->resume_path;
+    tfm_safetensors *f;
+    tfm_status st = tfm_safetensors_open(path, &f, err);
+    if (st != TFM_OK) {
+        tfm_error_prefix(err, "%s", path);
+        return not_usage(st);
+    }
+    if (options_only) {
+        for (int i = 0; i < TFM_RUN_OPTION_COUNT && st == TFM_OK; i++) {
+            char key[64];
+            snprintf(key, sizeof key, "train.opt.%s", tfm_run_options[i].name);
+            const char *v = tfm_safetensors_metadata(f, key);
+            if (!v || tfm_run_options[i].kind == TFM_KIND_ONCE) continue;
+            if (!(r->stored[i] = strdup(v))) st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        }
+        tfm_safetensors_free(f);
+        return st;
+    }
+    tfm_run_state *rs = &r->rs;
+    memset(rs, 0, sizeof *rs);
+    double v;
+    if (state_number(f, path, "train.elapsed", TFM_NUMBER_REAL, 0, 1e12, &v, &st, err))
+        rs->elapsed = v;
+    if (state_number(f, path, "train.best_score", TFM_NUMBER_REAL, -1e30, 1e30, &v, &st, err)) {
+        rs->best_score = v;
+        rs->has_best = true;
+    }
+    if (state_number(f, path, "train.best_step", TFM_NUMBER_WHOLE, 0, 1e15, &v, &st, err))
+        rs->best_step = (int64_t)v;
+    if (state_number(f, path, "train.bad_validations", TFM_NUMBER_WHOLE, 0, INT_MAX, &v, &st, err))
+        rs->bad_validations = (int)v;
+    /* The model's own vocabulary (a model without one has its size). */
+    bool has_vocab = tfm_safetensors_metadata(f, "vocab") != NULL;
+    if (state_number(f, path, "src_vocab_size", TFM_NUMBER_WHOLE, 1, INT32_MAX, &v, &st, err))
+        r->p.vocab_size = (int32_t)v;
+    tfm_safetensors_free(f);
+    if (st == TFM_OK && has_vocab && (st = tfm_model_load_vocab(path, &r->vocab, err)))
+        tfm_error_prefix(err, "%s", path);
+    return not_usage(st);
+}
+
+/* The options in effect: given, else the checkpoint's, else the default;
+ * on resume MODEL options cannot change, and changed TRAIN options are
+ * warned of. */
+static tfm_status merge_options(tfm_run *r, tfm_error *err)
+{
+    bool resume = r->given[TFM_OPT_RESUME] != NULL;
+    for (int i = 0; i < TFM_RUN_OPTION_COUNT; i++) {
+        const char *given = r->given[i], *stored = r->stored[i];
+        const char *name = tfm_run_options[i].name;
+        if (resume && tfm_run_options[i].kind == TFM_KIND_MODEL && given &&
+            (!stored || strcmp(given, stored) != 0))
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "--%s cannot change when resuming: the model is the checkpoint's",
+                                 name);
+        if (resume && tfm_run_options[i].kind == TFM_KIND_TRAIN && given && stored &&
+            strcmp(given, stored) != 0)
+            warn(r, "--%s=%s differs from the checkpoint's %s: the run will not be the same as "
+                    "one never stopped",
+                 name, given, stored);
+        bool has_default = tfm_run_option_default(i, r->defaults[i], sizeof r->defaults[i]);
+        r->value[i] = given ? given : stored ? stored : has_default ? r->defaults[i] : NULL;
+    }
+    return TFM_OK;
+}
+
+tfm_status tfm_run_create(const char *const given[TFM_RUN_OPTION_COUNT], tfm_run_report *report,
+                          void *ctx, tfm_run **out, tfm_error *err)
+{
+    *out = NULL;
+    if (!given[TFM_OPT_OUTPUT]) return tfm_error_set(err, TFM_ERR_ARG, "-o MODEL is required");
+    if (given[TFM_OPT_RESUME] && given[TFM_OPT_INIT_ONLY])
+        return tfm_error_set(err, TFM_ERR_ARG, "--resume and --init-only do not go together");
+    tfm_run *r = calloc(1, sizeof *r);
+    if (!r) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    r->given = given;
+    r->report = report;
+    r->ctx = ctx;
+    tfm_buf_init(&r->prefix);
+    tfm_buf_init(&r->best);
+    tfm_buf_init(&r->scratch);
+    tfm_status st = TFM_OK;
+    if (given[TFM_OPT_RESUME]) {
+        st = make_paths(r, err);
+        if (st == TFM_OK) st = find_resume_path(r, err);
+        if (st == TFM_OK) st = read_checkpoint(r, true, err);
+    }
+    if (st == TFM_OK) st = merge_options(r, err);
+    if (st == TFM_OK) st = resolve(r, err);
+    if (st == TFM_OK) st = check_usage(r, err);
+    if (st == TFM_OK && !r->p.init_only) st = make_paths(r, err);
+    if (st == TFM_OK && r->p.resume) st = read_checkpoint(r, false, err);
+    if (st == TFM_OK && !r->p.resume && r->p.vocab_path &&
+        (st = not_usage(tfm_model_load_vocab(r->p.vocab_path, &r->vocab, err))))
+        tfm_error_prefix(err, "%s", r->p.vocab_path);
+    if (st == TFM_OK && !r->p.resume) {
+        tfm_config *c = &r->p.model;
+        if (r->vocab) r->p.vocab_size = tfm_vocab_size(r->vocab);
+        c->src_vocab_size = c->tgt_vocab_size = r->p.vocab_size;
+        if (tfm_config_validate(c, err) != TFM_OK) {
+            tfm_error_prefix(err, "the model");
+            st = TFM_ERR_ARG;
+        }
+    }
+    if (st != TFM_OK) {
+        tfm_run_free(r);
+        return st;
+    }
+    *out = r;
+    return TFM_OK;
+}
+
+void tfm_run_free(tfm_run *r)
+{
+    if (!r) return;
+    for (int i = 0; i < TFM_RUN_OPTION_COUNT; i++) free(r->stored[i]);
+    tfm_buf_free(&r->prefix);
+    tfm_buf_free(&r->best);
+    tfm_buf_free(&r->scratch);
+    free(r->resume_path);
+    tfm_vocab_free(r->vocab);
+    tfm_trainer_free(r->trainer);
+    tfm_corpus_free(r->data);
+    tfm_corpus_free(r->valid);
+    free(r);
+}
+
+const tfm_run_params *tfm_run_params_of(const tfm_run *r)
+{
+    return &r->p;
+}
+
+const char *tfm_run_option_value(const tfm_run *r, tfm_run_option id)
+{
+    return r->value[id];
+}
+
+const tfm_trainer *tfm_run_trainer(const tfm_run *r)
+{
+    return r->trainer;
+}
+
+void tfm_run_set_stop_flag(tfm_run *r, const volatile sig_atomic_t *flag)
+{
+    r->stop = flag;
+}
+
+/* ---- metadata: the effective options and the run's state ---------------------------------- */
+
+typedef struct metadata {
+    const char *kv[2 * (TFM_RUN_OPTION_COUNT + 8) + 1];
+    char keys[TFM_RUN_OPTION_COUNT][48];
+    char state[4][64];
+} metadata;
+
+static const char *const *build_metadata(const tfm_run *r, metadata *m, double seconds)
+{
+    size_t n = 0;
+    for (int i = 0; i < TFM_RUN_OPTION_COUNT; i++) {
+        if (tfm_run_options[i].kind == TFM_KIND_ONCE || !r->value[i]) continue;
+        snprintf(m->keys[i], sizeof m->keys[i], "train.opt.%s", tfm_run_options[i].name);
+        m->kv[n++] = m->keys[i];
+        m->kv[n++] = r->value[i];
+    }
+    snprintf(m->state[0], sizeof m->state[0], "%.3f", seconds);
+    m->kv[n++] = "train.elapsed";
+    m->kv[n++] = m->state[0];
+    if (r->rs.has_best) {
+        snprintf(m->state[1], sizeof m->state[1], "%.17g", r->rs.best_score);
+        snprintf(m->state[2], sizeof m->state[2], "%" PRId64, r->rs.best_step);
+        m->kv[n++] = "train.best_score";
+        m->kv[n++] = m->state[1];
+        m->kv[n++] = "train.best_step";
+        m->kv[n++] = m->state[2];
+    }
+    snprintf(m->state[3], sizeof m->state[3], "%d", r->rs.bad_validations);
+    m->kv[n++] = "train.bad_validations";
+    m->kv[n++] = m->state[3];
+    m->kv[n] = NULL;
+    return m->kv;
+}
+
+tfm_status tfm_run_init_model(tfm_run *r, tfm_error *err)
+{
+    tfm_model *m;
+    tfm_status st = tfm_model_create(&r->p.model, r->vocab, r->p.seed + 1, &m, err);
+    if (st != TFM_OK) return not_usage(st);
+    metadata md;
+    st = tfm_model_save(m, r->p.output, build_metadata(r, &md, 0), err);
+    if (st != TFM_OK) tfm_error_prefix(err, "%s", r->p.output);
+    tfm_model_free(m);
+    return not_usage(st);
+}
+
+/* ---- training ----------------------------------------------------------------------------- */
+
+static tfm_status load_corpus(tfm_run *r, const char *src, const char *tgt, const char *what,
+                              tfm_corpus **out, tfm_error *err)
+{
+    tfm_corpus_params cp = r->p.corpus;
+    cp.vocab = r->vocab;
+    cp.vocab_size = r->p.vocab_size;
+    tfm_corpus_stats stats;
+    tfm_status st = tfm_corpus_load(src, tgt, &cp, out, &stats, err);
+    if (st != TFM_OK) {
+        const char *file = stats.error_file == 0 ? src : stats.error_file == 1 ? tgt : NULL;
+        if (file && stats.error_line) tfm_error_prefix(err, "%s:%zu", file, stats.error_line);
+        else if (file) tfm_error_prefix(err, "%s", file);
+        else tfm_error_prefix(err, "%s and %s", src, tgt);
+        return not_usage(st);
+    }
+    if (stats.repaired)
+        warn(r, "%s data: invalid UTF-8 replaced by U+FFFD in %zu lines", what, stats.repaired);
+    tfm_run_event ev = event(r, TFM_RUN_DATA);
+    ev.text = what;
+    ev.data = &stats;
+    emit(r, &ev);
+    if (stats.pairs == 0)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "%s data: %s and %s hold no usable sentence pair",
+                             what, src, tgt);
+    return TFM_OK;
+}
+
+static tfm_status save_checkpoint(tfm_run *r, tfm_error *err)
+{
+    int64_t step = tfm_trainer_steps(r->trainer);
+    if (step == r->last_saved) return TFM_OK;
+    metadata md;
+    const char *const *kv = build_metadata(r, &md, elapsed(r));
+    tfm_checkpoint_path(r->prefix.data, step, &r->scratch);
+    tfm_status st = tfm_trainer_save(r->trainer, r->scratch.data, kv, err);
+    if (st != TFM_OK) {
+        tfm_error_prefix(err, "%s", r->scratch.data);
+        return st;
+    }
+    r->last_saved = step;
+    tfm_error prune_err;
+    if (tfm_checkpoint_prune(r->prefix.data, r->p.keep, &prune_err) != TFM_OK)
+        warn(r, "%s", prune_err.msg);
+    tfm_run_event ev = event(r, TFM_RUN_CHECKPOINT);
+    ev.text = r->scratch.data;
+    emit(r, &ev);
+    return TFM_OK;
+}
+
+bool tfm_run_state_validation(tfm_run_state *s, double score, int64_t step)
+{
+    if (s->has_best && !(score > s->best_score)) {
+        s->bad_validations++;
+        return false;
+    }
+    s->has_best = true;
+    s->best_score = score;
+    s->best_step = step;
+    s->bad_validations = 0;
+    return true;
+}
+
+/* Validates; *stop when patience is exhausted. */
+static tfm_status validate(tfm_run *r, bool *stop, tfm_error *err)
+{
+    tfm_valid_result v;
+    double t0 = tfm_run_clock();
+    tfm_status st = tfm_trainer_validate(r->trainer, r->valid, r->p.valid_bleu, &v, err);
+    if (st != TFM_OK) {
+        tfm_error_prefix(err, "%s: validation", r->p.valid_src);
+        return st;
+    }
+    double tokens = v.tgt_tokens > 0 ? (double)v.tgt_tokens : 1;
+    /* Higher is better: BLEU when decoding, else minus the perplexity's log. */
+    double score = v.decoded ? v.bleu : -v.nll_sum / tokens;
+    bool improved = tfm_run_state_validation(&r->rs, score, tfm_trainer_steps(r->trainer));
+    if (improved) {
+        metadata md;
+        const char *const *kv = build_metadata(r, &md, elapsed(r));
+        if ((st = tfm_trainer_save_model(r->trainer, r->best.data, kv, err))) {
+            tfm_error_prefix(err, "%s", r->best.data);
+            return st;
+        }
+    }
+    tfm_run_event ev = event(r, TFM_RUN_VALID);
+    ev.seconds = ev.time - t0;
+    ev.valid = &v;
+    ev.loss = v.loss_sum / tokens;
+    ev.ppl = exp(v.nll_sum / tokens);
+    ev.improved = improved;
+    ev.bad_validations = r->rs.bad_validations;
+    ev.best_step = r->rs.best_step;
+    ev.best_path = r->best.data;
+    ev.early_stop = r->p.patience > 0 && r->rs.bad_validations >= r->p.patience;
+    *stop = ev.early_stop;
+    emit(r, &ev);
+    return TFM_OK;
+}
+
+static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
+{
+    const tfm_run_params *p = &r->p;
+    for (;;) {
+        if (r->stop && *r->stop) {
+            *end = TFM_RUN_STOPPED;
+            return TFM_OK;
+        }
+        int64_t step = tfm_trainer_steps(r->trainer);
+        *end = TFM_RUN_LIMIT;
+        if (p->max_steps > 0 && step >= p->max_steps) return TFM_OK;
+        if (p->max_epochs > 0 && tfm_trainer_epoch(r->trainer) >= (double)p->max_epochs - 1e-12)
+            return TFM_OK;
+        if (p->max_time > 0 && elapsed(r) >= p->max_time) return TFM_OK;
+
+        tfm_step_result res;
+        double t0 = tfm_run_clock();
+        tfm_status st = tfm_trainer_step(r->trainer, &res, err);
+        if (st != TFM_OK) {
+            if (r->last_saved > 0) {
+                tfm_checkpoint_path(r->prefix.data, r->last_saved, &r->scratch);
+                size_t len = strlen(err->msg);
+                snprintf(err->msg + len, sizeof err->msg - len, "; the last checkpoint is %s",
+                         r->scratch.data);
+            }
+            tfm_error_prefix(err, "update %" PRId64, step + 1);
+            return st;
+        }
+        if (res.skipped) {
+            warn(r, "update %" PRId64 ": the loss or the gradients are not finite (NaN or "
+                    "infinite): update skipped (%d in a row)",
+                 step + 1, res.bad_steps);
+            continue;
+        }
+        tfm_run_event ev = event(r, TFM_RUN_STEP);
+        double tokens = res.tgt_tokens > 0 ? (double)res.tgt_tokens : 1;
+        ev.update = &res;
+        ev.seconds = ev.time - t0;
+        ev.loss = res.loss_sum / tokens;
+        ev.ppl = exp(res.nll_sum / tokens);
+        emit(r, &ev);
+        step = tfm_trainer_steps(r->trainer);
+        bool stop = false;
+        if (r->valid && step % p->valid_every == 0 && (st = validate(r, &stop, err))) return st;
+        if (stop) {
+            *end = TFM_RUN_PATIENCE;
+            return TFM_OK;
+        }
+        if (p->save_every > 0 && step % p->save_every == 0 && (st = save_checkpoint(r, err)))
+            return st;
+    }
+}
+
+/* The model at the end: the trainer's, or the average of the last
+ * average_last checkpoints (*averaged of them). */
+static tfm_status write_model(tfm_run *r, int *averaged, tfm_error *err)
+{
+    metadata md;
+    const char *const *kv = build_metadata(r, &md, elapsed(r));
+    const char *out = r->p.output;
+    *averaged = 0;
+    tfm_status st;
+    if (r->p.average_last <= 0) {
+        if ((st = tfm_trainer_save_model(r->trainer, out, kv, err))) tfm_error_prefix(err, "%s", out);
+        return st;
+    }
+    int64_t *steps;
+    size_t n;
+    if ((st = tfm_checkpoint_list(r->prefix.data, &steps, &n, err))) return st;
+    size_t k = n < (size_t)r->p.average_last ? n : (size_t)r->p.average_last;
+    char **paths = calloc(k ? k : 1, sizeof *paths);
+    st = paths ? TFM_OK : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < k && st == TFM_OK; i++) {
+        tfm_checkpoint_path(r->prefix.data, steps[n - k + i], &r->scratch);
+        if (!(paths[i] = strdup(r->scratch.data)))
+            st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    tfm_model *avg = NULL;
+    if (st == TFM_OK) st = tfm_average_models((const char *const *)paths, (int)k, &avg, err);
+    if (st == TFM_OK && (st = tfm_model_save(avg, out, kv, err))) tfm_error_prefix(err, "%s", out);
+    if (st == TFM_OK) *averaged = (int)k;
+    tfm_model_free(avg);
+    for (size_t i = 0; paths && i < k; i++) free(paths[i]);
+    free(paths);
+    free(steps);
+    return st;
+}
+
+/* The trainer: resumed from the checkpoint, or a new model of the options. */
+static tfm_status make_trainer(tfm_run *r, tfm_error *err)
+{
+    tfm_status st;
+    if (r->p.resume) {
+        if ((st = tfm_trainer_resume(r->resume_path, r->data, &r->p.train, &r->trainer, err)))
+            return st;
+        r->last_saved = tfm_trainer_steps(r->trainer);
+        return TFM_OK;
+    }
+    tfm_model *m;
+    if ((st = tfm_model_create(&r->p.model, r->vocab, r->p.seed + 1, &m, err))) return st;
+    return tfm_trainer_create(m, r->data, &r->p.train, &r->trainer, err);
+}
+
+tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
+{
+    *end = TFM_RUN_LIMIT;
+    const tfm_run_params *p = &r->p;
+    tfm_status st = load_corpus(r, p->src, p->tgt, "training", &r->data, err);
+    if (st == TFM_OK && p->valid_src)
+        st = load_corpus(r, p->valid_src, p->valid_tgt, "validation", &r->valid, err);
+    if (st == TFM_OK) st = make_trainer(r, err);
+    if (st != TFM_OK) return not_usage(st);
+    tfm_vocab_free(r->vocab);
+    r->vocab = NULL;
+
+    r->started = tfm_run_clock();
+    r->first_step = tfm_trainer_steps(r->trainer);
+    r->first_epoch = tfm_trainer_epoch(r->trainer);
+    tfm_run_event ev = event(r, TFM_RUN_START);
+    ev.text = p->resume ? r->resume_path : NULL;
+    emit(r, &ev);
+
+    if ((st = train_loop(r, end, err))) return not_usage(st);
+    /* A run that stops between validations is validated once more, so the
+     * log ends with the figures of the model it writes. */
+    int64_t last = tfm_trainer_steps(r->trainer);
+    bool stop;
+    if (*end == TFM_RUN_LIMIT && r->valid && last > r->first_step && last % p->valid_every != 0 &&
+        (st = validate(r, &stop, err)))
+        return not_usage(st);
+    /* At the end: a checkpoint of the last state, then the model. */
+    int averaged;
+    if ((st = save_checkpoint(r, err)) || (st = write_model(r, &averaged, err)))
+        return not_usage(st);
+    ev = event(r, TFM_RUN_END);
+    ev.end = *end;
+    ev.averaged = averaged;
+    ev.text = p->output;
+    ev.run_seconds = ev.time - r->started;
+    emit(r, &ev);
+    return TFM_OK;
+}
+
+double tfm_run_eta(const tfm_run *r, double t)
+{
+    const tfm_run_params *p = &r->p;
+    int64_t step = tfm_trainer_steps(r->trainer);
+    double epoch = tfm_trainer_epoch(r->trainer);
+    double eta = -1, run_time = t - r->started;
+    int64_t done = step - r->first_step;
+    if (p->max_steps > 0 && done > 0) eta = (double)(p->max_steps - step) * run_time / (double)done;
+    double epochs_done = epoch - r->first_epoch;
+    if (p->max_epochs > 0 && epochs_done > 0) {
+        double e = ((double)p->max_epochs - epoch) * run_time / epochs_done;
+        if (eta < 0 || e < eta) eta = e;
+    }
+    double left = p->max_time - (r->rs.elapsed + run_time);
+    if (p->max_time > 0 && (eta < 0 || left < eta)) eta = left;
+    return eta;
+}
