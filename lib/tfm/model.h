@@ -12,7 +12,10 @@
 #ifndef TFM_MODEL_H
 #define TFM_MODEL_H
 
+#include <stdio.h>
+
 #include "tfm/core.h"
+#include "tfm/safetensors.h"
 #include "tfm/text.h"
 
 /* ---- configuration ---------------------------------------------------------- */
@@ -151,15 +154,27 @@ typedef struct tfm_model {
     float *data;          /* tfm_params_count(&config) floats */
     tfm_vocab *vocab;     /* owned; may be NULL */
     int64_t step;         /* training steps behind these weights */
+    bool source_eos;      /* trained with </s> ending each source (see tfm_model_source_eos) */
     struct tfm_packed_model *packed; /* owned; NULL unless packed for encoding or decoding */
 } tfm_model;
 
 /* A freshly initialised model: Xavier/Glorot uniform weights (as the reference
  * implementations do), zero biases, LayerNorm weight 1 and bias 0, embeddings
- * N(0, D^-0.5).  vocab may be NULL; if not, the model takes a copy. */
+ * N(0, D^-0.5), step 0, source_eos true.  vocab may be NULL; if not, the
+ * model takes a copy. */
 tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_t seed,
                             tfm_model **out, tfm_error *err);
 void tfm_model_free(tfm_model *m);
+
+/* Whether the model was trained with </s> appended to every source sentence
+ * (the default of 'train', and what encode, score and inspect-attn do unless
+ * told --no-eos): a source must be presented to the model the same way.
+ * False for a model trained with 'train --no-eos', which stores metadata
+ * "train.opt.no-eos" = "yes" in its files; true for one whose files lack the
+ * key (every model before the option existed).  A saved model keeps it:
+ * tfm_model_save writes the key when source_eos is false, unless the
+ * caller's extra metadata give it. */
+bool tfm_model_source_eos(const tfm_model *m);
 
 /* Packs a copy of the decoder's weights and the output projection for the
  * kernel of lib/nn/packed.c (the decoder's size again in memory), which
@@ -174,18 +189,66 @@ tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err);
 const char *tfm_model_kernel_name(const tfm_model *m);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
 
+/* ---- model files ------------------------------------------------------------------ */
+
 /* Model files are safetensors: every tensor under its PyTorch-style name, and
- * the configuration and the vocabulary in __metadata__ (see tfm-formats(5)).
- * Loading checks the header, every tensor's dtype and shape against the
- * configuration, and that no tensor is missing or unexpected. */
+ * the configuration, the step, the source convention (tfm_model_source_eos)
+ * and the vocabulary in __metadata__ (see tfm-formats(5)).  Loading checks
+ * the header, every metadata field (a message names the key, the value and
+ * what was expected), every tensor's dtype and shape against the
+ * configuration, and that no tensor is missing or unexpected.  Messages do
+ * not name the file: the caller does ("decode: m.safetensors: ...").
+ *
+ * The model goes into a safetensors writer and comes out of an opened
+ * safetensors file, so a file that holds more than a model (a checkpoint:
+ * lib/train/checkpoint.c) adds its own tensors and metadata to the same
+ * writer and takes them from the same file.  The other calls are wrappers:
+ *
+ *     tfm_model_save(m, "m.safetensors", NULL, &err);      // atomic
+ *     tfm_model_write_stream(m, stdout, NULL, &err);        // a pipe
+ *     tfm_model_load("m.safetensors", &m, &err);            // mapped
+ *     tfm_model_load_fd(0, &m, &err);                       // a pipe
+ *     tfm_model_parse(bytes, size, &m, &err);               // memory
+ */
+
+/* Adds m's metadata and tensors to w: the format and its version, the
+ * configuration, the step, "train.opt.no-eos" when m->source_eos is false,
+ * the vocabulary (when m has one), then extra: NULL-terminated key, value
+ * pairs, or NULL (a key the model's own metadata use is TFM_ERR_ARG naming
+ * it).  The tensors' data are not copied: m must stay unchanged until w has
+ * written. */
+tfm_status tfm_model_to_safetensors(const tfm_model *m, const char *const *extra,
+                                    tfm_safetensors_writer *w, tfm_error *err);
+/* Reads the model held in f (a model file, or a checkpoint holding one),
+ * with every check above but the last: the tensors of the model count as
+ * used, and any others are left for the caller (tfm_safetensors_check_all_used
+ * then says whether the file held more).  The model is a copy: f may be
+ * freed at once. */
+tfm_status tfm_model_from_safetensors(tfm_safetensors *f, tfm_model **out, tfm_error *err);
+
+/* Writes atomically (tfm_safetensors_write).  extra_metadata as for
+ * tfm_model_to_safetensors. */
+tfm_status tfm_model_save(const tfm_model *m, const char *path, const char *const *extra_metadata,
+                          tfm_error *err);
+/* The same bytes to an open stream (not atomic; the caller flushes and
+ * closes fp). */
+tfm_status tfm_model_write_stream(const tfm_model *m, FILE *fp,
+                                  const char *const *extra_metadata, tfm_error *err);
+/* Loads the model file at path (mapped when it is a regular file, else
+ * read).  TFM_ERR_IO when it cannot be opened or read. */
 tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err);
+/* Loads a model file read from fd, from its current position to its end (a
+ * pipe, a socket, a file): the input must be that one file, and bytes after
+ * the data its header describes are TFM_ERR_FORMAT (so an endless input is
+ * refused, not read without end).  fd stays open. */
+tfm_status tfm_model_load_fd(int fd, tfm_model **out, tfm_error *err);
+/* Loads a model file held in memory: size bytes at data, which the call
+ * only reads. */
+tfm_status tfm_model_parse(const void *data, size_t size, tfm_model **out, tfm_error *err);
 /* Loads only the vocabulary: from a vocabulary file (tfm-formats(5)) or from
  * the metadata of a model file, whichever path names, without reading the
  * weights.  This is what "tokenize -m" takes. */
 tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *err);
-/* Writes atomically.  extra_metadata: NULL-terminated key, value pairs, or NULL. */
-tfm_status tfm_model_save(const tfm_model *m, const char *path, const char *const *extra_metadata,
-                          tfm_error *err);
 
 /* ---- inference: the encoder ------------------------------------------------------------ */
 

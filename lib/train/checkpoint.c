@@ -3,20 +3,19 @@
  * kill -9) resumes from its last checkpoint exactly as if it had never
  * stopped.
  *
- * A checkpoint is a model file (the same tensors and metadata, written by
- * tfm_model_save, so the two formats cannot drift) with Adam's moments, the
- * moving average of the weights and the training state added.  The model
- * part is read back through tfm_model_load too: the tensors and metadata of
- * the model are copied into an in-memory file (memfd) that tfm_model_load
- * reads, which checks every tensor and field as it does for a model file.
+ * A checkpoint is a model file (the same tensors and metadata, added to the
+ * writer by tfm_model_to_safetensors, so the two formats cannot drift) with
+ * Adam's moments, the moving average of the weights and the training state
+ * added.  The model part is read back by tfm_model_from_safetensors, which
+ * checks every tensor and field as it does for a model file; the walks of
+ * the optimizer buffers take the rest, and a tensor left over is an error.
  *
- * Saving writes the model to PATH.model-tmp.PID first (to get its metadata
- * and tensors exactly as tfm_model_save makes them), then the checkpoint to
- * PATH through tfm_safetensors_write (temporary file PATH.tmp.PID, fsync,
- * rename), then removes PATH.model-tmp.PID.  A checkpoint file therefore
- * exists whole or not at all; what a killed process leaves behind is
- * temporary files, which tfm_checkpoint_prune removes once their process is
- * gone. */
+ * Saving writes through tfm_safetensors_write (temporary file PATH.tmp.PID,
+ * fsync, rename), so a checkpoint file exists whole or not at all; what a
+ * killed process leaves behind is temporary files, which
+ * tfm_checkpoint_prune removes once their process is gone (among them the
+ * PATH.model-tmp.PID files of earlier versions, which saved the model part
+ * through a file of its own). */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -25,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "tfm/safetensors.h"
@@ -213,14 +211,15 @@ static void buffer_tensor(void *ctx, const char *name, int ndim, const int64_t *
     }
     const void *found;
     b->st = tfm_safetensors_get(b->f, b->name.data, TFM_F32, ndim, shape, &found, b->err);
-    if (b->st != TFM_OK) return;
+    if (b->st != TFM_OK || !data) return;
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
     memcpy(data, found, n * sizeof(float));
 }
 
 /* Adds (w) or reads (f) the buffer data, laid out as the model's parameters,
- * as tensors named prefix + parameter name. */
+ * as tensors named prefix + parameter name.  Reading into a NULL buffer
+ * checks the tensors and takes them without copying. */
 static tfm_status walk_buffer(const tfm_config *c, float *data, const char *prefix,
                               tfm_safetensors_writer *w, tfm_safetensors *f, tfm_error *err)
 {
@@ -237,35 +236,6 @@ static tfm_status walk_buffer(const tfm_config *c, float *data, const char *pref
 
 /* ---- saving ------------------------------------------------------------------------ */
 
-/* Adds every metadata entry and every tensor of f to w (the tensors' data
- * stay in f, which must outlive the writing). */
-static tfm_status copy_file(tfm_safetensors *f, tfm_safetensors_writer *w, bool model_only,
-                            tfm_error *err)
-{
-    tfm_status st;
-    for (size_t i = 0; i < tfm_safetensors_metadata_count(f); i++) {
-        const char *key = tfm_safetensors_metadata_key(f, i);
-        if (model_only && (strcmp(key, "checkpoint") == 0 || strncmp(key, "train.", 6) == 0))
-            continue;
-        if ((st = tfm_safetensors_writer_add_metadata(w, key, tfm_safetensors_metadata_value(f, i),
-                                                      err)))
-            return st;
-    }
-    for (size_t i = 0; i < tfm_safetensors_count(f); i++) {
-        tfm_safetensors_info info;
-        tfm_safetensors_info_at(f, i, &info);
-        if (model_only && (strncmp(info.name, "optimizer.", 10) == 0 ||
-                           strncmp(info.name, EMA, strlen(EMA)) == 0))
-            continue;
-        const void *data;
-        if ((st = tfm_safetensors_get(f, info.name, TFM_F32, info.ndim, info.shape, &data, err)) ||
-            (st = tfm_safetensors_writer_add_tensor(w, info.name, TFM_F32, info.ndim, info.shape,
-                                                    data, err)))
-            return st;
-    }
-    return TFM_OK;
-}
-
 tfm_status tfm_checkpoint_save(const char *path, const tfm_train_state *s,
                                const char *const *extra_metadata, tfm_error *err)
 {
@@ -276,70 +246,49 @@ tfm_status tfm_checkpoint_save(const char *path, const tfm_train_state *s,
     size_t n_extra = 0;
     while (extra_metadata && extra_metadata[n_extra]) n_extra += 2;
     const char **all = malloc((n_state + n_extra + 1) * sizeof *all);
-    tfm_buf tmp;
-    tfm_buf_init(&tmp);
-    if (!all || tfm_buf_printf(&tmp, "%s.model-tmp.%ld", path, (long)getpid()) != TFM_OK) {
+    tfm_safetensors_writer *w = tfm_safetensors_writer_create();
+    if (!all || !w) {
         free(all);
+        tfm_safetensors_writer_free(w);
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
     memcpy(all, kv, n_state * sizeof *all);
     for (size_t i = 0; i < n_extra; i++) all[n_state + i] = extra_metadata[i];
     all[n_state + n_extra] = NULL;
 
-    tfm_safetensors *f = NULL;
-    tfm_safetensors_writer *w = NULL;
     const tfm_config *c = &s->model->config;
-    tfm_status st = tfm_model_save(s->model, tmp.data, all, err);
-    if (st == TFM_OK) st = tfm_safetensors_open(tmp.data, &f, err);
-    if (st == TFM_OK && !(w = tfm_safetensors_writer_create()))
-        st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    if (st == TFM_OK) st = copy_file(f, w, false, err);
+    tfm_status st = tfm_model_to_safetensors(s->model, all, w, err);
     if (st == TFM_OK) st = walk_buffer(c, s->exp_avg, EXP_AVG, w, NULL, err);
     if (st == TFM_OK) st = walk_buffer(c, s->exp_avg_sq, EXP_AVG_SQ, w, NULL, err);
     if (st == TFM_OK && s->ema) st = walk_buffer(c, s->ema, EMA, w, NULL, err);
     if (st == TFM_OK) st = tfm_safetensors_write(w, path, err);
     tfm_safetensors_writer_free(w);
-    tfm_safetensors_free(f);
-    unlink(tmp.data);
-    tfm_buf_free(&tmp);
     free(all);
     return st;
 }
 
 /* ---- loading ----------------------------------------------------------------------- */
 
-/* The model of an opened checkpoint, through tfm_model_load of an in-memory
- * copy of its model part. */
-static tfm_status load_model_part(tfm_safetensors *f, tfm_model **out, tfm_error *err)
+/* A moving average is there when any of its tensors is. */
+static bool has_ema(const tfm_safetensors *f)
 {
-    int fd = memfd_create("tfm-checkpoint-model", MFD_CLOEXEC);
-    if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "memfd_create: %s", strerror(errno));
-    tfm_safetensors_writer *w = tfm_safetensors_writer_create();
-    FILE *fp = NULL;
-    int fd2 = dup(fd);
-    tfm_status st = w ? TFM_OK : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    if (st == TFM_OK && (fd2 < 0 || !(fp = fdopen(fd2, "wb"))))
-        st = tfm_error_set(err, TFM_ERR_IO, "cannot write to memory: %s", strerror(errno));
-    if (fd2 >= 0 && !fp) close(fd2);
-    if (st == TFM_OK) st = copy_file(f, w, true, err);
-    if (st == TFM_OK) st = tfm_safetensors_write_stream(w, fp, err);
-    if (fp && fclose(fp) != 0 && st == TFM_OK)
-        st = tfm_error_set(err, TFM_ERR_IO, "cannot write to memory: %s", strerror(errno));
-    tfm_safetensors_writer_free(w);
-    if (st == TFM_OK) {
-        char name[64];
-        snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
-        st = tfm_model_load(name, out, err);
-        if (st != TFM_OK) {
-            /* The message names the memory file: name the checkpoint instead. */
-            char prefix[96];
-            snprintf(prefix, sizeof prefix, "model file '%s': ", name);
-            size_t len = strlen(prefix);
-            if (strncmp(err->msg, prefix, len) == 0)
-                memmove(err->msg, err->msg + len, strlen(err->msg + len) + 1);
-        }
-    }
-    close(fd);
+    for (size_t i = 0; i < tfm_safetensors_count(f); i++)
+        if (strncmp(tfm_safetensors_name(f, i), EMA, strlen(EMA)) == 0) return true;
+    return false;
+}
+
+/* Reads the optimizer buffers of f into s's, or (s NULL) only checks them
+ * against c and takes them. */
+static tfm_status read_buffers(tfm_safetensors *f, const tfm_config *c, tfm_train_state *s,
+                               tfm_error *err)
+{
+    tfm_status st = walk_buffer(c, s ? s->exp_avg : NULL, EXP_AVG, NULL, f, err);
+    if (st == TFM_OK) st = walk_buffer(c, s ? s->exp_avg_sq : NULL, EXP_AVG_SQ, NULL, f, err);
+    if (st == TFM_OK && has_ema(f)) st = walk_buffer(c, s ? s->ema : NULL, EMA, NULL, f, err);
+    /* The model's tensors were all taken by tfm_model_from_safetensors, the
+     * buffers' by the walks: anything left over does not belong in a
+     * checkpoint. */
+    if (st == TFM_OK) st = tfm_safetensors_check_all_used(f, err);
     return st;
 }
 
@@ -353,12 +302,18 @@ tfm_status tfm_checkpoint_load_model(const char *path, tfm_model **out, tfm_erro
         return st;
     }
     bool checkpoint = tfm_safetensors_metadata(f, "checkpoint") != NULL;
-    if (checkpoint) {
-        st = load_model_part(f, out, err);
-        if (st != TFM_OK) tfm_error_prefix(err, "checkpoint '%s'", path);
+    st = tfm_model_from_safetensors(f, out, err);
+    /* A model file holds nothing else; a checkpoint its buffers too. */
+    if (st == TFM_OK)
+        st = checkpoint ? read_buffers(f, &(*out)->config, NULL, err)
+                        : tfm_safetensors_check_all_used(f, err);
+    if (st != TFM_OK) {
+        tfm_model_free(*out);
+        *out = NULL;
+        if (checkpoint) tfm_error_prefix(err, "checkpoint '%s'", path);
     }
     tfm_safetensors_free(f);
-    return checkpoint ? st : tfm_model_load(path, out, err);
+    return st;
 }
 
 tfm_status tfm_checkpoint_load(const char *path, tfm_train_state *s, tfm_error *err)
@@ -385,22 +340,12 @@ tfm_status tfm_checkpoint_load(const char *path, tfm_train_state *s, tfm_error *
                              path, version, CHECKPOINT_VERSION);
     }
     tfm_model *m = NULL;
-    st = load_model_part(f, &m, err);
+    st = tfm_model_from_safetensors(f, &m, err);
     if (st == TFM_OK) {
-        /* A moving average is there when any of its tensors is. */
-        bool ema = false;
-        for (size_t i = 0; i < tfm_safetensors_count(f); i++)
-            if (strncmp(tfm_safetensors_name(f, i), EMA, strlen(EMA)) == 0) ema = true;
-        st = tfm_train_state_init(s, m, ema, err);
+        st = tfm_train_state_init(s, m, has_ema(f), err);
         m = NULL; /* s owns it now */
     }
-    const tfm_config *c = s->model ? &s->model->config : NULL;
-    if (st == TFM_OK) st = walk_buffer(c, s->exp_avg, EXP_AVG, NULL, f, err);
-    if (st == TFM_OK) st = walk_buffer(c, s->exp_avg_sq, EXP_AVG_SQ, NULL, f, err);
-    if (st == TFM_OK && s->ema) st = walk_buffer(c, s->ema, EMA, NULL, f, err);
-    /* The model's tensors were all taken by the copy, the buffers' by the
-     * walks: anything left over does not belong in a checkpoint. */
-    if (st == TFM_OK) st = tfm_safetensors_check_all_used(f, err);
+    if (st == TFM_OK) st = read_buffers(f, &s->model->config, s, err);
     if (st == TFM_OK) st = read_state_metadata(f, s, err);
     if (st != TFM_OK) {
         tfm_error_prefix(err, "checkpoint '%s'", path);

@@ -1,10 +1,12 @@
 /* fuzz_model.c - libFuzzer target for loading a model file: the input, as a
  * file, is loaded as a model (tfm_model_load: the safetensors container, the
  * configuration and the vocabulary in its metadata, every tensor's dtype and
- * shape against the configuration) and as a vocabulary source
- * (tfm_model_load_vocab, what 'tokenize -m' does).  Checks that
+ * shape against the configuration), the same bytes as a model in memory
+ * (tfm_model_parse), and as a vocabulary source (tfm_model_load_vocab, what
+ * 'tokenize -m' does).  Checks that
  *   - nothing reads out of bounds or overflows (the sanitizers watch),
  *   - a failure has its status and a message, and leaves no object,
+ *   - the file and the bytes in memory give the same status,
  *   - an accepted model has a configuration that validates, and its
  *     vocabulary (when it has one) the size the configuration says. */
 #include <stdio.h>
@@ -40,6 +42,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     "the vocabulary and the configuration disagree");
         tfm_model_free(m);
     }
+    tfm_model *mem = (tfm_model *)&size;
+    tfm_error e3 = {0};
+    tfm_status st_mem = tfm_model_parse(data, size, &mem, &e3);
+    require(st_mem == st, "the file and the same bytes in memory disagree");
+    require((st_mem == TFM_OK) == (mem != NULL), "a model left by a failure, or none on success");
+    tfm_model_free(mem);
     tfm_vocab *v = (tfm_vocab *)&size;
     st = tfm_model_load_vocab(path, &v, &err);
     if (st != TFM_OK) {

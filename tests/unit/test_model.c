@@ -5,7 +5,10 @@
  * depend only on the seed; models survive a save and load bit for bit; bad
  * model files (cut short, wrong shapes, missing or extra tensors, bad
  * metadata, a vocabulary of the wrong size) fail with messages that say
- * what is wrong; and a small python reader finds our tensors by name. */
+ * what is wrong; models go to a stream and come back from memory, a pipe
+ * and an opened file equal; whether sources end with </s> survives a save;
+ * and a small python reader finds our tensors by name. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -828,6 +831,244 @@ static void test_bad_files(void)
     tfm_model_free(m);
 }
 
+/* ---- writers and readers ------------------------------------------------------------- */
+
+/* The whole file at path (malloc'd), its size in *size. */
+static char *slurp(const char *path, size_t *size)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) abort();
+    char *bytes = NULL;
+    size_t cap = 0;
+    *size = 0;
+    for (;;) {
+        if (*size == cap && !(bytes = realloc(bytes, cap = cap ? 2 * cap : 4096))) abort();
+        size_t got = fread(bytes + *size, 1, cap - *size, fp);
+        if (got == 0) break;
+        *size += got;
+    }
+    fclose(fp);
+    return bytes;
+}
+
+/* The same model: configuration, step, convention, every float, vocabulary. */
+static bool model_equal(const tfm_model *a, const tfm_model *b)
+{
+    if (!a || !b || !config_equal(&a->config, &b->config) || a->step != b->step ||
+        a->source_eos != b->source_eos || (a->vocab == NULL) != (b->vocab == NULL))
+        return false;
+    if (memcmp(a->data, b->data, tfm_params_count(&a->config) * sizeof(float)) != 0) return false;
+    if (!a->vocab) return true;
+    char *x = vocab_text(a->vocab), *y = vocab_text(b->vocab);
+    bool same = strcmp(x, y) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* A model written to a stream is the file tfm_model_save writes, byte for
+ * byte; it reads back from memory, from a descriptor (a pipe, or a file
+ * holding two models one after another) and from an opened safetensors
+ * file, equal every time. */
+static void test_streams(void)
+{
+    tfm_config c = small_config(270);
+    tfm_vocab *v = make_vocab(10);
+    tfm_model *m, *back;
+    tfm_error err;
+    CHECK(tfm_model_create(&c, v, 4, &m, &err) == TFM_OK);
+    tfm_vocab_free(v);
+    m->step = 42;
+    const char *extra[] = {"note", "streamed", NULL};
+
+    char *bytes = NULL;
+    size_t size = 0;
+    FILE *fp = open_memstream(&bytes, &size);
+    CHECK_MSG(tfm_model_write_stream(m, fp, extra, &err) == TFM_OK, "%s", err.msg);
+    fclose(fp);
+    char path[8192];
+    snprintf(path, sizeof path, "%s", tmp_path("stream.safetensors"));
+    CHECK(tfm_model_save(m, path, extra, &err) == TFM_OK);
+    size_t file_size;
+    char *file = slurp(path, &file_size);
+    CHECK(file_size == size && memcmp(file, bytes, size) == 0);
+    free(file);
+
+    /* From memory. */
+    back = NULL;
+    CHECK_MSG(tfm_model_parse(bytes, size, &back, &err) == TFM_OK, "%s", err.msg);
+    CHECK(model_equal(m, back));
+    tfm_model_free(back);
+
+    /* From a pipe, as a program upstream would write it. */
+    char cmd[8300];
+    snprintf(cmd, sizeof cmd, "cat '%s'", path);
+    FILE *pipe_in = popen(cmd, "r");
+    CHECK(pipe_in != NULL);
+    if (pipe_in) {
+        back = NULL;
+        CHECK_MSG(tfm_model_load_fd(fileno(pipe_in), &back, &err) == TFM_OK, "%s", err.msg);
+        CHECK(model_equal(m, back));
+        tfm_model_free(back);
+        CHECK(pclose(pipe_in) == 0);
+    }
+
+    /* From a file's descriptor; and two models run together are refused,
+     * since the input must end where the header says the model does. */
+    tfm_model *m2;
+    CHECK(tfm_model_create(&c, NULL, 5, &m2, &err) == TFM_OK);
+    m2->source_eos = false;
+    fp = fopen(path, "wb");
+    CHECK(tfm_model_write_stream(m2, fp, NULL, &err) == TFM_OK);
+    fclose(fp);
+    int fd = open(path, O_RDONLY);
+    back = NULL;
+    CHECK_MSG(tfm_model_load_fd(fd, &back, &err) == TFM_OK, "%s", err.msg);
+    CHECK(model_equal(m2, back));
+    tfm_model_free(back);
+    close(fd);
+    fp = fopen(path, "ab");
+    CHECK(tfm_model_write_stream(m, fp, NULL, &err) == TFM_OK);
+    fclose(fp);
+    fd = open(path, O_RDONLY);
+    back = (tfm_model *)1;
+    CHECK(tfm_model_load_fd(fd, &back, &err) == TFM_ERR_FORMAT && back == NULL);
+    CHECK_MSG(contains(err.msg, "two run together"), "%s", err.msg);
+    close(fd);
+
+    /* From an opened file that holds more than the model (as a checkpoint
+     * does): the model's tensors are taken, the rest left to the caller. */
+    tfm_safetensors_writer *w = tfm_safetensors_writer_create();
+    static const float more[2] = {1, 2};
+    int64_t two = 2;
+    CHECK(tfm_model_to_safetensors(m2, extra, w, &err) == TFM_OK);
+    CHECK(tfm_safetensors_writer_add_tensor(w, "optimizer.step", TFM_F32, 1, &two, more, &err) ==
+          TFM_OK);
+    CHECK(tfm_safetensors_write(w, path, &err) == TFM_OK);
+    tfm_safetensors_writer_free(w);
+    tfm_safetensors *f;
+    CHECK(tfm_safetensors_open(path, &f, &err) == TFM_OK);
+    back = NULL;
+    CHECK_MSG(tfm_model_from_safetensors(f, &back, &err) == TFM_OK, "%s", err.msg);
+    CHECK(model_equal(m2, back));
+    CHECK(tfm_safetensors_check_all_used(f, &err) == TFM_ERR_FORMAT);
+    CHECK_MSG(contains(err.msg, "unexpected tensor 'optimizer.step'"), "%s", err.msg);
+    tfm_safetensors_free(f);
+    tfm_model_free(back);
+    /* The whole-file readers refuse it, naming the stranger. */
+    back = (tfm_model *)1;
+    CHECK(tfm_model_load(path, &back, &err) == TFM_ERR_FORMAT && back == NULL);
+    CHECK_MSG(contains(err.msg, "unexpected tensor 'optimizer.step'"), "%s", err.msg);
+
+    free(bytes);
+    tfm_model_free(m2);
+    tfm_model_free(m);
+}
+
+/* Bytes in memory cut short, or changed, fail with a message that says
+ * what is wrong, and leave no model. */
+static void test_parse_bad(void)
+{
+    tfm_config c = small_config(264);
+    tfm_model *m;
+    tfm_error err;
+    CHECK(tfm_model_create(&c, NULL, 6, &m, &err) == TFM_OK);
+    m->step = 7;
+    char *bytes = NULL;
+    size_t size = 0;
+    FILE *fp = open_memstream(&bytes, &size);
+    CHECK(tfm_model_write_stream(m, fp, NULL, &err) == TFM_OK);
+    fclose(fp);
+
+    const size_t cuts[] = {0, 7, 8, 64, size / 2, size - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        tfm_model *back = (tfm_model *)1;
+        tfm_error e = {0};
+        tfm_status st = tfm_model_parse(bytes, cuts[i], &back, &e);
+        CHECK_MSG(st == TFM_ERR_FORMAT && back == NULL, "cut at %zu: %d", cuts[i], (int)st);
+        CHECK_MSG(contains(e.msg, "truncated"), "cut at %zu: %s", cuts[i], e.msg);
+    }
+
+    /* A metadata value changed in place (same length, so the file stays a
+     * valid container): the message names the key, the value and what was
+     * expected. */
+    char *step = memmem(bytes, size, "\"step\":\"7\"", 10);
+    CHECK(step != NULL);
+    if (step) {
+        step[8] = 'x';
+        tfm_model *back = (tfm_model *)1;
+        CHECK(tfm_model_parse(bytes, size, &back, &err) == TFM_ERR_FORMAT && back == NULL);
+        CHECK_MSG(contains(err.msg, "metadata 'step' is 'x', expected a non-negative integer"),
+                  "%s", err.msg);
+        step[8] = '7';
+    }
+    /* A byte of the header length changed: the container says so. */
+    bytes[0] ^= 0x40;
+    tfm_model *back = (tfm_model *)1;
+    CHECK(tfm_model_parse(bytes, size, &back, &err) != TFM_OK && back == NULL);
+    CHECK(err.msg[0] != 0);
+    bytes[0] ^= 0x40;
+    /* Unchanged, it loads. */
+    CHECK(tfm_model_parse(bytes, size, &back, &err) == TFM_OK);
+    CHECK(model_equal(m, back));
+    tfm_model_free(back);
+    /* A descriptor that cannot be read says why. */
+    CHECK(tfm_model_load_fd(-1, &back, &err) == TFM_ERR_IO && back == NULL);
+    free(bytes);
+    tfm_model_free(m);
+}
+
+/* Whether sources end with </s>: true for a new model and for files without
+ * train.opt.no-eos, false for 'train --no-eos' models, kept by a save. */
+static void test_source_eos(void)
+{
+    tfm_config c = small_config(264);
+    tfm_model *m, *back;
+    tfm_error err;
+    CHECK(tfm_model_create(&c, NULL, 7, &m, &err) == TFM_OK);
+    CHECK(tfm_model_source_eos(m));
+    char path[8192];
+    snprintf(path, sizeof path, "%s", tmp_path("eos.safetensors"));
+    CHECK(tfm_model_save(m, path, NULL, &err) == TFM_OK);
+    CHECK(tfm_model_load(path, &back, &err) == TFM_OK);
+    CHECK(back && tfm_model_source_eos(back));
+    tfm_model_free(back);
+
+    /* As 'train --no-eos' saves it: the key in the caller's metadata. */
+    const char *no_eos[] = {"train.opt.no-eos", "yes", NULL};
+    CHECK(tfm_model_save(m, path, no_eos, &err) == TFM_OK);
+    back = NULL;
+    CHECK_MSG(tfm_model_load(path, &back, &err) == TFM_OK, "%s", err.msg);
+    CHECK(back && !tfm_model_source_eos(back));
+    /* A loaded --no-eos model saved again keeps it, with or without the
+     * caller's key (no duplicate). */
+    tfm_model *again = NULL;
+    CHECK_MSG(tfm_model_save(back, path, no_eos, &err) == TFM_OK, "%s", err.msg);
+    CHECK(tfm_model_load(path, &again, &err) == TFM_OK);
+    CHECK(again && !tfm_model_source_eos(again));
+    tfm_model_free(again);
+    again = NULL;
+    CHECK(tfm_model_save(back, path, NULL, &err) == TFM_OK);
+    tfm_safetensors *f;
+    CHECK(tfm_safetensors_open(path, &f, &err) == TFM_OK);
+    CHECK(f && strcmp(tfm_safetensors_metadata(f, "train.opt.no-eos"), "yes") == 0);
+    tfm_safetensors_free(f);
+    CHECK(tfm_model_load(path, &again, &err) == TFM_OK);
+    CHECK(again && !tfm_model_source_eos(again));
+    tfm_model_free(again);
+    tfm_model_free(back);
+
+    /* "no" is the default spelled out; anything else is named. */
+    const char *eos[] = {"train.opt.no-eos", "no", NULL};
+    CHECK(tfm_model_save(m, path, eos, &err) == TFM_OK);
+    CHECK(tfm_model_load(path, &back, &err) == TFM_OK);
+    CHECK(back && tfm_model_source_eos(back));
+    tfm_model_free(back);
+    expect_load_fails(m, meta("train.opt.no-eos", "maybe"), TFM_ERR_FORMAT,
+                      "metadata 'train.opt.no-eos' is 'maybe', expected 'yes' or 'no'");
+    tfm_model_free(m);
+}
+
 /* ---- python -------------------------------------------------------------------------- */
 
 /* A reader written from the safetensors spec alone (struct, json, numpy)
@@ -943,6 +1184,9 @@ int main(void)
     RUN(test_round_trip);
     RUN(test_bad_files);
     RUN(test_load_vocab);
+    RUN(test_streams);
+    RUN(test_parse_bad);
+    RUN(test_source_eos);
     if (have_numpy())
         RUN(test_python);
     else
