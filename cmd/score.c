@@ -11,12 +11,14 @@
  *
  * The program reads the hypotheses and references in step, line by line,
  * and keeps only each line's sufficient statistics (a few numbers), so the
- * files may be of any size.  The work is in lib/metrics (tfm_metric_*).
+ * files may be of any size.  The work is in lib/metrics (tfm_metric_*),
+ * and so is the printing (tfm_metric_format, tfm_paired_format).
  *
  * With -m it scores sentence pairs with a model instead, as marian-scorer
  * does: the log-probability of each target given its source, from the
  * training forward pass with dropout off (tfm_model_loss), a batch of pairs
- * at a time, in input order. */
+ * at a time, in input order; n-best lines are read and written back with
+ * the score by tfm_nbest_parse and tfm_nbest_add_feature. */
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -372,7 +374,7 @@ static bool read_batch(job *jb)
                          "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", repaired,
                          repaired == 1 ? "" : "s");
             const char *text = jb->repaired.data ? jb->repaired.data : "";
-            size_t kept = tfm_text_rstrip(text, jb->repaired.len);
+            size_t kept = tfm_utf8_rstrip(text, jb->repaired.len);
             b->offset[b->n * (size_t)n + (size_t)k] = b->text.len;
             b->len[b->n * (size_t)n + (size_t)k] = kept;
             if (tfm_buf_append(&b->text, text, kept) != TFM_OK) cli_fail(NULL, 0, "out of memory");
@@ -400,8 +402,8 @@ static void stats_share(void *ctx, size_t w)
     size_t n = jb->b.n, per = (n + (size_t)jb->active - 1) / (size_t)jb->active;
     size_t from = w * per, to = from + per < n ? from + per : n;
     int n_refs = jb->n_inputs - jb->n_sys;
-    const char *refs[64];
-    size_t lens[64];
+    const char *refs[TFM_METRIC_MAX_REFS];
+    size_t lens[TFM_METRIC_MAX_REFS];
     for (size_t j = from; j < to; j++) {
         for (int r = 0; r < n_refs; r++) refs[r] = batch_text(&jb->b, j, jb->n_inputs, jb->n_sys + r, &lens[r]);
         for (int s = 0; s < jb->n_sys; s++) {
@@ -512,97 +514,30 @@ static void print_corpus(job *jb)
     cli_write_line(jb->out.data, jb->out.len);
 }
 
-/* Appends s as a JSON string. */
-static void json_string(tfm_buf *out, const char *s)
-{
-    tfm_status st = tfm_buf_putc(out, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p && st == TFM_OK; p++) {
-        if (*p == '"' || *p == '\\') st = tfm_buf_printf(out, "\\%c", *p);
-        else if (*p < 0x20) st = tfm_buf_printf(out, "\\u%04x", *p);
-        else st = tfm_buf_putc(out, (char)*p);
-    }
-    if (st != TFM_OK || tfm_buf_putc(out, '"') != TFM_OK) cli_fail(NULL, 0, "out of memory");
-}
-
-/* "33.1 (μ = 33.0 ± 1.0)": the score with its interval, as --confidence shows it. */
-static void score_with_ci(tfm_buf *out, const options *opt, double score, double mean, double ci)
-{
-    tfm_status st = tfm_buf_printf(out, "%.*f", opt->width, score);
-    if (st == TFM_OK && mean > 0)
-        st = tfm_buf_printf(out, " (\xce\xbc = %.*f \xc2\xb1 %.*f)", opt->width, mean, opt->width, ci);
-    if (st != TFM_OK) cli_fail(NULL, 0, "out of memory");
-}
-
 /* --paired-bs: each system against the baseline, with the same resamples. */
 static void print_paired(job *jb)
 {
     const options *opt = jb->opt;
     tfm_metric *base = jb->acc[0];
-    size_t n = tfm_metric_count(base);
     tfm_bootstrap_params bp = bootstrap_params(opt, opt->n_paired);
-    tfm_paired_result *res = xcalloc((size_t)jb->n_sys, sizeof *res);
-    for (int s = 1; s < jb->n_sys; s++) {
+    tfm_paired_row *rows = xcalloc((size_t)jb->n_sys, sizeof *rows);
+    for (int s = 0; s < jb->n_sys; s++) {
+        rows[s].file = jb->inputs[s].name;
+        rows[s].label = display_name(jb->inputs[s].name);
         tfm_error err;
-        if (tfm_metric_paired_bootstrap(base, tfm_metric_segments(base), tfm_metric_segments(jb->acc[s]),
-                                        n, &bp, &res[s], &err) != TFM_OK)
+        if (s && tfm_metric_paired_bootstrap(base, tfm_metric_segments(base),
+                                             tfm_metric_segments(jb->acc[s]), tfm_metric_count(base),
+                                             &bp, &rows[s].r, &err) != TFM_OK)
             cli_fail(NULL, 0, "%s", err.msg);
     }
-    /* The baseline's own numbers are the same in every pairing. */
-    res[0].sys_score = res[1].base_score;
-    res[0].sys_mean = res[1].base_mean;
-    res[0].sys_ci = res[1].base_ci;
-    res[0].p_value = -1;
-
-    char name[40];
-    tfm_metric_name(base, name, sizeof name);
     tfm_score_format f = corpus_format(opt, base);
     f.n_bootstrap = bp.n_samples;
     f.seed = bp.seed;
-    tfm_buf sig;
-    tfm_buf_init(&sig);
-    if (tfm_metric_signature(base, &f, &sig) != TFM_OK) cli_fail(NULL, 0, "out of memory");
-    tfm_buf *out = &jb->out;
-    tfm_buf_clear(out);
-    tfm_status st = TFM_OK;
-    if (opt->score_only) { /* as sacreBLEU: the numbers alone, even with -f json */
-        for (int s = 0; s < jb->n_sys && st == TFM_OK; s++) {
-            st = tfm_buf_printf(out, "%s%.*f", s ? "\n" : "", opt->width, res[s].sys_score);
-            if (st == TFM_OK && s) st = tfm_buf_printf(out, "\t%.4f", res[s].p_value);
-        }
-    } else if (opt->json) {
-        st = tfm_buf_printf(out, "{\n \"name\": \"%s\",\n \"signature\": \"%s\",\n \"test\": \"paired-bs\",\n"
-                                 " \"n_samples\": %d,\n \"seed\": %llu,\n \"systems\": [",
-                            name, sig.data, bp.n_samples, (unsigned long long)bp.seed);
-        for (int s = 0; s < jb->n_sys && st == TFM_OK; s++) {
-            st = tfm_buf_printf(out, "%s\n  {\"file\": ", s ? "," : "");
-            json_string(out, jb->inputs[s].name);
-            st = tfm_buf_printf(out, ", \"baseline\": %s, \"score\": ", s ? "false" : "true");
-            if (st == TFM_OK) st = tfm_json_number(res[s].sys_score, opt->width, out);
-            if (st == TFM_OK) st = tfm_buf_printf(out, ", \"confidence_mean\": ");
-            if (st == TFM_OK) st = tfm_json_number(res[s].sys_mean, opt->width, out);
-            if (st == TFM_OK) st = tfm_buf_printf(out, ", \"confidence_var\": ");
-            if (st == TFM_OK) st = tfm_json_number(res[s].sys_ci, opt->width, out);
-            if (st == TFM_OK && s) st = tfm_buf_printf(out, ", \"p_value\": ");
-            if (st == TFM_OK && s) st = tfm_json_number(res[s].p_value, 4, out);
-            if (st == TFM_OK) st = tfm_buf_printf(out, "}");
-        }
-        if (st == TFM_OK) st = tfm_buf_printf(out, "\n ]\n}");
-    } else {
-        /* The signature, then a tab-separated row per system: role, score
-         * (μ = mean ± interval), p-value (starred below 0.05), file. */
-        st = tfm_buf_printf(out, "%s|%s", name, sig.data);
-        for (int s = 0; s < jb->n_sys && st == TFM_OK; s++) {
-            st = tfm_buf_printf(out, "\n%s\t", s ? "system" : "baseline");
-            score_with_ci(out, opt, res[s].sys_score, res[s].sys_mean, res[s].sys_ci);
-            if (s) st = tfm_buf_printf(out, "\t(p = %.4f)%s\t", res[s].p_value, res[s].p_value < 0.05 ? "*" : "");
-            else st = tfm_buf_printf(out, "\t\t");
-            if (st == TFM_OK) st = tfm_buf_printf(out, "%s", display_name(jb->inputs[s].name));
-        }
-    }
-    if (st != TFM_OK) cli_fail(NULL, 0, "out of memory");
-    cli_write_line(out->data, out->len);
-    tfm_buf_free(&sig);
-    free(res);
+    tfm_buf_clear(&jb->out);
+    if (tfm_paired_format(base, rows, jb->n_sys, &f, &jb->out) != TFM_OK)
+        cli_fail(NULL, 0, "out of memory");
+    cli_write_line(jb->out.data, jb->out.len);
+    free(rows);
 }
 
 /* ---- the run ------------------------------------------------------------------------------ */
@@ -707,6 +642,7 @@ static int run(const options *opt, char **files, int n_files)
 typedef struct pair_slot {
     tfm_ids src, tgt;
     tfm_buf line;                 /* --nbest: the n-best line, printed back with the feature */
+    tfm_nbest_entry entry;        /* --nbest: its fields (pointing into line) */
     bool unusable;                /* a target too long for the model: no score */
 } pair_slot;
 
@@ -868,20 +804,6 @@ static bool gather_pair(model_run *run, pair_slot *slot)
            check_target(run, &run->tgt, slot);
 }
 
-/* Where "|||" next occurs in line[from, len), or len. */
-static size_t find_bars(const char *line, size_t len, size_t from)
-{
-    const char *p = from < len ? memmem(line + from, len - from, "|||", 3) : NULL;
-    return p ? (size_t)(p - line) : len;
-}
-
-/* line[*from, *to) without the spaces and tabs at either end. */
-static void trim(const char *line, size_t *from, size_t *to)
-{
-    while (*from < *to && (line[*from] == ' ' || line[*from] == '\t')) (*from)++;
-    while (*to > *from && (line[*to - 1] == ' ' || line[*to - 1] == '\t')) (*to)--;
-}
-
 /* Moves the sources on to line index + 1 (0-based index, as Marian's). */
 static bool nbest_source(model_run *run, size_t index)
 {
@@ -918,32 +840,15 @@ static bool gather_hypothesis(model_run *run, pair_slot *slot)
         run->ended = true;
         return false;
     }
-    size_t bar1 = find_bars(line, len, 0), bar2 = find_bars(line, len, bar1 + 3);
-    if (bar2 == len)
-        return later_error(run, &run->tgt, run->tgt.lines, "not an n-best line: expected "
-                           "'INDEX ||| IDS ||| FEATURES ||| SCORE' (Marian's form)");
-    size_t from = 0, to = bar1;
-    trim(line, &from, &to);
-    size_t index = 0;
-    for (size_t i = from; i < to; i++) {
-        if (line[i] < '0' || line[i] > '9' || index > (SIZE_MAX - 9) / 10) {
-            from = to; /* not a number */
-            break;
-        }
-        index = index * 10 + (size_t)(line[i] - '0');
-    }
-    if (from == to)
-        return later_error(run, &run->tgt, run->tgt.lines, "the first field of an n-best line "
-                           "must be the 0-based number of its source line, not '%.*s'",
-                           (int)(bar1 < 20 ? bar1 : 20), line);
+    /* The slot keeps the line, to print it back with the feature added. */
     tfm_buf_clear(&slot->line);
     if (tfm_buf_append(&slot->line, line, len) != TFM_OK) cli_fail(NULL, 0, "out of memory");
-    from = bar1 + 3;
-    to = bar2;
-    trim(line, &from, &to);
-    if (!read_side(run, &run->tgt, line + from, to - from, run->model->config.tgt_vocab_size,
-                   &slot->tgt) ||
-        !check_target(run, &run->tgt, slot) || !nbest_source(run, index))
+    tfm_error err;
+    const tfm_nbest_entry *e = &slot->entry;
+    if (tfm_nbest_parse(slot->line.data, len, &slot->entry, &err) != TFM_OK)
+        return later_error(run, &run->tgt, run->tgt.lines, "%s", err.msg);
+    if (!read_side(run, &run->tgt, e->hyp, e->hyp_len, run->model->config.tgt_vocab_size, &slot->tgt) ||
+        !check_target(run, &run->tgt, slot) || !nbest_source(run, e->index))
         return false;
     tfm_ids_clear(&slot->src);
     for (size_t i = 0; i < run->nbest_src.len; i++)
@@ -967,26 +872,6 @@ static void gather(model_run *run)
         run->tokens += slot->src.len + slot->tgt.len + 1;
         run->n++;
     }
-}
-
-/* Appends "NAME= VALUE" to the features of an n-best line (the third field),
- * as marian-scorer --n-best adds its feature. */
-static void nbest_line(model_run *run, const pair_slot *slot, double value)
-{
-    const char *line = slot->line.data;
-    size_t len = slot->line.len;
-    size_t bar1 = find_bars(line, len, 0), bar2 = find_bars(line, len, bar1 + 3);
-    size_t bar3 = find_bars(line, len, bar2 + 3);
-    size_t from = bar2 + 3, to = bar3;
-    trim(line, &from, &to);
-    tfm_buf *out = &run->out;
-    const char *name = run->opt->feature ? run->opt->feature : "Score";
-    bool ok = tfm_buf_append(out, line, bar2 + 3) == TFM_OK &&
-              tfm_buf_printf(out, " %.*s%s%s= %.6f", (int)(to - from), line + from,
-                             to > from ? " " : "", name, value) == TFM_OK &&
-              (bar3 == len || (tfm_buf_putc(out, ' ') == TFM_OK &&
-                               tfm_buf_append(out, line + bar3, len - bar3) == TFM_OK));
-    if (!ok) cli_fail(NULL, 0, "out of memory");
 }
 
 /* Scores the batch with one forward pass and prints a line per pair. */
@@ -1032,8 +917,11 @@ static void score_batch(model_run *run)
         run->n_pairs++;
         tfm_buf *out = &run->out;
         tfm_buf_clear(out);
-        if (opt->nbest) {
-            nbest_line(run, slot, opt->normalize ? average : total);
+        if (opt->nbest) { /* as marian-scorer --n-best adds its feature */
+            const char *name = opt->feature ? opt->feature : TFM_NBEST_FEATURE;
+            if (tfm_nbest_add_feature(&slot->entry, name, opt->normalize ? average : total, out,
+                                      &err) != TFM_OK)
+                cli_fail(NULL, 0, "%s", err.msg);
         } else {
             tfm_status st = opt->normalize ? tfm_buf_printf(out, "%.6f", average)
                                            : tfm_buf_printf(out, "%.6f\t%.6f", total, average);
@@ -1094,11 +982,8 @@ static void check_model_options(options *opt, int n_files)
     if (opt->per_token && opt->nbest)
         cli_usage_error("--per-token prints a line per pair; it does not go with --nbest");
     if (opt->feature && !opt->nbest) cli_usage_error("--nbest-feature names the feature of --nbest");
-    if (opt->feature) {
-        size_t len = strlen(opt->feature);
-        if (len == 0 || strcspn(opt->feature, " \t|=") != len)
-            cli_usage_error("--nbest-feature '%s': a name without spaces, '|' or '='", opt->feature);
-    }
+    if (opt->feature && !tfm_nbest_feature_name_ok(opt->feature))
+        cli_usage_error("--nbest-feature '%s': a name without spaces, '|' or '='", opt->feature);
 }
 
 static int run_model(const options *opt)
@@ -1263,7 +1148,8 @@ static void parse_options(int argc, char **argv, options *opt)
             opt->refs = realloc(opt->refs, (size_t)(opt->n_refs + 1) * sizeof *opt->refs);
             if (!opt->refs) cli_fail(NULL, 0, "out of memory");
             opt->refs[opt->n_refs++] = optarg;
-            if (opt->n_refs > 64) cli_usage_error("-r: at most 64 references");
+            if (opt->n_refs > TFM_METRIC_MAX_REFS)
+                cli_usage_error("-r: at most %d references", TFM_METRIC_MAX_REFS);
             break;
         case OPT_SENTENCE: opt->sentence = true; break;
         case 'f': opt->json = cli_parse_choice("--format", optarg, formats) == 1; break;

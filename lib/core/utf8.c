@@ -1,6 +1,8 @@
 /* utf8.c - decoding, encoding and repairing UTF-8, strictly by the Unicode
  * standard: overlong forms, surrogates and code points above U+10FFFF are
- * invalid, and each maximal invalid subpart becomes one U+FFFD. */
+ * invalid, and each maximal invalid subpart becomes one U+FFFD; and
+ * stripping trailing whitespace as Python does (sacreBLEU strips its lines
+ * so; the metrics hold the rest of Python's string semantics). */
 #include <string.h>
 
 #include "tfm/core.h"
@@ -111,3 +113,24 @@ tfm_status tfm_utf8_repair_append(tfm_buf *out, const char *s, size_t len, size_
     return TFM_OK;
 }
 
+size_t tfm_utf8_rstrip(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    while (len > 0) {
+        unsigned char last = u[len - 1];
+        if (last < 0x80) { /* ASCII: the common case */
+            if (!tfm_py_isspace(last)) return len;
+            len--;
+            continue;
+        }
+        /* Find the start of the last character (at most 3 continuation bytes). */
+        size_t start = len - 1;
+        while (start > 0 && len - start < 4 && (u[start] & 0xC0) == 0x80) start--;
+        int32_t cp;
+        if (tfm_utf8_decode(u + start, len - start, &cp) != (int)(len - start) ||
+            !tfm_py_isspace(cp))
+            return len;
+        len = start;
+    }
+    return 0;
+}

@@ -1,8 +1,5 @@
 /* metric.c - the tfm_metric object: parameters, accumulating segment
- * statistics, and printing scores and signatures exactly as sacreBLEU
- * 2.3.1 does (sacrebleu/metrics/base.py: Score.format, Signature.format). */
-#include <math.h>
-#include <stdio.h>
+ * statistics, and scores from them (format.c prints them). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +188,9 @@ tfm_status tfm_metric_segment(tfm_metric *m, const char *hyp, size_t hyp_len,
                               double *stats, int *n_used, tfm_error *err)
 {
     if (n_refs < 1) return tfm_error_set(err, TFM_ERR_ARG, "a segment needs a reference");
+    if (n_refs > TFM_METRIC_MAX_REFS)
+        return tfm_error_set(err, TFM_ERR_ARG, "%d references; a segment has at most %d", n_refs,
+                             TFM_METRIC_MAX_REFS);
     if (n_refs > m->refs_cap) {
         const char **r = realloc(m->refs, (size_t)n_refs * sizeof *r);
         if (r) m->refs = r;
@@ -304,170 +304,4 @@ void tfm_metric_compute(const tfm_metric *m, const double *stats, tfm_score *out
 void tfm_metric_corpus_score(const tfm_metric *m, tfm_score *out)
 {
     tfm_metric_compute(m, m->totals, out);
-}
-
-void tfm_metric_name(const tfm_metric *m, char *out, size_t size)
-{
-    switch (m->p.kind) {
-    case TFM_METRIC_BLEU: snprintf(out, size, "BLEU"); return;
-    case TFM_METRIC_TER: snprintf(out, size, "TER"); return;
-    case TFM_METRIC_CHRF: {
-        /* CHRFScore: f'chrF{beta}' + '+' * word_order */
-        int n = snprintf(out, size, "chrF%d", m->p.beta);
-        for (int i = 0; i < m->p.word_order && n >= 0 && (size_t)n + 1 < size; i++) out[n++] = '+';
-        if (n >= 0 && (size_t)n < size) out[n] = 0;
-        return;
-    }
-    }
-    snprintf(out, size, "?");
-}
-
-tfm_score_format tfm_score_format_default(void)
-{
-    tfm_score_format f;
-    memset(&f, 0, sizeof f);
-    f.width = 1;
-    f.nrefs = 1;
-    return f;
-}
-
-/* The signature as (key, value) pairs, in sacreBLEU's order. */
-typedef struct sig_pair {
-    const char *key;
-    char value[32];
-} sig_pair;
-
-static int signature_pairs(const tfm_metric *m, const tfm_score_format *f, sig_pair *pairs)
-{
-    int n = 0;
-    const tfm_metric_params *p = &m->p;
-#define PAIR(k, ...) (pairs[n].key = (k), snprintf(pairs[n].value, sizeof pairs[n].value, __VA_ARGS__), n++)
-    if (f->nrefs < 0) PAIR("nrefs", "var");
-    else PAIR("nrefs", "%d", f->nrefs);
-    if (f->n_bootstrap > 0) {
-        PAIR("bs", "%d", f->n_bootstrap);
-        PAIR("seed", "%llu", (unsigned long long)f->seed);
-    }
-    switch (p->kind) {
-    case TFM_METRIC_BLEU:
-        PAIR("case", "%s", p->lowercase ? "lc" : "mixed");
-        PAIR("eff", "%s", p->effective_order ? "yes" : "no");
-        PAIR("tok", "%s", tfm_bleu_tok_name(p->tokenize));
-        if (p->smooth == TFM_BLEU_SMOOTH_FLOOR || p->smooth == TFM_BLEU_SMOOTH_ADD_K) {
-            double v = p->smooth_value >= 0 ? p->smooth_value
-                                            : p->smooth == TFM_BLEU_SMOOTH_FLOOR ? 0.1 : 1.0;
-            PAIR("smooth", "%s[%.2f]", tfm_bleu_smooth_name(p->smooth), v);
-        } else {
-            PAIR("smooth", "%s", tfm_bleu_smooth_name(p->smooth));
-        }
-        break;
-    case TFM_METRIC_CHRF:
-        PAIR("case", "%s", p->lowercase ? "lc" : "mixed");
-        PAIR("eff", "%s", p->eps_smoothing ? "no" : "yes");
-        PAIR("nc", "%d", p->char_order);
-        PAIR("nw", "%d", p->word_order);
-        PAIR("space", "%s", p->whitespace ? "yes" : "no");
-        break;
-    case TFM_METRIC_TER:
-        PAIR("case", "%s", p->case_sensitive ? "mixed" : "lc");
-        PAIR("tok", "tercom");
-        PAIR("norm", "%s", p->normalized ? "yes" : "no");
-        PAIR("punct", "%s", p->no_punct ? "no" : "yes");
-        PAIR("asian", "no");
-        break;
-    }
-    PAIR("version", TFM_SACREBLEU_VERSION);
-#undef PAIR
-    return n;
-}
-
-tfm_status tfm_metric_signature(const tfm_metric *m, const tfm_score_format *f, tfm_buf *out)
-{
-    sig_pair pairs[16];
-    int n = signature_pairs(m, f, pairs);
-    tfm_status s = TFM_OK;
-    for (int i = 0; i < n && s == TFM_OK; i++)
-        s = tfm_buf_printf(out, "%s%s:%s", i ? "|" : "", pairs[i].key, pairs[i].value);
-    return s;
-}
-
-tfm_status tfm_json_number(double x, int width, tfm_buf *out)
-{
-    char text[64];
-    int n = snprintf(text, sizeof text, "%.*f", width, x);
-    if (n < 0 || (size_t)n >= sizeof text) return tfm_buf_printf(out, "%.17g", x);
-    char *dot = strchr(text, '.');
-    if (!dot) return tfm_buf_printf(out, "%s.0", text);
-    /* Python's repr: the shortest digits, but at least one after the point. */
-    while (n > 0 && text[n - 1] == '0' && text + n - 1 > dot + 1) text[--n] = 0;
-    return tfm_buf_append(out, text, (size_t)n);
-}
-
-/* The verbose part of a BLEU score (BLEUScore._verbose). */
-static tfm_status bleu_verbose(const tfm_score *s, tfm_buf *out)
-{
-    tfm_status st = TFM_OK;
-    for (int i = 0; i < s->order && st == TFM_OK; i++)
-        st = tfm_buf_printf(out, "%s%.1f", i ? "/" : "", s->precisions[i]);
-    if (st == TFM_OK)
-        st = tfm_buf_printf(out, " (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)", s->bp,
-                            s->ratio, (long long)s->hyp_len, (long long)s->ref_len);
-    return st;
-}
-
-#define MU "\xce\xbc"     /* U+03BC */
-#define PLUSMINUS "\xc2\xb1" /* U+00B1 */
-
-tfm_status tfm_metric_format(const tfm_metric *m, const tfm_score *s, const tfm_score_format *f,
-                             tfm_buf *out)
-{
-    char name[40];
-    tfm_metric_name(m, name, sizeof name);
-    tfm_buf sig, verbose, sc;
-    tfm_buf_init(&sig);
-    tfm_buf_init(&verbose);
-    tfm_buf_init(&sc);
-    int w = f->width;
-    bool show_ci = f->has_ci && f->mean > 0; /* Score.format: "if self._mean > 0" */
-    tfm_status st = tfm_metric_signature(m, f, &sig);
-    if (st == TFM_OK && m->p.kind == TFM_METRIC_BLEU) st = bleu_verbose(s, &verbose);
-    if (st == TFM_OK) st = tfm_buf_printf(&sc, "%.*f", w, s->score);
-    if (st == TFM_OK && show_ci)
-        st = tfm_buf_printf(&sc, " (" MU " = %.*f " PLUSMINUS " %.*f)", w, f->mean, w, f->ci);
-    if (st != TFM_OK) goto done;
-
-    if (f->score_only) { /* Score.format: score_only wins over JSON */
-        st = tfm_buf_append(out, sc.data, sc.len);
-    } else if (!f->json) {
-        st = tfm_buf_printf(out, "%s|%s = %s", name, sig.data, sc.data);
-        if (st == TFM_OK && verbose.len) st = tfm_buf_printf(out, " %s", verbose.data);
-    } else {
-        /* json.dumps(d, indent=1, ensure_ascii=False), or one line when compact. */
-        const char *open = f->compact ? "{" : "{\n ", *sep = f->compact ? ", " : ",\n ",
-                   *close = f->compact ? "}" : "\n}";
-        st = tfm_buf_printf(out, "%s\"name\": \"%s\"%s\"score\": ", open, name, sep);
-        if (st == TFM_OK) st = tfm_json_number(s->score, w, out);
-        if (st == TFM_OK) st = tfm_buf_printf(out, "%s\"signature\": \"%s\"", sep, sig.data);
-        if (st == TFM_OK && show_ci) {
-            st = tfm_buf_printf(out, "%s\"confidence_mean\": ", sep);
-            if (st == TFM_OK) st = tfm_json_number(f->mean, w, out);
-            if (st == TFM_OK) st = tfm_buf_printf(out, "%s\"confidence_var\": ", sep);
-            if (st == TFM_OK) st = tfm_json_number(f->ci, w, out);
-            if (st == TFM_OK)
-                st = tfm_buf_printf(out, "%s\"confidence\": \"" MU " = %.*f " PLUSMINUS " %.*f\"",
-                                    sep, w, f->mean, w, f->ci);
-        }
-        if (st == TFM_OK && verbose.len)
-            st = tfm_buf_printf(out, "%s\"verbose_score\": \"%s\"", sep, verbose.data);
-        sig_pair pairs[16];
-        int n = signature_pairs(m, f, pairs);
-        for (int i = 0; i < n && st == TFM_OK; i++)
-            st = tfm_buf_printf(out, "%s\"%s\": \"%s\"", sep, pairs[i].key, pairs[i].value);
-        if (st == TFM_OK) st = tfm_buf_printf(out, "%s", close);
-    }
-done:
-    tfm_buf_free(&sig);
-    tfm_buf_free(&verbose);
-    tfm_buf_free(&sc);
-    return st;
 }

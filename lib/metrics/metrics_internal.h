@@ -24,20 +24,7 @@ static inline tfm_status tfm_cp_push(tfm_ids *t, int32_t cp)
 
 /* ---- Python string semantics (pytext.c) ------------------------------------------ */
 
-/* Python's str.isspace() for one code point: Unicode category Zs and the
- * bidirectional classes WS, B and S (so U+001C..U+001F and U+0085 too). */
-static inline bool tfm_py_isspace(int32_t cp)
-{
-    if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
-    if (cp < 0x85) return false;
-    switch (cp) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
-    case 0x3000:
-        return true;
-    default:
-        return cp >= 0x2000 && cp <= 0x200A;
-    }
-}
+/* Python's str.isspace() is tfm_py_isspace (tfm/core.h). */
 
 /* Decodes UTF-8 into out (cleared first); each invalid byte becomes U+FFFD. */
 tfm_status tfm_py_decode(const char *s, size_t len, tfm_ids *out);

@@ -373,25 +373,3 @@ tfm_status tfm_ter_tokenize(const tfm_metric_params *p, const char *in, size_t l
 {
     return run_on_text(TFM_BLEU_TOK_NONE, p, in, len, out, err);
 }
-
-size_t tfm_text_rstrip(const char *s, size_t len)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    while (len > 0) {
-        unsigned char last = u[len - 1];
-        if (last < 0x80) { /* ASCII: the common case */
-            if (!tfm_py_isspace(last)) return len;
-            len--;
-            continue;
-        }
-        /* Find the start of the last character (at most 3 continuation bytes). */
-        size_t start = len - 1;
-        while (start > 0 && len - start < 4 && (u[start] & 0xC0) == 0x80) start--;
-        int32_t cp;
-        if (tfm_utf8_decode(u + start, len - start, &cp) != (int)(len - start) ||
-            !tfm_py_isspace(cp))
-            return len;
-        len = start;
-    }
-    return 0;
-}

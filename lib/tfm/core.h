@@ -120,6 +120,27 @@ int tfm_utf8_scan(const unsigned char *s, size_t len, int32_t *cp);
 tfm_status tfm_utf8_repair_append(tfm_buf *out, const char *s, size_t len, size_t *n_bad,
                                   size_t *first_bad);
 
+/* Whitespace as Python's str.isspace() sees it: Unicode category Zs and the
+ * bidirectional classes WS, B and S (so U+001C..U+001F and U+0085 too).
+ * sacreBLEU is Python: its strip() and split() use this. */
+static inline bool tfm_py_isspace(int32_t cp)
+{
+    if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
+    if (cp < 0x85) return false;
+    switch (cp) {
+    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
+    case 0x3000:
+        return true;
+    default:
+        return cp >= 0x2000 && cp <= 0x200A;
+    }
+}
+
+/* The length of s[0..len) without trailing whitespace as Python's
+ * str.rstrip() sees it (tfm_py_isspace); an invalid or truncated sequence
+ * is not whitespace.  sacreBLEU's command line strips every line so. */
+size_t tfm_utf8_rstrip(const char *s, size_t len);
+
 /* ---- hash maps ----------------------------------------------------------- */
 
 /* Open-addressing map from a 64-bit key to a 64-bit value.  Keys are any

@@ -28,6 +28,10 @@
  *     tfm_metric_format(bleu, &s, &f, &text);     // "BLEU|nrefs:1|...= 34.1 ..."
  *     tfm_metric_free(bleu);
  *
+ * Printing (tfm_metric_format, tfm_paired_format) gives sacreBLEU's text and
+ * JSON; the JSON is built with cJSON.  The n-best lines of the Moses and
+ * Marian tools are read here too (tfm_nbest_parse), for rescoring.
+ *
  * A metric keeps the sum of its segments' sufficient statistics (a few
  * numbers per segment, not the text), so memory does not grow with the
  * corpus unless keep_segments asks to keep each segment's statistics for
@@ -46,6 +50,9 @@
 #define TFM_BLEU_MAX_ORDER 8
 /* chrF character plus word orders at most. */
 #define TFM_CHRF_MAX_ORDER 16
+/* References of one segment at most (tfm_metric_segment refuses more), so
+ * that a caller can hold a line's references in fixed arrays. */
+#define TFM_METRIC_MAX_REFS 64
 
 typedef enum tfm_metric_kind {
     TFM_METRIC_BLEU = 0,
@@ -128,7 +135,8 @@ size_t tfm_metric_n_stats(const tfm_metric *m);
 /* Computes the statistics of one segment into stats[tfm_metric_n_stats].
  * The text is UTF-8 (an invalid byte counts as U+FFFD); n_refs >= 1.  Empty
  * references are left out, as sacreBLEU does; when every reference is empty
- * the result is TFM_ERR_ARG (sacreBLEU refuses such a segment too).
+ * the result is TFM_ERR_ARG (sacreBLEU refuses such a segment too), as it is
+ * when n_refs is above TFM_METRIC_MAX_REFS.
  * *n_used (may be NULL) is set to the number of non-empty references. */
 tfm_status tfm_metric_segment(tfm_metric *m, const char *hyp, size_t hyp_len,
                               const char *const *refs, const size_t *ref_lens, int n_refs,
@@ -240,6 +248,73 @@ tfm_status tfm_metric_paired_bootstrap(const tfm_metric *m, const double *base_s
                                        const tfm_bootstrap_params *bp, tfm_paired_result *out,
                                        tfm_error *err);
 
+/* One row of the table of a paired test: a system and its result. */
+typedef struct tfm_paired_row {
+    const char *file;        /* the system's file as given: JSON's "file" */
+    const char *label;       /* how the text table names it (NULL: file) */
+    tfm_paired_result r;     /* rows 1..n-1: tfm_metric_paired_bootstrap of the
+                                system against row 0, the baseline; row 0's
+                                own r is not read (its numbers are in row 1's) */
+} tfm_paired_row;
+
+/* The paired test of rows[1..n) against the baseline rows[0] (n >= 2), as
+ * 'score --paired-bs' prints it (appended, no final newline).  f gives the
+ * width, score_only, json and, for the signature, nrefs, n_bootstrap and
+ * seed.
+ *   text:       "BLEU|<signature>", then a row per system separated by tabs:
+ *               "baseline"/"system", "33.1 (μ = 33.0 ± 1.0)", "(p = 0.0010)*"
+ *               (starred below 0.05; empty for the baseline), the label
+ *   json:       {"name", "signature", "test": "paired-bs", "n_samples",
+ *               "seed", "systems": [{"file", "baseline", "score",
+ *               "confidence_mean", "confidence_var", "p_value"}, ...]}, laid
+ *               out as tfm_metric_format lays out its JSON, one system a line
+ *   score_only: a line per system: the score, and a tab and the p-value */
+tfm_status tfm_paired_format(const tfm_metric *m, const tfm_paired_row *rows, int n,
+                             const tfm_score_format *f, tfm_buf *out);
+
+/* ---- n-best lists ----------------------------------------------------------------- */
+
+/* A line of an n-best list in the Moses / Marian form
+ *
+ *     INDEX ||| HYPOTHESIS ||| FEATURES ||| SCORE
+ *
+ * e.g. "3 ||| 17 9 4 ||| F0= -2.5 LM= -7.25 ||| -2.5": INDEX is the 0-based
+ * number of the source sentence; the hypothesis holds ids or text; the
+ * features are "NAME= VALUE" pairs; the score field may be missing ("3 |||
+ * 17 9 4 ||| F0= -2.5" and "3 ||| 17 |||" are lines too, as marian-scorer
+ * reads them).  The fields point into the line parsed, which must outlive
+ * the entry. */
+typedef struct tfm_nbest_entry {
+    const char *line;            /* the line parsed, len bytes */
+    size_t len;
+    size_t index;                /* the source sentence, 0-based */
+    const char *hyp;             /* the hypothesis without the spaces and tabs */
+    size_t hyp_len;              /*   around it; may be empty */
+    const char *features;        /* the features, trimmed likewise; may be empty */
+    size_t features_len;
+    size_t features_at;          /* line offset just after the second "|||" */
+    size_t score_at;             /* line offset of the "|||" before the score,
+                                    or len when there is none */
+} tfm_nbest_entry;
+
+/* The name of the feature marian-scorer adds to an n-best list. */
+#define TFM_NBEST_FEATURE "Score"
+
+/* Parses one line (no newline; it may hold any bytes).  TFM_ERR_FORMAT when
+ * it has fewer than two "|||" or its first field is not a decimal number
+ * that fits a size_t; the message says which. */
+tfm_status tfm_nbest_parse(const char *line, size_t len, tfm_nbest_entry *out, tfm_error *err);
+
+/* Whether name can name a feature: not empty, no space, tab, '|' or '='. */
+bool tfm_nbest_feature_name_ok(const char *name);
+
+/* Appends e's line to out with "NAME= VALUE" (VALUE with 6 decimals) added
+ * at the end of its features, the rest unchanged, as marian-scorer --n-best
+ * adds its feature: "3 ||| 17 9 4 ||| F0= -2.5 Score= -2.484000 ||| -2.5".
+ * TFM_ERR_ARG when the name is not tfm_nbest_feature_name_ok. */
+tfm_status tfm_nbest_add_feature(const tfm_nbest_entry *e, const char *name, double value,
+                                 tfm_buf *out, tfm_error *err);
+
 /* ---- the text side, for tests and other programs ----------------------------------- */
 
 /* Tokenizes one line as sacreBLEU's BLEU tokenizer of that name does (no
@@ -251,10 +326,5 @@ tfm_status tfm_bleu_tokenize(tfm_bleu_tok tok, const char *in, size_t len, tfm_b
  * case_sensitive, normalized and no_punct settings of p. */
 tfm_status tfm_ter_tokenize(const tfm_metric_params *p, const char *in, size_t len,
                             tfm_buf *out, tfm_error *err);
-
-/* The length of s[0..len) without trailing whitespace as Python's
- * str.rstrip() sees it (Unicode spaces, U+001C..U+001F and U+0085 too);
- * sacreBLEU's command line strips every line so. */
-size_t tfm_text_rstrip(const char *s, size_t len);
 
 #endif

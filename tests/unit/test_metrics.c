@@ -456,11 +456,11 @@ static void test_python_text(void)
     CHECK_NEAR(score1(p, "\xc4\xb0stanbul", "i\xcc\x87stanbul"), 100.0, 1e-9);
     CHECK_NEAR(score1(p, "ΟΔΟΣ ΣΑΣ", "οδος σας"), 100.0, 1e-9);
     CHECK_NEAR(score1(p, "ΟΔΟΣ", "οδοσ"), 0.0, 1e-9);
-    CHECK(tfm_text_rstrip("ab \t\r", 5) == 2);
-    CHECK(tfm_text_rstrip("ab\xc2\xa0\xe3\x80\x80", 7) == 2);
-    CHECK(tfm_text_rstrip("ab\xe2\x80\x8b", 5) == 5);
-    CHECK(tfm_text_rstrip("   ", 3) == 0);
-    CHECK(tfm_text_rstrip("a\xc3", 2) == 2); /* a truncated sequence is not whitespace */
+    CHECK(tfm_utf8_rstrip("ab \t\r", 5) == 2);
+    CHECK(tfm_utf8_rstrip("ab\xc2\xa0\xe3\x80\x80", 7) == 2);
+    CHECK(tfm_utf8_rstrip("ab\xe2\x80\x8b", 5) == 5);
+    CHECK(tfm_utf8_rstrip("   ", 3) == 0);
+    CHECK(tfm_utf8_rstrip("a\xc3", 2) == 2); /* a truncated sequence is not whitespace */
 }
 
 /* test/test_tokenizer_ter.py */
@@ -749,6 +749,161 @@ static void test_json(void)
     tfm_buf_free(&b);
 }
 
+/* The table of a paired test, in its three forms, with numbers set by hand. */
+static void test_paired_format(void)
+{
+    tfm_metric *m = make(bleu());
+    tfm_paired_row rows[3] = {
+        {.file = "-", .label = "standard input"},
+        {.file = "b\"\t.txt", .r = {.base_score = 30.04, .base_mean = 30.01, .base_ci = 1.26,
+                                     .sys_score = 33.14, .sys_mean = 33.09, .sys_ci = 1.05,
+                                     .p_value = 0.000999}},
+        {.file = "c.txt", .r = {.base_score = 30.04, .base_mean = 30.01, .base_ci = 1.26,
+                                .sys_score = 30.0, .sys_mean = 0, .sys_ci = 0, .p_value = 0.5}},
+    };
+    tfm_score_format f = tfm_score_format_default();
+    f.n_bootstrap = 1000;
+    f.seed = 12345;
+    tfm_buf b;
+    tfm_buf_init(&b);
+    const char *sig = "nrefs:1|bs:1000|seed:12345|case:mixed|eff:no|tok:13a|smooth:exp|version:2.3.1";
+    CHECK(tfm_paired_format(m, rows, 3, &f, &b) == TFM_OK);
+    char want[1024];
+    snprintf(want, sizeof want, "BLEU|%s\n"
+             "baseline\t30.0 (μ = 30.0 ± 1.3)\t\tstandard input\n"
+             "system\t33.1 (μ = 33.1 ± 1.1)\t(p = 0.0010)*\tb\"\t.txt\n"
+             "system\t30.0\t(p = 0.5000)\tc.txt", sig); /* no interval when the mean is 0 */
+    CHECK_STR(b.data, want);
+    /* JSON: the file as given, escaped by cJSON; numbers as sacreBLEU's JSON shows them. */
+    tfm_buf_clear(&b);
+    f.json = true;
+    CHECK(tfm_paired_format(m, rows, 3, &f, &b) == TFM_OK);
+    snprintf(want, sizeof want, "{\n"
+             " \"name\": \"BLEU\",\n"
+             " \"signature\": \"%s\",\n"
+             " \"test\": \"paired-bs\",\n"
+             " \"n_samples\": 1000,\n"
+             " \"seed\": 12345,\n"
+             " \"systems\": [\n"
+             "  {\"file\": \"-\", \"baseline\": true, \"score\": 30.0, \"confidence_mean\": 30.0, "
+             "\"confidence_var\": 1.3},\n"
+             "  {\"file\": \"b\\\"\\t.txt\", \"baseline\": false, \"score\": 33.1, "
+             "\"confidence_mean\": 33.1, \"confidence_var\": 1.1, \"p_value\": 0.001},\n"
+             "  {\"file\": \"c.txt\", \"baseline\": false, \"score\": 30.0, "
+             "\"confidence_mean\": 0.0, \"confidence_var\": 0.0, \"p_value\": 0.5}\n"
+             " ]\n"
+             "}", sig);
+    CHECK_STR(b.data, want);
+    /* -b: the numbers alone, even with JSON asked for. */
+    tfm_buf_clear(&b);
+    f.score_only = true;
+    f.width = 2;
+    CHECK(tfm_paired_format(m, rows, 3, &f, &b) == TFM_OK);
+    CHECK_STR(b.data, "30.04\n33.14\t0.0010\n30.00\t0.5000");
+    CHECK(tfm_paired_format(m, rows, 1, &f, &b) == TFM_ERR_ARG);
+    tfm_buf_free(&b);
+    tfm_metric_free(m);
+}
+
+/* ---- n-best lists ------------------------------------------------------------------------------ */
+
+/* The fields of e as "index|hyp|features|rest", rest from the score's "|||". */
+static const char *nbest_fields(const tfm_nbest_entry *e, char *out, size_t size)
+{
+    snprintf(out, size, "%zu|%.*s|%.*s|%.*s", e->index, (int)e->hyp_len, e->hyp,
+             (int)e->features_len, e->features, (int)(e->len - e->score_at), e->line + e->score_at);
+    return out;
+}
+
+static void test_nbest(void)
+{
+    static const struct { const char *line, *fields, *scored; } good[] = {
+        /* decode --nbest's lines */
+        {"0 ||| 5 6 7 ||| F0= -1.500000 ||| -1.500000", "0|5 6 7|F0= -1.500000|||| -1.500000",
+         "0 ||| 5 6 7 ||| F0= -1.500000 Score= -2.250000 ||| -1.500000"},
+        /* tabs and extra spaces around the fields; text hypotheses */
+        {"\t12\t|||\t the cat \t|||  a= 1 b= 2  |||-3", "12|the cat|a= 1 b= 2||||-3",
+         "\t12\t|||\t the cat \t||| a= 1 b= 2 Score= -2.250000 |||-3"},
+        /* an empty hypothesis and empty features */
+        {"3 |||  |||  ||| -1", "3|||||| -1", "3 |||  ||| Score= -2.250000 ||| -1"},
+        {"3||||||", "3|||", "3|||||| Score= -2.250000"},
+        /* no score field, or not even features */
+        {"1 ||| 8 ||| F0= 2", "1|8|F0= 2|", "1 ||| 8 ||| F0= 2 Score= -2.250000"},
+        {"1 ||| 8 |||", "1|8||", "1 ||| 8 ||| Score= -2.250000"},
+        /* more fields than four: the rest is kept as it is */
+        {"7 ||| 1 ||| f= 1 ||| -1 ||| extra", "7|1|f= 1|||| -1 ||| extra",
+         "7 ||| 1 ||| f= 1 Score= -2.250000 ||| -1 ||| extra"},
+        /* the largest index */
+        {"18446744073709551615 ||| 1 |||", "18446744073709551615|1||",
+         "18446744073709551615 ||| 1 ||| Score= -2.250000"},
+    };
+    tfm_nbest_entry e;
+    tfm_error err;
+    tfm_buf b;
+    tfm_buf_init(&b);
+    char got[256];
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        tfm_status s = tfm_nbest_parse(good[i].line, strlen(good[i].line), &e, &err);
+        CHECK_MSG(s == TFM_OK, "%s: %s", good[i].line, err.msg);
+        if (s != TFM_OK) continue;
+        CHECK_STR(nbest_fields(&e, got, sizeof got), good[i].fields);
+        tfm_buf_clear(&b);
+        CHECK(tfm_nbest_add_feature(&e, TFM_NBEST_FEATURE, -2.25, &b, &err) == TFM_OK);
+        CHECK_STR(b.data, good[i].scored);
+    }
+    /* Each malformed case: fewer than two "|||", a first field that is not a
+     * number (or too large for one). */
+    static const struct { const char *line, *msg; } bad[] = {
+        {"", "not an n-best line"},
+        {"0 5 6", "not an n-best line"},
+        {"0 ||| 5 6", "not an n-best line"},
+        {"0 || 5 || F0= 1", "not an n-best line"},
+        {"zero ||| 5 |||", "the first field of an n-best line must be the 0-based number of its "
+                           "source line, not 'zero '"},
+        {" ||| 5 |||", "the first field of an n-best line must be"},
+        {"-1 ||| 5 |||", "the first field"},
+        {"1 2 ||| 5 |||", "the first field"},
+        {"+1 ||| 5 |||", "the first field"},
+        {"18446744073709551616 ||| 5 |||", "not '18446744073709551616'"},
+        {"123456789012345678901234567890 ||| 5 |||", "not '12345678901234567890'"}, /* 20 shown */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = 0;
+        CHECK_MSG(tfm_nbest_parse(bad[i].line, strlen(bad[i].line), &e, &err) == TFM_ERR_FORMAT, "'%s'",
+                  bad[i].line);
+        CHECK_MSG(strstr(err.msg, bad[i].msg) != NULL, "'%s': %s", bad[i].line, err.msg);
+    }
+    /* NUL bytes are bytes: a line is its length, not a C string. */
+    CHECK(tfm_nbest_parse("2 ||| a\0b ||| f= 1", 18, &e, &err) == TFM_OK && e.index == 2 &&
+          e.hyp_len == 3 && memcmp(e.hyp, "a\0b", 3) == 0);
+    CHECK(tfm_nbest_parse("2 ||| a\0||| f= 1", 16, &e, &err) == TFM_OK && e.hyp_len == 2);
+    /* Huge fields: a megabyte of hypothesis and of features. */
+    size_t big = 1u << 20;
+    tfm_buf line;
+    tfm_buf_init(&line);
+    bool ok = tfm_buf_append(&line, "42 ||| ", 7) == TFM_OK;
+    for (size_t i = 0; i < big / 2 && ok; i++) ok = tfm_buf_append(&line, "7 ", 2) == TFM_OK;
+    ok = ok && tfm_buf_append(&line, "||| ", 4) == TFM_OK;
+    for (size_t i = 0; i < big / 8 && ok; i++) ok = tfm_buf_append(&line, "F0= -1.5 ", 9) == TFM_OK;
+    CHECK(ok && tfm_buf_append(&line, "||| -1", 6) == TFM_OK);
+    CHECK(tfm_nbest_parse(line.data, line.len, &e, &err) == TFM_OK);
+    CHECK(e.index == 42 && e.hyp_len == big - 1 && e.features_len == big / 8 * 9 - 1);
+    tfm_buf_clear(&b);
+    CHECK(tfm_nbest_add_feature(&e, "LM", 0.5, &b, &err) == TFM_OK);
+    CHECK(b.len == line.len + strlen(" LM= 0.500000"));
+    CHECK(b.len > 20 && memcmp(b.data + b.len - 20, " LM= 0.500000 ||| -1", 20) == 0);
+    tfm_buf_free(&line);
+    /* Feature names: a word without spaces, '|' or '='. */
+    CHECK(tfm_nbest_feature_name_ok("Score") && tfm_nbest_feature_name_ok("LM0"));
+    const char *bad_names[] = {"", "a b", "a\tb", "a|b", "a=", "|||"};
+    CHECK(tfm_nbest_parse("0 ||| 1 |||", 11, &e, &err) == TFM_OK);
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        CHECK_MSG(!tfm_nbest_feature_name_ok(bad_names[i]), "'%s'", bad_names[i]);
+        CHECK(tfm_nbest_add_feature(&e, bad_names[i], 1, &b, &err) == TFM_ERR_ARG);
+    }
+    tfm_buf_free(&b);
+}
+
 /* ---- bootstrap -------------------------------------------------------------------------------- */
 
 /* Statistics of a synthetic corpus: segment i of the system is the
@@ -935,6 +1090,20 @@ static void test_params_and_bytes(void)
     tfm_metric *m = NULL;
     tfm_error err;
     CHECK(tfm_metric_create(&p, &m, &err) == TFM_ERR_ARG && m == NULL && strstr(err.msg, "order"));
+    /* References: TFM_METRIC_MAX_REFS at most. */
+    m = make(bleu());
+    const char *refs[TFM_METRIC_MAX_REFS + 1];
+    size_t lens[TFM_METRIC_MAX_REFS + 1];
+    for (int r = 0; r <= TFM_METRIC_MAX_REFS; r++) {
+        refs[r] = "a b c d";
+        lens[r] = 7;
+    }
+    CHECK(tfm_metric_add(m, "a b c d", 7, refs, lens, TFM_METRIC_MAX_REFS, &err) == TFM_OK);
+    CHECK(tfm_metric_add(m, "a b c d", 7, refs, lens, TFM_METRIC_MAX_REFS + 1, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "at most 64"));
+    CHECK(tfm_metric_count(m) == 1);
+    tfm_metric_free(m);
+    m = NULL;
     p = chrf();
     p.char_order = 0;
     p.word_order = 0;
@@ -974,6 +1143,8 @@ int main(void)
     RUN(test_ter_cases);
     RUN(test_ter_edges);
     RUN(test_json);
+    RUN(test_paired_format);
+    RUN(test_nbest);
     RUN(test_bootstrap);
     RUN(test_paired_bootstrap);
     RUN(test_add_stats);
