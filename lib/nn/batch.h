@@ -197,8 +197,8 @@ void batch_for_rows(const tfm_train_workspace *ws, int N, size_t width,
                     void (*fn)(void *ctx, size_t c, size_t lo, size_t hi), void *ctx);
 
 /* Runs fn(ctx, slot, b) for every sentence b of the batch, slot naming the
- * thread (for its scratch).  See batch_workspace.c for the BLAS's threads
- * meanwhile. */
+ * thread (for its scratch).  On more than one thread the BLAS is held at
+ * one meanwhile (core/blas.h). */
 void batch_for_sentences(const tfm_train_workspace *ws,
                          void (*fn)(void *ctx, int slot, size_t b), void *ctx);
 

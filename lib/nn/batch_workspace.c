@@ -5,14 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/blas.h"
 #include "core/chunks.h"
 #include "nn/batch.h"
-
-/* OpenBLAS's own calls, declared here to keep cblas.h out (as cmd/train.c
- * does): the attention's small products run with one BLAS thread while the
- * workspace's threads run sentences (DESIGN.md: one level of threads). */
-int openblas_get_num_threads(void);
-void openblas_set_num_threads(int num_threads);
 
 /* Floats per chunk of a pass over rows: ~10 us of elementwise work, worth
  * a thread start, and small enough to stay in the cache between the steps
@@ -34,7 +29,8 @@ void batch_for_rows(const tfm_train_workspace *ws, int N, size_t width,
     tfm_parallel_chunks(nt, (size_t)N, rows, fn, ctx);
 }
 
-/* OpenBLAS is held to one thread meanwhile and given its count back after. */
+/* The BLAS is held to one thread meanwhile (one level of threads at a
+ * time), in a section of core/blas.h: other workspaces may hold it too. */
 void batch_for_sentences(const tfm_train_workspace *ws,
                          void (*fn)(void *ctx, int slot, size_t b), void *ctx)
 {
@@ -43,10 +39,9 @@ void batch_for_sentences(const tfm_train_workspace *ws,
         tfm_parallel_slots(1, B, fn, ctx);
         return;
     }
-    int blas = openblas_get_num_threads();
-    if (blas != 1) openblas_set_num_threads(1);
+    tfm_blas_one_thread_begin();
     tfm_parallel_slots(ws->n_threads, B, fn, ctx);
-    if (blas != 1) openblas_set_num_threads(blas);
+    tfm_blas_one_thread_end();
 }
 
 /* ---- carving a buffer into pieces ---------------------------------------------------- */
