@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 
 #include "tfm/io.h"
@@ -610,6 +611,21 @@ tfm_status tfm_npy_parse(const void *data, size_t size, tfm_tensor *t, size_t *u
 }
 
 /* ---- streams ------------------------------------------------------------------- */
+
+/* stdio has no call that tells how much input it holds buffered, so this
+ * looks inside glibc's FILE (_IO_read_ptr .. _IO_read_end is the unread part
+ * of its buffer).  Without glibc only the descriptor is asked: a reader may
+ * then cut its batches smaller than it could, but never holds a record back. */
+bool tfm_npy_stream_ready(const tfm_npy_stream *s)
+{
+    FILE *fp = s->fp;
+#ifdef __GLIBC__
+    if (fp->_IO_read_ptr < fp->_IO_read_end) return true;
+#endif
+    if (feof(fp) || ferror(fp)) return true;
+    struct pollfd p = {.fd = fileno(fp), .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
 
 tfm_status tfm_npy_stream_read(tfm_npy_stream *s, tfm_tensor *t, tfm_error *err)
 {

@@ -215,4 +215,59 @@ int tfm_cpu_count(void);
  * then gives it back this count; a call made meanwhile takes effect then. */
 void tfm_blas_threads(int n);
 
+/* ---- batches of a stream ---------------------------------------------------- */
+
+/* The loop every filter runs over its input (lib/core/batch_loop.c): read
+ * the items that are ready into a bounded batch, work on it in slices over
+ * threads, write the results in input order, and report a bad item only
+ * after every item before it is written.
+ *
+ * A batch holds at most max_items items (slots 0 .. max_items-1, which the
+ * caller allocates) and stops growing once the costs of its items reach
+ * max_cost (0: no limit; the item that crosses it is kept).  After the first
+ * item of a batch, ready() is asked before each read: a batch ends early
+ * when the next item would wait, and flush() is called after writing when
+ * the input has to be waited for.  Slices hold about equal item counts, or
+ * equal costs with balance_cost; a batch gets up to `threads` slices, fewer
+ * when it has fewer than min_items_per_slice items or min_cost_per_slice of
+ * cost per slice.  The split depends only on the batch and the thread
+ * count. */
+typedef struct tfm_batch_loop {
+    void *ctx;
+    size_t max_items;
+    size_t max_cost;
+    int threads;
+    size_t min_items_per_slice;
+    size_t min_cost_per_slice;
+    bool balance_cost;
+    /* Reads the next item into slot `slot`: TFM_OK with *cost set, TFM_EOF
+     * at the end of the input, or an error (err says why). */
+    tfm_status (*read)(void *ctx, size_t slot, size_t *cost, tfm_error *err);
+    /* True when read would not wait (NULL: always). */
+    bool (*ready)(void *ctx);
+    /* Works on slots [lo, hi) of the batch as worker `worker` (0 .. threads-1;
+     * concurrent calls get different workers). */
+    tfm_status (*work)(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err);
+    /* Writes the result of slot `slot`, in order (NULL: nothing to write). */
+    tfm_status (*write)(void *ctx, size_t slot, tfm_error *err);
+    /* Makes what was written visible (NULL: nothing to do). */
+    void (*flush)(void *ctx);
+} tfm_batch_loop;
+
+typedef enum tfm_batch_stage { TFM_BATCH_READ, TFM_BATCH_WORK, TFM_BATCH_WRITE } tfm_batch_stage;
+
+/* Where a batch loop stopped: the stage, the item (0-based over the whole
+ * input) and its slot in the batch (for WORK: the first item of the slice
+ * that failed), and the callback's error. */
+typedef struct tfm_batch_failure {
+    tfm_batch_stage stage;
+    size_t item;
+    size_t slot;
+    tfm_error err;
+} tfm_batch_failure;
+
+/* Runs the loop to the end of the input: TFM_OK, or the status of the first
+ * failure, described in *failure (which may be NULL). */
+tfm_status tfm_batch_loop_run(const tfm_batch_loop *loop, tfm_batch_failure *failure);
+
 #endif

@@ -132,5 +132,9 @@ typedef struct tfm_npy_stream {
 /* Reads the next record; on error the message starts with "record N: ". */
 tfm_status tfm_npy_stream_read(tfm_npy_stream *s, tfm_tensor *t, tfm_error *err);
 tfm_status tfm_npy_stream_write(tfm_npy_stream *s, const tfm_tensor *t, tfm_error *err);
+/* True when reading the next record will not wait for input that has not
+ * come yet: bytes are buffered in s->fp, the stream has ended, or its file
+ * descriptor has data (or an end) ready now. */
+bool tfm_npy_stream_ready(const tfm_npy_stream *s);
 
 #endif
