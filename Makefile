@@ -21,7 +21,7 @@ OPT       ?= -O2 -march=x86-64-v2
 SAN       ?=
 CFLAGS    ?= $(OPT) -g
 TFM_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-             -pthread -Ilib -Icmd/common -DTFM_VERSION='"$(VERSION)"' $(SAN)
+             -pthread -Ilib -DTFM_VERSION='"$(VERSION)"' $(SAN)
 LDLIBS     = -lopenblas -lutf8proc -lcjson -lm -pthread
 FUZZ_SECONDS ?= 30
 
@@ -60,10 +60,17 @@ REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
 all: $(BINS) $(BUILD)/libtfm.a
 
-$(BUILD)/%.o: %.c $(LIB_HDR) cmd/common/cli.h
+# The library and the tests see lib/ only; the programs also see their
+# command-line layer, cmd/common.
+$(BUILD)/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -c $< -o $@
+
+$(BUILD)/cmd/%.o: cmd/%.c $(LIB_HDR) cmd/common/cli.h
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -Icmd/common -c $< -o $@
 
 $(BUILD)/libtfm.a: $(LIB_OBJ)
 	$(if $(Q),@echo "  AR      $@")

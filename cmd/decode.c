@@ -10,19 +10,12 @@
  * The program parses options, reads records and prints: the search is in
  * lib/search (tfm_search_run) over lib/nn's incremental decoder. */
 #include <getopt.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
-
-/* OpenBLAS's own threads are switched off: decoding multiplies small
- * matrices (sentences x beam rows), which gain nothing from a second BLAS
- * thread, so this program parallelises over sentences instead, one level of
- * threads at a time (DESIGN.md, Threads).  Declared here to keep cblas.h out. */
-void openblas_set_num_threads(int num_threads);
 
 #define MAX_THREADS 64
 
@@ -126,20 +119,15 @@ typedef struct options {
     int threads;
 } options;
 
-/* One worker: a decoder and a searcher of its own, and the results of its
- * slice of the batch. */
+/* One worker: a decoder and a searcher of its own. */
 typedef struct worker {
     tfm_decoder *decoder;
     tfm_search *search;
-    int lo, hi;           /* its sentences of the batch: [lo, hi) */
-    tfm_status status;
-    tfm_error err;
 } worker;
 
 /* The records read at once (up to a batch per thread) and, after decoding,
  * their output text.  Arrays hold `capacity` = batch_size x threads. */
 typedef struct batch {
-    int n;
     tfm_tensor *records;        /* [capacity], reused from batch to batch */
     const float **states;       /* [capacity]: records[i].data */
     int *src_len;               /* [capacity]: rows of states used (after cropping) */
@@ -149,7 +137,7 @@ typedef struct batch {
     uint64_t *seeds;            /* [capacity] */
     size_t *index;              /* [capacity]: 0-based record number over all inputs */
     tfm_buf *out;               /* [capacity]: the output lines of each record */
-    size_t src_tokens;
+    int *best_len;              /* [capacity]: ids of the best hypothesis, for -v */
 } batch;
 
 typedef struct decode_run {
@@ -158,179 +146,131 @@ typedef struct decode_run {
     int D;
     int max_input;
     worker workers[MAX_THREADS];
-    int n_workers;               /* workers on the current batch */
     batch b;
+    tfm_npy_stream stream;       /* the input being read, and its name */
+    const char *name;
     tfm_line_reader *prefix_reader;
     int prefix_fd;
+    const char *failed_file;     /* where a record could not be read: file and line */
+    size_t failed_line;
     size_t records;              /* records read over all inputs */
     size_t out_tokens;           /* ids written (best hypotheses), for -v */
 } decode_run;
 
-/* An error found while reading a batch: reported after the records before
- * it are decoded and written, so the output is a clean prefix of the answer. */
-typedef struct pending_error {
-    bool set;
-    const char *file;
-    size_t line;
-    char msg[600];
-} pending_error;
-
-static void pend(pending_error *pe, const char *file, size_t line, const char *msg)
+/* A record that cannot be taken: its file and line for the message. */
+static tfm_status fail_record(decode_run *run, const char *file, size_t line, tfm_status status,
+                              tfm_error *err)
 {
-    pe->set = true;
-    pe->file = file;
-    pe->line = line;
-    snprintf(pe->msg, sizeof pe->msg, "%s", msg);
+    run->failed_file = file;
+    run->failed_line = line;
+    err->status = status;
+    return status;
 }
 
 /* ---- reading records -------------------------------------------------------------------- */
 
-/* True when reading the next record will not wait for input that has not
- * come yet: bytes are buffered in fp, the stream has ended, or its file
- * descriptor has data (or an end) ready now.  stdio has no call that tells
- * how much input it holds buffered, so this looks inside glibc's FILE
- * (_IO_read_ptr .. _IO_read_end is the unread part of its buffer).  Without
- * glibc only the descriptor is asked: batches may then be cut smaller than
- * they could be, but no record is ever held back. */
-static bool input_ready(FILE *fp)
-{
-#ifdef __GLIBC__
-    if (fp->_IO_read_ptr < fp->_IO_read_end) return true;
-#endif
-    if (feof(fp) || ferror(fp)) return true;
-    struct pollfd p = {.fd = fileno(fp), .events = POLLIN};
-    return poll(&p, 1, 0) > 0;
-}
-
-/* Reads the prefix line of a record into b->prefix[i]; false (and pe set)
- * when the prefix file has ended or the line is bad. */
-static bool read_prefix(decode_run *run, int i, pending_error *pe)
+/* Reads the prefix line of a record into b->prefix[slot]. */
+static tfm_status read_prefix(decode_run *run, size_t slot, tfm_error *err)
 {
     batch *b = &run->b;
     const char *line;
     size_t len;
-    tfm_error err;
     const char *name = run->opt.prefix_file;
-    tfm_status s = tfm_lines_next(run->prefix_reader, &line, &len, &err);
+    tfm_status s = tfm_lines_next(run->prefix_reader, &line, &len, err);
     size_t number = tfm_lines_number(run->prefix_reader);
     if (s == TFM_EOF) {
-        snprintf(err.msg, sizeof err.msg,
-                 "has %zu lines, but the input has more records: every record needs a prefix "
-                 "line (an empty line forces nothing)", number);
-        pend(pe, name, 0, err.msg);
-        return false;
+        tfm_error_set(err, TFM_ERR_FORMAT, "has %zu lines, but the input has more records: every "
+                      "record needs a prefix line (an empty line forces nothing)", number);
+        return fail_record(run, name, 0, TFM_ERR_FORMAT, err);
     }
-    if (s != TFM_OK) {
-        pend(pe, name, number + 1, err.msg);
-        return false;
-    }
+    if (s != TFM_OK) return fail_record(run, name, number + 1, s, err);
     const tfm_config *c = &run->model->config;
-    if (tfm_ids_parse(line, len, c->tgt_vocab_size, &b->prefix[i], &err) != TFM_OK) {
-        pend(pe, name, number, err.msg);
-        return false;
-    }
-    for (size_t j = 0; j < b->prefix[i].len; j++)
-        if (b->prefix[i].data[j] == c->eos_id) {
-            snprintf(err.msg, sizeof err.msg, "id %d at position %zu is </s>: a prefix cannot end "
-                     "the sentence", (int)c->eos_id, j + 1);
-            pend(pe, name, number, err.msg);
-            return false;
+    s = tfm_ids_parse(line, len, c->tgt_vocab_size, &b->prefix[slot], err);
+    if (s != TFM_OK) return fail_record(run, name, number, s, err);
+    for (size_t j = 0; j < b->prefix[slot].len; j++)
+        if (b->prefix[slot].data[j] == c->eos_id) {
+            tfm_error_set(err, TFM_ERR_FORMAT, "id %d at position %zu is </s>: a prefix cannot end "
+                          "the sentence", (int)c->eos_id, j + 1);
+            return fail_record(run, name, number, TFM_ERR_FORMAT, err);
         }
-    if (b->prefix[i].len > (size_t)c->max_positions - 1) {
-        snprintf(err.msg, sizeof err.msg, "a prefix of %zu ids is longer than the model takes (%d)",
-                 b->prefix[i].len, c->max_positions - 1);
-        pend(pe, name, number, err.msg);
-        return false;
+    if (b->prefix[slot].len > (size_t)c->max_positions - 1) {
+        tfm_error_set(err, TFM_ERR_RANGE, "a prefix of %zu ids is longer than the model takes (%d)",
+                      b->prefix[slot].len, c->max_positions - 1);
+        return fail_record(run, name, number, TFM_ERR_RANGE, err);
     }
-    return true;
+    return TFM_OK;
 }
 
-/* Checks record t (number `record` of file `name`, with rows_in_file rows
- * before the stream cropped it) and adds it to the batch. */
-static bool add_record(decode_run *run, const char *name, size_t record, int64_t rows_in_file,
-                       pending_error *pe)
+/* Reads the next record into slot `slot` of the batch, checks it, and reads
+ * its prefix line (--prefix). */
+static tfm_status read_record(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
+    decode_run *run = ctx;
     batch *b = &run->b;
-    int i = b->n;
-    tfm_tensor *t = &b->records[i];
-    char msg[600], shape[96];
+    tfm_npy_stream *st = &run->stream;
+    const char *name = run->name;
+    tfm_tensor *t = &b->records[slot];
+    tfm_status s = tfm_npy_stream_read(st, t, err);
+    if (s == TFM_EOF) return s;
+    if (s != TFM_OK) return fail_record(run, name, 0, s, err);
+    size_t record = st->record;
+    char shape[96];
     tfm_tensor_shape_str(t, shape, sizeof shape);
     if (t->dtype != TFM_F32) {
-        snprintf(msg, sizeof msg, "record %zu: states must be float32 ('<f4'), not int32", record);
-        pend(pe, name, 0, msg);
-        return false;
+        tfm_error_set(err, TFM_ERR_FORMAT, "record %zu: states must be float32 ('<f4'), not int32",
+                      record);
+        return fail_record(run, name, 0, TFM_ERR_FORMAT, err);
     }
     if (t->ndim != 2) {
-        snprintf(msg, sizeof msg, "record %zu: states must have shape (n, d_model), not %s",
-                 record, shape);
-        pend(pe, name, 0, msg);
-        return false;
+        tfm_error_set(err, TFM_ERR_FORMAT, "record %zu: states must have shape (n, d_model), "
+                      "not %s", record, shape);
+        return fail_record(run, name, 0, TFM_ERR_FORMAT, err);
     }
     if (t->shape[1] != run->D) {
-        snprintf(msg, sizeof msg, "record %zu: states have width %lld, but the model's d_model "
-                 "is %d", record, (long long)t->shape[1], run->D);
-        pend(pe, name, 0, msg);
-        return false;
+        tfm_error_set(err, TFM_ERR_FORMAT, "record %zu: states have width %lld, but the model's "
+                      "d_model is %d", record, (long long)t->shape[1], run->D);
+        return fail_record(run, name, 0, TFM_ERR_FORMAT, err);
     }
     int64_t rows = t->shape[0]; /* the stream keeps at most max_input */
-    if (rows_in_file > rows)
+    if (st->rows_in_file > rows)
         cli_warn(name, 0, "record %zu: %lld states are more than the %d the model takes; "
-                 "cropped to the first %d", record, (long long)rows_in_file, run->max_input,
+                 "cropped to the first %d", record, (long long)st->rows_in_file, run->max_input,
                  run->max_input);
-    b->states[i] = t->data;
-    b->src_len[i] = (int)rows;
-    b->prefix_len[i] = 0;
-    b->prefix_ids[i] = NULL;
+    b->states[slot] = t->data;
+    b->src_len[slot] = (int)rows;
+    b->prefix_len[slot] = 0;
+    b->prefix_ids[slot] = NULL;
     if (run->prefix_reader) {
-        if (!read_prefix(run, i, pe)) return false;
-        b->prefix_len[i] = (int)b->prefix[i].len;
-        b->prefix_ids[i] = b->prefix[i].len ? b->prefix[i].data : NULL;
+        s = read_prefix(run, slot, err);
+        if (s != TFM_OK) return s;
+        b->prefix_len[slot] = (int)b->prefix[slot].len;
+        b->prefix_ids[slot] = b->prefix[slot].len ? b->prefix[slot].data : NULL;
     }
-    b->index[i] = run->records;
+    b->index[slot] = run->records;
     /* Sentence k's samples come from (seed, k): independent of the batch. */
     uint64_t key[2] = {run->opt.search.seed, (uint64_t)run->records};
-    b->seeds[i] = tfm_hash_bytes(key, sizeof key);
+    b->seeds[slot] = tfm_hash_bytes(key, sizeof key);
     run->records++;
-    b->src_tokens += (size_t)rows;
-    b->n++;
-    return true;
+    *cost = (size_t)rows;
+    return TFM_OK;
 }
 
-/* Reads records until there is a full batch for every thread, the input ends
- * (*ended), an error comes, or no further record is ready now. */
-static void read_batch(decode_run *run, tfm_npy_stream *st, const char *name, bool *ended,
-                       pending_error *pe)
+static bool input_ready(void *ctx)
 {
-    batch *b = &run->b;
-    b->n = 0;
-    b->src_tokens = 0;
-    const int most = run->opt.batch_size * run->opt.threads;
-    const size_t most_tokens = (size_t)run->opt.batch_tokens * (size_t)run->opt.threads;
-    while (b->n < most && b->src_tokens < most_tokens) {
-        if (b->n > 0 && !input_ready(st->fp)) break;
-        tfm_error err;
-        tfm_status s = tfm_npy_stream_read(st, &b->records[b->n], &err);
-        if (s == TFM_EOF) {
-            *ended = true;
-            break;
-        }
-        if (s != TFM_OK) {
-            pend(pe, name, 0, err.msg);
-            break;
-        }
-        if (!add_record(run, name, st->record, st->rows_in_file, pe)) break;
-    }
+    decode_run *run = ctx;
+    return tfm_npy_stream_ready(&run->stream);
 }
 
 /* ---- decoding and output ---------------------------------------------------------------- */
 
 /* Formats the hypotheses of sentence i of the batch into b->out[i]. */
-static void format_sentence(decode_run *run, const tfm_search *search, int i, int k)
+static tfm_status format_sentence(decode_run *run, const tfm_search *search, size_t i, int k)
 {
     batch *b = &run->b;
     tfm_buf *out = &b->out[i];
     tfm_buf_clear(out);
     tfm_nbest nb = tfm_search_result(search, k);
+    b->best_len[i] = nb.n > 0 ? nb.hyps[0].len : 0;
     bool ok = true;
     if (run->opt.search.nbest > 1) {
         for (int h = 0; h < nb.n && ok; h++) {
@@ -348,75 +288,73 @@ static void format_sentence(decode_run *run, const tfm_search *search, int i, in
     } else {
         ok = tfm_buf_putc(out, '\n') == TFM_OK;
     }
-    if (!ok) cli_fail(NULL, 0, "out of memory");
+    return ok ? TFM_OK : TFM_ERR_NOMEM;
 }
 
-static void decode_slice(void *ctx, size_t w)
+/* Decodes sentences [lo, hi) of the batch as one batch of the worker's own
+ * (at most --batch-size sentences: as many as were read, split evenly over
+ * the threads) and formats their output. */
+static tfm_status decode_slice(void *ctx, int w, size_t lo, size_t hi, tfm_error *err)
 {
     decode_run *run = ctx;
     batch *b = &run->b;
     worker *wk = &run->workers[w];
-    int lo = wk->lo;
     tfm_search_input in = {
-        .n_sentences = wk->hi - lo,
+        .n_sentences = (int)(hi - lo),
         .states = b->states + lo,
         .src_lens = b->src_len + lo,
         .prefixes = run->prefix_reader ? b->prefix_ids + lo : NULL,
         .prefix_lens = run->prefix_reader ? b->prefix_len + lo : NULL,
         .seeds = b->seeds + lo,
     };
-    wk->status = tfm_search_run(wk->search, wk->decoder, &run->opt.search, &in, &wk->err);
-    if (wk->status != TFM_OK) return;
-    for (int i = lo; i < wk->hi; i++) format_sentence(run, wk->search, i, i - lo);
+    tfm_status s = tfm_search_run(wk->search, wk->decoder, &run->opt.search, &in, err);
+    for (size_t i = lo; i < hi && s == TFM_OK; i++)
+        if (format_sentence(run, wk->search, i, (int)(i - lo)) != TFM_OK)
+            s = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    if (s != TFM_OK)
+        tfm_error_prefix(err, "records %zu to %zu", b->index[lo] + 1, b->index[hi - 1] + 1);
+    return s;
 }
 
-/* Decodes the records read in up to --threads slices of consecutive
- * sentences, one per worker and each a batch of its own (at most
- * --batch-size sentences, as many as were read split evenly; the split
- * depends only on the number read and the thread count), then writes the
- * output in order. */
-static void decode_batch(decode_run *run, const char *name)
+static tfm_status write_sentence(void *ctx, size_t slot, tfm_error *err)
 {
-    batch *b = &run->b;
-    int n = run->opt.threads < b->n ? run->opt.threads : b->n;
-    run->n_workers = n;
-    for (int w = 0; w < n; w++) {
-        run->workers[w].lo = (int)((int64_t)b->n * w / n);
-        run->workers[w].hi = (int)((int64_t)b->n * (w + 1) / n);
-    }
-    tfm_parallel_for(n, (size_t)n, decode_slice, run);
-    for (int w = 0; w < n; w++) {
-        worker *wk = &run->workers[w];
-        if (wk->status != TFM_OK)
-            cli_fail(name, 0, "records %zu to %zu: %s", b->index[wk->lo] + 1, b->index[wk->hi - 1] + 1,
-                     wk->err.msg);
-    }
-    for (int i = 0; i < b->n; i++) cli_write(b->out[i].data, b->out[i].len);
-    for (int w = 0; w < n; w++) {
-        worker *wk = &run->workers[w];
-        for (int i = wk->lo; i < wk->hi; i++) {
-            tfm_nbest nb = tfm_search_result(wk->search, i - wk->lo);
-            if (nb.n > 0) run->out_tokens += (size_t)nb.hyps[0].len;
-        }
-    }
+    decode_run *run = ctx;
+    cli_write(run->b.out[slot].data, run->b.out[slot].len);
+    run->out_tokens += (size_t)run->b.best_len[slot];
+    return TFM_OK;
 }
 
+static void flush_output(void *ctx)
+{
+    cli_flush();
+}
+
+/* Decodes one input: batches of the records that are ready (at most a batch
+ * per thread), split evenly over the threads, written in order; a bad
+ * record is reported after the records before it. */
 static void decode_file(decode_run *run, const char *name)
 {
     int fd = cli_open_input(name);
     FILE *fp = fd == STDIN_FILENO ? stdin : fdopen(fd, "rb");
     if (!fp) cli_fail(name, 0, "out of memory");
     /* Memory stays bounded by what a record may hold: max_input rows of
-     * d_model floats (a wrong width is named by add_record when it fits). */
-    tfm_npy_stream st = {.fp = fp, .max_rows = run->max_input,
-                         .max_bytes = (size_t)run->max_input * (size_t)run->D * sizeof(float)};
-    bool ended = false;
-    pending_error pe = {0};
-    while (!ended) {
-        read_batch(run, &st, name, &ended, &pe);
-        if (run->b.n > 0) decode_batch(run, name);
-        if (pe.set) cli_fail(pe.file, pe.line, "%s", pe.msg);
-        if (!ended && !input_ready(fp)) cli_flush();
+     * d_model floats (a wrong width is named by read_record when it fits). */
+    run->stream = (tfm_npy_stream){.fp = fp, .max_rows = run->max_input,
+                                   .max_bytes = (size_t)run->max_input * (size_t)run->D *
+                                                sizeof(float)};
+    run->name = name;
+    tfm_batch_loop loop = {
+        .ctx = run,
+        .max_items = (size_t)run->opt.batch_size * (size_t)run->opt.threads,
+        .max_cost = (size_t)run->opt.batch_tokens * (size_t)run->opt.threads,
+        .threads = run->opt.threads,
+        .read = read_record, .ready = input_ready, .work = decode_slice,
+        .write = write_sentence, .flush = flush_output,
+    };
+    tfm_batch_failure f;
+    if (tfm_batch_loop_run(&loop, &f) != TFM_OK) {
+        if (f.stage == TFM_BATCH_READ) cli_fail(run->failed_file, run->failed_line, "%s", f.err.msg);
+        cli_fail(name, 0, "%s", f.err.msg);
     }
     if (fp != stdin) fclose(fp);
 }
@@ -509,8 +447,9 @@ static void batch_alloc(batch *b, size_t n)
     b->seeds = calloc(n, sizeof *b->seeds);
     b->index = calloc(n, sizeof *b->index);
     b->out = calloc(n, sizeof *b->out);
+    b->best_len = calloc(n, sizeof *b->best_len);
     if (!b->records || !b->states || !b->src_len || !b->prefix || !b->prefix_ids ||
-        !b->prefix_len || !b->seeds || !b->index || !b->out)
+        !b->prefix_len || !b->seeds || !b->index || !b->out || !b->best_len)
         cli_fail(NULL, 0, "out of memory");
     for (size_t i = 0; i < n; i++) {
         tfm_tensor_init(&b->records[i]);
@@ -535,6 +474,7 @@ static void batch_release(batch *b, size_t n)
     free(b->seeds);
     free(b->index);
     free(b->out);
+    free(b->best_len);
 }
 
 int main(int argc, char **argv)
@@ -545,7 +485,11 @@ int main(int argc, char **argv)
     opt.search.seed = 1;
     if (opt.threads > MAX_THREADS) opt.threads = MAX_THREADS;
     parse_options(argc, argv, &opt);
-    openblas_set_num_threads(1);
+    /* The BLAS's own threads are switched off: decoding multiplies small
+     * matrices (sentences x beam rows), which gain nothing from a second BLAS
+     * thread, so this program parallelises over sentences instead, one level
+     * of threads at a time (DESIGN.md, Threads). */
+    tfm_blas_threads(1);
     double t0 = now_seconds();
 
     static decode_run run;

@@ -17,11 +17,6 @@
 
 #include "cli.h"
 
-/* OpenBLAS's own threads are switched off: this program parallelises over
- * sentences itself, and two levels of threads fight (DESIGN.md, Threads).
- * Debian's cblas.h declares it; declaring it here keeps cblas.h out. */
-void openblas_set_num_threads(int num_threads);
-
 #define MAX_THREADS 64
 /* A batch of fewer source tokens than this runs on one thread: splitting it
  * costs more in thread start-up than it saves. */
@@ -36,7 +31,8 @@ static const char usage_text[] =
     "\n"
     "  -m, --model=MODEL          the model file (safetensors) to encode with\n"
     "      --no-eos               do not append </s> to each source sentence (by\n"
-    "                             default </s> is appended, as fairseq does)\n"
+    "                             default </s> is appended, as fairseq does, unless\n"
+    "                             the model was trained with 'train --no-eos')\n"
     "      --max-input-length=N   crop longer sources (</s> included) to N tokens,\n"
     "                             with a warning (default: the model's max_positions)\n"
     "      --batch-size=N         sentences each thread encodes together, at most\n"
@@ -85,13 +81,11 @@ typedef struct options {
 /* The sentences read at once (up to a batch per thread) and, after encoding,
  * their states.  Arrays hold `capacity` = batch_size x threads. */
 typedef struct batch {
-    int n;                /* sentences */
     tfm_ids *ids;         /* [capacity]: each sentence's ids, </s> included */
     const int32_t **ptr;  /* [capacity]: ids[i].data, as the encoder takes them */
     int *len;             /* [capacity] */
     size_t *row;          /* [capacity + 1]: first state row of each sentence */
-    size_t tokens;        /* sum of len */
-    float *states;        /* [tokens, D] */
+    float *states;        /* [row[n], D] */
     size_t states_cap;    /* floats */
 } batch;
 
@@ -103,156 +97,111 @@ typedef struct encode_run {
     int max_input;        /* longest source in tokens, </s> included */
     tfm_encoder *encoders[MAX_THREADS];
     batch b;
-    int n_slices;         /* threads working on the current batch */
-    int slice_start[MAX_THREADS + 1]; /* sentences of slice w: [start[w], start[w+1]) */
-    tfm_status status[MAX_THREADS];
-    tfm_error errors[MAX_THREADS];
+    tfm_line_reader *reader; /* the file being read, and its name */
+    const char *name;
     size_t sentences, tokens;  /* totals, for -v */
 } encode_run;
 
-/* An error found while reading a batch: reported after the lines before it
- * are written, so the output is a clean prefix of the full answer. */
-typedef struct pending_error {
-    bool set;
-    size_t line;
-    tfm_error err;
-} pending_error;
+/* ---- the batch loop's steps (tfm_batch_loop) ------------------------------------------ */
 
-/* ---- reading ------------------------------------------------------------------------ */
-
-/* Parses one input line into sentence b->n of the batch: its ids, cropped to
- * the longest source the model (or --max-input-length) takes, then </s>. */
-static bool add_sentence(encode_run *run, const char *line, size_t len, const char *name,
-                         size_t number, pending_error *pe)
+/* Reads one line into sentence `slot` of the batch: its ids, cropped to the
+ * longest source the model (or --max-input-length) takes, then </s>. */
+static tfm_status read_sentence(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
+    encode_run *run = ctx;
     batch *b = &run->b;
-    tfm_ids *ids = &b->ids[b->n];
-    if (tfm_ids_parse(line, len, run->model->config.src_vocab_size, ids, &pe->err) != TFM_OK) {
-        pe->set = true;
-        pe->line = number;
-        return false;
-    }
+    const char *line;
+    size_t len;
+    tfm_status s = tfm_lines_next(run->reader, &line, &len, err);
+    if (s != TFM_OK) return s;
+    size_t number = tfm_lines_number(run->reader);
+    tfm_ids *ids = &b->ids[slot];
+    s = tfm_ids_parse(line, len, run->model->config.src_vocab_size, ids, err);
+    if (s != TFM_OK) return s;
     if (ids->len > 0) { /* an empty line stays an empty sentence: no </s> */
         size_t room = (size_t)run->max_input - (run->opt.eos ? 1 : 0);
         if (ids->len > room) {
-            cli_warn(name, number, "%zu ids are more than the %d tokens the model takes%s; "
+            cli_warn(run->name, number, "%zu ids are more than the %d tokens the model takes%s; "
                      "cropped to the first %zu", ids->len, run->max_input,
                      run->opt.eos ? " (</s> included)" : "", room);
             ids->len = room;
         }
         if (run->opt.eos && tfm_ids_push(ids, run->model->config.eos_id) != TFM_OK)
-            cli_fail(NULL, 0, "out of memory");
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
-    b->ptr[b->n] = ids->data;
-    b->len[b->n] = (int)ids->len;
-    b->tokens += ids->len;
-    b->n++;
-    return true;
+    b->ptr[slot] = ids->data;
+    b->len[slot] = (int)ids->len;
+    /* The states of the batch so far, grown here (one thread reads). */
+    if (slot == 0) b->row[0] = 0;
+    b->row[slot + 1] = b->row[slot] + ids->len;
+    size_t need = b->row[slot + 1] * (size_t)run->D;
+    if (need > b->states_cap) {
+        size_t cap = need > 2 * b->states_cap ? need : 2 * b->states_cap;
+        float *grown = realloc(b->states, cap * sizeof *grown);
+        if (!grown) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for %zu states", need);
+        b->states = grown;
+        b->states_cap = cap;
+    }
+    *cost = ids->len;
+    return TFM_OK;
 }
 
-/* Reads lines until there is a full batch for every thread, the input ends, an error
- * comes, or no further line is ready (then what has come is encoded at
- * once).  Returns false when nothing was read and the input has ended. */
-static bool read_batch(encode_run *run, tfm_line_reader *r, const char *name, size_t *first_line,
-                       pending_error *pe)
+static bool input_ready(void *ctx)
 {
-    batch *b = &run->b;
-    b->n = 0;
-    b->tokens = 0;
-    *first_line = tfm_lines_number(r) + 1;
-    const int most = run->opt.batch_size * run->opt.threads;
-    const size_t most_tokens = (size_t)run->opt.batch_tokens * (size_t)run->opt.threads;
-    while (b->n < most && b->tokens < most_tokens) {
-        if (b->n > 0 && !tfm_lines_ready(r)) break;
-        const char *line;
-        size_t len;
-        tfm_status s = tfm_lines_next(r, &line, &len, &pe->err);
-        if (s == TFM_EOF) break;
-        if (s != TFM_OK) {
-            pe->set = true;
-            pe->line = tfm_lines_number(r) + 1;
-            break;
-        }
-        if (!add_sentence(run, line, len, name, tfm_lines_number(r), pe)) break;
-    }
-    return b->n > 0 || pe->set;
+    encode_run *run = ctx;
+    return tfm_lines_ready(run->reader);
 }
 
-/* ---- encoding ------------------------------------------------------------------------ */
-
-static void encode_slice(void *ctx, size_t w)
+static tfm_status encode_slice(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
 {
     encode_run *run = ctx;
     batch *b = &run->b;
-    int lo = run->slice_start[w], hi = run->slice_start[w + 1];
-    run->status[w] = tfm_encoder_forward(run->encoders[w], hi - lo, b->ptr + lo, b->len + lo,
-                                         b->states + b->row[lo] * (size_t)run->D, &run->errors[w]);
+    return tfm_encoder_forward(run->encoders[worker], (int)(hi - lo), b->ptr + lo, b->len + lo,
+                               b->states + b->row[lo] * (size_t)run->D, err);
 }
 
-/* Splits the batch into contiguous slices of about equal token counts, one
- * per thread; the split depends only on the batch and the thread count, so
- * the output does too. */
-static void plan_slices(encode_run *run)
+static tfm_status write_states(void *ctx, size_t slot, tfm_error *err)
 {
+    encode_run *run = ctx;
     batch *b = &run->b;
-    int n = (int)(b->tokens / MIN_TOKENS_PER_THREAD);
-    if (n > run->opt.threads) n = run->opt.threads;
-    if (n > b->n) n = b->n;
-    if (n < 1) n = 1;
-    run->n_slices = n;
-    run->slice_start[0] = 0;
-    int i = 0;
-    for (int w = 1; w < n; w++) {
-        size_t target = b->tokens * (size_t)w / (size_t)n;
-        while (i < b->n && b->row[i] < target) i++;
-        run->slice_start[w] = i;
-    }
-    run->slice_start[n] = b->n;
+    /* The record points into the batch's states; npy_write only reads it. */
+    tfm_tensor t = {.dtype = TFM_F32, .ndim = 2, .shape = {b->len[slot], run->D},
+                    .data = b->states + b->row[slot] * (size_t)run->D};
+    run->sentences++;
+    run->tokens += (size_t)b->len[slot];
+    return tfm_npy_write(stdout, &t, err);
 }
 
-static void encode_batch(encode_run *run, const char *name, size_t first_line)
+static void flush_output(void *ctx)
 {
-    batch *b = &run->b;
-    b->row[0] = 0;
-    for (int i = 0; i < b->n; i++) b->row[i + 1] = b->row[i] + (size_t)b->len[i];
-    size_t need = b->tokens * (size_t)run->D;
-    if (need > b->states_cap) {
-        free(b->states);
-        b->states = malloc((need ? need : 1) * sizeof *b->states);
-        if (!b->states) cli_fail(NULL, 0, "out of memory for %zu states", b->tokens);
-        b->states_cap = need;
-    }
-    plan_slices(run);
-    tfm_parallel_for(run->n_slices, (size_t)run->n_slices, encode_slice, run);
-    for (int w = 0; w < run->n_slices; w++)
-        if (run->status[w] != TFM_OK)
-            cli_fail(name, first_line + (size_t)run->slice_start[w], "%s", run->errors[w].msg);
-
-    for (int i = 0; i < b->n; i++) {
-        /* The record points into the batch's states; npy_write only reads it. */
-        tfm_tensor t = {.dtype = TFM_F32, .ndim = 2, .shape = {b->len[i], run->D},
-                        .data = b->states + b->row[i] * (size_t)run->D};
-        tfm_error err;
-        if (tfm_npy_write(stdout, &t, &err) != TFM_OK)
-            cli_fail("standard output", 0, "%s", err.msg);
-    }
-    run->sentences += (size_t)b->n;
-    run->tokens += b->tokens;
+    cli_flush();
 }
 
+/* Encodes one input: batches of the lines that are ready (at most a batch per
+ * thread), split over the threads in slices of about equal token counts,
+ * written in order; a bad line is reported after the lines before it. */
 static void encode_file(encode_run *run, const char *name)
 {
     int fd = cli_open_input(name);
-    tfm_line_reader *reader = tfm_lines_create(fd);
-    if (!reader) cli_fail(NULL, 0, "out of memory");
-    pending_error pe = {0};
-    size_t first_line;
-    while (read_batch(run, reader, name, &first_line, &pe)) {
-        if (run->b.n > 0) encode_batch(run, name, first_line);
-        if (pe.set) cli_fail(name, pe.line, "%s", pe.err.msg);
-        if (!tfm_lines_ready(reader)) cli_flush();
+    run->reader = tfm_lines_create(fd);
+    if (!run->reader) cli_fail(NULL, 0, "out of memory");
+    run->name = name;
+    tfm_batch_loop loop = {
+        .ctx = run,
+        .max_items = (size_t)run->opt.batch_size * (size_t)run->opt.threads,
+        .max_cost = (size_t)run->opt.batch_tokens * (size_t)run->opt.threads,
+        .threads = run->opt.threads,
+        .min_cost_per_slice = MIN_TOKENS_PER_THREAD,
+        .balance_cost = true,
+        .read = read_sentence, .ready = input_ready, .work = encode_slice,
+        .write = write_states, .flush = flush_output,
+    };
+    tfm_batch_failure f;
+    if (tfm_batch_loop_run(&loop, &f) != TFM_OK) {
+        if (f.stage == TFM_BATCH_WRITE) cli_fail("standard output", 0, "%s", f.err.msg);
+        cli_fail(name, f.item + 1, "%s", f.err.msg);
     }
-    tfm_lines_free(reader);
+    tfm_lines_free(run->reader);
     cli_close_input(fd);
 }
 
@@ -298,13 +247,16 @@ int main(int argc, char **argv)
     if (isatty(STDOUT_FILENO))
         cli_fail(NULL, 0, "refusing to write binary tensors to a terminal; redirect or pipe "
                           "the output");
-    openblas_set_num_threads(1);
+    /* The BLAS's own threads are switched off: this program parallelises over
+     * sentences itself, and two levels of threads fight (DESIGN.md, Threads). */
+    tfm_blas_threads(1);
     double t0 = now_seconds();
 
     static encode_run run;
     run.opt = opt;
     tfm_error err;
     run.model = cli_load_model(opt.model);
+    if (!tfm_model_source_eos(run.model)) run.opt.eos = false; /* trained with --no-eos */
     if (tfm_model_pack_for_encoding(run.model, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     const tfm_config *c = &run.model->config;
     run.D = c->d_model;

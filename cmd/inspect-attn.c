@@ -22,11 +22,6 @@
 
 #include "cli.h"
 
-/* Attention of small batches is small matrix products, which gain nothing
- * from a second BLAS thread (DESIGN.md, Threads).  Declared here to keep
- * cblas.h out. */
-void openblas_set_num_threads(int num_threads);
-
 /* A batch holds at most this many sentences, or about this many tokens. */
 #define BATCH_SENTENCES 16
 #define BATCH_TOKENS 4096
@@ -44,8 +39,8 @@ static const char usage_text[] =
     "      --src=FILE             source lines\n"
     "      --tgt=FILE             target lines, one per source line (else translate)\n"
     "      --text                 lines are text, tokenized with the model's vocabulary\n"
-    "      --no-eos               do not end each source with </s> (give this if the\n"
-    "                             model was trained with 'train --no-eos')\n"
+    "      --no-eos               do not end each source with </s> (the default for a\n"
+    "                             model trained with 'train --no-eos', which says so)\n"
     "  -b, --beam=K               translate sources alone with beam search of K\n"
     "                             (default 1: greedy search)\n"
     "      --sentence=N           only the pair on line N (1-based)\n"
@@ -185,6 +180,9 @@ typedef struct run {
     tfm_line_reader *src_reader, *tgt_reader;
     int src_fd, tgt_fd;
     const char *src_name, *tgt_name;
+    bool done;                     /* the input has ended (or --sentence N was read) */
+    const char *failed_file;       /* where a pair could not be taken: file and line */
+    size_t failed_line;
     bool translate;                /* sources alone, and the kind needs a target */
     batch b;
     tfm_tensor weights, cropped;
@@ -270,84 +268,90 @@ static bool parse_line(run *r, const char *line, size_t len, const char *name, s
     return true;
 }
 
-/* An error met while reading a batch: reported after the pairs before it
- * are written, so the output is a clean prefix of the whole answer. */
-typedef struct pending {
-    bool set;
-    const char *file;
-    size_t line;
-    tfm_error err;
-} pending;
-
-/* Marks pe set; its err already holds the message. */
-static void pend(pending *pe, const char *file, size_t line)
+/* Records where a pair could not be taken (file and line) and returns the
+ * status, for the message after the pairs before it are written. */
+static tfm_status fail_at(run *r, const char *file, size_t line, tfm_status status)
 {
-    pe->set = true;
-    pe->file = file;
-    pe->line = line;
+    r->failed_file = file;
+    r->failed_line = line;
+    return status;
 }
 
-/* Reads pairs into the batch until it is full, the input ends, an error
- * comes, or no further line is ready.  Returns false when the input (or the
- * chosen sentence) is done and nothing was read. */
-static bool read_batch(run *r, pending *pe, bool *done)
+/* Reads the next wanted pair into slot `slot` of the batch (a source line
+ * and, with --target, its target line); with --sentence N only pair N is
+ * wanted, and the input ends after it. */
+static tfm_status read_pair(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
+    run *r = ctx;
     const tfm_config *c = &r->model->config;
-    batch *b = &r->b;
-    b->n = 0;
-    b->tokens = 0;
-    while (!*done && b->n < BATCH_SENTENCES && b->tokens < BATCH_TOKENS) {
-        if (b->n > 0 && !tfm_lines_ready(r->src_reader)) break;
+    pair *p = &r->b.p[slot];
+    for (;;) {
+        if (r->done) return TFM_EOF;
         const char *line;
         size_t len;
-        if (!next_line(r->src_reader, r->src_name, &line, &len)) {
-            *done = true;
-            if (r->opt.sentence)
-                cli_fail(r->src_name, 0, "--sentence %zu: the input has only %zu lines",
-                         r->opt.sentence, tfm_lines_number(r->src_reader));
-            if (r->tgt_reader && next_line(r->tgt_reader, r->tgt_name, &line, &len))
-                cli_fail(r->tgt_name, 0, "has more lines than %s (%zu)", r->src_name,
-                         tfm_lines_number(r->src_reader));
-            break;
-        }
+        tfm_status s = tfm_lines_next(r->src_reader, &line, &len, err);
         const size_t number = tfm_lines_number(r->src_reader);
+        if (s != TFM_OK && s != TFM_EOF) return fail_at(r, r->src_name, number + 1, s);
+        if (s == TFM_EOF) {
+            r->done = true;
+            if (r->opt.sentence) {
+                tfm_error_set(err, TFM_ERR_RANGE, "--sentence %zu: the input has only %zu lines",
+                              r->opt.sentence, number);
+                return fail_at(r, r->src_name, 0, TFM_ERR_RANGE);
+            }
+            if (r->tgt_reader) {
+                s = tfm_lines_next(r->tgt_reader, &line, &len, err);
+                if (s == TFM_OK)
+                    tfm_error_set(err, TFM_ERR_FORMAT, "has more lines than %s (%zu)", r->src_name,
+                                  number);
+                if (s != TFM_EOF)
+                    return fail_at(r, r->tgt_name, s == TFM_OK ? 0 : number + 1,
+                                   s == TFM_OK ? TFM_ERR_FORMAT : s);
+            }
+            return TFM_EOF;
+        }
         const bool wanted = r->opt.sentence == 0 || number == r->opt.sentence;
-        pair *p = &b->p[b->n];
         p->line = number;
         if (wanted) {
             size_t room = (size_t)c->max_positions - (r->opt.eos ? 1 : 0);
-            if (!parse_line(r, line, len, r->src_name, number, c->src_vocab_size, room, &p->src,
-                            &pe->err)) {
-                pend(pe, r->src_name, number);
-                break;
-            }
+            if (!parse_line(r, line, len, r->src_name, number, c->src_vocab_size, room, &p->src, err))
+                return fail_at(r, r->src_name, number, err->status ? err->status : TFM_ERR_FORMAT);
             if (p->src.len == 0) cli_warn(r->src_name, number, "an empty source");
             else if (r->opt.eos && tfm_ids_push(&p->src, c->eos_id) != TFM_OK)
-                cli_fail(NULL, 0, "out of memory");
+                return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         }
         if (r->tgt_reader) {
-            if (!next_line(r->tgt_reader, r->tgt_name, &line, &len))
-                cli_fail(r->tgt_name, 0, "has %zu lines, fewer than %s", number - 1, r->src_name);
-            if (wanted && !parse_line(r, line, len, r->tgt_name, number, c->tgt_vocab_size,
-                                      (size_t)c->max_positions - 1, &p->tgt, &pe->err)) {
-                pend(pe, r->tgt_name, number);
-                break;
+            s = tfm_lines_next(r->tgt_reader, &line, &len, err);
+            if (s == TFM_EOF) {
+                tfm_error_set(err, TFM_ERR_FORMAT, "has %zu lines, fewer than %s", number - 1,
+                              r->src_name);
+                return fail_at(r, r->tgt_name, 0, TFM_ERR_FORMAT);
             }
+            if (s != TFM_OK) return fail_at(r, r->tgt_name, number, s);
+            if (wanted && !parse_line(r, line, len, r->tgt_name, number, c->tgt_vocab_size,
+                                      (size_t)c->max_positions - 1, &p->tgt, err))
+                return fail_at(r, r->tgt_name, number, err->status ? err->status : TFM_ERR_FORMAT);
         } else {
             tfm_ids_clear(&p->tgt);
         }
         if (!wanted) continue;
-        b->tokens += p->src.len + p->tgt.len;
-        b->n++;
-        if (r->opt.sentence) *done = true;
+        if (r->opt.sentence) r->done = true;
+        *cost = p->src.len + p->tgt.len;
+        return TFM_OK;
     }
-    return b->n > 0 || pe->set;
 }
+
+static bool input_ready(void *ctx)
+{
+    run *r = ctx;
+    return tfm_lines_ready(r->src_reader);
+}
+
 
 /* ---- translating sources alone ------------------------------------------------------------ */
 
 /* Decodes the batch's sources and takes each best hypothesis as its target. */
-static void translate(run *r)
+static tfm_status translate(run *r, tfm_error *err)
 {
     batch *b = &r->b;
     const int D = r->model->config.d_model;
@@ -363,24 +367,25 @@ static void translate(run *r)
         r->states = malloc((r->states_cap ? r->states_cap : 1) * sizeof(float));
         if (!r->states) cli_fail(NULL, 0, "out of memory for %zu encoder states", rows);
     }
-    tfm_error err;
-    if (tfm_encoder_forward(r->encoder, b->n, b->src, b->src_len, r->states, &err) != TFM_OK)
-        cli_fail(r->src_name, b->p[0].line, "%s", err.msg);
+    tfm_status s = tfm_encoder_forward(r->encoder, b->n, b->src, b->src_len, r->states, err);
+    if (s != TFM_OK) return s;
     const float *states[BATCH_SENTENCES];
     for (int i = 0, off = 0; i < b->n; off += b->src_len[i], i++)
         states[i] = r->states + (size_t)off * D;
     tfm_search_params sp = tfm_search_default_params();
     sp.beam = r->opt.beam;
     tfm_search_input in = {.n_sentences = b->n, .states = states, .src_lens = b->src_len};
-    if (tfm_search_run(r->search, r->decoder, &sp, &in, &err) != TFM_OK)
-        cli_fail(r->src_name, b->p[0].line, "%s", err.msg);
+    s = tfm_search_run(r->search, r->decoder, &sp, &in, err);
+    if (s != TFM_OK) return s;
     for (int i = 0; i < b->n; i++) {
         tfm_hypothesis h = tfm_search_result(r->search, i).hyps[0];
         tfm_ids *t = &b->p[i].tgt;
         tfm_ids_clear(t);
         for (int k = 0; k < h.len; k++)
-            if (tfm_ids_push(t, h.ids[k]) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+            if (tfm_ids_push(t, h.ids[k]) != TFM_OK)
+                return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
+    return TFM_OK;
 }
 
 /* ---- writing one pair ---------------------------------------------------------------------- */
@@ -517,11 +522,15 @@ static void write_view(run *r, const pair *p)
     sink_write(&r->output, r->out.data, r->out.len);
 }
 
-/* Runs the forward pass over the batch and writes a record per pair. */
-static void process_batch(run *r)
+/* Runs the forward pass over the batch (one worker: the pairs [lo, hi) are
+ * the whole batch), translating the sources first when they come alone. */
+static tfm_status forward_batch(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
 {
+    run *r = ctx;
     batch *b = &r->b;
-    if (r->translate) translate(r);
+    b->n = (int)(hi - lo);
+    tfm_status s = r->translate ? translate(r, err) : TFM_OK;
+    if (s != TFM_OK) return fail_at(r, r->src_name, b->p[0].line, s);
     for (int i = 0; i < b->n; i++) {
         b->src[i] = b->p[i].src.data;
         b->src_len[i] = (int)b->p[i].src.len;
@@ -529,24 +538,35 @@ static void process_batch(run *r)
         b->tgt_len[i] = (int)b->p[i].tgt.len;
     }
     tfm_train_batch tb = {b->n, b->src, b->src_len, b->tgt, b->tgt_len};
-    tfm_error err;
-    if (tfm_model_loss(r->ws, &tb, false, NULL, NULL, NULL, NULL, &err) != TFM_OK)
-        cli_fail(r->src_name, b->p[0].line, "%s", err.msg);
-    for (int i = 0; i < b->n; i++) {
-        const pair *p = &b->p[i];
-        if (tfm_attention_gather(r->model, r->ws, i, r->opt.kind, r->layer, r->head, &r->weights,
-                                 &err) != TFM_OK)
-            cli_fail(r->src_name, p->line, "%s", err.msg);
-        label_ids(r, p);
-        switch (r->opt.fmt) {
-        case FORMAT_NPY: write_npy(r); break;
-        case FORMAT_ALIGN:
-        case FORMAT_SOFT: write_alignment(r, p); break;
-        default: write_view(r, p); break;
-        }
-        r->written++;
-    }
+    s = tfm_model_loss(r->ws, &tb, false, NULL, NULL, NULL, NULL, err);
+    return s == TFM_OK ? s : fail_at(r, r->src_name, b->p[0].line, s);
 }
+
+/* Writes the record of pair `slot`. */
+static tfm_status write_pair(void *ctx, size_t slot, tfm_error *err)
+{
+    run *r = ctx;
+    const pair *p = &r->b.p[slot];
+    tfm_status s = tfm_attention_gather(r->model, r->ws, (int)slot, r->opt.kind, r->layer, r->head,
+                                        &r->weights, err);
+    if (s != TFM_OK) return fail_at(r, r->src_name, p->line, s);
+    label_ids(r, p);
+    switch (r->opt.fmt) {
+    case FORMAT_NPY: write_npy(r); break;
+    case FORMAT_ALIGN:
+    case FORMAT_SOFT: write_alignment(r, p); break;
+    default: write_view(r, p); break;
+    }
+    r->written++;
+    return TFM_OK;
+}
+
+static void flush_output(void *ctx)
+{
+    run *r = ctx;
+    if (!r->output.is_file) cli_flush();
+}
+
 
 /* ---- options ----------------------------------------------------------------------------------- */
 
@@ -680,9 +700,12 @@ int main(int argc, char **argv)
         cli_fail(NULL, 0, "refusing to write binary tensors to a terminal; redirect or pipe the "
                           "output, or use -o FILE");
     r.colors = choose_colors(opt, to_stdout && isatty(STDOUT_FILENO));
-    openblas_set_num_threads(1);
+    /* Attention of small batches is small matrix products, which gain
+     * nothing from a second BLAS thread (DESIGN.md, Threads). */
+    tfm_blas_threads(1);
 
     r.model = cli_load_model(opt->model);
+    if (!tfm_model_source_eos(r.model)) r.opt.eos = false; /* trained with --no-eos */
     r.vocab = r.model->vocab;
     resolve_selection(&r);
     tfm_error err;
@@ -719,13 +742,16 @@ int main(int argc, char **argv)
              !r.translate ? "pairs as given" : opt->beam > 1 ? "translating with beam search"
                                                              : "translating greedily");
 
-    bool done = false;
-    pending pe = {0};
-    while (read_batch(&r, &pe, &done)) {
-        if (r.b.n > 0) process_batch(&r);
-        if (pe.set) cli_fail(pe.file, pe.line, "%s", pe.err.msg);
-        if (!tfm_lines_ready(r.src_reader) && !r.output.is_file) cli_flush();
-    }
+    /* Batches of the pairs that are ready, a record per pair in order; a bad
+     * line is reported after the records of the pairs before it. */
+    tfm_batch_loop loop = {
+        .ctx = &r, .max_items = BATCH_SENTENCES, .max_cost = BATCH_TOKENS, .threads = 1,
+        .read = read_pair, .ready = input_ready, .work = forward_batch, .write = write_pair,
+        .flush = flush_output,
+    };
+    tfm_batch_failure f;
+    if (tfm_batch_loop_run(&loop, &f) != TFM_OK)
+        cli_fail(r.failed_file, r.failed_line, "%s", f.err.msg);
     if (svg_first) {
         const char *line;
         size_t len;

@@ -29,16 +29,13 @@
 
 #include "cli.h"
 
-/* Model scoring runs one forward pass at a time; its GEMMs are large (all
- * the batch's rows), so the threads are OpenBLAS's own (one level of
- * threads).  Debian's cblas.h declares it; declaring it here keeps cblas.h out. */
-void openblas_set_num_threads(int num_threads);
-
 /* Lines are gathered into batches of at most this many lines or bytes (the
  * statistics of a batch are computed in parallel), and a batch is cut
  * short whenever no further input is ready. */
 #define BATCH_LINES 4096
 #define BATCH_BYTES (8u << 20)
+/* Fewer rows than this per thread are scored on fewer threads. */
+#define MIN_LINES_PER_THREAD 32
 
 static const char usage_text[] =
     "Usage: score METRIC -r REF [-r REF]... [OPTION]... [HYP]\n"
@@ -104,8 +101,8 @@ static const char usage_text[] =
     "                             space-separated, the </s>'s last\n"
     "      --text                 the files hold text, tokenized with the model's\n"
     "                             vocabulary as 'tokenize' does, not id lines\n"
-    "      --no-eos               do not end each source with </s> (for a model\n"
-    "                             trained with 'train --no-eos')\n"
+    "      --no-eos               do not end each source with </s> (the default for a\n"
+    "                             model trained with 'train --no-eos', which says so)\n"
     "      --batch-size=N         pairs scored together, at most (default 64)\n"
     "      --batch-tokens=N       source and target ids scored together, at most\n"
     "                             (default 2048)\n"
@@ -262,7 +259,6 @@ typedef struct job {
     /* Statistics of the batch, computed in parallel: for line j and system s,
      * stats + (j * n_sys + s) * n_stats. */
     int n_workers;
-    int active;                   /* workers on the current batch */
     tfm_metric **workers;         /* one per thread, for the statistics */
     double *stats;
     int *n_used;
@@ -272,7 +268,16 @@ typedef struct job {
     tfm_metric **acc;             /* one per system: the corpus so far */
     size_t *tokenized_period;     /* per system: lines ending in " ." */
     tfm_buf out;
+    const char *failed_file;      /* where the loop stopped: input name and line */
+    size_t failed_line;
 } job;
+
+/* Records where a line could not be taken, for the message. */
+static void fail_at(job *jb, const char *name, size_t line)
+{
+    jb->failed_file = name;
+    jb->failed_line = line;
+}
 
 static void *xcalloc(size_t n, size_t size)
 {
@@ -305,86 +310,114 @@ static void close_inputs(job *jb)
     }
 }
 
-/* Reads the next line of an input; false at its end. */
-static bool next_line(input *in, const char **line, size_t *len)
+/* Reads the next line of an input: TFM_OK (counted in in->lines), TFM_EOF,
+ * or an error in reading line in->lines + 1. */
+static tfm_status input_next(input *in, const char **line, size_t *len, tfm_error *err)
+{
+    tfm_status s = tfm_lines_next(in->reader, line, len, err);
+    if (s == TFM_OK) in->lines++;
+    return s;
+}
+
+/* The same, for counting what is left of an input once an answer is out: a
+ * line that cannot be read ends the program. */
+static bool input_next_or_fail(input *in, const char **line, size_t *len)
 {
     tfm_error err;
-    tfm_status s = tfm_lines_next(in->reader, line, len, &err);
-    if (s == TFM_EOF) return false;
-    if (s != TFM_OK) cli_fail(display_name(in->name), in->lines + 1, "%s", err.msg);
-    in->lines++;
-    return true;
+    tfm_status s = input_next(in, line, len, &err);
+    if (s != TFM_OK && s != TFM_EOF) cli_fail(display_name(in->name), in->lines + 1, "%s", err.msg);
+    return s == TFM_OK;
+}
+
+/* input_next, noting where a line could not be read. */
+static tfm_status next_line(job *jb, input *in, const char **line, size_t *len, tfm_error *err)
+{
+    tfm_status s = input_next(in, line, len, err);
+    if (s != TFM_OK && s != TFM_EOF) fail_at(jb, in->name, in->lines + 1);
+    return s;
 }
 
 /* Some input ended before the others: counts what is left of each and
- * fails with the two lengths that differ. */
-static _Noreturn void length_mismatch(job *jb)
+ * says which two lengths differ. */
+static tfm_status length_mismatch(job *jb, tfm_error *err)
 {
     const char *line;
     size_t len;
-    for (int k = 0; k < jb->n_inputs; k++)
-        while (next_line(&jb->inputs[k], &line, &len)) {}
+    for (int k = 0; k < jb->n_inputs; k++) {
+        tfm_status s;
+        while ((s = next_line(jb, &jb->inputs[k], &line, &len, err)) == TFM_OK) {}
+        if (s != TFM_EOF) return s;
+    }
+    fail_at(jb, NULL, 0);
     const input *first = &jb->inputs[0];
     for (int k = 1; k < jb->n_inputs; k++) {
         const input *in = &jb->inputs[k];
         if (in->lines == first->lines) continue;
-        cli_fail(NULL, 0, "hypotheses in %s have %zu line%s but %s has %zu line%s",
-                 display_name(first->name), first->lines, first->lines == 1 ? "" : "s",
-                 display_name(in->name), in->lines, in->lines == 1 ? "" : "s");
+        return tfm_error_set(err, TFM_ERR_FORMAT, "hypotheses in %s have %zu line%s but %s has "
+                             "%zu line%s", display_name(first->name), first->lines,
+                             first->lines == 1 ? "" : "s", display_name(in->name), in->lines,
+                             in->lines == 1 ? "" : "s");
     }
-    cli_fail(NULL, 0, "the inputs differ in length"); /* not reached */
+    return tfm_error_set(err, TFM_ERR_FORMAT, "the inputs differ in length"); /* not reached */
 }
 
-static bool all_ready(job *jb)
+static bool all_ready(void *ctx)
 {
+    job *jb = ctx;
     for (int k = 0; k < jb->n_inputs; k++)
         if (!tfm_lines_ready(jb->inputs[k].reader)) return false;
     return true;
 }
 
-/* Fills the batch with the next lines of every input: repaired (invalid
- * UTF-8 becomes U+FFFD, with a warning) and right-stripped as sacreBLEU's
- * command line strips them.  Returns false when every input has ended. */
-static bool read_batch(job *jb)
+/* Reads row `slot` of the batch: the next line of every input, repaired
+ * (invalid UTF-8 becomes U+FFFD, with a warning) and right-stripped as
+ * sacreBLEU's command line strips them. */
+static tfm_status read_row(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
+    job *jb = ctx;
     batch *b = &jb->b;
     int n = jb->n_inputs;
-    tfm_buf_clear(&b->text);
-    b->n = 0;
-    b->first_line = jb->inputs[0].lines + 1;
-    while (b->n < BATCH_LINES && b->text.len < BATCH_BYTES) {
-        if (b->n > 0 && !all_ready(jb)) break;
-        int ended = 0;
-        for (int k = 0; k < n; k++) {
-            input *in = &jb->inputs[k];
-            const char *line;
-            size_t len;
-            if (!next_line(in, &line, &len)) {
-                ended++;
-                continue;
-            }
-            size_t repaired = 0, first_bad = 0;
-            tfm_buf_clear(&jb->repaired);
-            if (tfm_utf8_repair_append(&jb->repaired, line, len, &repaired, &first_bad) != TFM_OK)
-                cli_fail(NULL, 0, "out of memory");
-            if (repaired && jb->opt->strict)
-                cli_fail(display_name(in->name), in->lines, "invalid UTF-8 at byte %zu", first_bad + 1);
-            if (repaired)
-                cli_warn(display_name(in->name), in->lines,
-                         "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", repaired,
-                         repaired == 1 ? "" : "s");
-            const char *text = jb->repaired.data ? jb->repaired.data : "";
-            size_t kept = tfm_utf8_rstrip(text, jb->repaired.len);
-            b->offset[b->n * (size_t)n + (size_t)k] = b->text.len;
-            b->len[b->n * (size_t)n + (size_t)k] = kept;
-            if (tfm_buf_append(&b->text, text, kept) != TFM_OK) cli_fail(NULL, 0, "out of memory");
-        }
-        if (ended == n) break;
-        if (ended > 0) length_mismatch(jb);
-        b->n++;
+    if (slot == 0) {
+        tfm_buf_clear(&b->text);
+        b->first_line = jb->inputs[0].lines + 1;
     }
-    return b->n > 0;
+    size_t before = b->text.len;
+    int ended = 0;
+    for (int k = 0; k < n; k++) {
+        input *in = &jb->inputs[k];
+        const char *line;
+        size_t len;
+        tfm_status s = next_line(jb, in, &line, &len, err);
+        if (s == TFM_EOF) {
+            ended++;
+            continue;
+        }
+        if (s != TFM_OK) return s;
+        size_t repaired = 0, first_bad = 0;
+        tfm_buf_clear(&jb->repaired);
+        if (tfm_utf8_repair_append(&jb->repaired, line, len, &repaired, &first_bad) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        if (repaired && jb->opt->strict) {
+            fail_at(jb, in->name, in->lines);
+            return tfm_error_set(err, TFM_ERR_UTF8, "invalid UTF-8 at byte %zu", first_bad + 1);
+        }
+        if (repaired)
+            cli_warn(display_name(in->name), in->lines,
+                     "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", repaired,
+                     repaired == 1 ? "" : "s");
+        const char *text = jb->repaired.data ? jb->repaired.data : "";
+        size_t kept = tfm_utf8_rstrip(text, jb->repaired.len);
+        b->offset[slot * (size_t)n + (size_t)k] = b->text.len;
+        b->len[slot * (size_t)n + (size_t)k] = kept;
+        if (tfm_buf_append(&b->text, text, kept) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    if (ended == n) return TFM_EOF;
+    if (ended > 0) return length_mismatch(jb, err);
+    *cost = b->text.len - before + 1;
+    return TFM_OK;
 }
+
 
 static const char *batch_text(const batch *b, size_t j, int n_inputs, int k, size_t *len)
 {
@@ -395,16 +428,14 @@ static const char *batch_text(const batch *b, size_t j, int n_inputs, int k, siz
 
 /* ---- statistics ---------------------------------------------------------------------------- */
 
-/* Worker w computes the statistics of its share of the batch's lines. */
-static void stats_share(void *ctx, size_t w)
+/* Computes the statistics of rows [lo, hi) of the batch as worker w. */
+static tfm_status row_stats(void *ctx, int w, size_t lo, size_t hi, tfm_error *err)
 {
     job *jb = ctx;
-    size_t n = jb->b.n, per = (n + (size_t)jb->active - 1) / (size_t)jb->active;
-    size_t from = w * per, to = from + per < n ? from + per : n;
     int n_refs = jb->n_inputs - jb->n_sys;
     const char *refs[TFM_METRIC_MAX_REFS];
     size_t lens[TFM_METRIC_MAX_REFS];
-    for (size_t j = from; j < to; j++) {
+    for (size_t j = lo; j < hi; j++) {
         for (int r = 0; r < n_refs; r++) refs[r] = batch_text(&jb->b, j, jb->n_inputs, jb->n_sys + r, &lens[r]);
         for (int s = 0; s < jb->n_sys; s++) {
             size_t at = j * (size_t)jb->n_sys + (size_t)s, hyp_len;
@@ -414,7 +445,9 @@ static void stats_share(void *ctx, size_t w)
                                                 &jb->errors[at]);
         }
     }
+    return TFM_OK;
 }
+
 
 /* Prints one line's score (--sentence). */
 static void print_sentence(job *jb, const double *stats, int n_used)
@@ -433,43 +466,56 @@ static void print_sentence(job *jb, const double *stats, int n_used)
     cli_write_line(jb->out.data, jb->out.len);
 }
 
-static void process_batch(job *jb)
+/* Adds row `slot`'s statistics to each system's corpus (and prints its
+ * score with --sentence), or returns the error of a line that cannot be
+ * scored. */
+static tfm_status add_row(void *ctx, size_t j, tfm_error *err)
 {
+    job *jb = ctx;
     const options *opt = jb->opt;
     batch *b = &jb->b;
-    /* A small batch (an interactive pipe) is not worth starting threads. */
-    jb->active = b->n < 64 ? 1 : jb->n_workers;
-    if (tfm_parallel_for(jb->active, (size_t)jb->active, stats_share, jb) != TFM_OK)
-        cli_fail(NULL, 0, "could not start threads");
-    for (size_t j = 0; j < b->n; j++) {
-        size_t line = b->first_line + j;
-        for (int s = 0; s < jb->n_sys; s++) {
-            size_t at = j * (size_t)jb->n_sys + (size_t)s;
-            const input *ref = &jb->inputs[jb->n_sys];
-            if (jb->status[at] != TFM_OK) {
-                if (jb->status[at] == TFM_ERR_ARG && opt->sentence) {
-                    /* One output line per input line: an empty one for this. */
-                    cli_warn(display_name(ref->name), line, "%s: no score for this line",
-                             jb->errors[at].msg);
-                    cli_write_line("", 0);
-                    continue;
-                }
-                if (jb->status[at] == TFM_ERR_ARG)
-                    cli_fail(display_name(ref->name), line,
-                             "%s; sacreBLEU cannot score such a line either", jb->errors[at].msg);
-                cli_fail(display_name(jb->inputs[s].name), line, "%s", jb->errors[at].msg);
+    size_t line = b->first_line + j;
+    for (int s = 0; s < jb->n_sys; s++) {
+        size_t at = j * (size_t)jb->n_sys + (size_t)s;
+        const input *ref = &jb->inputs[jb->n_sys];
+        if (jb->status[at] != TFM_OK) {
+            if (jb->status[at] == TFM_ERR_ARG && opt->sentence) {
+                /* One output line per input line: an empty one for this. */
+                cli_warn(display_name(ref->name), line, "%s: no score for this line",
+                         jb->errors[at].msg);
+                cli_write_line("", 0);
+                continue;
             }
-            tfm_error err;
-            if (tfm_metric_add_stats(jb->acc[s], jb->stats + at * jb->n_stats, jb->n_used[at], &err) != TFM_OK)
-                cli_fail(NULL, 0, "%s", err.msg);
-            size_t hyp_len;
-            const char *hyp = batch_text(b, j, jb->n_inputs, s, &hyp_len);
-            if (hyp_len >= 2 && hyp[hyp_len - 2] == ' ' && hyp[hyp_len - 1] == '.')
-                jb->tokenized_period[s]++;
-            if (opt->sentence) print_sentence(jb, jb->stats + at * jb->n_stats, jb->n_used[at]);
+            if (jb->status[at] == TFM_ERR_ARG) {
+                fail_at(jb, ref->name, line);
+                return tfm_error_set(err, TFM_ERR_ARG, "%s; sacreBLEU cannot score such a line "
+                                     "either", jb->errors[at].msg);
+            }
+            fail_at(jb, jb->inputs[s].name, line);
+            *err = jb->errors[at];
+            return jb->status[at];
         }
+        tfm_status st = tfm_metric_add_stats(jb->acc[s], jb->stats + at * jb->n_stats,
+                                             jb->n_used[at], err);
+        if (st != TFM_OK) {
+            fail_at(jb, NULL, 0);
+            return st;
+        }
+        size_t hyp_len;
+        const char *hyp = batch_text(b, j, jb->n_inputs, s, &hyp_len);
+        if (hyp_len >= 2 && hyp[hyp_len - 2] == ' ' && hyp[hyp_len - 1] == '.')
+            jb->tokenized_period[s]++;
+        if (opt->sentence) print_sentence(jb, jb->stats + at * jb->n_stats, jb->n_used[at]);
     }
+    return TFM_OK;
 }
+
+static void flush_sentences(void *ctx)
+{
+    job *jb = ctx;
+    if (jb->opt->sentence) cli_flush();
+}
+
 
 /* ---- output of the corpus scores ----------------------------------------------------------- */
 
@@ -587,9 +633,19 @@ static int run(const options *opt, char **files, int n_files)
     jb.b.offset = xcalloc((size_t)BATCH_LINES * (size_t)jb.n_inputs, sizeof *jb.b.offset);
     jb.b.len = xcalloc((size_t)BATCH_LINES * (size_t)jb.n_inputs, sizeof *jb.b.len);
 
-    while (read_batch(&jb)) {
-        process_batch(&jb);
-        if (opt->sentence && !all_ready(&jb)) cli_flush();
+    /* Batches of the rows that are ready; a bad line is reported after the
+     * rows before it are counted (and printed, with --sentence). */
+    tfm_batch_loop loop = {
+        .ctx = &jb, .max_items = BATCH_LINES, .max_cost = BATCH_BYTES, .threads = opt->threads,
+        .min_items_per_slice = MIN_LINES_PER_THREAD,
+        .read = read_row, .ready = all_ready, .work = row_stats, .write = add_row,
+        .flush = flush_sentences,
+    };
+    tfm_batch_failure f;
+    if (tfm_batch_loop_run(&loop, &f) != TFM_OK) {
+        cli_flush();
+        cli_fail(jb.failed_file ? display_name(jb.failed_file) : NULL, jb.failed_line, "%s",
+                 f.err.msg);
     }
     close_inputs(&jb);
 
@@ -644,6 +700,8 @@ typedef struct pair_slot {
     tfm_buf line;                 /* --nbest: the n-best line, printed back with the feature */
     tfm_nbest_entry entry;        /* --nbest: its fields (pointing into line) */
     bool unusable;                /* a target too long for the model: no score */
+    int row;                      /* its row of the forward pass (when usable) */
+    size_t first_label;           /* its first label in token_lp */
 } pair_slot;
 
 /* An error met while gathering a batch: reported after the pairs before it
@@ -664,9 +722,7 @@ typedef struct model_run {
     input src, tgt;               /* tgt: the targets, or the n-best list */
     int max_src, max_tgt;         /* ids a source (</s> included) and a target may hold */
     pair_slot *slots;             /* [batch_size] */
-    int n;                        /* pairs in the batch */
-    size_t tokens;                /* their source and target ids */
-    bool ended;
+    bool eos;                     /* sources end with </s>: not --no-eos, nor trained so */
     /* The batch as tfm_model_loss takes it, and what it gives back. */
     const int32_t **src_ptr, **tgt_ptr;
     int *src_len, *tgt_len;
@@ -731,7 +787,7 @@ static bool read_side(model_run *run, const input *in, const char *line, size_t 
 static void finish_source(model_run *run, const input *in, tfm_ids *ids)
 {
     if (ids->len == 0) return; /* an empty source stays empty, as in 'encode' */
-    bool eos = run->opt->eos;
+    bool eos = run->eos;
     size_t room = (size_t)run->max_src - (eos ? 1 : 0);
     if (ids->len > room) {
         cli_warn(display_name(in->name), in->lines, "%zu ids are more than the %d tokens the model "
@@ -771,29 +827,35 @@ static _Noreturn void pairs_mismatch(model_run *run)
 {
     const char *line;
     size_t len;
-    while (next_line(&run->src, &line, &len)) {}
-    while (next_line(&run->tgt, &line, &len)) {}
+    while (input_next_or_fail(&run->src, &line, &len)) {}
+    while (input_next_or_fail(&run->tgt, &line, &len)) {}
     cli_fail(NULL, 0, "sources in %s have %zu line%s but targets in %s have %zu line%s",
              display_name(run->src.name), run->src.lines, run->src.lines == 1 ? "" : "s",
              display_name(run->tgt.name), run->tgt.lines, run->tgt.lines == 1 ? "" : "s");
 }
 
-static bool ready(model_run *run)
+static bool pairs_ready(void *ctx)
 {
+    model_run *run = ctx;
     return tfm_lines_ready(run->tgt.reader) && (run->opt->nbest || tfm_lines_ready(run->src.reader));
 }
 
+
 /* Reads the next pair of --src and --tgt into the batch; false at the end
- * of both or on an error (then pending). */
+ * of both or on an error (then run->pe says which). */
 static bool gather_pair(model_run *run, pair_slot *slot)
 {
     const char *sl, *tl;
     size_t slen, tlen;
-    bool got_src = next_line(&run->src, &sl, &slen), got_tgt = next_line(&run->tgt, &tl, &tlen);
-    if (!got_src && !got_tgt) {
-        run->ended = true;
-        return false;
-    }
+    tfm_error err;
+    tfm_status ss = input_next(&run->src, &sl, &slen, &err);
+    if (ss != TFM_OK && ss != TFM_EOF)
+        return later_error(run, &run->src, run->src.lines + 1, "%s", err.msg);
+    tfm_status ts = input_next(&run->tgt, &tl, &tlen, &err);
+    if (ts != TFM_OK && ts != TFM_EOF)
+        return later_error(run, &run->tgt, run->tgt.lines + 1, "%s", err.msg);
+    bool got_src = ss == TFM_OK, got_tgt = ts == TFM_OK;
+    if (!got_src && !got_tgt) return false;
     if (got_src != got_tgt) {
         run->pe.set = run->pe.mismatch = true;
         return false;
@@ -815,7 +877,11 @@ static bool nbest_source(model_run *run, size_t index)
     while (run->src.lines < index + 1) {
         const char *sl;
         size_t slen;
-        if (!next_line(&run->src, &sl, &slen))
+        tfm_error err;
+        tfm_status s = input_next(&run->src, &sl, &slen, &err);
+        if (s != TFM_OK && s != TFM_EOF)
+            return later_error(run, &run->src, run->src.lines + 1, "%s", err.msg);
+        if (s == TFM_EOF)
             return later_error(run, &run->tgt, run->tgt.lines, "sentence %zu, but the sources in %s "
                                "have %zu line%s (sentences 0 to %zu)", index,
                                display_name(run->src.name), run->src.lines,
@@ -836,14 +902,14 @@ static bool gather_hypothesis(model_run *run, pair_slot *slot)
 {
     const char *line;
     size_t len;
-    if (!next_line(&run->tgt, &line, &len)) {
-        run->ended = true;
-        return false;
-    }
+    tfm_error err;
+    tfm_status s = input_next(&run->tgt, &line, &len, &err);
+    if (s != TFM_OK && s != TFM_EOF)
+        return later_error(run, &run->tgt, run->tgt.lines + 1, "%s", err.msg);
+    if (s == TFM_EOF) return false;
     /* The slot keeps the line, to print it back with the feature added. */
     tfm_buf_clear(&slot->line);
     if (tfm_buf_append(&slot->line, line, len) != TFM_OK) cli_fail(NULL, 0, "out of memory");
-    tfm_error err;
     const tfm_nbest_entry *e = &slot->entry;
     if (tfm_nbest_parse(slot->line.data, len, &slot->entry, &err) != TFM_OK)
         return later_error(run, &run->tgt, run->tgt.lines, "%s", err.msg);
@@ -856,84 +922,95 @@ static bool gather_hypothesis(model_run *run, pair_slot *slot)
     return true;
 }
 
-/* Fills the batch with what is ready, up to --batch-size pairs and
- * --batch-tokens ids. */
-static void gather(model_run *run)
+/* Reads pair `slot` of the batch: a line of each of --src and --tgt, or a
+ * line of the n-best list and its source. */
+static tfm_status read_pair(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
-    const options *opt = run->opt;
-    run->n = 0;
-    run->tokens = 0;
-    while (run->n < opt->batch_size && run->tokens < (size_t)opt->batch_tokens) {
-        if (run->n > 0 && !ready(run)) break;
-        pair_slot *slot = &run->slots[run->n];
-        slot->unusable = false;
-        bool got = opt->nbest ? gather_hypothesis(run, slot) : gather_pair(run, slot);
-        if (!got) break;
-        run->tokens += slot->src.len + slot->tgt.len + 1;
-        run->n++;
+    model_run *run = ctx;
+    pair_slot *ps = &run->slots[slot];
+    ps->unusable = false;
+    bool got = run->opt->nbest ? gather_hypothesis(run, ps) : gather_pair(run, ps);
+    if (!got) {
+        if (!run->pe.set) return TFM_EOF;
+        *err = run->pe.err;
+        return TFM_ERR_FORMAT;
     }
+    *cost = ps->src.len + ps->tgt.len + 1;
+    return TFM_OK;
 }
 
-/* Scores the batch with one forward pass and prints a line per pair. */
-static void score_batch(model_run *run)
+/* Scores the pairs of the batch (one worker: [lo, hi) is the whole batch)
+ * with one forward pass. */
+static tfm_status score_pairs(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
 {
-    const options *opt = run->opt;
+    model_run *run = ctx;
     int B = 0;
     size_t labels = 0;
-    for (int i = 0; i < run->n; i++) {
+    for (size_t i = lo; i < hi; i++) {
         pair_slot *slot = &run->slots[i];
+        slot->row = B;
         if (slot->unusable) continue;
         run->src_ptr[B] = slot->src.data;
         run->src_len[B] = (int)slot->src.len;
         run->tgt_ptr[B] = slot->tgt.data;
         run->tgt_len[B] = (int)slot->tgt.len;
+        slot->first_label = labels;
         labels += slot->tgt.len + 1;
         B++;
     }
     if (labels > run->token_cap) {
         free(run->token_lp);
-        run->token_lp = xcalloc(labels, sizeof *run->token_lp);
+        run->token_lp = malloc(labels * sizeof *run->token_lp);
+        if (!run->token_lp) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         run->token_cap = labels;
     }
     tfm_train_batch tb = {.B = B, .src = run->src_ptr, .src_lens = run->src_len,
                           .tgt = run->tgt_ptr, .tgt_lens = run->tgt_len};
-    tfm_error err;
-    if (B > 0 && tfm_model_loss(run->ws, &tb, false, NULL, NULL, run->sentence_lp, run->token_lp,
-                                &err) != TFM_OK)
-        cli_fail(display_name(run->tgt.name), 0, "%s", err.msg);
-
-    size_t at = 0; /* the first label of pair b in token_lp */
-    for (int i = 0, b = 0; i < run->n; i++) {
-        pair_slot *slot = &run->slots[i];
-        if (slot->unusable) { /* one output line per input line: an empty one */
-            cli_write_line("", 0);
-            run->n_unusable++;
-            continue;
-        }
-        int m = run->tgt_len[b] + 1; /* the target's ids and </s> */
-        double total = run->sentence_lp[b], average = total / m;
-        run->sum_lp += total;
-        run->n_tokens += m;
-        run->n_pairs++;
-        tfm_buf *out = &run->out;
-        tfm_buf_clear(out);
-        if (opt->nbest) { /* as marian-scorer --n-best adds its feature */
-            const char *name = opt->feature ? opt->feature : TFM_NBEST_FEATURE;
-            if (tfm_nbest_add_feature(&slot->entry, name, opt->normalize ? average : total, out,
-                                      &err) != TFM_OK)
-                cli_fail(NULL, 0, "%s", err.msg);
-        } else {
-            tfm_status st = opt->normalize ? tfm_buf_printf(out, "%.6f", average)
-                                           : tfm_buf_printf(out, "%.6f\t%.6f", total, average);
-            for (int t = 0; t < m && opt->per_token && st == TFM_OK; t++)
-                st = tfm_buf_printf(out, "%s%.6f", t ? " " : "\t", (double)run->token_lp[at + (size_t)t]);
-            if (st != TFM_OK) cli_fail(NULL, 0, "out of memory");
-        }
-        cli_write_line(out->data, out->len);
-        at += (size_t)m;
-        b++;
-    }
+    if (B == 0) return TFM_OK;
+    return tfm_model_loss(run->ws, &tb, false, NULL, NULL, run->sentence_lp, run->token_lp, err);
 }
+
+/* Prints pair `i`'s line: its scores, or its n-best line with the feature. */
+static tfm_status write_pair(void *ctx, size_t i, tfm_error *err)
+{
+    model_run *run = ctx;
+    const options *opt = run->opt;
+    pair_slot *slot = &run->slots[i];
+    if (slot->unusable) { /* one output line per input line: an empty one */
+        cli_write_line("", 0);
+        run->n_unusable++;
+        return TFM_OK;
+    }
+    int b = slot->row;
+    int m = run->tgt_len[b] + 1; /* the target's ids and </s> */
+    double total = run->sentence_lp[b], average = total / m;
+    run->sum_lp += total;
+    run->n_tokens += m;
+    run->n_pairs++;
+    tfm_buf *out = &run->out;
+    tfm_buf_clear(out);
+    if (opt->nbest) { /* as marian-scorer --n-best adds its feature */
+        const char *name = opt->feature ? opt->feature : TFM_NBEST_FEATURE;
+        tfm_status st = tfm_nbest_add_feature(&slot->entry, name, opt->normalize ? average : total,
+                                              out, err);
+        if (st != TFM_OK) return st;
+    } else {
+        const float *lp = run->token_lp + slot->first_label;
+        tfm_status st = opt->normalize ? tfm_buf_printf(out, "%.6f", average)
+                                       : tfm_buf_printf(out, "%.6f\t%.6f", total, average);
+        for (int t = 0; t < m && opt->per_token && st == TFM_OK; t++)
+            st = tfm_buf_printf(out, "%s%.6f", t ? " " : "\t", (double)lp[t]);
+        if (st != TFM_OK) return tfm_error_set(err, st, "out of memory");
+    }
+    cli_write_line(out->data, out->len);
+    return TFM_OK;
+}
+
+static void flush_output(void *ctx)
+{
+    cli_flush();
+}
+
 
 static void report_pending(model_run *run)
 {
@@ -947,7 +1024,7 @@ static void check_nbest_covers_sources(model_run *run)
     const char *line;
     size_t len;
     size_t covered = run->src.lines; /* the sources read so far: up to the list's last sentence */
-    while (next_line(&run->src, &line, &len)) {}
+    while (input_next_or_fail(&run->src, &line, &len)) {}
     if (run->src.lines != covered)
         cli_fail(NULL, 0, "the n-best list in %s covers %zu sentence%s but the sources in %s have "
                  "%zu line%s", display_name(run->tgt.name), covered, covered == 1 ? "" : "s",
@@ -990,10 +1067,13 @@ static int run_model(const options *opt)
 {
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    openblas_set_num_threads(opt->threads);
+    /* Model scoring runs one forward pass at a time; its GEMMs are large (all
+     * the batch's rows), so the threads are the BLAS's own (one level). */
+    tfm_blas_threads(opt->threads);
     static model_run run; /* zeroed */
     run.opt = opt;
     run.model = load_model(opt->model);
+    run.eos = opt->eos && tfm_model_source_eos(run.model); /* train --no-eos says so */
     const tfm_config *c = &run.model->config;
     run.max_src = c->max_positions;
     run.max_tgt = c->max_positions - 1;
@@ -1032,12 +1112,18 @@ static int run_model(const options *opt)
         if (!inputs[k]->reader) cli_fail(NULL, 0, "out of memory");
     }
 
-    for (;;) {
-        gather(&run);
-        if (run.n > 0) score_batch(&run);
-        if (run.pe.set) report_pending(&run);
-        if (run.ended) break;
-        if (!ready(&run)) cli_flush();
+    /* Batches of the pairs that are ready, up to --batch-size pairs and
+     * --batch-tokens ids; a bad line is reported after the lines before it. */
+    tfm_batch_loop loop = {
+        .ctx = &run, .max_items = bs, .max_cost = (size_t)opt->batch_tokens, .threads = 1,
+        .read = read_pair, .ready = pairs_ready, .work = score_pairs, .write = write_pair,
+        .flush = flush_output,
+    };
+    tfm_batch_failure f;
+    if (tfm_batch_loop_run(&loop, &f) != TFM_OK) {
+        cli_flush();
+        if (f.stage == TFM_BATCH_READ) report_pending(&run);
+        cli_fail(f.stage == TFM_BATCH_WORK ? display_name(run.tgt.name) : NULL, 0, "%s", f.err.msg);
     }
     if (opt->nbest) check_nbest_covers_sources(&run);
     cli_flush();

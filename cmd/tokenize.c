@@ -19,6 +19,9 @@
  * batch is cut short whenever no further input is ready. */
 #define BATCH_LINES 8192
 #define BATCH_BYTES (8u << 20)
+/* A batch of fewer lines than this per thread is encoded on fewer threads:
+ * a handful of lines is not worth starting a thread. */
+#define MIN_LINES_PER_THREAD 32
 
 static const char usage_text[] =
     "Usage: tokenize [OPTION]... -m VOCAB [FILE]...\n"
@@ -132,31 +135,59 @@ typedef struct options {
     bool vocab_size_given;
 } options;
 
-/* ---- reading batches of lines ------------------------------------------------- */
+/* ---- batches of lines ------------------------------------------------------- */
 
-/* A batch of lines copied out of the reader: text[offset[i] .. offset[i]+len[i]). */
+/* A batch of lines copied out of the reader, text[offset[i] .. offset[i]+len[i]),
+ * and each line's result for write_line.  Arrays hold BATCH_LINES. */
 typedef struct line_batch {
+    tfm_line_reader *reader;  /* the file being read, and its name */
+    const char *name;
     tfm_buf text;
     size_t *offset;
     size_t *len;
-    size_t n;
-    size_t first_line; /* line number of line 0 in its file */
+    size_t first_line;        /* line number of slot 0 in its file */
+    size_t base;              /* lines before this batch, over all files */
+    size_t lines_read;        /* over all files */
+    tfm_buf *out;             /* each line's output line */
+    size_t *repaired;         /* invalid UTF-8 sequences replaced in it */
+    tfm_status *status;       /* and whether it failed, with errors[i] saying why */
+    tfm_error *errors;
+    void *job;                /* the mode's own state */
 } line_batch;
 
-static void batch_init(line_batch *b)
+/* What a mode does with each batch: work on slots [lo, hi) as worker w,
+ * filling out/repaired/status/errors, then (writes) write_line prints them. */
+typedef struct line_mode {
+    tfm_status (*work)(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err);
+    bool writes;
+    int threads;
+} line_mode;
+
+static void batch_init(line_batch *b, void *job)
 {
+    memset(b, 0, sizeof *b);
     tfm_buf_init(&b->text);
     b->offset = malloc(BATCH_LINES * sizeof *b->offset);
     b->len = malloc(BATCH_LINES * sizeof *b->len);
-    if (!b->offset || !b->len) cli_fail(NULL, 0, "out of memory");
-    b->n = 0;
+    b->out = calloc(BATCH_LINES, sizeof *b->out);
+    b->repaired = calloc(BATCH_LINES, sizeof *b->repaired);
+    b->status = calloc(BATCH_LINES, sizeof *b->status);
+    b->errors = calloc(BATCH_LINES, sizeof *b->errors);
+    if (!b->offset || !b->len || !b->out || !b->repaired || !b->status || !b->errors)
+        cli_fail(NULL, 0, "out of memory");
+    b->job = job;
 }
 
 static void batch_free(line_batch *b)
 {
     tfm_buf_free(&b->text);
+    for (size_t i = 0; i < BATCH_LINES; i++) tfm_buf_free(&b->out[i]);
     free(b->offset);
     free(b->len);
+    free(b->out);
+    free(b->repaired);
+    free(b->status);
+    free(b->errors);
 }
 
 static const char *batch_line(const line_batch *b, size_t i)
@@ -164,43 +195,60 @@ static const char *batch_line(const line_batch *b, size_t i)
     return b->text.data + b->offset[i];
 }
 
-/* Reads lines into b until it is full, the input ends, a line cannot be read
- * (*failed set, with its number in *failed_line: the lines before it are
- * still processed, so the output stays a clean prefix), or no more input is
- * ready right now (then what has come is processed at once).  Returns false
- * when the input has ended and b is empty. */
-static bool batch_read(line_batch *b, tfm_line_reader *r, const char *name, tfm_error *failed,
-                       size_t *failed_line)
+/* Copies the next line into slot `slot` of the batch. */
+static tfm_status read_line(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
-    tfm_buf_clear(&b->text);
-    b->n = 0;
-    b->first_line = tfm_lines_number(r) + 1;
-    while (b->n < BATCH_LINES && b->text.len < BATCH_BYTES) {
-        if (b->n > 0 && !tfm_lines_ready(r)) break;
-        const char *line;
-        size_t len;
-        tfm_error err;
-        tfm_status s = tfm_lines_next(r, &line, &len, &err);
-        if (s == TFM_EOF) break;
-        if (s != TFM_OK) {
-            *failed = err;
-            *failed_line = tfm_lines_number(r) + 1;
-            break;
-        }
-        b->offset[b->n] = b->text.len;
-        b->len[b->n] = len;
-        if (tfm_buf_append(&b->text, line, len) != TFM_OK ||
-            tfm_buf_putc(&b->text, 0) != TFM_OK)
-            cli_fail(name, tfm_lines_number(r), "out of memory");
-        b->n++;
+    line_batch *b = ctx;
+    if (slot == 0) {
+        tfm_buf_clear(&b->text);
+        b->first_line = tfm_lines_number(b->reader) + 1;
+        b->base = b->lines_read;
     }
-    return b->n > 0;
+    const char *line;
+    size_t len;
+    tfm_status s = tfm_lines_next(b->reader, &line, &len, err);
+    if (s != TFM_OK) return s;
+    b->offset[slot] = b->text.len;
+    b->len[slot] = len;
+    if (tfm_buf_append(&b->text, line, len) != TFM_OK || tfm_buf_putc(&b->text, 0) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    b->lines_read++;
+    *cost = len + 1;
+    return TFM_OK;
 }
 
-/* Calls fn on every batch of every input file, in order. */
-typedef void (*batch_fn)(void *ctx, const line_batch *b, const char *name);
+static bool line_ready(void *ctx)
+{
+    line_batch *b = ctx;
+    return tfm_lines_ready(b->reader);
+}
 
-static void for_each_batch(char **files, int n_files, batch_fn fn, void *ctx)
+/* Writes line `slot`'s result, or returns its error. */
+static tfm_status write_line(void *ctx, size_t slot, tfm_error *err)
+{
+    line_batch *b = ctx;
+    if (b->status[slot] != TFM_OK) {
+        *err = b->errors[slot];
+        return b->status[slot];
+    }
+    if (b->repaired[slot])
+        cli_warn(b->name, b->first_line + slot, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)",
+                 b->repaired[slot], b->repaired[slot] == 1 ? "" : "s");
+    cli_write_line(b->out[slot].data ? b->out[slot].data : "", b->out[slot].len);
+    return TFM_OK;
+}
+
+static void flush_output(void *ctx)
+{
+    cli_flush();
+}
+
+static _Noreturn void fail_with(const char *file, size_t line, const tfm_error *err);
+
+/* Runs the mode over every input file in batches of the lines that are
+ * ready: worked on over the threads, written in order, and a bad line
+ * reported after the lines before it. */
+static void for_each_batch(char **files, int n_files, const line_mode *mode, void *job)
 {
     static char *const stdin_only[] = {"-"};
     if (n_files == 0) {
@@ -208,23 +256,26 @@ static void for_each_batch(char **files, int n_files, batch_fn fn, void *ctx)
         n_files = 1;
     }
     line_batch batch;
-    batch_init(&batch);
+    batch_init(&batch, job);
+    tfm_batch_loop loop = {
+        .ctx = &batch, .max_items = BATCH_LINES, .max_cost = BATCH_BYTES,
+        .threads = mode->threads, .min_items_per_slice = MIN_LINES_PER_THREAD,
+        .read = read_line, .ready = line_ready, .work = mode->work,
+        .write = mode->writes ? write_line : NULL, .flush = flush_output,
+    };
     for (int f = 0; f < n_files; f++) {
         int fd = cli_open_input(files[f]);
-        tfm_line_reader *reader = tfm_lines_create(fd);
-        if (!reader) cli_fail(NULL, 0, "out of memory");
-        tfm_error failed = {0};
-        size_t failed_line = 0;
-        while (batch_read(&batch, reader, files[f], &failed, &failed_line)) {
-            fn(ctx, &batch, files[f]);
-            if (failed_line) break;
-            if (!tfm_lines_ready(reader)) cli_flush();
-        }
-        if (failed_line) {
+        batch.reader = tfm_lines_create(fd);
+        if (!batch.reader) cli_fail(NULL, 0, "out of memory");
+        batch.name = files[f];
+        tfm_batch_failure fail;
+        if (tfm_batch_loop_run(&loop, &fail) != TFM_OK) {
             cli_flush();
-            cli_fail(files[f], failed_line, "%s", failed.msg);
+            if (fail.stage == TFM_BATCH_WORK) cli_fail(files[f], 0, "%s", fail.err.msg);
+            if (fail.stage == TFM_BATCH_WRITE) fail_with(files[f], fail.item + 1, &fail.err);
+            cli_fail(files[f], fail.item + 1, "%s", fail.err.msg);
         }
-        tfm_lines_free(reader);
+        tfm_lines_free(batch.reader);
         cli_close_input(fd);
     }
     batch_free(&batch);
@@ -247,66 +298,40 @@ static _Noreturn void fail_with(const char *file, size_t line, const tfm_error *
 typedef struct encode_job {
     const options *opt;
     const tfm_vocab *vocab;
-    int n_workers;
-    int active_workers;       /* workers sharing the current batch (small batches: one) */
     tfm_bpe **encoders;       /* one per worker */
-    tfm_buf *out;             /* one output line per line of the batch */
-    size_t *repaired;
-    tfm_status *status;
-    tfm_error *errors;
     tfm_ids *ids;             /* one per worker */
-    const line_batch *batch;
-    size_t line_base;         /* lines before this batch, over all files: seeds dropout */
 } encode_job;
 
-/* Encodes the lines of one worker's share of the batch. */
-static void encode_share(void *ctx, size_t worker)
+/* Encodes lines [lo, hi) of the batch as worker w. */
+static tfm_status encode_lines(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
 {
-    encode_job *job = ctx;
-    const line_batch *b = job->batch;
-    size_t per = (b->n + (size_t)job->active_workers - 1) / (size_t)job->active_workers;
-    size_t lo = worker * per, hi = lo + per < b->n ? lo + per : b->n;
+    line_batch *b = ctx;
+    encode_job *job = b->job;
     tfm_ids *ids = &job->ids[worker];
     for (size_t i = lo; i < hi; i++) {
         /* Each line draws from its own generator, seeded by the seed and the
          * line's number, so results do not depend on the thread count. */
         tfm_rng rng;
-        tfm_rng_seed(&rng, job->opt->seed * 0x9e3779b97f4a7c15ULL + job->line_base + i);
+        tfm_rng_seed(&rng, job->opt->seed * 0x9e3779b97f4a7c15ULL + b->base + i);
         tfm_bpe_encode_params ep = {.dropout = job->opt->dropout, .rng = &rng,
                                     .strict = job->opt->strict};
-        tfm_buf *out = &job->out[i];
+        tfm_buf *out = &b->out[i];
         tfm_buf_clear(out);
+        b->errors[i].msg[0] = 0;
         tfm_status s = tfm_bpe_encode(job->encoders[worker], &ep, batch_line(b, i), b->len[i],
-                                      ids, &job->repaired[i], &job->errors[i]);
+                                      ids, &b->repaired[i], &b->errors[i]);
         if (s == TFM_OK) {
             if (job->opt->output == FORMAT_PIECES)
-                s = tfm_bpe_ids_to_pieces(job->vocab, ids->data, ids->len, out, &job->errors[i]);
+                s = tfm_bpe_ids_to_pieces(job->vocab, ids->data, ids->len, out, &b->errors[i]);
             else
                 s = tfm_ids_format(ids->data, ids->len, out);
         }
-        if (s != TFM_OK && job->errors[i].msg[0] == 0) tfm_error_set(&job->errors[i], s, "%s", tfm_strerror(s));
-        job->status[i] = s;
+        if (s != TFM_OK && b->errors[i].msg[0] == 0) tfm_error_set(&b->errors[i], s, "%s", tfm_strerror(s));
+        b->status[i] = s;
     }
+    return TFM_OK;
 }
 
-static void encode_batch(void *ctx, const line_batch *b, const char *name)
-{
-    encode_job *job = ctx;
-    job->batch = b;
-    for (size_t i = 0; i < b->n; i++) job->errors[i].msg[0] = 0;
-    /* A handful of lines is not worth a second thread. */
-    job->active_workers = b->n < 64 ? 1 : job->n_workers;
-    tfm_parallel_for(job->active_workers, (size_t)job->active_workers, encode_share, job);
-    for (size_t i = 0; i < b->n; i++) {
-        size_t line = b->first_line + i;
-        if (job->status[i] != TFM_OK) fail_with(name, line, &job->errors[i]);
-        if (job->repaired[i])
-            cli_warn(name, line, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)",
-                     job->repaired[i], job->repaired[i] == 1 ? "" : "s");
-        cli_write_line(job->out[i].data ? job->out[i].data : "", job->out[i].len);
-    }
-    job->line_base += b->n;
-}
 
 static tfm_vocab *load_vocab(const char *path)
 {
@@ -319,32 +344,23 @@ static tfm_vocab *load_vocab(const char *path)
 static int run_encode(const options *opt, char **files, int n_files)
 {
     tfm_vocab *vocab = load_vocab(opt->model);
-    encode_job job = {.opt = opt, .vocab = vocab, .n_workers = opt->threads};
-    job.encoders = calloc((size_t)job.n_workers, sizeof *job.encoders);
-    job.ids = calloc((size_t)job.n_workers, sizeof *job.ids);
-    job.out = calloc(BATCH_LINES, sizeof *job.out);
-    job.repaired = calloc(BATCH_LINES, sizeof *job.repaired);
-    job.status = calloc(BATCH_LINES, sizeof *job.status);
-    job.errors = calloc(BATCH_LINES, sizeof *job.errors);
-    if (!job.encoders || !job.ids || !job.out || !job.repaired || !job.status || !job.errors)
-        cli_fail(NULL, 0, "out of memory");
-    for (int w = 0; w < job.n_workers; w++) {
+    encode_job job = {.opt = opt, .vocab = vocab};
+    job.encoders = calloc((size_t)opt->threads, sizeof *job.encoders);
+    job.ids = calloc((size_t)opt->threads, sizeof *job.ids);
+    if (!job.encoders || !job.ids) cli_fail(NULL, 0, "out of memory");
+    for (int w = 0; w < opt->threads; w++) {
         tfm_error err;
         if (tfm_bpe_create(vocab, &job.encoders[w], &err) != TFM_OK) fail_with(opt->model, 0, &err);
         tfm_ids_init(&job.ids[w]);
     }
-    for_each_batch(files, n_files, encode_batch, &job);
-    for (int w = 0; w < job.n_workers; w++) {
+    line_mode mode = {.work = encode_lines, .writes = true, .threads = opt->threads};
+    for_each_batch(files, n_files, &mode, &job);
+    for (int w = 0; w < opt->threads; w++) {
         tfm_bpe_free(job.encoders[w]);
         tfm_ids_free(&job.ids[w]);
     }
-    for (size_t i = 0; i < BATCH_LINES; i++) tfm_buf_free(&job.out[i]);
     free(job.encoders);
     free(job.ids);
-    free(job.out);
-    free(job.repaired);
-    free(job.status);
-    free(job.errors);
     tfm_vocab_free(vocab);
     return CLI_EXIT_OK;
 }
@@ -355,7 +371,6 @@ typedef struct decode_job {
     const options *opt;
     const tfm_vocab *vocab;
     tfm_ids ids;
-    tfm_buf text;
 } decode_job;
 
 /* True when every space-separated token of the line is a decimal number. */
@@ -366,31 +381,34 @@ static bool looks_like_ids(const char *line, size_t len)
     return true;
 }
 
-static void decode_batch(void *ctx, const line_batch *b, const char *name)
+/* Decodes lines [lo, hi) of the batch (one worker). */
+static tfm_status decode_lines(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
 {
-    decode_job *job = ctx;
-    for (size_t i = 0; i < b->n; i++) {
+    line_batch *b = ctx;
+    decode_job *job = b->job;
+    for (size_t i = lo; i < hi; i++) {
         const char *line = batch_line(b, i);
-        size_t len = b->len[i], number = b->first_line + i;
-        tfm_error err;
+        size_t len = b->len[i];
         bool ids = job->opt->input == FORMAT_IDS ||
                    (job->opt->input == FORMAT_AUTO && looks_like_ids(line, len));
-        tfm_status s = ids ? tfm_ids_parse(line, len, tfm_vocab_size(job->vocab), &job->ids, &err)
-                           : tfm_bpe_pieces_to_ids(job->vocab, line, len, &job->ids, &err);
-        if (s == TFM_OK) s = tfm_bpe_decode(job->vocab, job->ids.data, job->ids.len, &job->text, &err);
-        if (s != TFM_OK) cli_fail(name, number, "%s", err.msg);
-        cli_write_line(job->text.data ? job->text.data : "", job->text.len);
+        tfm_error *e = &b->errors[i];
+        tfm_status s = ids ? tfm_ids_parse(line, len, tfm_vocab_size(job->vocab), &job->ids, e)
+                           : tfm_bpe_pieces_to_ids(job->vocab, line, len, &job->ids, e);
+        if (s == TFM_OK) s = tfm_bpe_decode(job->vocab, job->ids.data, job->ids.len, &b->out[i], e);
+        b->status[i] = s;
+        b->repaired[i] = 0;
     }
+    return TFM_OK;
 }
+
 
 static int run_decode(const options *opt, char **files, int n_files)
 {
     decode_job job = {.opt = opt, .vocab = load_vocab(opt->model)};
     tfm_ids_init(&job.ids);
-    tfm_buf_init(&job.text);
-    for_each_batch(files, n_files, decode_batch, &job);
+    line_mode mode = {.work = decode_lines, .writes = true, .threads = 1};
+    for_each_batch(files, n_files, &mode, &job);
     tfm_ids_free(&job.ids);
-    tfm_buf_free(&job.text);
     tfm_vocab_free((tfm_vocab *)job.vocab);
     return CLI_EXIT_OK;
 }
@@ -399,23 +417,21 @@ static int run_decode(const options *opt, char **files, int n_files)
 
 typedef struct normalize_job {
     tfm_norm_params norm;
-    tfm_buf text;
 } normalize_job;
 
-static void normalize_batch(void *ctx, const line_batch *b, const char *name)
+/* Normalises lines [lo, hi) of the batch (one worker). */
+static tfm_status normalize_lines(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
 {
-    normalize_job *job = ctx;
-    for (size_t i = 0; i < b->n; i++) {
-        size_t repaired = 0, number = b->first_line + i;
-        tfm_error err;
-        if (tfm_normalize(&job->norm, batch_line(b, i), b->len[i], &job->text, &repaired, &err) !=
-            TFM_OK)
-            cli_fail(name, number, "%s", err.msg);
-        if (repaired) cli_warn(name, number, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)",
-                               repaired, repaired == 1 ? "" : "s");
-        cli_write_line(job->text.data ? job->text.data : "", job->text.len);
+    line_batch *b = ctx;
+    normalize_job *job = b->job;
+    for (size_t i = lo; i < hi; i++) {
+        b->repaired[i] = 0;
+        b->status[i] = tfm_normalize(&job->norm, batch_line(b, i), b->len[i], &b->out[i],
+                                     &b->repaired[i], &b->errors[i]);
     }
+    return TFM_OK;
 }
+
 
 static int run_normalize(const options *opt, char **files, int n_files)
 {
@@ -426,9 +442,8 @@ static int run_normalize(const options *opt, char **files, int n_files)
         tfm_vocab_free(vocab);
     }
     job.norm.strict = opt->strict;
-    tfm_buf_init(&job.text);
-    for_each_batch(files, n_files, normalize_batch, &job);
-    tfm_buf_free(&job.text);
+    line_mode mode = {.work = normalize_lines, .writes = true, .threads = 1};
+    for_each_batch(files, n_files, &mode, &job);
     return CLI_EXIT_OK;
 }
 
@@ -469,21 +484,26 @@ static void learn_progress(void *ctx, const char *stage, int64_t done, int64_t t
     if (job->tty && last) fputc('\n', stderr);
 }
 
-static void learn_batch(void *ctx, const line_batch *b, const char *name)
+/* Adds the batch's lines to the learner (one worker: the learner uses its
+ * own threads). */
+static tfm_status learn_lines(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
 {
-    learn_job *job = ctx;
+    line_batch *b = ctx;
+    learn_job *job = b->job;
     size_t repaired = 0;
-    tfm_error err;
-    for (size_t i = 0; i < b->n; i++) job->lines[i] = batch_line(b, i);
-    if (tfm_bpe_learner_add_batch(job->learner, job->lines, b->len, b->n, &repaired, &err) != TFM_OK)
-        cli_fail(name, 0, "%s", err.msg);
+    for (size_t i = lo; i < hi; i++) job->lines[i - lo] = batch_line(b, i);
+    tfm_status s = tfm_bpe_learner_add_batch(job->learner, job->lines, b->len + lo, hi - lo,
+                                             &repaired, err);
+    if (s != TFM_OK) return s;
     if (repaired)
-        cli_warn(name, 0, "lines %zu-%zu: %zu invalid UTF-8 sequence%s replaced by U+FFFD",
-                 b->first_line, b->first_line + b->n - 1, repaired, repaired == 1 ? "" : "s");
-    job->lines_read += (int64_t)b->n;
+        cli_warn(b->name, 0, "lines %zu-%zu: %zu invalid UTF-8 sequence%s replaced by U+FFFD",
+                 b->first_line + lo, b->first_line + hi - 1, repaired, repaired == 1 ? "" : "s");
+    job->lines_read += (int64_t)(hi - lo);
     job->bytes_read += (double)b->text.len;
     learn_progress(job, "reading lines", job->lines_read, 0);
+    return TFM_OK;
 }
+
 
 static int run_learn(options *opt, char **files, int n_files)
 {
@@ -499,7 +519,8 @@ static int run_learn(options *opt, char **files, int n_files)
     if (tfm_bpe_learner_create(&opt->learn, &job.learner, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     job.lines = malloc(BATCH_LINES * sizeof *job.lines);
     if (!job.lines) cli_fail(NULL, 0, "out of memory");
-    for_each_batch(files, n_files, learn_batch, &job);
+    line_mode mode = {.work = learn_lines, .writes = false, .threads = 1};
+    for_each_batch(files, n_files, &mode, &job);
     cli_info("read %lld lines (%.1f MB) in %.1f s", (long long)job.lines_read, job.bytes_read / 1e6,
              seconds_since(&job.start));
     tfm_vocab *vocab;

@@ -22,9 +22,6 @@
 
 #include "cli.h"
 
-/* OpenBLAS's own call (Debian's cblas.h declares it; others may not). */
-void openblas_set_num_threads(int num_threads);
-
 /* The help; the %s are the library's defaults (format_usage). */
 static const char usage_format[] =
     "Usage: train [OPTION]... --src FILE --tgt FILE -m VOCAB -o MODEL\n"
@@ -437,7 +434,7 @@ int main(int argc, char **argv)
         tfm_run_free(run);
         return CLI_EXIT_OK;
     }
-    openblas_set_num_threads(o->threads);
+    tfm_blas_threads(o->threads);
     tfm_run_set_stop_flag(run, &stop_signal);
     tfm_run_end why;
     if (tfm_run_train(run, &why, &err) != TFM_OK) {

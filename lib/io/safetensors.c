@@ -31,7 +31,6 @@
 
 #include "tfm/io.h"
 #include "tfm/safetensors.h"
-#include "tfm/text.h"
 
 /* Tensors are handed out as they lie in the file, which is right only when
  * the machine's byte order is the format's (little-endian). */
