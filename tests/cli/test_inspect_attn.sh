@@ -263,6 +263,18 @@ printf '5 6\n5 999999\n5\n' >bad.ids
 expect_status 1 "an id outside the vocabulary fails" "$IA" -m m.st --src bad.ids --tgt bad.ids -f align
 expect_stderr "^inspect-attn: bad.ids:2: " "an id outside the vocabulary: FILE:LINE"
 check "an id outside the vocabulary: the pairs before it are written" test "$(wc -l <out.txt | tr -d ' ')" -eq 1
+{ printf '5 6\n'; head -c 17000000 /dev/zero | tr '\0' '5'; printf '\n5\n'; } >huge.ids
+expect_status 1 "a line over the reader's limit fails" "$IA" -m m.st --src huge.ids --tgt huge.ids -f align
+expect_stderr "^inspect-attn: huge.ids:2: " "a line over the reader's limit: FILE:LINE"
+check "a line over the reader's limit: the pair before it is written" test "$(wc -l <out.txt | tr -d ' ')" -eq 1
+# A model marked as trained without </s> (train --no-eos) is read as such:
+# the same weights give what --no-eos gives with the unmarked model.
+"$MK" --preset tiny --vocab v.vocab --seed 1 --no-eos -o noeos.st || fail "mkmodel --no-eos"
+timeout $TMO "$IA" -m m.st --no-eos --src src.ids --tgt tgt.ids -f soft >want-noeos.txt 2>/dev/null
+timeout $TMO "$IA" -m noeos.st --src src.ids --tgt tgt.ids -f soft >got-noeos.txt 2>/dev/null
+check "a model trained with --no-eos: inspect-attn reads it back" cmp -s want-noeos.txt got-noeos.txt
+timeout $TMO "$IA" -m m.st --src src.ids --tgt tgt.ids -f soft >eos.txt 2>/dev/null
+check "a model trained with --no-eos: not what the default gives" sh -c '! cmp -s eos.txt got-noeos.txt'
 expect_status 1 "--sentence beyond the input fails" "$IA" -m m.st --src src.ids --tgt tgt.ids --sentence 9
 expect_stderr "only 5 lines" "--sentence beyond the input: the message says how many"
 expect_status 1 "text without --text fails, naming the line" "$IA" -m m.st --src src.txt --tgt tgt.txt

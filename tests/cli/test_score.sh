@@ -95,6 +95,14 @@ if [ "$(wc -l <got.txt)" -eq 3 ] && [ "$(grep -c '^BLEU|nrefs:1|case:mixed|eff:y
     sed -n 2p got.txt | grep -q ' = 14.8 50.0/16.7/12.5/12.5 (BP = 0.779 ratio = 0.800 hyp_len = 4 ref_len = 5)$'; then
     pass "--sentence: one sentence BLEU per line (hand-checked)"
 else fail "--sentence: $(head -c 300 got.txt)"; fi
+# A line that cannot be taken (invalid UTF-8 with --strict): the lines
+# before it are scored and printed first, then the error names it.
+printf 'a b c\nd e f\n\377\376\ng\n' >bad8.txt
+sc bleu -r bad8.txt --sentence --strict bad8.txt >got.txt 2>err.txt
+check "--sentence --strict, invalid UTF-8 on line 3: the two lines before it are printed" \
+    test "$(wc -l <got.txt | tr -d ' ')" -eq 2
+check "--sentence --strict, invalid UTF-8 on line 3: the error names bad8.txt:3" \
+    grep -q '^score: bad8.txt:3: invalid UTF-8' err.txt
 sc chrf -r ref1.txt --sentence -f json hyp.txt >got.txt 2>err.txt
 if [ "$(wc -l <got.txt)" -eq 3 ] && [ "$(grep -c '^{"name": "chrF2", "score": [0-9.]*, "signature": ' got.txt)" -eq 3 ]; then
     pass "--sentence -f json: one JSON object per line"

@@ -113,6 +113,14 @@ check "--no-eos: agrees with encode --no-eos | decode (within 1e-3)" awk -F'\t' 
     { d = $1 - s[FNR]; if (d < 0) d = -d; if (d > 1e-3) exit 1 } END { if (FNR != NR / 2) exit 1 }' greedyne.txt gsne.txt
 sc -m m.st --src src.ids --tgt greedyne.ids >gseos.txt 2>/dev/null
 check "--no-eos changes the scores" sh -c '! cmp -s gsne.txt gseos.txt'
+# A model marked as trained without </s> (train --no-eos): encode and score
+# -m read it back, so it scores as --no-eos does with the unmarked model.
+"$MK" --preset tiny --vocab v.vocab --seed 1 --no-eos -o noeos.st || fail "mkmodel --no-eos"
+sc -m noeos.st --src src.ids --tgt greedyne.ids >gsne2.txt 2>/dev/null
+check "a model trained with --no-eos: score -m reads it back" cmp -s gsne.txt gsne2.txt
+timeout $TMO "$ENC" -m m.st --no-eos src.ids >ne1.npy
+timeout $TMO "$ENC" -m noeos.st src.ids >ne2.npy
+check "a model trained with --no-eos: encode reads it back" cmp -s ne1.npy ne2.npy
 
 # ---- n-best lists (Marian's form) ----------------------------------------------------------
 

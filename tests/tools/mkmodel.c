@@ -4,6 +4,7 @@
  *
  *   mkmodel --preset tiny --vocab V.vocab --seed 1 -o m.safetensors
  *   mkmodel --preset small --vocab V.vocab --d-model 128 --layers 2 -o m.safetensors
+ *   mkmodel --preset tiny --vocab V.vocab --no-eos -o m.safetensors  (as train --no-eos marks it)
  *
  * The configuration is a preset (tfm_config_preset) with the overrides
  * given; the vocabulary file (from 'tokenize learn') is stored in the model
@@ -28,6 +29,7 @@ static const char usage_text[] =
     "  --d-model N, --d-ff N, --heads N, --layers N (encoder and decoder),\n"
     "  --encoder-layers N, --decoder-layers N, --max-positions N,\n"
     "  --pre-norm, --learned-positions   override the preset\n"
+    "  --no-eos               mark the model as trained without </s> ending sources\n"
     "  -o, --output FILE      the model file to write\n"
     "  -h, --help\n";
 
@@ -52,7 +54,7 @@ static int parse_int(const char *option, const char *text, long lo, long hi)
 
 enum {
     OPT_PRESET = 256, OPT_VOCAB, OPT_SEED, OPT_D_MODEL, OPT_D_FF, OPT_HEADS, OPT_LAYERS,
-    OPT_ENC_LAYERS, OPT_DEC_LAYERS, OPT_MAX_POS, OPT_PRE_NORM, OPT_LEARNED,
+    OPT_ENC_LAYERS, OPT_DEC_LAYERS, OPT_MAX_POS, OPT_PRE_NORM, OPT_LEARNED, OPT_NO_EOS,
 };
 
 int main(int argc, char **argv)
@@ -70,6 +72,7 @@ int main(int argc, char **argv)
         {"max-positions", required_argument, NULL, OPT_MAX_POS},
         {"pre-norm", no_argument, NULL, OPT_PRE_NORM},
         {"learned-positions", no_argument, NULL, OPT_LEARNED},
+        {"no-eos", no_argument, NULL, OPT_NO_EOS},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -78,7 +81,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     /* Overrides, applied after the preset; -1 (or false) leaves it alone. */
     int d_model = -1, d_ff = -1, heads = -1, enc_layers = -1, dec_layers = -1, max_pos = -1;
-    bool pre_norm = false, learned = false;
+    bool pre_norm = false, learned = false, no_eos = false;
     int c;
     while ((c = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
         switch (c) {
@@ -96,6 +99,7 @@ int main(int argc, char **argv)
         case OPT_MAX_POS: max_pos = parse_int("--max-positions", optarg, 1, 1 << 20); break;
         case OPT_PRE_NORM: pre_norm = true; break;
         case OPT_LEARNED: learned = true; break;
+        case OPT_NO_EOS: no_eos = true; break;
         case 'o': out_path = optarg; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
@@ -126,6 +130,7 @@ int main(int argc, char **argv)
     tfm_model *model;
     if (tfm_model_create(&config, vocab, seed, &model, &err) != TFM_OK) die(NULL, err.msg);
     tfm_vocab_free(vocab);
+    if (no_eos) model->source_eos = false;
     if (tfm_model_save(model, out_path, NULL, &err) != TFM_OK) die(out_path, err.msg);
     tfm_model_free(model);
     return 0;
