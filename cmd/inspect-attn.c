@@ -12,8 +12,9 @@
  * attention that produced each translation.
  *
  * The program parses options, reads lines and writes: the weights come from
- * lib/nn (tfm_model_loss, tfm_model_attention), the pictures and alignments
- * from lib/view. */
+ * lib/nn (tfm_model_loss) and tfm_attention_gather, each pair's record
+ * (labels, cropping, the picture, table or alignment) from tfm_viewer_record
+ * (lib/view). */
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -119,27 +120,19 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-typedef enum { FORMAT_TERM, FORMAT_SVG, FORMAT_TSV, FORMAT_NPY, FORMAT_ALIGN, FORMAT_SOFT } format;
+/* In the order of tfm_view_format and of tfm_attention_kind. */
 static const char *const format_names[] = {"term", "svg", "tsv", "npy", "align", "soft", NULL};
-/* In the order of tfm_attention_kind. */
 static const char *const kind_names[] = {"self", "dec-self", "cross", NULL};
-static const char *const kind_titles[] = {"encoder self-attention", "decoder self-attention",
-                                          "cross-attention"};
 enum { COLOR_AUTO, COLOR_ALWAYS, COLOR_NEVER };
 static const char *const color_names[] = {"auto", "always", "never", NULL};
 
-enum { LAYER_LAST = -3 }; /* besides TFM_VIEW_ALL and TFM_VIEW_MEAN */
-
 typedef struct options {
     const char *model, *src, *tgt, *output, *tokens;
-    bool text, eos;
+    bool text;
     int beam;
     bool beam_given;
     size_t sentence; /* 0: all */
-    tfm_attention_kind kind;
-    int layer, head;
-    format fmt;
-    int max_tokens, label_width;
+    tfm_view_params view; /* format, kind, layer, head, sizes; source_eos: not --no-eos */
     int color;
 } options;
 
@@ -151,7 +144,6 @@ typedef struct pair {
 
 typedef struct batch {
     int n;
-    size_t tokens;
     pair p[BATCH_SENTENCES];
     const int32_t *src[BATCH_SENTENCES], *tgt[BATCH_SENTENCES];
     int src_len[BATCH_SENTENCES], tgt_len[BATCH_SENTENCES];
@@ -167,7 +159,6 @@ typedef struct sink {
 typedef struct run {
     options opt;
     tfm_model *model;
-    const tfm_vocab *vocab;        /* the model's, or NULL */
     tfm_bpe *bpe;                  /* --text */
     tfm_encoder *encoder;          /* sources alone */
     tfm_decoder *decoder;
@@ -175,8 +166,7 @@ typedef struct run {
     float *states;
     size_t states_cap;
     tfm_train_workspace *ws;
-    int layer, head;               /* resolved: a number or TFM_VIEW_ALL / TFM_VIEW_MEAN */
-    tfm_term_colors colors;
+    tfm_viewer *viewer;
     tfm_line_reader *src_reader, *tgt_reader;
     int src_fd, tgt_fd;
     const char *src_name, *tgt_name;
@@ -185,12 +175,8 @@ typedef struct run {
     size_t failed_line;
     bool translate;                /* sources alone, and the kind needs a target */
     batch b;
-    tfm_tensor weights, cropped;
-    tfm_labels rows, cols;
-    tfm_ids row_ids, col_ids;
+    tfm_tensor weights;
     tfm_buf out;
-    float *mean;
-    size_t mean_cap;
     sink output, tokens;
     size_t written;                /* records written */
 } run;
@@ -313,11 +299,11 @@ static tfm_status read_pair(void *ctx, size_t slot, size_t *cost, tfm_error *err
         const bool wanted = r->opt.sentence == 0 || number == r->opt.sentence;
         p->line = number;
         if (wanted) {
-            size_t room = (size_t)c->max_positions - (r->opt.eos ? 1 : 0);
+            size_t room = (size_t)c->max_positions - (r->opt.view.source_eos ? 1 : 0);
             if (!parse_line(r, line, len, r->src_name, number, c->src_vocab_size, room, &p->src, err))
                 return fail_at(r, r->src_name, number, err->status ? err->status : TFM_ERR_FORMAT);
             if (p->src.len == 0) cli_warn(r->src_name, number, "an empty source");
-            else if (r->opt.eos && tfm_ids_push(&p->src, c->eos_id) != TFM_OK)
+            else if (r->opt.view.source_eos && tfm_ids_push(&p->src, c->eos_id) != TFM_OK)
                 return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         }
         if (r->tgt_reader) {
@@ -350,17 +336,14 @@ static bool input_ready(void *ctx)
 
 /* ---- translating sources alone ------------------------------------------------------------ */
 
-/* Decodes the batch's sources and takes each best hypothesis as its target. */
+/* Decodes the batch's sources (b->src, b->src_len) and takes each best
+ * hypothesis as its target. */
 static tfm_status translate(run *r, tfm_error *err)
 {
     batch *b = &r->b;
     const int D = r->model->config.d_model;
     size_t rows = 0;
-    for (int i = 0; i < b->n; i++) {
-        b->src[i] = b->p[i].src.data;
-        b->src_len[i] = (int)b->p[i].src.len;
-        rows += b->p[i].src.len;
-    }
+    for (int i = 0; i < b->n; i++) rows += (size_t)b->src_len[i];
     if (rows * D > r->states_cap || !r->states) {
         free(r->states);
         r->states_cap = rows * D;
@@ -388,140 +371,6 @@ static tfm_status translate(run *r, tfm_error *err)
     return TFM_OK;
 }
 
-/* ---- writing one pair ---------------------------------------------------------------------- */
-
-/* ids with one id in front (first >= 0) or behind (last >= 0), into out. */
-static void ids_with(tfm_ids *out, int32_t first, const tfm_ids *ids, int32_t last)
-{
-    tfm_ids_clear(out);
-    bool ok = first < 0 || tfm_ids_push(out, first) == TFM_OK;
-    for (size_t i = 0; ok && i < ids->len; i++) ok = tfm_ids_push(out, ids->data[i]) == TFM_OK;
-    if (ok && last >= 0) ok = tfm_ids_push(out, last) == TFM_OK;
-    if (!ok) cli_fail(NULL, 0, "out of memory");
-}
-
-/* The ids the rows and columns of the pair's matrices stand for. */
-static void label_ids(run *r, const pair *p)
-{
-    const tfm_config *c = &r->model->config;
-    switch (r->opt.kind) {
-    case TFM_ATTENTION_ENCODER:
-        ids_with(&r->row_ids, -1, &p->src, -1);
-        ids_with(&r->col_ids, -1, &p->src, -1);
-        break;
-    case TFM_ATTENTION_DECODER:
-        ids_with(&r->row_ids, c->bos_id, &p->tgt, -1);
-        ids_with(&r->col_ids, c->bos_id, &p->tgt, -1);
-        break;
-    case TFM_ATTENTION_CROSS:
-        ids_with(&r->row_ids, -1, &p->tgt, c->eos_id); /* each query's prediction */
-        ids_with(&r->col_ids, -1, &p->src, -1);
-        break;
-    }
-}
-
-static void set_labels(run *r, tfm_labels *l, const tfm_ids *ids, int max_chars)
-{
-    tfm_error err;
-    if (tfm_labels_set(l, r->vocab, ids->data, (int)ids->len, max_chars, &err) != TFM_OK)
-        cli_fail(NULL, 0, "%s", err.msg);
-}
-
-/* Pieces of ids separated by spaces, appended to r->out. */
-static void append_pieces(run *r, const tfm_labels *l)
-{
-    for (int i = 0; i < l->n; i++) {
-        if ((i > 0 && tfm_buf_putc(&r->out, ' ') != TFM_OK) ||
-            tfm_buf_append(&r->out, l->text[i], strlen(l->text[i])) != TFM_OK)
-            cli_fail(NULL, 0, "out of memory");
-    }
-}
-
-static void write_npy(run *r)
-{
-    tfm_error err;
-    if (tfm_npy_write(sink_fp(&r->output), &r->weights, &err) != TFM_OK)
-        cli_fail(r->output.name, 0, "%s", err.msg);
-    if (!r->opt.tokens) return;
-    set_labels(r, &r->rows, &r->row_ids, 0);
-    set_labels(r, &r->cols, &r->col_ids, 0);
-    tfm_buf_clear(&r->out);
-    append_pieces(r, &r->rows);
-    if (tfm_buf_putc(&r->out, '\t') != TFM_OK) cli_fail(NULL, 0, "out of memory");
-    append_pieces(r, &r->cols);
-    if (tfm_buf_putc(&r->out, '\n') != TFM_OK) cli_fail(NULL, 0, "out of memory");
-    sink_write(&r->tokens, r->out.data, r->out.len);
-}
-
-/* align and soft: one line from the mean matrix of the chosen layers and heads. */
-static void write_alignment(run *r, const pair *p)
-{
-    const int n_q = (int)r->weights.shape[2], n_k = (int)r->weights.shape[3];
-    size_t need = (size_t)n_q * n_k;
-    if (need > r->mean_cap) {
-        free(r->mean);
-        r->mean = malloc(need * sizeof(float));
-        if (!r->mean) cli_fail(NULL, 0, "out of memory");
-        r->mean_cap = need;
-    }
-    tfm_attention_mean(&r->weights, r->mean);
-    tfm_buf_clear(&r->out);
-    tfm_status st;
-    if (r->opt.fmt == FORMAT_ALIGN) {
-        /* the source's words: its </s> is not one */
-        int words = n_k - (r->opt.eos && n_k > 0 ? 1 : 0);
-        st = tfm_align_hard(r->mean, n_q - 1, n_k, words, &r->out);
-    } else {
-        set_labels(r, &r->rows, &p->tgt, 0);
-        append_pieces(r, &r->rows);
-        st = tfm_buf_append(&r->out, " ||| ", 5);
-        if (st == TFM_OK) st = tfm_align_soft(r->mean, n_q, n_k, &r->out);
-    }
-    if (st != TFM_OK || tfm_buf_putc(&r->out, '\n') != TFM_OK) cli_fail(NULL, 0, "out of memory");
-    sink_write(&r->output, r->out.data, r->out.len);
-}
-
-/* tsv, svg, term: the view with labels (and for pictures, cropped). */
-static void write_view(run *r, const pair *p)
-{
-    const bool picture = r->opt.fmt == FORMAT_SVG || r->opt.fmt == FORMAT_TERM;
-    const int n_q = (int)r->weights.shape[2], n_k = (int)r->weights.shape[3];
-    const tfm_tensor *w = &r->weights;
-    char note[200] = "";
-    const int max = picture ? r->opt.max_tokens : 0;
-    tfm_error err;
-    if (max > 0 && (n_q > max || n_k > max)) {
-        if (tfm_attention_crop(&r->weights, max, max, &r->cropped, &err) != TFM_OK)
-            cli_fail(NULL, 0, "%s", err.msg);
-        w = &r->cropped;
-        snprintf(note, sizeof note, "(truncated to %d tokens for legibility: showing %d of %d "
-                 "queries and %d of %d keys)", max, n_q < max ? n_q : max, n_q,
-                 n_k < max ? n_k : max, n_k);
-        r->row_ids.len = r->row_ids.len < (size_t)max ? r->row_ids.len : (size_t)max;
-        r->col_ids.len = r->col_ids.len < (size_t)max ? r->col_ids.len : (size_t)max;
-    }
-    const int width = picture ? r->opt.label_width : 0;
-    set_labels(r, &r->rows, &r->row_ids, width);
-    set_labels(r, &r->cols, &r->col_ids, width);
-    char title[160];
-    snprintf(title, sizeof title, "sentence %zu: %s", p->line, kind_titles[r->opt.kind]);
-    const tfm_config *c = &r->model->config;
-    tfm_attention_view v = {
-        .weights = w, .rows = r->rows.text, .cols = r->cols.text,
-        .first_layer = r->layer == TFM_VIEW_ALL ? 0 : r->layer,
-        .first_head = r->head == TFM_VIEW_ALL ? 0 : r->head,
-        .n_model_heads = c->n_heads, .title = title, .note = note[0] ? note : NULL};
-    tfm_buf_clear(&r->out);
-    tfm_status st;
-    switch (r->opt.fmt) {
-    case FORMAT_SVG: st = tfm_view_svg(&v, &r->out, &err); break;
-    case FORMAT_TERM: st = tfm_view_term(&v, r->colors, &r->out, &err); break;
-    default: st = tfm_view_tsv(&v, &r->out, &err); break;
-    }
-    if (st != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
-    sink_write(&r->output, r->out.data, r->out.len);
-}
-
 /* Runs the forward pass over the batch (one worker: the pairs [lo, hi) are
  * the whole batch), translating the sources first when they come alone. */
 static tfm_status forward_batch(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
@@ -529,11 +378,13 @@ static tfm_status forward_batch(void *ctx, int worker, size_t lo, size_t hi, tfm
     run *r = ctx;
     batch *b = &r->b;
     b->n = (int)(hi - lo);
-    tfm_status s = r->translate ? translate(r, err) : TFM_OK;
-    if (s != TFM_OK) return fail_at(r, r->src_name, b->p[0].line, s);
     for (int i = 0; i < b->n; i++) {
         b->src[i] = b->p[i].src.data;
         b->src_len[i] = (int)b->p[i].src.len;
+    }
+    tfm_status s = r->translate ? translate(r, err) : TFM_OK;
+    if (s != TFM_OK) return fail_at(r, r->src_name, b->p[0].line, s);
+    for (int i = 0; i < b->n; i++) {
         b->tgt[i] = b->p[i].tgt.data;
         b->tgt_len[i] = (int)b->p[i].tgt.len;
     }
@@ -547,16 +398,16 @@ static tfm_status write_pair(void *ctx, size_t slot, tfm_error *err)
 {
     run *r = ctx;
     const pair *p = &r->b.p[slot];
-    tfm_status s = tfm_attention_gather(r->model, r->ws, (int)slot, r->opt.kind, r->layer, r->head,
+    const tfm_view_params *vp = &r->opt.view;
+    tfm_status s = tfm_attention_gather(r->model, r->ws, (int)slot, vp->kind, vp->layer, vp->head,
                                         &r->weights, err);
     if (s != TFM_OK) return fail_at(r, r->src_name, p->line, s);
-    label_ids(r, p);
-    switch (r->opt.fmt) {
-    case FORMAT_NPY: write_npy(r); break;
-    case FORMAT_ALIGN:
-    case FORMAT_SOFT: write_alignment(r, p); break;
-    default: write_view(r, p); break;
-    }
+    tfm_view_pair vpair = {p->src.data, (int)p->src.len, p->tgt.data, (int)p->tgt.len, p->line};
+    tfm_buf_clear(&r->out);
+    tfm_error e;
+    s = tfm_viewer_record(r->viewer, &r->weights, &vpair, sink_fp(&r->output), &r->out, &e);
+    if (s != TFM_OK) cli_fail(s == TFM_ERR_IO ? r->output.name : NULL, 0, "%s", e.msg);
+    sink_write(vp->format == TFM_VIEW_NPY ? &r->tokens : &r->output, r->out.data, r->out.len);
     r->written++;
     return TFM_OK;
 }
@@ -593,7 +444,7 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_SRC: opt->src = optarg; break;
         case OPT_TGT: opt->tgt = optarg; break;
         case OPT_TEXT: opt->text = true; break;
-        case OPT_NO_EOS: opt->eos = false; break;
+        case OPT_NO_EOS: opt->view.source_eos = false; break;
         case 'b':
             opt->beam = (int)cli_parse_int("--beam", optarg, 1, 1024);
             opt->beam_given = true;
@@ -601,21 +452,27 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_SENTENCE:
             opt->sentence = (size_t)cli_parse_int("--sentence", optarg, 1, INT64_MAX);
             break;
-        case OPT_KIND: opt->kind = (tfm_attention_kind)cli_parse_choice("--kind", optarg, kind_names); break;
+        case OPT_KIND:
+            opt->view.kind = (tfm_attention_kind)cli_parse_choice("--kind", optarg, kind_names);
+            break;
         case OPT_LAYER:
-            opt->layer = parse_selector("--layer", optarg, "last", LAYER_LAST, "all", TFM_VIEW_ALL);
+            opt->view.layer = parse_selector("--layer", optarg, "last", TFM_VIEW_LAST, "all",
+                                             TFM_VIEW_ALL);
             break;
         case OPT_HEAD:
-            opt->head = parse_selector("--head", optarg, "mean", TFM_VIEW_MEAN, "all", TFM_VIEW_ALL);
+            opt->view.head = parse_selector("--head", optarg, "mean", TFM_VIEW_MEAN, "all",
+                                            TFM_VIEW_ALL);
             break;
-        case 'f': opt->fmt = (format)cli_parse_choice("--format", optarg, format_names); break;
+        case 'f':
+            opt->view.format = (tfm_view_format)cli_parse_choice("--format", optarg, format_names);
+            break;
         case 'o': opt->output = optarg; break;
         case OPT_TOKENS: opt->tokens = optarg; break;
         case OPT_MAX_TOKENS:
-            opt->max_tokens = (int)cli_parse_int("--max-tokens", optarg, 0, 1 << 20);
+            opt->view.max_tokens = (int)cli_parse_int("--max-tokens", optarg, 0, 1 << 20);
             break;
         case OPT_LABEL_WIDTH:
-            opt->label_width = (int)cli_parse_int("--label-width", optarg, 0, 1 << 20);
+            opt->view.label_width = (int)cli_parse_int("--label-width", optarg, 0, 1 << 20);
             break;
         case OPT_COLOR: opt->color = cli_parse_choice("--color", optarg, color_names); break;
         default: cli_common_option(c, usage_text);
@@ -630,32 +487,31 @@ static void parse_options(int argc, char **argv, options *opt)
         cli_usage_error("--src and --tgt cannot both be standard input");
     if (opt->tgt && opt->beam_given)
         cli_usage_error("--beam translates sources alone; with --tgt the targets are given");
-    if ((opt->fmt == FORMAT_ALIGN || opt->fmt == FORMAT_SOFT) && opt->kind != TFM_ATTENTION_CROSS)
+    const tfm_view_format fmt = opt->view.format;
+    if ((fmt == TFM_VIEW_ALIGN || fmt == TFM_VIEW_SOFT) && opt->view.kind != TFM_ATTENTION_CROSS)
         cli_usage_error("--format %s reads alignments off cross-attention: --kind cross",
-                        format_names[opt->fmt]);
+                        format_names[fmt]);
     if (opt->tokens && (!opt->output || strcmp(opt->output, "-") == 0) &&
         strcmp(opt->tokens, "-") == 0)
         cli_usage_error("--tokens - and the records cannot both go to standard output");
-    if (opt->tokens && opt->fmt != FORMAT_NPY)
+    if (opt->tokens && fmt != TFM_VIEW_NPY)
         cli_usage_error("--tokens is for --format npy (the other formats show the tokens)");
-    if (opt->label_width == 1)
+    if (opt->view.label_width == 1)
         cli_usage_error("--label-width 1 leaves no room beside the ellipsis: 0 or 2 and more");
 }
 
-/* Resolves --layer and --head against the model: a usage error names the
+/* Checks --layer and --head against the model: a usage error names the
  * valid range. */
-static void resolve_selection(run *r)
+static void check_selection(const tfm_model *m, const tfm_view_params *vp)
 {
-    const tfm_config *c = &r->model->config;
-    const bool enc = r->opt.kind == TFM_ATTENTION_ENCODER;
+    const tfm_config *c = &m->config;
+    const bool enc = vp->kind == TFM_ATTENTION_ENCODER;
     const int depth = enc ? c->n_encoder_layers : c->n_decoder_layers;
-    r->layer = r->opt.layer == LAYER_LAST ? depth - 1 : r->opt.layer;
-    if (r->layer >= depth)
+    if (vp->layer >= depth)
         cli_usage_error("--layer %d: the model's %s has layers 0 to %d (or 'last', 'all')",
-                        r->layer, enc ? "encoder" : "decoder", depth - 1);
-    r->head = r->opt.head;
-    if (r->head >= c->n_heads)
-        cli_usage_error("--head %d: the model has heads 0 to %d (or 'mean', 'all')", r->head,
+                        vp->layer, enc ? "encoder" : "decoder", depth - 1);
+    if (vp->head >= c->n_heads)
+        cli_usage_error("--head %d: the model has heads 0 to %d (or 'mean', 'all')", vp->head,
                         c->n_heads - 1);
 }
 
@@ -690,55 +546,50 @@ int main(int argc, char **argv)
 {
     cli_init("inspect-attn", argv);
     static run r;
-    r.opt = (options){.eos = true, .beam = 1, .kind = TFM_ATTENTION_CROSS, .layer = LAYER_LAST,
-                      .head = TFM_VIEW_MEAN, .fmt = FORMAT_TERM, .max_tokens = 100,
-                      .label_width = 16, .color = COLOR_AUTO};
+    r.opt = (options){.beam = 1, .view = tfm_view_default_params(), .color = COLOR_AUTO};
     parse_options(argc, argv, &r.opt);
     options *opt = &r.opt;
     const bool to_stdout = !opt->output || strcmp(opt->output, "-") == 0;
-    if (opt->fmt == FORMAT_NPY && to_stdout && isatty(STDOUT_FILENO))
+    if (opt->view.format == TFM_VIEW_NPY && to_stdout && isatty(STDOUT_FILENO))
         cli_fail(NULL, 0, "refusing to write binary tensors to a terminal; redirect or pipe the "
                           "output, or use -o FILE");
-    r.colors = choose_colors(opt, to_stdout && isatty(STDOUT_FILENO));
+    opt->view.colors = choose_colors(opt, to_stdout && isatty(STDOUT_FILENO));
+    opt->view.tokens = opt->tokens != NULL;
     /* Attention of small batches is small matrix products, which gain
      * nothing from a second BLAS thread (DESIGN.md, Threads). */
     tfm_blas_threads(1);
 
     r.model = cli_load_model(opt->model);
-    if (!tfm_model_source_eos(r.model)) r.opt.eos = false; /* trained with --no-eos */
-    r.vocab = r.model->vocab;
-    resolve_selection(&r);
+    if (!tfm_model_source_eos(r.model)) opt->view.source_eos = false; /* trained with --no-eos */
+    check_selection(r.model, &opt->view);
     tfm_error err;
     if (opt->text) {
-        if (!r.vocab) cli_fail(opt->model, 0, "--text: the model has no vocabulary");
-        if (tfm_bpe_create(r.vocab, &r.bpe, &err) != TFM_OK) cli_fail(opt->model, 0, "%s", err.msg);
+        if (!r.model->vocab) cli_fail(opt->model, 0, "--text: the model has no vocabulary");
+        if (tfm_bpe_create(r.model->vocab, &r.bpe, &err) != TFM_OK) cli_fail(opt->model, 0, "%s", err.msg);
     }
     /* Encoder self-attention needs no target: sources alone are not translated. */
-    r.translate = !opt->tgt && opt->kind != TFM_ATTENTION_ENCODER;
+    r.translate = !opt->tgt && opt->view.kind != TFM_ATTENTION_ENCODER;
     if (r.translate && (tfm_encoder_create(r.model, &r.encoder, &err) != TFM_OK ||
                         tfm_decoder_create(r.model, &r.decoder, &err) != TFM_OK ||
                         tfm_search_create(r.model, &r.search, &err) != TFM_OK))
         cli_fail(NULL, 0, "%s", err.msg);
-    if (tfm_train_workspace_create(r.model, &r.ws, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    if (tfm_train_workspace_create(r.model, &r.ws, &err) != TFM_OK ||
+        tfm_viewer_create(r.model, &opt->view, &r.viewer, &err) != TFM_OK)
+        cli_fail(NULL, 0, "%s", err.msg);
     for (int i = 0; i < BATCH_SENTENCES; i++) {
         tfm_ids_init(&r.b.p[i].src);
         tfm_ids_init(&r.b.p[i].tgt);
     }
     tfm_tensor_init(&r.weights);
-    tfm_tensor_init(&r.cropped);
-    tfm_labels_init(&r.rows);
-    tfm_labels_init(&r.cols);
-    tfm_ids_init(&r.row_ids);
-    tfm_ids_init(&r.col_ids);
     tfm_buf_init(&r.out);
 
     /* svg draws one sentence: the first, unless --sentence says otherwise */
-    const bool svg_first = opt->fmt == FORMAT_SVG && opt->sentence == 0;
+    const bool svg_first = opt->view.format == TFM_VIEW_SVG && opt->sentence == 0;
     if (svg_first) opt->sentence = 1;
     open_input(&r);
     sink_open(&r.output, opt->output);
     if (opt->tokens) sink_open(&r.tokens, opt->tokens);
-    cli_info("model %s: %s; %s", opt->model, kind_titles[opt->kind],
+    cli_info("model %s: %s; %s", opt->model, tfm_attention_kind_title(opt->view.kind),
              !r.translate ? "pairs as given" : opt->beam > 1 ? "translating with beam search"
                                                              : "translating greedily");
 
@@ -774,14 +625,9 @@ int main(int argc, char **argv)
         tfm_ids_free(&r.b.p[i].tgt);
     }
     tfm_tensor_free(&r.weights);
-    tfm_tensor_free(&r.cropped);
-    tfm_labels_free(&r.rows);
-    tfm_labels_free(&r.cols);
-    tfm_ids_free(&r.row_ids);
-    tfm_ids_free(&r.col_ids);
     tfm_buf_free(&r.out);
-    free(r.mean);
     free(r.states);
+    tfm_viewer_free(r.viewer);
     tfm_train_workspace_free(r.ws);
     tfm_search_free(r.search);
     tfm_decoder_free(r.decoder);

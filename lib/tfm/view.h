@@ -23,6 +23,19 @@
  *
  * Writers append to a tfm_buf and never print: the caller decides where the
  * text goes.  Weights are drawn on an absolute scale, 0 to 1.
+ *
+ * A program that writes a record per sentence pair (inspect-attn) leaves
+ * the choice of ids, labels, cropping and titles to a tfm_viewer:
+ *
+ *     tfm_view_params p = tfm_view_default_params();
+ *     p.format = TFM_VIEW_TSV;
+ *     tfm_viewer *viewer;
+ *     tfm_viewer_create(model, &p, &viewer, &err);
+ *     // for each pair b of the batch, after tfm_model_loss:
+ *     tfm_attention_gather(model, ws, b, p.kind, p.layer, p.head, &w, &err);
+ *     tfm_view_pair pair = {src, src_len, tgt, tgt_len, line_number};
+ *     tfm_buf_clear(&out);
+ *     tfm_viewer_record(viewer, &w, &pair, stdout, &out, &err);  // then write out
  */
 #ifndef TFM_VIEW_H
 #define TFM_VIEW_H
@@ -34,13 +47,14 @@
 
 /* ---- gathering the weights ------------------------------------------------------ */
 
-/* Selections of layers and heads besides a 0-based number. */
-enum { TFM_VIEW_ALL = -1, TFM_VIEW_MEAN = -2 };
+/* Selections of layers and heads besides a 0-based number (TFM_VIEW_LAST:
+ * layers only, the last of the kind's stack). */
+enum { TFM_VIEW_ALL = -1, TFM_VIEW_MEAN = -2, TFM_VIEW_LAST = -3 };
 
 /* Gathers pair b's weights of one kind, from the last forward pass of ws (a
  * workspace of model m), into out: float32 of shape [L, H', n_q, n_k] (n_q,
  * n_k as tfm_model_attention says).  layer: a layer number of the kind's
- * stack (L = 1) or TFM_VIEW_ALL (L = the stack's depth).  head: a head
+ * stack or TFM_VIEW_LAST (L = 1), or TFM_VIEW_ALL (L = the stack's depth).  head: a head
  * number (H' = 1), TFM_VIEW_ALL (H' = n_heads) or TFM_VIEW_MEAN (H' = 1, the
  * mean of the heads: its rows still sum to 1).  Errors as
  * tfm_model_attention; TFM_ERR_RANGE for a head out of range. */
@@ -149,5 +163,72 @@ tfm_status tfm_align_hard(const float *w, int n_rows, int n_cols, int n_words, t
 /* Soft alignment in Marian's form: each row's weights ("%.6g") joined by
  * ',', the rows joined by ' ', appended to out. */
 tfm_status tfm_align_soft(const float *w, int n_rows, int n_cols, tfm_buf *out);
+
+/* ---- one record per sentence pair ------------------------------------------------------ */
+
+/* What a record is written as (the order is inspect-attn's --format list). */
+typedef enum tfm_view_format {
+    TFM_VIEW_TERM = 0,  /* tfm_view_term, cropped, a title per pair */
+    TFM_VIEW_SVG = 1,   /* tfm_view_svg, likewise */
+    TFM_VIEW_TSV = 2,   /* tfm_view_tsv, never cropped, labels never shortened */
+    TFM_VIEW_NPY = 3,   /* the weights as an .npy record; the labels as a line */
+    TFM_VIEW_ALIGN = 4, /* tfm_align_hard of the mean matrix, a line */
+    TFM_VIEW_SOFT = 5,  /* the target's pieces, " ||| ", tfm_align_soft of the mean */
+} tfm_view_format;
+
+/* The words for a kind in titles: "encoder self-attention", "decoder
+ * self-attention", "cross-attention". */
+const char *tfm_attention_kind_title(tfm_attention_kind kind);
+
+typedef struct tfm_view_params {
+    tfm_view_format format;  /* default TFM_VIEW_TERM */
+    tfm_attention_kind kind; /* the weights' kind (default TFM_ATTENTION_CROSS) */
+    int layer;               /* as gathered: a number, TFM_VIEW_LAST (default) or _ALL */
+    int head;                /* as gathered: a number, TFM_VIEW_ALL or _MEAN (default) */
+    int max_tokens;          /* svg, term: at most this many queries and keys are drawn,
+                                with a note saying so (default 100; 0: all) */
+    int label_width;         /* svg, term: labels shortened to this many characters
+                                (default 16; 0: never) */
+    tfm_term_colors colors;  /* term (default TFM_TERM_PLAIN) */
+    bool source_eos;         /* align: each non-empty source ends with </s>, which is
+                                no word (default true) */
+    bool tokens;             /* npy: also a line of labels, "query pieces TAB key
+                                pieces" (default false) */
+} tfm_view_params;
+
+tfm_view_params tfm_view_default_params(void);
+
+/* A sentence pair as the model read it. */
+typedef struct tfm_view_pair {
+    const int32_t *src; /* [src_len] the source, its </s> included when it has one */
+    int src_len;
+    const int32_t *tgt; /* [tgt_len] the target, without <s> and </s> */
+    int tgt_len;
+    size_t number;      /* its number in titles: "sentence 3: cross-attention" */
+} tfm_view_pair;
+
+/* Writes records: the labels and scratch memory they need, reused from
+ * pair to pair.  The model must outlive the viewer. */
+typedef struct tfm_viewer tfm_viewer;
+
+/* Checks p against m (layer and head in range: else TFM_ERR_RANGE; align
+ * and soft only for cross-attention, no negative sizes: else TFM_ERR_ARG)
+ * and keeps a copy.  TFM_ERR_NOMEM. */
+tfm_status tfm_viewer_create(const tfm_model *m, const tfm_view_params *p, tfm_viewer **out,
+                             tfm_error *err);
+void tfm_viewer_free(tfm_viewer *v);
+
+/* One pair's record, from its weights w as tfm_attention_gather gives them
+ * for the viewer's kind, layer and head.  The rows and columns stand for:
+ *   cross:    each target token and a final </s> (what each query predicts)
+ *             over the source;
+ *   self:     the source over itself;
+ *   dec-self: <s> and the target over themselves.
+ * Text formats are appended to out.  npy: the weights are written to npy
+ * (when not NULL) with tfm_npy_write, whose errors (TFM_ERR_IO) are
+ * returned; with p.tokens the labels line is appended to out.  A w whose
+ * queries and keys are not the pair's is TFM_ERR_ARG. */
+tfm_status tfm_viewer_record(tfm_viewer *v, const tfm_tensor *w, const tfm_view_pair *pair,
+                             FILE *npy, tfm_buf *out, tfm_error *err);
 
 #endif

@@ -14,6 +14,7 @@ tfm_status tfm_attention_gather(const tfm_model *m, const tfm_train_workspace *w
     const int H = c->n_heads;
     const int depth = kind == TFM_ATTENTION_ENCODER ? c->n_encoder_layers : c->n_decoder_layers;
     if (depth < 1) return tfm_error_set(err, TFM_ERR_RANGE, "the model has no such layers");
+    if (layer == TFM_VIEW_LAST) layer = depth - 1;
     if (layer != TFM_VIEW_ALL && (layer < 0 || layer >= depth))
         return tfm_error_set(err, TFM_ERR_RANGE, "layer %d: the model has layers 0 to %d", layer,
                              depth - 1);

@@ -17,7 +17,13 @@
  *     (xmllint, when installed), TSV tables that read back, terminal
  *     heatmaps in each colour mode with no stray escape sequences, hard and
  *     soft alignment strings, cropping and means;
- *   - errors: no forward pass yet, a layer, head or pair out of range.
+ *   - one record per pair (tfm_viewer): each kind's row and column labels,
+ *     each format (svg and term cropped to max_tokens with a note and
+ *     shortened labels, tsv never cropped, npy records that read back with
+ *     their labels line, align and soft from the mean matrix), weights
+ *     gathered with TFM_VIEW_LAST;
+ *   - errors: no forward pass yet, a layer, head or pair out of range;
+ *     weights that are not the pair's, alignments of another kind.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -604,6 +610,295 @@ static void test_crop_and_mean(void)
     tfm_tensor_free(&f.w);
 }
 
+/* ---- one record per pair (tfm_viewer) ---------------------------------------------------- */
+
+/* A model with the test vocabulary and one pair: the source "<" "x<y&z\"'"
+ * "abcdefghijklmnop" </s>, the target "&" "日本語", sentence 7. */
+typedef struct record_fixture {
+    tfm_vocab *vocab;
+    tfm_model *m;
+    int32_t src[4], tgt[2];
+    tfm_view_pair pair;
+    tfm_buf out, want;
+    tfm_tensor w;
+} record_fixture;
+
+static const char *const rec_src[] = {"<", "x<y&z\"'", "abcdefghijklmnop", "</s>"};
+static const char *const rec_cross_rows[] = {"&", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", "</s>"};
+static const char *const rec_dec[] = {"<s>", "&", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e"};
+
+static bool record_make(record_fixture *f)
+{
+    int32_t first = -1;
+    memset(f, 0, sizeof *f);
+    tfm_buf_init(&f->out);
+    tfm_buf_init(&f->want);
+    tfm_tensor_init(&f->w);
+    f->vocab = test_vocab(&first);
+    f->m = f->vocab ? random_model(3, 0, f->vocab) : NULL;
+    CHECK(f->m != NULL);
+    const int32_t src[4] = {first, first + 4, first + 5, TFM_ID_EOS}, tgt[2] = {first + 1, first + 7};
+    memcpy(f->src, src, sizeof src);
+    memcpy(f->tgt, tgt, sizeof tgt);
+    f->pair = (tfm_view_pair){f->src, 4, f->tgt, 2, 7};
+    return f->m != NULL;
+}
+
+static void record_free(record_fixture *f)
+{
+    tfm_buf_free(&f->out);
+    tfm_buf_free(&f->want);
+    tfm_tensor_free(&f->w);
+    tfm_model_free(f->m);
+    tfm_vocab_free(f->vocab);
+}
+
+/* Made-up weights [L, H, n_q, n_k] whose rows sum to 1, distinct per matrix. */
+static void record_weights(tfm_tensor *t, int L, int H, int n_q, int n_k)
+{
+    const int64_t shape[4] = {L, H, n_q, n_k};
+    tfm_tensor_reshape(t, TFM_F32, 4, shape);
+    float *w = t->data;
+    for (int m = 0; m < L * H; m++)
+        for (int i = 0; i < n_q; i++)
+            for (int j = 0; j < n_k; j++)
+                w[((size_t)m * n_q + i) * n_k + j] =
+                    n_k == 1 ? 1.0f : j == (i + m) % n_k ? 0.5f : 0.5f / (float)(n_k - 1);
+}
+
+/* Same shape and the same floats. */
+static bool same_tensor(const tfm_tensor *a, const tfm_tensor *b)
+{
+    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim))
+        return false;
+    return memcmp(a->data, b->data, (size_t)tfm_tensor_numel(a) * sizeof(float)) == 0;
+}
+
+/* The record of f's pair and weights with params p, into f->out. */
+static tfm_status record_run(record_fixture *f, const tfm_view_params *p, FILE *npy)
+{
+    tfm_viewer *v = NULL;
+    tfm_error err;
+    tfm_buf_clear(&f->out);
+    tfm_status s = tfm_viewer_create(f->m, p, &v, &err);
+    CHECK_MSG(s == TFM_OK, "%s", err.msg);
+    if (s != TFM_OK) return s;
+    s = tfm_viewer_record(v, &f->w, &f->pair, npy, &f->out, &err);
+    tfm_viewer_free(v);
+    return s;
+}
+
+/* Each kind's rows and columns, labelled, in a TSV record that is what
+ * tfm_view_tsv gives for the same weights and labels. */
+static void test_record_labels(void)
+{
+    record_fixture f;
+    if (!record_make(&f)) return record_free(&f);
+    const char *const *rows[3] = {rec_src, rec_dec, rec_cross_rows};
+    const char *const *cols[3] = {rec_src, rec_dec, rec_src};
+    const int n[3][2] = {{4, 4}, {3, 3}, {3, 4}};
+    const char *const heads[3] = {"layer 0, head 2", "layer 1, mean of 4 heads",
+                                  "layer 1, mean of 4 heads"};
+    for (int kind = 0; kind < 3; kind++) {
+        tfm_view_params p = tfm_view_default_params();
+        p.format = TFM_VIEW_TSV;
+        p.kind = (tfm_attention_kind)kind;
+        if (kind == TFM_ATTENTION_ENCODER) p.layer = 0, p.head = 2;
+        record_weights(&f.w, 1, 1, n[kind][0], n[kind][1]);
+        CHECK(record_run(&f, &p, NULL) == TFM_OK);
+        tfm_attention_view want = {.weights = &f.w, .rows = rows[kind], .cols = cols[kind],
+                                   .first_layer = kind == TFM_ATTENTION_ENCODER ? 0 : 1,
+                                   .first_head = kind == TFM_ATTENTION_ENCODER ? 2 : TFM_VIEW_MEAN,
+                                   .n_model_heads = 4};
+        char title[64];
+        snprintf(title, sizeof title, "sentence 7: %s", tfm_attention_kind_title(p.kind));
+        want.title = title;
+        tfm_buf_clear(&f.want);
+        tfm_error err;
+        CHECK(tfm_view_tsv(&want, &f.want, &err) == TFM_OK);
+        CHECK_MSG(f.out.len == f.want.len && memcmp(f.out.data, f.want.data, f.out.len) == 0,
+                  "kind %d:\n%s\nwant:\n%s", kind, f.out.data, f.want.data);
+        char head[128];
+        snprintf(head, sizeof head, "%s: %s\t%s\t", title, heads[kind], cols[kind][0]);
+        CHECK_MSG(strncmp(f.out.data, head, strlen(head)) == 0, "%.80s", f.out.data);
+    }
+    CHECK(strcmp(tfm_attention_kind_title(TFM_ATTENTION_CROSS), "cross-attention") == 0);
+    CHECK(strcmp(tfm_attention_kind_title(TFM_ATTENTION_ENCODER), "encoder self-attention") == 0);
+    CHECK(strcmp(tfm_attention_kind_title(TFM_ATTENTION_DECODER), "decoder self-attention") == 0);
+
+    /* a model without a vocabulary: the ids */
+    tfm_model *bare = random_model(4, 0, NULL);
+    if (bare) {
+        tfm_view_params p = tfm_view_default_params();
+        p.format = TFM_VIEW_TSV;
+        const int32_t src[2] = {5, TFM_ID_EOS}, tgt[1] = {9};
+        tfm_view_pair pair = {src, 2, tgt, 1, 1};
+        record_weights(&f.w, 1, 1, 2, 2);
+        tfm_viewer *v = NULL;
+        tfm_error err;
+        CHECK(tfm_viewer_create(bare, &p, &v, &err) == TFM_OK);
+        tfm_buf_clear(&f.out);
+        CHECK(v && tfm_viewer_record(v, &f.w, &pair, NULL, &f.out, &err) == TFM_OK);
+        CHECK_MSG(strstr(f.out.data, "heads\t5\t3\n9\t") != NULL, "%s", f.out.data);
+        tfm_viewer_free(v);
+        tfm_model_free(bare);
+    }
+    record_free(&f);
+}
+
+/* Every format: svg and term titled, cropped and with shortened labels as
+ * their writers draw them; tsv never cropped; npy and its labels line;
+ * align and soft from the mean of the matrices. */
+static void test_record_formats(void)
+{
+    record_fixture f;
+    if (!record_make(&f)) return record_free(&f);
+    tfm_error err;
+    record_weights(&f.w, 2, 4, 3, 4); /* cross, --layer all --head all */
+    tfm_view_params p = tfm_view_default_params();
+    p.layer = TFM_VIEW_ALL;
+    p.head = TFM_VIEW_ALL;
+    p.max_tokens = 2;
+    p.label_width = 3;
+    static const char *const short_rows[] = {"&", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e"};
+    static const char *const short_cols[] = {"<", "x<\xe2\x80\xa6"}; /* x<… */
+    tfm_tensor cropped;
+    tfm_tensor_init(&cropped);
+    CHECK(tfm_attention_crop(&f.w, 2, 2, &cropped, &err) == TFM_OK);
+    tfm_attention_view want = {
+        .weights = &cropped, .rows = short_rows, .cols = short_cols, .first_layer = 0,
+        .first_head = 0, .n_model_heads = 4, .title = "sentence 7: cross-attention",
+        .note = "(truncated to 2 tokens for legibility: showing 2 of 3 queries and 2 of 4 keys)"};
+    for (int k = 0; k < 3; k++) {
+        const tfm_view_format fmt[3] = {TFM_VIEW_SVG, TFM_VIEW_TERM, TFM_VIEW_TERM};
+        p.format = fmt[k];
+        p.colors = k == 2 ? TFM_TERM_256 : TFM_TERM_PLAIN;
+        CHECK(record_run(&f, &p, NULL) == TFM_OK);
+        tfm_buf_clear(&f.want);
+        CHECK((k == 0 ? tfm_view_svg(&want, &f.want, &err)
+                      : tfm_view_term(&want, p.colors, &f.want, &err)) == TFM_OK);
+        CHECK_MSG(f.out.len == f.want.len && memcmp(f.out.data, f.want.data, f.out.len) == 0,
+                  "format %d", (int)p.format);
+        CHECK(count(f.out.data, "showing 2 of 3 queries and 2 of 4 keys") == 1);
+    }
+    /* within the limit: no note, nothing cropped; max_tokens 0: never cropped */
+    p.format = TFM_VIEW_TERM;
+    p.colors = TFM_TERM_PLAIN;
+    for (int max = 0; max <= 4; max += 4) {
+        p.max_tokens = max;
+        CHECK(record_run(&f, &p, NULL) == TFM_OK);
+        CHECK(count(f.out.data, "truncated") == 0);
+        CHECK(count(f.out.data, "layer 1, head 3") == 1);
+        CHECK(count(f.out.data, "</\xe2\x80\xa6 ") == 8); /* the last query ("</s>", width 3) */
+    }
+    /* tsv: whole labels, every query and key, whatever max_tokens says */
+    p.format = TFM_VIEW_TSV;
+    p.max_tokens = 2;
+    CHECK(record_run(&f, &p, NULL) == TFM_OK);
+    CHECK(count(f.out.data, "\tabcdefghijklmnop\t</s>\n") == 8);
+    CHECK(count(f.out.data, "\n</s>\t") == 8);
+    CHECK(count(f.out.data, "truncated") == 0);
+    tfm_tensor_free(&cropped);
+
+    /* npy: the weights as a record; the labels line only with p.tokens */
+    p.format = TFM_VIEW_NPY;
+    const char *path = tmp_path("record.npy");
+    FILE *fp = fopen(path, "w+b");
+    CHECK(fp != NULL);
+    if (fp) {
+        CHECK(record_run(&f, &p, fp) == TFM_OK);
+        CHECK(f.out.len == 0);
+        p.tokens = true;
+        CHECK(record_run(&f, &p, fp) == TFM_OK);
+        CHECK_MSG(strcmp(f.out.data, "& \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e </s>\t< x<y&z\"' "
+                                     "abcdefghijklmnop </s>\n") == 0, "'%s'", f.out.data);
+        CHECK(record_run(&f, &p, NULL) == TFM_OK); /* no file: the labels alone */
+        rewind(fp);
+        tfm_tensor back;
+        tfm_tensor_init(&back);
+        for (int r = 0; r < 2; r++) {
+            CHECK(tfm_npy_read(fp, &back, &err) == TFM_OK);
+            CHECK(back.dtype == TFM_F32 && same_tensor(&back, &f.w));
+        }
+        CHECK(tfm_npy_read(fp, &back, &err) == TFM_EOF);
+        tfm_tensor_free(&back);
+        fclose(fp);
+    }
+
+    /* align and soft: the mean of two layers; row 0 leans to the source's
+     * "abc…" only in the mean, row 1 to </s> (unaligned), the final </s>
+     * query is no target word */
+    const int64_t shape[4] = {2, 1, 3, 4};
+    tfm_tensor_reshape(&f.w, TFM_F32, 4, shape);
+    const float w[2][12] = {{0.1f, 0.5f, 0.4f, 0.0f, 0.1f, 0.1f, 0.1f, 0.7f, 0.7f, 0.1f, 0.1f, 0.1f},
+                            {0.1f, 0.1f, 0.8f, 0.0f, 0.1f, 0.1f, 0.1f, 0.7f, 0.7f, 0.1f, 0.1f, 0.1f}};
+    memcpy(f.w.data, w, sizeof w);
+    p = tfm_view_default_params();
+    p.layer = TFM_VIEW_ALL;
+    p.format = TFM_VIEW_ALIGN;
+    CHECK(record_run(&f, &p, NULL) == TFM_OK);
+    CHECK_MSG(strcmp(f.out.data, "2-0\n") == 0, "'%s'", f.out.data);
+    p.source_eos = false; /* the last column is then a word */
+    CHECK(record_run(&f, &p, NULL) == TFM_OK);
+    CHECK_MSG(strcmp(f.out.data, "2-0 3-1\n") == 0, "'%s'", f.out.data);
+    p.format = TFM_VIEW_SOFT;
+    CHECK(record_run(&f, &p, NULL) == TFM_OK);
+    CHECK_MSG(strcmp(f.out.data, "& \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e ||| 0.1,0.3,0.6,0 "
+                                 "0.1,0.1,0.1,0.7 0.7,0.1,0.1,0.1\n") == 0, "'%s'", f.out.data);
+    record_free(&f);
+}
+
+/* The viewer on weights gathered from a forward pass (TFM_VIEW_LAST: the
+ * last layer), and its errors. */
+static void test_record_gathered_and_errors(void)
+{
+    record_fixture f;
+    if (!record_make(&f)) return record_free(&f);
+    tfm_error err;
+    tfm_train_workspace *ws = NULL;
+    CHECK(tfm_train_workspace_create(f.m, &ws, &err) == TFM_OK);
+    const int32_t *sp[1] = {f.src}, *tp[1] = {f.tgt};
+    const int sl[1] = {4}, tl[1] = {2};
+    tfm_train_batch batch = {1, sp, sl, tp, tl};
+    CHECK(ws && tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
+    tfm_tensor last;
+    tfm_tensor_init(&last);
+    for (int kind = 0; kind < 3 && ws; kind++) {
+        tfm_view_params p = tfm_view_default_params();
+        p.kind = (tfm_attention_kind)kind;
+        p.format = TFM_VIEW_TSV;
+        CHECK(tfm_attention_gather(f.m, ws, 0, p.kind, p.layer, p.head, &f.w, &err) == TFM_OK);
+        CHECK(tfm_attention_gather(f.m, ws, 0, p.kind, 1, p.head, &last, &err) == TFM_OK);
+        CHECK(same_tensor(&last, &f.w));
+        CHECK(record_run(&f, &p, NULL) == TFM_OK);
+        CHECK(count(f.out.data, ": layer 1, mean of 4 heads\t") == 1);
+        CHECK(count(f.out.data, "\n") == (kind == TFM_ATTENTION_ENCODER ? 4u : 3u) + 2);
+    }
+    tfm_tensor_free(&last);
+    tfm_train_workspace_free(ws);
+
+    /* weights that are not the pair's; parameters the model cannot take */
+    tfm_view_params p = tfm_view_default_params();
+    record_weights(&f.w, 1, 1, 3, 3);
+    CHECK(record_run(&f, &p, NULL) == TFM_ERR_ARG);
+    tfm_viewer *v = (tfm_viewer *)&v;
+    p.kind = TFM_ATTENTION_ENCODER;
+    p.format = TFM_VIEW_ALIGN;
+    CHECK(tfm_viewer_create(f.m, &p, &v, &err) == TFM_ERR_ARG && v == NULL);
+    p = tfm_view_default_params();
+    p.layer = 2;
+    CHECK(tfm_viewer_create(f.m, &p, &v, &err) == TFM_ERR_RANGE);
+    CHECK(strstr(err.msg, "layers 0 to 1") != NULL);
+    p = tfm_view_default_params();
+    p.head = 4;
+    CHECK(tfm_viewer_create(f.m, &p, &v, &err) == TFM_ERR_RANGE);
+    p = tfm_view_default_params();
+    p.max_tokens = -1;
+    CHECK(tfm_viewer_create(f.m, &p, &v, &err) == TFM_ERR_ARG);
+    tfm_viewer_free(NULL);
+    record_free(&f);
+}
+
 int main(void)
 {
     test_tmpdir_init("test_view");
@@ -620,6 +915,9 @@ int main(void)
     RUN(test_term);
     RUN(test_alignments);
     RUN(test_crop_and_mean);
+    RUN(test_record_labels);
+    RUN(test_record_formats);
+    RUN(test_record_gathered_and_errors);
     test_tmpdir_cleanup();
     CHECK_DONE();
 }
