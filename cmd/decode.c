@@ -275,10 +275,8 @@ static tfm_status format_sentence(decode_run *run, const tfm_search *search, siz
     if (run->opt.search.nbest > 1) {
         for (int h = 0; h < nb.n && ok; h++) {
             const tfm_hypothesis *hyp = &nb.hyps[h];
-            ok = tfm_buf_printf(out, "%zu ||| ", b->index[i]) == TFM_OK &&
-                 tfm_ids_format(hyp->ids, (size_t)hyp->len, out) == TFM_OK &&
-                 tfm_buf_printf(out, " ||| F0= %.6f ||| %.6f\n", (double)hyp->log_prob,
-                                (double)hyp->score) == TFM_OK;
+            ok = tfm_nbest_format(b->index[i], hyp->ids, (size_t)hyp->len, (double)hyp->log_prob,
+                                  (double)hyp->score, out) == TFM_OK;
         }
     } else if (nb.n > 0) {
         const tfm_hypothesis *hyp = &nb.hyps[0];

@@ -1,6 +1,7 @@
 /* nbest.c - lines of n-best lists in the Moses / Marian form
  * "INDEX ||| HYPOTHESIS ||| FEATURES ||| SCORE" (tfm/metrics.h): reading one,
- * and adding a feature to it as marian-scorer --n-best does. */
+ * adding a feature to it as marian-scorer --n-best does, and writing one as
+ * decode --nbest does. */
 #include <stdint.h>
 #include <string.h>
 
@@ -82,4 +83,13 @@ tfm_status tfm_nbest_add_feature(const tfm_nbest_entry *e, const char *name, dou
                (tfm_buf_putc(out, ' ') == TFM_OK &&
                 tfm_buf_append(out, line + e->score_at, e->len - e->score_at) == TFM_OK));
     return ok ? TFM_OK : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+}
+
+tfm_status tfm_nbest_format(size_t index, const int32_t *ids, size_t n, double log_prob,
+                            double score, tfm_buf *out)
+{
+    bool ok = tfm_buf_printf(out, "%zu ||| ", index) == TFM_OK &&
+              tfm_ids_format(ids, n, out) == TFM_OK &&
+              tfm_buf_printf(out, " ||| F0= %.6f ||| %.6f\n", log_prob, score) == TFM_OK;
+    return ok ? TFM_OK : TFM_ERR_NOMEM;
 }

@@ -315,6 +315,13 @@ bool tfm_nbest_feature_name_ok(const char *name);
 tfm_status tfm_nbest_add_feature(const tfm_nbest_entry *e, const char *name, double value,
                                  tfm_buf *out, tfm_error *err);
 
+/* Appends the line 'decode --nbest' writes for a hypothesis of source
+ * sentence `index` (0-based), newline included, with its log-probability as
+ * the feature F0 and its score (6 decimals each):
+ * "3 ||| 17 9 4 ||| F0= -2.500000 ||| -2.484000\n".  TFM_ERR_NOMEM only. */
+tfm_status tfm_nbest_format(size_t index, const int32_t *ids, size_t n, double log_prob,
+                            double score, tfm_buf *out);
+
 /* ---- the text side, for tests and other programs ----------------------------------- */
 
 /* Tokenizes one line as sacreBLEU's BLEU tokenizer of that name does (no

@@ -815,6 +815,26 @@ static const char *nbest_fields(const tfm_nbest_entry *e, char *out, size_t size
     return out;
 }
 
+/* decode --nbest's line: the fields as the parser reads them back. */
+static void test_nbest_format(void)
+{
+    tfm_buf out;
+    tfm_buf_init(&out);
+    const int32_t ids[3] = {17, 9, 4};
+    CHECK(tfm_nbest_format(3, ids, 3, -2.5, -2.484, &out) == TFM_OK);
+    CHECK_MSG(strcmp(out.data, "3 ||| 17 9 4 ||| F0= -2.500000 ||| -2.484000\n") == 0, "%s", out.data);
+    tfm_nbest_entry e;
+    tfm_error err;
+    CHECK(tfm_nbest_parse(out.data, out.len - 1, &e, &err) == TFM_OK);
+    CHECK(e.index == 3 && e.hyp_len == 6 && memcmp(e.hyp, "17 9 4", 6) == 0);
+    CHECK(e.features_len == 13 && memcmp(e.features, "F0= -2.500000", 13) == 0);
+    tfm_buf_clear(&out);
+    CHECK(tfm_nbest_format(0, NULL, 0, 0.0, 0.0, &out) == TFM_OK); /* the empty hypothesis */
+    CHECK_MSG(strcmp(out.data, "0 |||  ||| F0= 0.000000 ||| 0.000000\n") == 0, "%s", out.data);
+    CHECK(tfm_nbest_parse(out.data, out.len - 1, &e, &err) == TFM_OK && e.hyp_len == 0);
+    tfm_buf_free(&out);
+}
+
 static void test_nbest(void)
 {
     static const struct { const char *line, *fields, *scored; } good[] = {
@@ -1145,6 +1165,7 @@ int main(void)
     RUN(test_json);
     RUN(test_paired_format);
     RUN(test_nbest);
+    RUN(test_nbest_format);
     RUN(test_bootstrap);
     RUN(test_paired_bootstrap);
     RUN(test_add_stats);
