@@ -24,9 +24,10 @@
 # REPORT_ONLY=1 (print the table from the logs of an earlier run).
 #
 # Output lines (machine-readable), one per 100 updates:
-#   curve update=U tfm1=X tfm2=X ref1=X ref2=X
+#   curve update=U tfm1=X tfm2=X ref1=X ref2=X   (-1: not reached)
 # and at the end: curves_inside N (tfm points inside the reference's band or
-# below it), curves_above N (points above it).
+# below it), curves_above N (points above it).  REPORT_ONLY=1 prints the
+# table from the logs as they are, also of runs still going or stopped.
 set -u
 BUILD=${1:?usage: tests/bench/curves.sh BUILD}
 BUILD=$(cd "$BUILD" && pwd) || exit 1
@@ -64,7 +65,7 @@ run_tfm() { # seed
 
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
     echo "curves: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs, $STEPS updates, 4 runs of one thread, two at a time"
-    rm -f "$C"/ref*.json "$C"/tfm*.tsv
+    rm -f "$C"/ref*.json "$C"/ref*.log "$C"/tfm*.tsv
     run_ref 1 & run_ref 2 & wait
     run_tfm 1 & run_tfm 2 & wait
 fi
@@ -74,10 +75,9 @@ fi
     for s in 1 2; do
         [ -f "$C/tfm$s.tsv" ] &&
             awk -F'\t' -v n="tfm$s" 'NR > 1 && $8 == "valid" { print n, $1, $4 }' "$C/tfm$s.tsv"
-        [ -f "$C/ref$s.json" ] && $PY -c '
-import json, sys
-for r in json.load(open(sys.argv[1]))["log"]:
-    print(sys.argv[2], r["step"], r["valid_ppl"])' "$C/ref$s.json" "ref$s"
+        # the reference's log lines: "step N ... ppl X ..." (a run stopped early has no JSON)
+        [ -f "$C/ref$s.log" ] && awk -v n="ref$s" '$1 == "step" {
+            for (i = 1; i < NF; i++) if ($i == "ppl") print n, $2, $(i + 1) }' "$C/ref$s.log"
     done
 } >"$C/points.txt"
 
