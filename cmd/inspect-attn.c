@@ -11,10 +11,10 @@
  * translates them (greedy search, or beam search with --beam) and shows the
  * attention that produced each translation.
  *
- * The program parses options, reads lines and writes: the weights come from
- * lib/nn (tfm_model_loss) and tfm_attention_gather, each pair's record
- * (labels, cropping, the picture, table or alignment) from tfm_viewer_record
- * (lib/view). */
+ * The program parses options, reads pairs and writes: the pairs come from
+ * tfm_pair_reader (lib/text), the weights from lib/nn (tfm_model_loss) and
+ * tfm_attention_gather, each pair's record (labels, cropping, the picture,
+ * table or alignment) from tfm_viewer_record (lib/view). */
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -136,15 +136,9 @@ typedef struct options {
     int color;
 } options;
 
-/* One pair of the batch. */
-typedef struct pair {
-    size_t line;     /* 1-based line number */
-    tfm_ids src, tgt;
-} pair;
-
 typedef struct batch {
     int n;
-    pair p[BATCH_SENTENCES];
+    tfm_pair p[BATCH_SENTENCES];
     const int32_t *src[BATCH_SENTENCES], *tgt[BATCH_SENTENCES];
     int src_len[BATCH_SENTENCES], tgt_len[BATCH_SENTENCES];
 } batch;
@@ -168,6 +162,7 @@ typedef struct run {
     tfm_train_workspace *ws;
     tfm_viewer *viewer;
     tfm_line_reader *src_reader, *tgt_reader;
+    tfm_pair_reader *pairs;
     int src_fd, tgt_fd;
     const char *src_name, *tgt_name;
     bool done;                     /* the input has ended (or --sentence N was read) */
@@ -231,29 +226,6 @@ static bool next_line(tfm_line_reader *r, const char *name, const char **line, s
     return true;
 }
 
-/* Parses one line into ids: an id line, or text (--text).  limit: the
- * vocabulary size; longest: ids kept (longer lines are cropped with a
- * warning).  False with err set when the line is unusable. */
-static bool parse_line(run *r, const char *line, size_t len, const char *name, size_t number,
-                       int32_t limit, size_t longest, tfm_ids *ids, tfm_error *err)
-{
-    if (r->opt.text) {
-        size_t repaired = 0;
-        if (tfm_bpe_encode(r->bpe, NULL, line, len, ids, &repaired, err) != TFM_OK) return false;
-        if (repaired)
-            cli_warn(name, number, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", repaired,
-                     repaired == 1 ? "" : "s");
-    } else if (tfm_ids_parse(line, len, limit, ids, err) != TFM_OK) {
-        return false;
-    }
-    if (ids->len > longest) {
-        cli_warn(name, number, "%zu tokens are more than the model takes; cropped to the "
-                 "first %zu", ids->len, longest);
-        ids->len = longest;
-    }
-    return true;
-}
-
 /* Records where a pair could not be taken (file and line) and returns the
  * status, for the message after the pairs before it are written. */
 static tfm_status fail_at(run *r, const char *file, size_t line, tfm_status status)
@@ -263,74 +235,68 @@ static tfm_status fail_at(run *r, const char *file, size_t line, tfm_status stat
     return status;
 }
 
+/* Warns about what reading a side of a pair did to it; room: the ids it may
+ * hold (a source's </s> aside). */
+static void warn_side(const tfm_pair_side *side, const char *name, size_t number, size_t room,
+                      bool source)
+{
+    if (!side->done) return;
+    if (side->repaired)
+        cli_warn(name, number, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", side->repaired,
+                 side->repaired == 1 ? "" : "s");
+    if (side->cropped)
+        cli_warn(name, number, "%zu tokens are more than the model takes; cropped to the first %zu",
+                 side->length, room);
+    if (source && side->length == 0) cli_warn(name, number, "an empty source");
+}
+
 /* Reads the next wanted pair into slot `slot` of the batch (a source line
- * and, with --target, its target line); with --sentence N only pair N is
+ * and, with --tgt, its target line); with --sentence N only pair N is
  * wanted, and the input ends after it. */
 static tfm_status read_pair(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
     run *r = ctx;
-    const tfm_config *c = &r->model->config;
-    pair *p = &r->b.p[slot];
-    for (;;) {
-        if (r->done) return TFM_EOF;
-        const char *line;
-        size_t len;
-        tfm_status s = tfm_lines_next(r->src_reader, &line, &len, err);
-        const size_t number = tfm_lines_number(r->src_reader);
-        if (s != TFM_OK && s != TFM_EOF) return fail_at(r, r->src_name, number + 1, s);
-        if (s == TFM_EOF) {
-            r->done = true;
-            if (r->opt.sentence) {
-                tfm_error_set(err, TFM_ERR_RANGE, "--sentence %zu: the input has only %zu lines",
-                              r->opt.sentence, number);
-                return fail_at(r, r->src_name, 0, TFM_ERR_RANGE);
-            }
-            if (r->tgt_reader) {
-                s = tfm_lines_next(r->tgt_reader, &line, &len, err);
-                if (s == TFM_OK)
-                    tfm_error_set(err, TFM_ERR_FORMAT, "has more lines than %s (%zu)", r->src_name,
-                                  number);
-                if (s != TFM_EOF)
-                    return fail_at(r, r->tgt_name, s == TFM_OK ? 0 : number + 1,
-                                   s == TFM_OK ? TFM_ERR_FORMAT : s);
-            }
-            return TFM_EOF;
+    tfm_pair *p = &r->b.p[slot];
+    if (r->done) return TFM_EOF;
+    tfm_status s = TFM_OK;
+    while (s == TFM_OK && r->opt.sentence > tfm_lines_number(r->src_reader) + 1)
+        s = tfm_pair_reader_next(r->pairs, NULL, err);
+    if (s == TFM_OK) s = tfm_pair_reader_next(r->pairs, p, err);
+    const tfm_pair_failure *f = tfm_pair_reader_failure(r->pairs);
+    const size_t number = tfm_lines_number(r->src_reader);
+    if (s != TFM_OK) {
+        r->done = true;
+        const bool sources_ended = s == TFM_EOF || (f->mismatch && f->side == TFM_SOURCE);
+        if (r->opt.sentence && sources_ended) {
+            tfm_error_set(err, TFM_ERR_RANGE, "--sentence %zu: the input has only %zu lines",
+                          r->opt.sentence, number);
+            return fail_at(r, r->src_name, 0, TFM_ERR_RANGE);
         }
-        const bool wanted = r->opt.sentence == 0 || number == r->opt.sentence;
-        p->line = number;
-        if (wanted) {
-            size_t room = (size_t)c->max_positions - (r->opt.view.source_eos ? 1 : 0);
-            if (!parse_line(r, line, len, r->src_name, number, c->src_vocab_size, room, &p->src, err))
-                return fail_at(r, r->src_name, number, err->status ? err->status : TFM_ERR_FORMAT);
-            if (p->src.len == 0) cli_warn(r->src_name, number, "an empty source");
-            else if (r->opt.view.source_eos && tfm_ids_push(&p->src, c->eos_id) != TFM_OK)
-                return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-        }
-        if (r->tgt_reader) {
-            s = tfm_lines_next(r->tgt_reader, &line, &len, err);
-            if (s == TFM_EOF) {
-                tfm_error_set(err, TFM_ERR_FORMAT, "has %zu lines, fewer than %s", number - 1,
-                              r->src_name);
-                return fail_at(r, r->tgt_name, 0, TFM_ERR_FORMAT);
-            }
-            if (s != TFM_OK) return fail_at(r, r->tgt_name, number, s);
-            if (wanted && !parse_line(r, line, len, r->tgt_name, number, c->tgt_vocab_size,
-                                      (size_t)c->max_positions - 1, &p->tgt, err))
-                return fail_at(r, r->tgt_name, number, err->status ? err->status : TFM_ERR_FORMAT);
-        } else {
-            tfm_ids_clear(&p->tgt);
-        }
-        if (!wanted) continue;
-        if (r->opt.sentence) r->done = true;
-        *cost = p->src.len + p->tgt.len;
-        return TFM_OK;
+        if (s == TFM_EOF) return TFM_EOF;
     }
+    if (s != TFM_OK && f->mismatch) {
+        if (f->side == TFM_SOURCE)
+            tfm_error_set(err, TFM_ERR_FORMAT, "has more lines than %s (%zu)", r->src_name, number);
+        else
+            tfm_error_set(err, TFM_ERR_FORMAT, "has %zu lines, fewer than %s",
+                          tfm_lines_number(r->tgt_reader), r->src_name);
+        return fail_at(r, r->tgt_name, 0, TFM_ERR_FORMAT);
+    }
+    const tfm_config *c = &r->model->config;
+    warn_side(&p->src, r->src_name, number,
+              (size_t)c->max_positions - (r->opt.view.source_eos ? 1 : 0), true);
+    warn_side(&p->tgt, r->tgt_name, number, (size_t)c->max_positions - 1, false);
+    if (s != TFM_OK)
+        return fail_at(r, f->side == TFM_SOURCE ? r->src_name : r->tgt_name, f->line, s);
+    if (r->opt.sentence) r->done = true;
+    *cost = p->src.ids.len + p->tgt.ids.len;
+    return TFM_OK;
 }
 
 static bool input_ready(void *ctx)
 {
     run *r = ctx;
-    return tfm_lines_ready(r->src_reader);
+    return tfm_pair_reader_ready(r->pairs);
 }
 
 
@@ -362,7 +328,7 @@ static tfm_status translate(run *r, tfm_error *err)
     if (s != TFM_OK) return s;
     for (int i = 0; i < b->n; i++) {
         tfm_hypothesis h = tfm_search_result(r->search, i).hyps[0];
-        tfm_ids *t = &b->p[i].tgt;
+        tfm_ids *t = &b->p[i].tgt.ids;
         tfm_ids_clear(t);
         for (int k = 0; k < h.len; k++)
             if (tfm_ids_push(t, h.ids[k]) != TFM_OK)
@@ -379,14 +345,14 @@ static tfm_status forward_batch(void *ctx, int worker, size_t lo, size_t hi, tfm
     batch *b = &r->b;
     b->n = (int)(hi - lo);
     for (int i = 0; i < b->n; i++) {
-        b->src[i] = b->p[i].src.data;
-        b->src_len[i] = (int)b->p[i].src.len;
+        b->src[i] = b->p[i].src.ids.data;
+        b->src_len[i] = (int)b->p[i].src.ids.len;
     }
     tfm_status s = r->translate ? translate(r, err) : TFM_OK;
     if (s != TFM_OK) return fail_at(r, r->src_name, b->p[0].line, s);
     for (int i = 0; i < b->n; i++) {
-        b->tgt[i] = b->p[i].tgt.data;
-        b->tgt_len[i] = (int)b->p[i].tgt.len;
+        b->tgt[i] = b->p[i].tgt.ids.data;
+        b->tgt_len[i] = (int)b->p[i].tgt.ids.len;
     }
     tfm_train_batch tb = {b->n, b->src, b->src_len, b->tgt, b->tgt_len};
     s = tfm_model_loss(r->ws, &tb, false, NULL, NULL, NULL, NULL, err);
@@ -397,12 +363,13 @@ static tfm_status forward_batch(void *ctx, int worker, size_t lo, size_t hi, tfm
 static tfm_status write_pair(void *ctx, size_t slot, tfm_error *err)
 {
     run *r = ctx;
-    const pair *p = &r->b.p[slot];
+    const tfm_pair *p = &r->b.p[slot];
     const tfm_view_params *vp = &r->opt.view;
     tfm_status s = tfm_attention_gather(r->model, r->ws, (int)slot, vp->kind, vp->layer, vp->head,
                                         &r->weights, err);
     if (s != TFM_OK) return fail_at(r, r->src_name, p->line, s);
-    tfm_view_pair vpair = {p->src.data, (int)p->src.len, p->tgt.data, (int)p->tgt.len, p->line};
+    tfm_view_pair vpair = {p->src.ids.data, (int)p->src.ids.len, p->tgt.ids.data,
+                           (int)p->tgt.ids.len, p->line};
     tfm_buf_clear(&r->out);
     tfm_error e;
     s = tfm_viewer_record(r->viewer, &r->weights, &vpair, sink_fp(&r->output), &r->out, &e);
@@ -529,17 +496,33 @@ static tfm_term_colors choose_colors(const options *opt, bool to_terminal)
     return TFM_TERM_256;
 }
 
+/* Opens the sources (and targets) and the reader of their pairs: ids below
+ * the vocabulary sizes, a source cropped to the model's positions with its
+ * </s>, a target cropped to them less one for <s>. */
 static void open_input(run *r)
 {
     r->src_name = r->opt.src;
     r->src_fd = cli_open_input(r->opt.src);
     r->src_reader = tfm_lines_create(r->src_fd);
     if (!r->src_reader) cli_fail(NULL, 0, "out of memory");
-    if (!r->opt.tgt) return;
-    r->tgt_name = r->opt.tgt;
-    r->tgt_fd = cli_open_input(r->opt.tgt);
-    r->tgt_reader = tfm_lines_create(r->tgt_fd);
-    if (!r->tgt_reader) cli_fail(NULL, 0, "out of memory");
+    if (r->opt.tgt) {
+        r->tgt_name = r->opt.tgt;
+        r->tgt_fd = cli_open_input(r->opt.tgt);
+        r->tgt_reader = tfm_lines_create(r->tgt_fd);
+        if (!r->tgt_reader) cli_fail(NULL, 0, "out of memory");
+    }
+    const tfm_config *c = &r->model->config;
+    tfm_pair_params pp = tfm_pair_default_params();
+    pp.src_vocab_size = c->src_vocab_size;
+    pp.tgt_vocab_size = c->tgt_vocab_size;
+    pp.max_source = (size_t)c->max_positions;
+    pp.max_target = (size_t)c->max_positions - 1;
+    pp.source_eos = r->opt.view.source_eos;
+    pp.eos_id = c->eos_id;
+    pp.bpe = r->bpe;
+    tfm_error err;
+    if (tfm_pair_reader_create(r->src_reader, r->tgt_reader, &pp, &r->pairs, &err) != TFM_OK)
+        cli_fail(NULL, 0, "%s", err.msg);
 }
 
 int main(int argc, char **argv)
@@ -576,10 +559,7 @@ int main(int argc, char **argv)
     if (tfm_train_workspace_create(r.model, &r.ws, &err) != TFM_OK ||
         tfm_viewer_create(r.model, &opt->view, &r.viewer, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);
-    for (int i = 0; i < BATCH_SENTENCES; i++) {
-        tfm_ids_init(&r.b.p[i].src);
-        tfm_ids_init(&r.b.p[i].tgt);
-    }
+    for (int i = 0; i < BATCH_SENTENCES; i++) tfm_pair_init(&r.b.p[i]);
     tfm_tensor_init(&r.weights);
     tfm_buf_init(&r.out);
 
@@ -614,16 +594,14 @@ int main(int argc, char **argv)
     if (opt->tokens) sink_close(&r.tokens);
     cli_info("%zu record%s written", r.written, r.written == 1 ? "" : "s");
 
+    tfm_pair_reader_free(r.pairs);
     tfm_lines_free(r.src_reader);
     cli_close_input(r.src_fd);
     if (r.tgt_reader) {
         tfm_lines_free(r.tgt_reader);
         cli_close_input(r.tgt_fd);
     }
-    for (int i = 0; i < BATCH_SENTENCES; i++) {
-        tfm_ids_free(&r.b.p[i].src);
-        tfm_ids_free(&r.b.p[i].tgt);
-    }
+    for (int i = 0; i < BATCH_SENTENCES; i++) tfm_pair_free(&r.b.p[i]);
     tfm_tensor_free(&r.weights);
     tfm_buf_free(&r.out);
     free(r.states);

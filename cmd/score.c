@@ -17,8 +17,9 @@
  * With -m it scores sentence pairs with a model instead, as marian-scorer
  * does: the log-probability of each target given its source, from the
  * training forward pass with dropout off (tfm_model_loss), a batch of pairs
- * at a time, in input order; n-best lines are read and written back with
- * the score by tfm_nbest_parse and tfm_nbest_add_feature. */
+ * at a time, in input order; the pairs are read by tfm_pair_reader (lib/text),
+ * n-best lines are read and written back with the score by tfm_nbest_parse
+ * and tfm_nbest_add_feature. */
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -317,16 +318,6 @@ static tfm_status input_next(input *in, const char **line, size_t *len, tfm_erro
     tfm_status s = tfm_lines_next(in->reader, line, len, err);
     if (s == TFM_OK) in->lines++;
     return s;
-}
-
-/* The same, for counting what is left of an input once an answer is out: a
- * line that cannot be read ends the program. */
-static bool input_next_or_fail(input *in, const char **line, size_t *len)
-{
-    tfm_error err;
-    tfm_status s = input_next(in, line, len, &err);
-    if (s != TFM_OK && s != TFM_EOF) cli_fail(display_name(in->name), in->lines + 1, "%s", err.msg);
-    return s == TFM_OK;
 }
 
 /* input_next, noting where a line could not be read. */
@@ -696,7 +687,7 @@ static int run(const options *opt, char **files, int n_files)
 
 /* One sentence pair of a batch. */
 typedef struct pair_slot {
-    tfm_ids src, tgt;
+    tfm_pair pair;                /* its ids: the source with its </s>, the target */
     tfm_buf line;                 /* --nbest: the n-best line, printed back with the feature */
     tfm_nbest_entry entry;        /* --nbest: its fields (pointing into line) */
     bool unusable;                /* a target too long for the model: no score */
@@ -720,6 +711,7 @@ typedef struct model_run {
     tfm_train_workspace *ws;
     tfm_bpe *bpe;                 /* --text only */
     input src, tgt;               /* tgt: the targets, or the n-best list */
+    tfm_pair_reader *pairs;       /* reads src and tgt in step (--nbest: src alone) */
     int max_src, max_tgt;         /* ids a source (</s> included) and a target may hold */
     pair_slot *slots;             /* [batch_size] */
     bool eos;                     /* sources end with </s>: not --no-eos, nor trained so */
@@ -730,7 +722,7 @@ typedef struct model_run {
     float *token_lp;
     size_t token_cap;
     /* --nbest: the source the list is at (line nbest_index + 1 of the sources). */
-    tfm_ids nbest_src;
+    tfm_pair nbest;
     size_t nbest_index;
     pending_error pe;
     /* Totals, for the perplexity. */
@@ -757,141 +749,119 @@ static bool later_error(model_run *run, const input *in, size_t line, const char
     return false;
 }
 
-/* Reads one side of a pair: an id line, or with --text a line of text
- * encoded with the model's vocabulary (as 'tokenize -m MODEL' encodes it). */
-static bool read_side(model_run *run, const input *in, const char *line, size_t len,
-                      int32_t vocab_size, tfm_ids *ids)
+/* Warns about what reading a side did to it: invalid UTF-8 repaired
+ * (--text), a source cropped to what the model takes (as 'encode' crops). */
+static void warn_side(model_run *run, const input *in, size_t line, const tfm_pair_side *side,
+                      bool source)
 {
-    tfm_error err;
-    if (!run->opt->text) {
-        if (tfm_ids_parse(line, len, vocab_size, ids, &err) != TFM_OK)
-            return later_error(run, in, in->lines, "%s", err.msg);
-        return true;
-    }
-    size_t repaired = 0;
-    tfm_bpe_encode_params ep = {.strict = run->opt->strict};
-    if (tfm_bpe_encode(run->bpe, &ep, line, len, ids, &repaired, &err) != TFM_OK)
-        return later_error(run, in, in->lines, "%s", err.msg);
-    if (repaired)
-        cli_warn(display_name(in->name), in->lines, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)",
-                 repaired, repaired == 1 ? "" : "s");
-    for (size_t i = 0; i < ids->len; i++) /* a vocabulary larger than the model's embeddings */
-        if (ids->data[i] >= vocab_size)
-            return later_error(run, in, in->lines, "token %zu: id %d is outside the model's "
-                               "vocabulary (0..%d)", i + 1, (int)ids->data[i], (int)vocab_size - 1);
-    return true;
-}
-
-/* Makes a source what the model was trained on: cropped to what it takes
- * (with a warning, as 'encode' crops), then </s> unless --no-eos. */
-static void finish_source(model_run *run, const input *in, tfm_ids *ids)
-{
-    if (ids->len == 0) return; /* an empty source stays empty, as in 'encode' */
-    bool eos = run->eos;
-    size_t room = (size_t)run->max_src - (eos ? 1 : 0);
-    if (ids->len > room) {
-        cli_warn(display_name(in->name), in->lines, "%zu ids are more than the %d tokens the model "
-                 "takes%s; cropped to the first %zu", ids->len, run->max_src,
-                 eos ? " (</s> included)" : "", room);
-        ids->len = room;
-    }
-    if (eos && tfm_ids_push(ids, run->model->config.eos_id) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    if (!side->done) return;
+    if (side->repaired)
+        cli_warn(display_name(in->name), line, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)",
+                 side->repaired, side->repaired == 1 ? "" : "s");
+    if (source && side->cropped)
+        cli_warn(display_name(in->name), line, "%zu ids are more than the %d tokens the model "
+                 "takes%s; cropped to the first %zu", side->length, run->max_src,
+                 run->eos ? " (</s> included)" : "", (size_t)run->max_src - (run->eos ? 1 : 0));
 }
 
 /* Checks a target: <pad> is never a label, so it cannot be scored; a target
  * longer than the model's positions (less one for <s>) gets no score: an
  * empty output line and a warning, or with --nbest an error (a feature
  * cannot be left out of one hypothesis of a list). */
-static bool check_target(model_run *run, const input *in, pair_slot *slot)
+static bool check_target(model_run *run, const input *in, size_t line, pair_slot *slot)
 {
     const tfm_config *c = &run->model->config;
-    for (size_t i = 0; i < slot->tgt.len; i++)
-        if (slot->tgt.data[i] == c->pad_id)
-            return later_error(run, in, in->lines, "token %zu: id %d is <pad>, which the model "
+    const tfm_ids *tgt = &slot->pair.tgt.ids;
+    for (size_t i = 0; i < tgt->len; i++)
+        if (tgt->data[i] == c->pad_id)
+            return later_error(run, in, line, "token %zu: id %d is <pad>, which the model "
                                "never predicts: it cannot be scored", i + 1, (int)c->pad_id);
-    if (slot->tgt.len > (size_t)run->max_tgt) {
+    if (slot->pair.tgt.too_long) {
         if (run->opt->nbest)
-            return later_error(run, in, in->lines, "the hypothesis has %zu ids; the model scores "
-                               "at most %d (max_positions %d, less 1 for <s>)", slot->tgt.len,
+            return later_error(run, in, line, "the hypothesis has %zu ids; the model scores "
+                               "at most %d (max_positions %d, less 1 for <s>)", tgt->len,
                                run->max_tgt, c->max_positions);
-        cli_warn(display_name(in->name), in->lines, "the target has %zu ids; the model scores at "
+        cli_warn(display_name(in->name), line, "the target has %zu ids; the model scores at "
                  "most %d (max_positions %d, less 1 for <s>): no score for this line",
-                 slot->tgt.len, run->max_tgt, c->max_positions);
+                 tgt->len, run->max_tgt, c->max_positions);
         slot->unusable = true;
     }
     return true;
 }
 
+/* Notes the pair reader's failure as the error to report. */
+static bool pairs_failed(model_run *run, const tfm_error *err)
+{
+    const tfm_pair_failure *f = tfm_pair_reader_failure(run->pairs);
+    return later_error(run, f->side == TFM_SOURCE ? &run->src : &run->tgt, f->line, "%s", err->msg);
+}
+
+/* Reads what is left of the sources (and targets), to count their lines. */
+static void count_lines(model_run *run, size_t *n_src, size_t *n_tgt)
+{
+    tfm_error err;
+    if (tfm_pair_reader_count(run->pairs, n_src, n_tgt, &err) != TFM_OK) {
+        const tfm_pair_failure *f = tfm_pair_reader_failure(run->pairs);
+        cli_fail(display_name(f->side == TFM_SOURCE ? run->src.name : run->tgt.name), f->line,
+                 "%s", err.msg);
+    }
+}
+
 /* The sources and targets differ in length: counts what is left of both. */
 static _Noreturn void pairs_mismatch(model_run *run)
 {
-    const char *line;
-    size_t len;
-    while (input_next_or_fail(&run->src, &line, &len)) {}
-    while (input_next_or_fail(&run->tgt, &line, &len)) {}
+    size_t n_src, n_tgt;
+    count_lines(run, &n_src, &n_tgt);
     cli_fail(NULL, 0, "sources in %s have %zu line%s but targets in %s have %zu line%s",
-             display_name(run->src.name), run->src.lines, run->src.lines == 1 ? "" : "s",
-             display_name(run->tgt.name), run->tgt.lines, run->tgt.lines == 1 ? "" : "s");
+             display_name(run->src.name), n_src, n_src == 1 ? "" : "s",
+             display_name(run->tgt.name), n_tgt, n_tgt == 1 ? "" : "s");
 }
 
 static bool pairs_ready(void *ctx)
 {
     model_run *run = ctx;
-    return tfm_lines_ready(run->tgt.reader) && (run->opt->nbest || tfm_lines_ready(run->src.reader));
+    return run->opt->nbest ? tfm_lines_ready(run->tgt.reader) : tfm_pair_reader_ready(run->pairs);
 }
-
 
 /* Reads the next pair of --src and --tgt into the batch; false at the end
  * of both or on an error (then run->pe says which). */
 static bool gather_pair(model_run *run, pair_slot *slot)
 {
-    const char *sl, *tl;
-    size_t slen, tlen;
     tfm_error err;
-    tfm_status ss = input_next(&run->src, &sl, &slen, &err);
-    if (ss != TFM_OK && ss != TFM_EOF)
-        return later_error(run, &run->src, run->src.lines + 1, "%s", err.msg);
-    tfm_status ts = input_next(&run->tgt, &tl, &tlen, &err);
-    if (ts != TFM_OK && ts != TFM_EOF)
-        return later_error(run, &run->tgt, run->tgt.lines + 1, "%s", err.msg);
-    bool got_src = ss == TFM_OK, got_tgt = ts == TFM_OK;
-    if (!got_src && !got_tgt) return false;
-    if (got_src != got_tgt) {
+    tfm_status s = tfm_pair_reader_next(run->pairs, &slot->pair, &err);
+    if (s == TFM_EOF) return false;
+    if (s != TFM_OK && tfm_pair_reader_failure(run->pairs)->mismatch) {
         run->pe.set = run->pe.mismatch = true;
         return false;
     }
-    if (!read_side(run, &run->src, sl, slen, run->model->config.src_vocab_size, &slot->src)) return false;
-    finish_source(run, &run->src, &slot->src);
-    return read_side(run, &run->tgt, tl, tlen, run->model->config.tgt_vocab_size, &slot->tgt) &&
-           check_target(run, &run->tgt, slot);
+    warn_side(run, &run->src, slot->pair.line, &slot->pair.src, true);
+    warn_side(run, &run->tgt, slot->pair.line, &slot->pair.tgt, false);
+    if (s != TFM_OK) return pairs_failed(run, &err);
+    return check_target(run, &run->tgt, slot->pair.line, slot);
 }
 
 /* Moves the sources on to line index + 1 (0-based index, as Marian's). */
 static bool nbest_source(model_run *run, size_t index)
 {
-    if (run->src.lines > 0 && index == run->nbest_index) return true;
-    if (run->src.lines > 0 && index < run->nbest_index)
+    const size_t n_read = tfm_lines_number(run->src.reader);
+    if (n_read > 0 && index == run->nbest_index) return true;
+    if (n_read > 0 && index < run->nbest_index)
         return later_error(run, &run->tgt, run->tgt.lines, "sentence %zu comes after sentence %zu: "
                            "the n-best list must follow the order of the sources", index,
                            run->nbest_index);
-    while (run->src.lines < index + 1) {
-        const char *sl;
-        size_t slen;
-        tfm_error err;
-        tfm_status s = input_next(&run->src, &sl, &slen, &err);
-        if (s != TFM_OK && s != TFM_EOF)
-            return later_error(run, &run->src, run->src.lines + 1, "%s", err.msg);
-        if (s == TFM_EOF)
-            return later_error(run, &run->tgt, run->tgt.lines, "sentence %zu, but the sources in %s "
-                               "have %zu line%s (sentences 0 to %zu)", index,
-                               display_name(run->src.name), run->src.lines,
-                               run->src.lines == 1 ? "" : "s", run->src.lines - 1);
-        if (run->src.lines == index + 1) {
-            if (!read_side(run, &run->src, sl, slen, run->model->config.src_vocab_size, &run->nbest_src))
-                return false;
-            finish_source(run, &run->src, &run->nbest_src);
-        }
+    tfm_error err;
+    tfm_status s = TFM_OK;
+    while (s == TFM_OK && tfm_lines_number(run->src.reader) < index) /* lines before it: unparsed */
+        s = tfm_pair_reader_next(run->pairs, NULL, &err);
+    if (s == TFM_OK) s = tfm_pair_reader_next(run->pairs, &run->nbest, &err);
+    if (s == TFM_EOF) {
+        const size_t n = tfm_lines_number(run->src.reader);
+        return later_error(run, &run->tgt, run->tgt.lines, "sentence %zu, but the sources in %s "
+                           "have %zu line%s (sentences 0 to %zu)", index,
+                           display_name(run->src.name), n, n == 1 ? "" : "s", n - 1);
     }
+    warn_side(run, &run->src, run->nbest.line, &run->nbest.src, true);
+    if (s != TFM_OK) return pairs_failed(run, &err);
     run->nbest_index = index;
     return true;
 }
@@ -911,14 +881,17 @@ static bool gather_hypothesis(model_run *run, pair_slot *slot)
     tfm_buf_clear(&slot->line);
     if (tfm_buf_append(&slot->line, line, len) != TFM_OK) cli_fail(NULL, 0, "out of memory");
     const tfm_nbest_entry *e = &slot->entry;
-    if (tfm_nbest_parse(slot->line.data, len, &slot->entry, &err) != TFM_OK)
+    if (tfm_nbest_parse(slot->line.data, len, &slot->entry, &err) != TFM_OK ||
+        tfm_pair_reader_parse(run->pairs, TFM_TARGET, e->hyp, e->hyp_len, &slot->pair.tgt,
+                              &err) != TFM_OK)
         return later_error(run, &run->tgt, run->tgt.lines, "%s", err.msg);
-    if (!read_side(run, &run->tgt, e->hyp, e->hyp_len, run->model->config.tgt_vocab_size, &slot->tgt) ||
-        !check_target(run, &run->tgt, slot) || !nbest_source(run, e->index))
+    warn_side(run, &run->tgt, run->tgt.lines, &slot->pair.tgt, false);
+    if (!check_target(run, &run->tgt, run->tgt.lines, slot) || !nbest_source(run, e->index))
         return false;
-    tfm_ids_clear(&slot->src);
-    for (size_t i = 0; i < run->nbest_src.len; i++)
-        if (tfm_ids_push(&slot->src, run->nbest_src.data[i]) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    tfm_ids *src = &slot->pair.src.ids;
+    tfm_ids_clear(src);
+    for (size_t i = 0; i < run->nbest.src.ids.len; i++)
+        if (tfm_ids_push(src, run->nbest.src.ids.data[i]) != TFM_OK) cli_fail(NULL, 0, "out of memory");
     return true;
 }
 
@@ -935,7 +908,7 @@ static tfm_status read_pair(void *ctx, size_t slot, size_t *cost, tfm_error *err
         *err = run->pe.err;
         return TFM_ERR_FORMAT;
     }
-    *cost = ps->src.len + ps->tgt.len + 1;
+    *cost = ps->pair.src.ids.len + ps->pair.tgt.ids.len + 1;
     return TFM_OK;
 }
 
@@ -950,12 +923,12 @@ static tfm_status score_pairs(void *ctx, int worker, size_t lo, size_t hi, tfm_e
         pair_slot *slot = &run->slots[i];
         slot->row = B;
         if (slot->unusable) continue;
-        run->src_ptr[B] = slot->src.data;
-        run->src_len[B] = (int)slot->src.len;
-        run->tgt_ptr[B] = slot->tgt.data;
-        run->tgt_len[B] = (int)slot->tgt.len;
+        run->src_ptr[B] = slot->pair.src.ids.data;
+        run->src_len[B] = (int)slot->pair.src.ids.len;
+        run->tgt_ptr[B] = slot->pair.tgt.ids.data;
+        run->tgt_len[B] = (int)slot->pair.tgt.ids.len;
         slot->first_label = labels;
-        labels += slot->tgt.len + 1;
+        labels += slot->pair.tgt.ids.len + 1;
         B++;
     }
     if (labels > run->token_cap) {
@@ -1021,14 +994,14 @@ static void report_pending(model_run *run)
 /* --nbest: the list must cover every source line, as decode --nbest writes it. */
 static void check_nbest_covers_sources(model_run *run)
 {
-    const char *line;
-    size_t len;
-    size_t covered = run->src.lines; /* the sources read so far: up to the list's last sentence */
-    while (input_next_or_fail(&run->src, &line, &len)) {}
-    if (run->src.lines != covered)
+    /* the sources read so far: up to the list's last sentence */
+    const size_t covered = tfm_lines_number(run->src.reader);
+    size_t n_src, n_tgt;
+    count_lines(run, &n_src, &n_tgt);
+    if (n_src != covered)
         cli_fail(NULL, 0, "the n-best list in %s covers %zu sentence%s but the sources in %s have "
                  "%zu line%s", display_name(run->tgt.name), covered, covered == 1 ? "" : "s",
-                 display_name(run->src.name), run->src.lines, run->src.lines == 1 ? "" : "s");
+                 display_name(run->src.name), n_src, n_src == 1 ? "" : "s");
 }
 
 /* Loads the model or exits with the library's reason (its messages name the
@@ -1091,8 +1064,7 @@ static int run_model(const options *opt)
     size_t bs = (size_t)opt->batch_size;
     run.slots = xcalloc(bs, sizeof *run.slots);
     for (size_t i = 0; i < bs; i++) {
-        tfm_ids_init(&run.slots[i].src);
-        tfm_ids_init(&run.slots[i].tgt);
+        tfm_pair_init(&run.slots[i].pair);
         tfm_buf_init(&run.slots[i].line);
     }
     run.src_ptr = xcalloc(bs, sizeof *run.src_ptr);
@@ -1100,7 +1072,7 @@ static int run_model(const options *opt)
     run.src_len = xcalloc(bs, sizeof *run.src_len);
     run.tgt_len = xcalloc(bs, sizeof *run.tgt_len);
     run.sentence_lp = xcalloc(bs, sizeof *run.sentence_lp);
-    tfm_ids_init(&run.nbest_src);
+    tfm_pair_init(&run.nbest);
     tfm_buf_init(&run.out);
 
     run.src.name = opt->src;
@@ -1111,6 +1083,22 @@ static int run_model(const options *opt)
         inputs[k]->reader = tfm_lines_create(inputs[k]->fd);
         if (!inputs[k]->reader) cli_fail(NULL, 0, "out of memory");
     }
+    /* Ids below the vocabulary sizes; a source cropped to the model's
+     * positions with its </s>; a target longer than they take (less one for
+     * <s>) kept whole, to be left without a score. */
+    tfm_pair_params pp = tfm_pair_default_params();
+    pp.src_vocab_size = c->src_vocab_size;
+    pp.tgt_vocab_size = c->tgt_vocab_size;
+    pp.max_source = (size_t)run.max_src;
+    pp.max_target = (size_t)run.max_tgt;
+    pp.crop_target = false;
+    pp.source_eos = run.eos;
+    pp.eos_id = c->eos_id;
+    pp.bpe = run.bpe;
+    pp.strict = opt->strict;
+    if (tfm_pair_reader_create(run.src.reader, opt->nbest ? NULL : run.tgt.reader, &pp, &run.pairs,
+                               &err) != TFM_OK)
+        cli_fail(NULL, 0, "%s", err.msg);
 
     /* Batches of the pairs that are ready, up to --batch-size pairs and
      * --batch-tokens ids; a bad line is reported after the lines before it. */
@@ -1127,6 +1115,7 @@ static int run_model(const options *opt)
     }
     if (opt->nbest) check_nbest_covers_sources(&run);
     cli_flush();
+    tfm_pair_reader_free(run.pairs);
     for (int k = 0; k < 2; k++) {
         tfm_lines_free(inputs[k]->reader);
         cli_close_input(inputs[k]->fd);
@@ -1150,8 +1139,7 @@ static int run_model(const options *opt)
              (long long)run.n_tokens, t, t > 0 ? (double)run.n_tokens / t : 0.0);
 
     for (size_t i = 0; i < bs; i++) {
-        tfm_ids_free(&run.slots[i].src);
-        tfm_ids_free(&run.slots[i].tgt);
+        tfm_pair_free(&run.slots[i].pair);
         tfm_buf_free(&run.slots[i].line);
     }
     free(run.slots);
@@ -1161,7 +1149,7 @@ static int run_model(const options *opt)
     free(run.tgt_len);
     free(run.sentence_lp);
     free(run.token_lp);
-    tfm_ids_free(&run.nbest_src);
+    tfm_pair_free(&run.nbest);
     tfm_buf_free(&run.out);
     tfm_bpe_free(run.bpe);
     tfm_train_workspace_free(run.ws);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "tfm/core.h"
+#include "tfm/io.h"
 
 /* ---- normalisation ------------------------------------------------------------ */
 
@@ -247,5 +248,113 @@ tfm_status tfm_bpe_pieces_to_ids(const tfm_vocab *v, const char *line, size_t le
  * An id outside the vocabulary is TFM_ERR_RANGE. */
 tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
                           tfm_error *err);
+
+/* ---- sentence pairs ----------------------------------------------------------------- */
+
+/* A pair reader takes sentence pairs from two line readers in step: line n of
+ * the sources and line n of the targets (or sources alone, given no target
+ * reader).  Each line is an id line (tfm_ids_parse) or, given an encoder,
+ * text encoded with it (tfm_bpe_encode); either way its ids are checked
+ * against the side's vocabulary size.  A source is made what a model reads:
+ * cropped to max_source ids, </s> included, then ended with eos_id (an empty
+ * source stays empty, as 'encode' gives it).  A target longer than
+ * max_target is cropped, or kept whole and flagged (crop_target false).
+ *
+ * The reader prints nothing: what a program warns about (invalid UTF-8
+ * repaired, a line cropped, an empty source) is in the pair it returns, and
+ * where a pair could not be taken (which file, which line) in
+ * tfm_pair_reader_failure.  Example:
+ *
+ *     tfm_pair_params p = tfm_pair_default_params();
+ *     p.src_vocab_size = c->src_vocab_size; p.max_source = c->max_positions; ...
+ *     tfm_pair_reader_create(src_lines, tgt_lines, &p, &pr, &err);
+ *     tfm_pair pair;
+ *     tfm_pair_init(&pair);
+ *     while ((s = tfm_pair_reader_next(pr, &pair, &err)) == TFM_OK)
+ *         use(pair.line, pair.src.ids, pair.tgt.ids);
+ *     if (s != TFM_EOF) report(tfm_pair_reader_failure(pr), err.msg);
+ */
+typedef enum tfm_side { TFM_SOURCE = 0, TFM_TARGET = 1 } tfm_side;
+
+typedef struct tfm_pair_params {
+    int32_t src_vocab_size, tgt_vocab_size; /* ids must be below these (<= 0: no limit) */
+    size_t max_source;  /* ids a source may hold, </s> included (0: no limit) */
+    size_t max_target;  /* ids a target may hold (0: no limit) */
+    bool crop_target;   /* a longer target is cropped; false: kept whole, flagged too_long */
+    bool source_eos;    /* a non-empty source ends with eos_id */
+    int32_t eos_id;
+    tfm_bpe *bpe;       /* lines are text encoded with it; NULL: id lines.  Not owned; it
+                           must outlive the reader, which alone may use it meanwhile */
+    bool strict;        /* text: invalid UTF-8 is an error instead of U+FFFD */
+} tfm_pair_params;
+
+/* Id lines, no vocabulary limits, no length limits, crop_target, sources
+ * ended with TFM_ID_EOS, not strict. */
+tfm_pair_params tfm_pair_default_params(void);
+
+/* One side of a pair, and what happened to it. */
+typedef struct tfm_pair_side {
+    tfm_ids ids;        /* a source with its </s>; cropped where it was too long */
+    bool done;          /* the line was read and parsed (also set, on a failure, for a
+                           side parsed before it, so its warnings can be given) */
+    size_t length;      /* ids the line gave, before cropping and </s> */
+    size_t repaired;    /* text: invalid UTF-8 sequences replaced by U+FFFD */
+    bool cropped;       /* longer than its limit: ids holds the first ones */
+    bool too_long;      /* a target longer than max_target, kept whole (crop_target false) */
+} tfm_pair_side;
+
+typedef struct tfm_pair {
+    size_t line;        /* the pair's 1-based line number */
+    tfm_pair_side src, tgt; /* tgt: empty, not done, when there are sources alone */
+} tfm_pair;
+
+void tfm_pair_init(tfm_pair *p);
+void tfm_pair_free(tfm_pair *p); /* the ids; the struct is the caller's */
+
+/* Where the reader stopped on a failure: the file at fault and its line.
+ * A mismatch (the files differ in length) has line 0 and names the file
+ * that ended first. */
+typedef struct tfm_pair_failure {
+    tfm_side side;
+    size_t line;
+    bool mismatch;
+} tfm_pair_failure;
+
+typedef struct tfm_pair_reader tfm_pair_reader;
+
+/* src is required (TFM_ERR_ARG without it), tgt may be NULL (sources
+ * alone).  The reader owns neither: both must outlive it.  max_source 1
+ * with source_eos crops every source to its </s> alone. */
+tfm_status tfm_pair_reader_create(tfm_line_reader *src, tfm_line_reader *tgt,
+                                  const tfm_pair_params *p, tfm_pair_reader **out,
+                                  tfm_error *err);
+void tfm_pair_reader_free(tfm_pair_reader *pr);
+
+/* Reads the next pair into *pair: TFM_OK; TFM_EOF when the files end
+ * together; or an error, said in err and located by tfm_pair_reader_failure:
+ * a line that cannot be read, or a bad line (both lines are read before
+ * either is parsed, so files of different lengths are found before a bad
+ * line at their end), or a mismatch.  pair NULL: the pair is read past
+ * (its lines are read in step, nothing is parsed). */
+tfm_status tfm_pair_reader_next(tfm_pair_reader *pr, tfm_pair *pair, tfm_error *err);
+
+/* Parses one line of a side as next does, into *out: for lines that come
+ * from elsewhere (the hypotheses of an n-best list, say).  On a failure
+ * nothing is recorded in tfm_pair_reader_failure. */
+tfm_status tfm_pair_reader_parse(tfm_pair_reader *pr, tfm_side side, const char *line,
+                                 size_t len, tfm_pair_side *out, tfm_error *err);
+
+/* Reads what is left of the files, parsing nothing, to count them: the lines
+ * each holds in all (*n_tgt 0 with sources alone).  For a message that gives
+ * both lengths; an unreadable line fails as in next. */
+tfm_status tfm_pair_reader_count(tfm_pair_reader *pr, size_t *n_src, size_t *n_tgt,
+                                 tfm_error *err);
+
+/* True when next would return without waiting: each file has a line ready
+ * or has ended (tfm_lines_ready). */
+bool tfm_pair_reader_ready(tfm_pair_reader *pr);
+
+/* Where the last failure of next or count was. */
+const tfm_pair_failure *tfm_pair_reader_failure(const tfm_pair_reader *pr);
 
 #endif
