@@ -8,6 +8,7 @@
 #   make bench      benchmarks (sgemm rate first; then each tool against its peer)
 #   make bench-quality  tfm against the PyTorch reference: 30 min of training
 #                   each on ../shared/data/enfr, test BLEU and chrF (~70 min)
+#   make bench-curves   learning curves against the reference (~2.5 hours)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
@@ -56,7 +57,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality fuzz install uninstall clean
+.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-curves fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a
 
@@ -152,6 +153,11 @@ bench: deps-bench all $(BENCH_BINS) $(TOOL_BINS)
 # training each, then test BLEU and chrF (about 70 minutes; QUALITY_MINUTES).
 bench-quality: deps-bench all
 	$(Q)sh tests/bench/quality.sh $(BUILD)
+
+# Learning curves against the PyTorch reference: valid perplexity per 100
+# updates to 1,500, two seeds a side, dropout at every site (~2.5 hours).
+bench-curves: deps-bench all
+	$(Q)sh tests/bench/curves.sh $(BUILD)
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------------
 # A crash found is kept as build/fuzz/NAME-crash-*; with its fix, it goes into

@@ -14,7 +14,8 @@
 # two tfm runs): the curve is by update, so the machine's speed does not
 # change it; tfm's training is the same bit for bit at any thread count.  The
 # data comes from quality.sh (run first if build/bench/quality/data is
-# missing).  About 100 minutes on two CPUs.
+# missing).  About 2.5 hours on two CPUs (measured: the reference at one
+# thread costs about 4.8 CPU-seconds an update, tfm about 2.7).
 #
 # The reference validates by time (every LOG_SECONDS of its training clock);
 # its perplexity at update u is interpolated between the two logged updates
