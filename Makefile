@@ -45,6 +45,9 @@ LIB_HDR   := lib/tfm.h $(wildcard lib/tfm/*.h) $(wildcard lib/*/*.h)
 # cmd/NAME.c is the program NAME; cmd/common/ holds the command-line layer
 # they share (messages, exit codes, option parsing, model loading).
 PROGRAMS  := $(basename $(notdir $(wildcard cmd/*.c)))
+CLI_SRC   := $(sort $(wildcard cmd/common/*.c))
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_HDR   := $(wildcard cmd/common/*.h)
 BINS      := $(PROGRAMS:%=$(BUILD)/bin/%)
 UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -68,7 +71,7 @@ $(BUILD)/%.o: %.c $(LIB_HDR)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -c $< -o $@
 
-$(BUILD)/cmd/%.o: cmd/%.c $(LIB_HDR) cmd/common/cli.h
+$(BUILD)/cmd/%.o: cmd/%.c $(LIB_HDR) $(CLI_HDR)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -Icmd/common -c $< -o $@
@@ -77,7 +80,7 @@ $(BUILD)/libtfm.a: $(LIB_OBJ)
 	$(if $(Q),@echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(BUILD)/cmd/common/cli.o $(BUILD)/libtfm.a
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(BUILD)/libtfm.a
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
