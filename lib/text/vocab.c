@@ -624,3 +624,10 @@ fail:
     tfm_vocab_free(v);
     return st;
 }
+
+int32_t tfm_vocab_merges(const tfm_vocab *v)
+{
+    int32_t merges = 0;
+    for (int32_t id = 0; id < tfm_vocab_size(v); id++) merges += tfm_vocab_score(v, id) < 0;
+    return merges;
+}

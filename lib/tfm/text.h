@@ -128,6 +128,8 @@ int32_t tfm_vocab_byte_id(const tfm_vocab *v, unsigned char byte);
 /* The byte a byte piece stands for, or -1 when id is not a byte piece. */
 int tfm_vocab_byte_value(const tfm_vocab *v, int32_t id);
 const tfm_norm_params *tfm_vocab_norm(const tfm_vocab *v);
+/* The number of merges learnt into v: its pieces that score below 0. */
+int32_t tfm_vocab_merges(const tfm_vocab *v);
 
 /* The vocabulary file: text, documented in tfm-formats(5).  First line
  *     #tfm-vocab 1 normalize=nfkc case-fold=no pieces=8000
@@ -210,6 +212,25 @@ tfm_status tfm_bpe_learner_add_batch(tfm_bpe_learner *l, const char *const *line
  * added after it. */
 tfm_status tfm_bpe_learner_finish(tfm_bpe_learner *l, tfm_vocab **out, tfm_error *err);
 
+/* What tfm_bpe_learner_read tells after each batch it added: the batch's
+ * lines (1-based numbers in the reader), their bytes (a line end counted
+ * for each) and the invalid UTF-8 sequences replaced in them. */
+typedef struct tfm_learn_batch {
+    size_t first_line, last_line;
+    size_t bytes;
+    size_t repaired;
+} tfm_learn_batch;
+
+/* Adds every line of r to the learner, in batches of the lines that are
+ * ready (tfm_bpe_learner_add_batch), calling added(ctx, batch) after each
+ * (added may be NULL).  Returns TFM_OK at the end of r, or the first
+ * failure, described in *failure (may be NULL): TFM_BATCH_READ for a line r
+ * could not read (failure->item: its 0-based number), TFM_BATCH_WORK for a
+ * batch the learner refused (the message as add_batch gives it). */
+tfm_status tfm_bpe_learner_read(tfm_bpe_learner *l, tfm_line_reader *r,
+                                void (*added)(void *ctx, const tfm_learn_batch *batch),
+                                void *ctx, tfm_batch_failure *failure);
+
 /* ---- encoding and decoding ------------------------------------------------------------ */
 
 /* An encoder: a vocabulary plus the tables that make encoding fast (a table
@@ -248,6 +269,82 @@ tfm_status tfm_bpe_pieces_to_ids(const tfm_vocab *v, const char *line, size_t le
  * An id outside the vocabulary is TFM_ERR_RANGE. */
 tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
                           tfm_error *err);
+
+/* ---- line filters -------------------------------------------------------------------- */
+
+/* A filter turns each line of a stream into one output line, in order, as
+ * tokenize(1) does: text into ids or pieces (encode), id or piece lines back
+ * into text (decode), or text into normalised text (normalize).  Lines are
+ * taken in batches of those that are ready (tfm_batch_loop), so a line typed
+ * at a terminal is answered at once; encoding runs on several threads, and
+ * gives the same output for any thread count.  Example:
+ *
+ *     tfm_filter_params p = tfm_filter_default_params();
+ *     p.output = TFM_LINE_PIECES;
+ *     tfm_text_filter *f;
+ *     tfm_text_filter_create(vocab, &p, &f, &err);
+ *     tfm_text_filter_run(f, lines, write_line, NULL, ctx, &failure);
+ */
+typedef enum tfm_filter_op {
+    TFM_FILTER_ENCODE = 0,
+    TFM_FILTER_DECODE = 1,
+    TFM_FILTER_NORMALIZE = 2,
+} tfm_filter_op;
+
+typedef enum tfm_line_format {
+    TFM_LINE_AUTO = 0,   /* decode: an id line when every token is a decimal number */
+    TFM_LINE_IDS = 1,    /* "12 7 431" */
+    TFM_LINE_PIECES = 2, /* "▁the ▁cat" */
+} tfm_line_format;
+
+typedef struct tfm_filter_params {
+    tfm_filter_op op;       /* default TFM_FILTER_ENCODE */
+    tfm_line_format output; /* encode: ids (default) or pieces */
+    tfm_line_format input;  /* decode: auto (default), ids or pieces */
+    float dropout;          /* encode: BPE-dropout (default 0) */
+    uint64_t seed;          /* encode: line n (0-based over every run of the filter) draws
+                               from a generator seeded by seed and n (default 1) */
+    bool strict;            /* encode, normalize: invalid UTF-8 is an error */
+    tfm_norm_params norm;   /* normalize without a vocabulary (default NFKC; its strict
+                               is not read: p.strict is) */
+    int threads;            /* encode: threads to use (default: one per CPU); decode and
+                               normalize run on one */
+} tfm_filter_params;
+
+tfm_filter_params tfm_filter_default_params(void);
+
+typedef struct tfm_text_filter tfm_text_filter;
+
+/* v: the vocabulary, required to encode and decode (TFM_ERR_ARG without
+ * it); to normalize, given, its normalisation is used instead of p->norm
+ * (p->strict still applies).  v must outlive the filter. */
+tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p,
+                                  tfm_text_filter **out, tfm_error *err);
+void tfm_text_filter_free(tfm_text_filter *f);
+
+/* One line through the filter as worker `worker` (0 .. threads-1; one
+ * thread per worker at a time): the result in out (cleared first), the
+ * invalid UTF-8 sequences replaced in *repaired (may be NULL).  index: the
+ * line's number for dropout's generator.  Errors as tfm_bpe_encode,
+ * tfm_ids_parse, tfm_bpe_pieces_to_ids, tfm_bpe_decode, tfm_normalize. */
+tfm_status tfm_text_filter_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
+                                size_t len, tfm_buf *out, size_t *repaired, tfm_error *err);
+
+/* Receives line `line` (1-based number in the reader) of a run's output, in
+ * order: its text (len bytes, no newline) and the invalid UTF-8 sequences
+ * replaced in it.  A status other than TFM_OK ends the run. */
+typedef tfm_status (*tfm_filter_write_fn)(void *ctx, size_t line, const char *text, size_t len,
+                                          size_t repaired, tfm_error *err);
+
+/* Runs every line of r through the filter and gives each result to write,
+ * in order; flush(ctx) (may be NULL) is called before the input is waited
+ * for.  Returns TFM_OK at the end of r, or the first failure, described in
+ * *failure (may be NULL; item: the line's 0-based number in r): a line that
+ * could not be read (TFM_BATCH_READ) or filtered (TFM_BATCH_WRITE, with the
+ * lines before it written first), or write's own.  The filter counts lines
+ * over its runs: a second run (the next file) goes on from there. */
+tfm_status tfm_text_filter_run(tfm_text_filter *f, tfm_line_reader *r, tfm_filter_write_fn write,
+                               void (*flush)(void *ctx), void *ctx, tfm_batch_failure *failure);
 
 /* ---- sentence pairs ----------------------------------------------------------------- */
 

@@ -1,0 +1,206 @@
+/* text_filter.c - a line filter, as tokenize(1) runs one: each line of a
+ * stream encoded into ids or pieces, decoded back into text, or normalised,
+ * one output line per input line, in order (tfm/text.h).
+ *
+ * The lines are read in batches of those that are ready and worked on over
+ * tfm_batch_loop; a line that fails is reported after the lines before it
+ * are written.  Encoding is spread over threads, an encoder each; each line
+ * draws its dropout from a generator of its own, seeded by the seed and the
+ * line's number, so the output does not depend on the thread count. */
+#include <stdlib.h>
+
+#include "text/line_batch_internal.h"
+
+/* A batch of fewer lines than this per thread is encoded on fewer threads:
+ * a handful of lines is not worth starting a thread. */
+#define MIN_LINES_PER_THREAD 32
+
+struct tfm_text_filter {
+    tfm_filter_params p;
+    const tfm_vocab *vocab;  /* NULL: normalize with p.norm */
+    int workers;
+    tfm_bpe **encoders;      /* [workers], encode */
+    tfm_ids *ids;            /* [workers], encode and decode */
+    uint64_t lines_before;   /* lines of earlier runs */
+    /* The results of the batch being worked on, a slot per line. */
+    tfm_buf *out;            /* [LINE_BATCH_LINES] */
+    size_t *repaired;
+    tfm_status *status;
+    tfm_error *errors;
+};
+
+/* What a run keeps; the line batch comes first, for its callbacks. */
+typedef struct filter_run {
+    line_batch b;
+    tfm_text_filter *f;
+    tfm_filter_write_fn write;
+    void (*flush)(void *ctx);
+    void *ctx;
+} filter_run;
+
+tfm_filter_params tfm_filter_default_params(void)
+{
+    return (tfm_filter_params){.op = TFM_FILTER_ENCODE, .output = TFM_LINE_IDS,
+                               .input = TFM_LINE_AUTO, .seed = 1,
+                               .norm = tfm_norm_default_params(), .threads = tfm_cpu_count()};
+}
+
+tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p,
+                                  tfm_text_filter **out, tfm_error *err)
+{
+    *out = NULL;
+    if ((int)p->op < TFM_FILTER_ENCODE || (int)p->op > TFM_FILTER_NORMALIZE)
+        return tfm_error_set(err, TFM_ERR_ARG, "filter: no such operation");
+    if (!v && p->op != TFM_FILTER_NORMALIZE)
+        return tfm_error_set(err, TFM_ERR_ARG, "filter: encoding and decoding need a vocabulary");
+    tfm_text_filter *f = calloc(1, sizeof *f);
+    if (!f) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    f->p = *p;
+    f->vocab = v;
+    if (v && p->op == TFM_FILTER_NORMALIZE) f->p.norm = *tfm_vocab_norm(v); /* as it does */
+    f->p.norm.strict = p->strict;
+    f->workers = p->op == TFM_FILTER_ENCODE && p->threads > 1 ? p->threads : 1;
+    f->encoders = calloc((size_t)f->workers, sizeof *f->encoders);
+    f->ids = calloc((size_t)f->workers, sizeof *f->ids);
+    f->out = calloc(LINE_BATCH_LINES, sizeof *f->out);
+    f->repaired = calloc(LINE_BATCH_LINES, sizeof *f->repaired);
+    f->status = calloc(LINE_BATCH_LINES, sizeof *f->status);
+    f->errors = calloc(LINE_BATCH_LINES, sizeof *f->errors);
+    if (!f->encoders || !f->ids || !f->out || !f->repaired || !f->status || !f->errors) {
+        tfm_text_filter_free(f);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    for (int w = 0; w < f->workers && p->op == TFM_FILTER_ENCODE; w++) {
+        tfm_status s = tfm_bpe_create(v, &f->encoders[w], err);
+        if (s != TFM_OK) {
+            tfm_text_filter_free(f);
+            return s;
+        }
+    }
+    *out = f;
+    return TFM_OK;
+}
+
+void tfm_text_filter_free(tfm_text_filter *f)
+{
+    if (!f) return;
+    for (int w = 0; w < f->workers; w++) {
+        if (f->encoders) tfm_bpe_free(f->encoders[w]);
+        if (f->ids) tfm_ids_free(&f->ids[w]);
+    }
+    for (size_t i = 0; f->out && i < LINE_BATCH_LINES; i++) tfm_buf_free(&f->out[i]);
+    free(f->encoders);
+    free(f->ids);
+    free(f->out);
+    free(f->repaired);
+    free(f->status);
+    free(f->errors);
+    free(f);
+}
+
+/* True when every space-separated token of the line is a decimal number. */
+static bool looks_like_ids(const char *line, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!(line[i] >= '0' && line[i] <= '9') && line[i] != ' ' && line[i] != '\t') return false;
+    return true;
+}
+
+static tfm_status encode_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
+                              size_t len, tfm_buf *out, size_t *repaired, tfm_error *err)
+{
+    tfm_rng rng;
+    tfm_rng_seed(&rng, f->p.seed * 0x9e3779b97f4a7c15ULL + index);
+    tfm_bpe_encode_params ep = {.dropout = f->p.dropout, .rng = &rng, .strict = f->p.strict};
+    tfm_ids *ids = &f->ids[worker];
+    tfm_buf_clear(out);
+    tfm_status s = tfm_bpe_encode(f->encoders[worker], &ep, line, len, ids, repaired, err);
+    if (s != TFM_OK) return s;
+    if (f->p.output == TFM_LINE_PIECES)
+        return tfm_bpe_ids_to_pieces(f->vocab, ids->data, ids->len, out, err);
+    return tfm_ids_format(ids->data, ids->len, out);
+}
+
+static tfm_status decode_line(tfm_text_filter *f, int worker, const char *line, size_t len,
+                              tfm_buf *out, tfm_error *err)
+{
+    tfm_ids *ids = &f->ids[worker];
+    const bool id_line =
+        f->p.input == TFM_LINE_IDS || (f->p.input == TFM_LINE_AUTO && looks_like_ids(line, len));
+    tfm_status s = id_line ? tfm_ids_parse(line, len, tfm_vocab_size(f->vocab), ids, err)
+                           : tfm_bpe_pieces_to_ids(f->vocab, line, len, ids, err);
+    return s == TFM_OK ? tfm_bpe_decode(f->vocab, ids->data, ids->len, out, err) : s;
+}
+
+tfm_status tfm_text_filter_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
+                                size_t len, tfm_buf *out, size_t *repaired, tfm_error *err)
+{
+    if (repaired) *repaired = 0;
+    if (err) err->msg[0] = 0;
+    if (worker < 0 || worker >= f->workers)
+        return tfm_error_set(err, TFM_ERR_ARG, "filter: no worker %d", worker);
+    tfm_status s;
+    switch (f->p.op) {
+    case TFM_FILTER_ENCODE: s = encode_line(f, worker, index, line, len, out, repaired, err); break;
+    case TFM_FILTER_DECODE: s = decode_line(f, worker, line, len, out, err); break;
+    default: s = tfm_normalize(&f->p.norm, line, len, out, repaired, err);
+    }
+    if (s != TFM_OK && err && err->msg[0] == 0) tfm_error_set(err, s, "%s", tfm_strerror(s));
+    return s;
+}
+
+/* Filters lines [lo, hi) of the batch as worker w, each into its slot. */
+static tfm_status filter_lines(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
+{
+    filter_run *r = ctx;
+    tfm_text_filter *f = r->f;
+    const uint64_t first = f->lines_before + r->b.first_line - 1;
+    for (size_t i = lo; i < hi; i++)
+        f->status[i] = tfm_text_filter_line(f, worker, first + i, line_batch_line(&r->b, i),
+                                            r->b.len[i], &f->out[i], &f->repaired[i],
+                                            &f->errors[i]);
+    return TFM_OK;
+}
+
+/* Gives slot `slot`'s result to the caller's write, or returns its error. */
+static tfm_status write_slot(void *ctx, size_t slot, tfm_error *err)
+{
+    filter_run *r = ctx;
+    tfm_text_filter *f = r->f;
+    if (f->status[slot] != TFM_OK) {
+        *err = f->errors[slot];
+        return f->status[slot];
+    }
+    const tfm_buf *out = &f->out[slot];
+    return r->write(r->ctx, r->b.first_line + slot, out->data ? out->data : "", out->len,
+                    f->repaired[slot], err);
+}
+
+static void flush_run(void *ctx)
+{
+    filter_run *r = ctx;
+    if (r->flush) r->flush(r->ctx);
+}
+
+tfm_status tfm_text_filter_run(tfm_text_filter *f, tfm_line_reader *reader,
+                               tfm_filter_write_fn write, void (*flush)(void *ctx), void *ctx,
+                               tfm_batch_failure *failure)
+{
+    filter_run r = {.f = f, .write = write, .flush = flush, .ctx = ctx};
+    tfm_error err;
+    if (line_batch_init(&r.b, &err) != TFM_OK) {
+        if (failure) *failure = (tfm_batch_failure){.stage = TFM_BATCH_READ, .err = err};
+        return err.status;
+    }
+    r.b.reader = reader;
+    tfm_batch_loop loop = {
+        .ctx = &r, .max_items = LINE_BATCH_LINES, .max_cost = LINE_BATCH_BYTES,
+        .threads = f->workers, .min_items_per_slice = MIN_LINES_PER_THREAD,
+        .read = line_batch_read, .ready = line_batch_ready, .work = filter_lines,
+        .write = write_slot, .flush = flush_run,
+    };
+    tfm_status s = tfm_batch_loop_run(&loop, failure);
+    f->lines_before += tfm_lines_number(reader);
+    line_batch_free(&r.b);
+    return s;
+}
