@@ -217,3 +217,16 @@ bool tfm_model_source_eos(const tfm_model *m)
 {
     return m->source_eos;
 }
+
+tfm_pair_params tfm_pair_params_from_model(const tfm_model *m)
+{
+    const tfm_config *c = &m->config;
+    tfm_pair_params p = tfm_pair_default_params();
+    p.src_vocab_size = c->src_vocab_size;
+    p.tgt_vocab_size = c->tgt_vocab_size;
+    p.max_source = (size_t)c->max_positions;
+    p.max_target = (size_t)c->max_positions - 1; /* the decoder's input starts with <s> */
+    p.source_eos = m->source_eos;
+    p.eos_id = c->eos_id;
+    return p;
+}

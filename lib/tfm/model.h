@@ -176,6 +176,14 @@ void tfm_model_free(tfm_model *m);
  * caller's extra metadata give it. */
 bool tfm_model_source_eos(const tfm_model *m);
 
+/* The pair reader's parameters (tfm_pair_reader) of sentences as this model
+ * reads them: ids below its vocabulary sizes, a source cropped to
+ * max_positions ids and ended with its eos_id as tfm_model_source_eos says,
+ * a target cropped to max_positions - 1 ids (the decoder's input starts with
+ * <s>); id lines (bpe NULL), not strict.  A program then sets what its
+ * options change (--max-input-length, --no-eos, crop_target, a BPE). */
+tfm_pair_params tfm_pair_params_from_model(const tfm_model *m);
+
 /* Packs a copy of the decoder's weights and the output projection for the
  * kernel of lib/nn/packed.c (the decoder's size again in memory), which
  * decoders then use: a decoding step no longer re-packs every weight for

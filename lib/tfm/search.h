@@ -77,6 +77,7 @@
 #define TFM_SEARCH_H
 
 #include "tfm/core.h"
+#include "tfm/io.h"
 #include "tfm/model.h"
 
 typedef struct tfm_search_params {
@@ -163,5 +164,95 @@ tfm_status tfm_search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params
 /* The hypotheses of sentence i (0 <= i < in->n_sentences) of the last
  * successful run.  Valid until the next run or tfm_search_free. */
 tfm_nbest tfm_search_result(const tfm_search *s, int i);
+
+/* ---- decoding a stream of encoder states -------------------------------------------------- */
+
+/* What 'decode' does with a stream of .npy records of encoder states (one
+ * record of shape (n, d_model), float32, per sentence, as 'encode' writes
+ * them), in the steps of a tfm_batch_loop:
+ *
+ *     tfm_decode_params p = tfm_decode_default_params();
+ *     p.capacity = 64 * threads; p.workers = threads;
+ *     tfm_decode_batch_create(model, &p, &b, &err);   // model outlives b
+ *     tfm_npy_stream in = tfm_decode_batch_stream(b, fp);
+ *     read:  tfm_decode_batch_read(b, slot, &in, prefixes, &rec, &err)
+ *     work:  tfm_decode_batch_run(b, worker, lo, hi, &err)
+ *     write: tfm_decode_batch_output(b, slot, NULL)   // the record's lines
+ *     end:   tfm_decode_batch_finish(b, prefixes, &line, &err)
+ *
+ * A record is checked against the model (float32, two dimensions, d_model
+ * wide) and kept to its first max_input states.  With a prefix file, each
+ * record takes its next line: ids below the target vocabulary size, no
+ * </s>, at most max_positions - 1 of them; an empty line forces nothing.
+ * Sentence k (0-based over everything read) samples with the seed
+ * hash(search.seed, k), whatever batch it is in.  A record's output is one
+ * line of ids without <s> and </s> (and a TAB and the score with scores),
+ * or with search.nbest > 1 its hypotheses in Marian's n-best form
+ * (tfm_nbest_format); an empty source gives an empty line (empty
+ * hypotheses). */
+typedef struct tfm_decode_params {
+    tfm_search_params search;  /* seed 1 */
+    bool scores;               /* a 1-best line ends with a TAB and its score (%.6f) */
+    int max_input;             /* states a record may hold, longer ones cropped;
+                                  0: the model's max_positions */
+    size_t capacity;           /* records a batch holds.  Default 64 */
+    int workers;               /* slices decoded at once, each by a decoder and a
+                                  searcher of its own.  Default 1 */
+} tfm_decode_params;
+
+tfm_decode_params tfm_decode_default_params(void);
+
+/* The search parameters as decode(1)'s options set them: TFM_ERR_ARG, in
+ * the options' words, when sampling is asked for with a beam given
+ * (beam_given) above 1, or beam search for more n-best than its beam; then
+ * tfm_search_params_validate. */
+tfm_status tfm_decode_params_validate(const tfm_decode_params *p, bool beam_given, tfm_error *err);
+
+typedef struct tfm_decode_batch tfm_decode_batch;
+
+tfm_status tfm_decode_batch_create(const tfm_model *m, const tfm_decode_params *p,
+                                   tfm_decode_batch **out, tfm_error *err);
+void tfm_decode_batch_free(tfm_decode_batch *b);
+
+/* A stream over fp that keeps at most max_input states of a record and
+ * refuses a record of more bytes than that many states hold. */
+tfm_npy_stream tfm_decode_batch_stream(const tfm_decode_batch *b, FILE *fp);
+
+/* What reading a record found; rows and rows_in_file are set as soon as
+ * the states are read, also when its prefix then fails. */
+typedef struct tfm_decode_record {
+    size_t number;             /* the record's 1-based number in its stream */
+    int64_t rows;              /* states kept */
+    int64_t rows_in_file;      /* states in the stream: more than rows when cropped */
+    bool in_prefixes;          /* a failure: in the prefix file (at line; 0: it ended
+                                  too soon), not in the stream */
+    size_t line;
+} tfm_decode_record;
+
+/* Reads the next record of in (and its line of prefixes, which may be
+ * NULL) into slot: TFM_OK, TFM_EOF at the end of in, or a failure (err says
+ * why: a stream's messages start with "record N: "; rec says where). */
+tfm_status tfm_decode_batch_read(tfm_decode_batch *b, size_t slot, tfm_npy_stream *in,
+                                 tfm_line_reader *prefixes, tfm_decode_record *rec,
+                                 tfm_error *err);
+
+/* Decodes slots [lo, hi) as worker `worker` (0 .. workers - 1; concurrent
+ * calls take different workers) and formats their output.  A failure's
+ * message starts with "records A to B: ". */
+tfm_status tfm_decode_batch_run(tfm_decode_batch *b, int worker, size_t lo, size_t hi,
+                                tfm_error *err);
+
+/* The output lines of a decoded slot (newlines included), and the length of
+ * its best hypothesis in *best_len (may be NULL).  Valid until the slot is
+ * read again. */
+const tfm_buf *tfm_decode_batch_output(const tfm_decode_batch *b, size_t slot, int *best_len);
+
+/* Records read so far, over all streams. */
+size_t tfm_decode_batch_records(const tfm_decode_batch *b);
+
+/* After the last stream: TFM_ERR_FORMAT, with the line in *line, when the
+ * prefix file (NULL: none) has a line left over. */
+tfm_status tfm_decode_batch_finish(const tfm_decode_batch *b, tfm_line_reader *prefixes,
+                                   size_t *line, tfm_error *err);
 
 #endif
