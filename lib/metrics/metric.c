@@ -34,6 +34,21 @@ tfm_metric_params tfm_metric_default_params(tfm_metric_kind kind)
     return p;
 }
 
+bool tfm_metric_parse_name(const char *name, tfm_metric_params *p)
+{
+    static const struct { const char *name; tfm_metric_kind kind; int word_order; } names[] = {
+        {"bleu", TFM_METRIC_BLEU, 0}, {"chrf", TFM_METRIC_CHRF, 0},
+        {"chrf++", TFM_METRIC_CHRF, 2}, {"ter", TFM_METRIC_TER, 0},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i].name) == 0) {
+            *p = tfm_metric_default_params(names[i].kind);
+            p->word_order = names[i].word_order;
+            return true;
+        }
+    return false;
+}
+
 static const char *const tok_names[] = {"13a", "intl", "zh", "char", "none"};
 static const char *const smooth_names[] = {"exp", "floor", "add-k", "none"};
 

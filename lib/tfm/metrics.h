@@ -30,7 +30,9 @@
  *
  * Printing (tfm_metric_format, tfm_paired_format) gives sacreBLEU's text and
  * JSON; the JSON is built with cJSON.  The n-best lines of the Moses and
- * Marian tools are read here too (tfm_nbest_parse), for rescoring.
+ * Marian tools are read here too (tfm_nbest_parse), for rescoring.  What
+ * 'score' does with files (hypotheses and references read in step, line by
+ * line, in bounded batches) is tfm_file_scorer.
  *
  * A metric keeps the sum of its segments' sufficient statistics (a few
  * numbers per segment, not the text), so memory does not grow with the
@@ -42,6 +44,7 @@
 #define TFM_METRICS_H
 
 #include "tfm/core.h"
+#include "tfm/io.h"
 
 /* The sacreBLEU release whose numbers and signature strings these are. */
 #define TFM_SACREBLEU_VERSION "2.3.1"
@@ -109,6 +112,10 @@ typedef struct tfm_metric_params {
 
 /* sacreBLEU's defaults for that metric. */
 tfm_metric_params tfm_metric_default_params(tfm_metric_kind kind);
+
+/* The defaults of a metric as sacreBLEU's command line names it: "bleu",
+ * "chrf", "chrf++" (chrF with word_order 2) or "ter"; false when unknown. */
+bool tfm_metric_parse_name(const char *name, tfm_metric_params *p);
 
 /* Names as sacreBLEU spells them on its command line; false when unknown. */
 bool tfm_bleu_tok_parse(const char *name, tfm_bleu_tok *tok);
@@ -333,5 +340,98 @@ tfm_status tfm_bleu_tokenize(tfm_bleu_tok tok, const char *in, size_t len, tfm_b
  * case_sensitive, normalized and no_punct settings of p. */
 tfm_status tfm_ter_tokenize(const tfm_metric_params *p, const char *in, size_t len,
                             tfm_buf *out, tfm_error *err);
+
+/* ---- scoring files in step ------------------------------------------------------- */
+
+/* Where a scorer's output goes; the library prints nothing itself.  Lines come
+ * in input order; a warning may come before the lines of earlier input (it is
+ * given when its line is read). */
+typedef struct tfm_score_output {
+    void *ctx;
+    /* An output line, without its newline. */
+    void (*line)(void *ctx, const char *text, size_t len);
+    /* A warning about line `line` (0: the whole file) of the input labelled
+     * `file`; the run goes on. */
+    void (*warning)(void *ctx, const char *file, size_t line, const char *msg);
+    /* The input is about to be waited for: make the lines written visible
+     * (NULL: nothing to do). */
+    void (*flush)(void *ctx);
+} tfm_score_output;
+
+/* Where a run stopped, for a message "FILE:LINE: err.msg": the label of the
+ * input at fault (NULL: none, e.g. two files of different lengths, whose
+ * names are in the message) and its 1-based line (0: none). */
+typedef struct tfm_score_failure {
+    const char *file;
+    size_t line;
+} tfm_score_failure;
+
+/* An input read line by line: a system's hypotheses or a reference. */
+typedef struct tfm_score_input {
+    const char *name;            /* as given (the "file" of a paired test's JSON) */
+    const char *label;           /* how messages and tables name it (NULL: name) */
+    tfm_line_reader *lines;      /* not owned */
+} tfm_score_input;
+
+/* Scores the hypotheses of one or more systems against references, the
+ * files read in step, line by line: row n is line n of every file.  Each
+ * line is repaired (invalid UTF-8 becomes U+FFFD, with a warning, or is an
+ * error with strict) and right-stripped as sacreBLEU's command line strips
+ * it.  Rows are gathered into bounded batches of the rows that are ready
+ * (tfm_batch_loop), their statistics computed over threads, and added to
+ * each system's corpus in order, so the files may be of any size and an
+ * interactive pipe is answered line by line.  With sentence, each row's
+ * score is written as a line as soon as its batch is done; a row whose
+ * references are all empty then gets an empty line and a warning (without
+ * sentence it is an error: sacreBLEU cannot score it either). */
+typedef struct tfm_file_scorer_params {
+    tfm_metric_params metric;    /* keep_segments is set where the bootstrap needs it */
+    bool sentence;               /* a line per row (one system) instead of the corpus */
+    bool strict;                 /* invalid UTF-8 is an error */
+    int threads;                 /* for the statistics; results do not depend on it */
+    tfm_score_format format;     /* width, score_only and json of what is written */
+    bool confidence;             /* the corpus score with a 95% interval (bootstrap) */
+    bool paired;                 /* a paired bootstrap test of systems 1.. against 0 */
+    tfm_bootstrap_params bootstrap; /* of confidence or paired */
+} tfm_file_scorer_params;
+
+/* BLEU's defaults, one thread, tfm_score_format_default, no bootstrap
+ * (tfm_bootstrap_default_params when one is asked for). */
+tfm_file_scorer_params tfm_file_scorer_default_params(void);
+
+typedef struct tfm_file_scorer tfm_file_scorer;
+
+/* inputs: n_systems hypothesis files, then n_refs references (n_systems >=
+ * 1, at least 2 with paired; 1 <= n_refs <= TFM_METRIC_MAX_REFS).  The
+ * inputs' strings and readers must outlive the scorer.  TFM_ERR_ARG for
+ * parameters the metric refuses (the message says which) or counts out of
+ * range. */
+tfm_status tfm_file_scorer_create(const tfm_file_scorer_params *p, const tfm_score_input *inputs,
+                                  int n_systems, int n_refs, tfm_file_scorer **out,
+                                  tfm_error *err);
+void tfm_file_scorer_free(tfm_file_scorer *s);
+
+/* Reads the inputs to their end.  On a line that cannot be read or scored,
+ * the rows before it are scored (and written, with sentence) first, then
+ * the run stops: its status, err, and *at (may be NULL) saying where.
+ * Files of different lengths are TFM_ERR_FORMAT ("hypotheses in A have 3
+ * lines but B has 2 lines", each read to its end to count it); inputs with
+ * no line at all are TFM_ERR_FORMAT too. */
+tfm_status tfm_file_scorer_run(tfm_file_scorer *s, const tfm_score_output *out,
+                               tfm_score_failure *at, tfm_error *err);
+
+/* Lines read of the hypotheses. */
+size_t tfm_file_scorer_lines(const tfm_file_scorer *s);
+/* Of system `system`: the lines that end in a tokenized period (" ."), a
+ * sign of tokenized hypotheses, which lower BLEU. */
+size_t tfm_file_scorer_tokenized_periods(const tfm_file_scorer *s, int system);
+/* System `system`'s corpus: every row scored so far. */
+const tfm_metric *tfm_file_scorer_metric(const tfm_file_scorer *s, int system);
+
+/* Appends the result of a run as sacreBLEU prints it, without a final
+ * newline: the corpus score of system 0 (with its interval with
+ * confidence), or the paired test's table (tfm_paired_format).
+ * TFM_ERR_FORMAT when no row could be scored. */
+tfm_status tfm_file_scorer_format(tfm_file_scorer *s, tfm_buf *out, tfm_error *err);
 
 #endif
