@@ -7,17 +7,15 @@
  * of shape (n, d_model), float32: a stream of records back to back, in input
  * order, which 'decode' reads (and numpy.load reads one at a time).
  *
- * The program parses options, reads lines, and prints: the work is in
- * lib/nn (tfm_encoder_forward) and lib/io (tfm_npy_write). */
-#include <getopt.h>
+ * The program parses options, reads lines, and prints: the lines are read
+ * as the model reads sources by lib/text (tfm_pair_reader, its parameters
+ * from tfm_pair_params_from_model), encoded by lib/nn (tfm_encoder_forward)
+ * and written by lib/io (tfm_npy_write). */
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "filter.h"
 
-#define MAX_THREADS 64
 /* A batch of fewer source tokens than this runs on one thread: splitting it
  * costs more in thread start-up than it saves. */
 #define MIN_TOKENS_PER_THREAD 64
@@ -56,15 +54,15 @@ static const char usage_text[] =
     "  tokenize -m m.safetensors < in.txt | encode -m m.safetensors \\\n"
     "    | decode -m m.safetensors | tokenize -d -m m.safetensors\n";
 
-enum { OPT_NO_EOS = 256, OPT_MAX_INPUT, OPT_BATCH_SIZE, OPT_BATCH_TOKENS, OPT_THREADS };
+enum { OPT_NO_EOS = 256 };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
     {"no-eos", no_argument, NULL, OPT_NO_EOS},
-    {"max-input-length", required_argument, NULL, OPT_MAX_INPUT},
-    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
-    {"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS},
-    {"threads", required_argument, NULL, OPT_THREADS},
+    CLI_OPTION_MAX_INPUT,
+    CLI_OPTION_BATCH_SIZE,
+    CLI_OPTION_BATCH_TOKENS,
+    CLI_OPTION_THREADS,
     CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -72,17 +70,14 @@ static const struct option long_options[] = {
 typedef struct options {
     const char *model;
     bool eos;
-    int max_input_length; /* 0: the model's max_positions */
-    int batch_size;
-    int batch_tokens;
-    int threads;
+    cli_batch_options batch;
 } options;
 
 /* The sentences read at once (up to a batch per thread) and, after encoding,
  * their states.  Arrays hold `capacity` = batch_size x threads. */
 typedef struct batch {
-    tfm_ids *ids;         /* [capacity]: each sentence's ids, </s> included */
-    const int32_t **ptr;  /* [capacity]: ids[i].data, as the encoder takes them */
+    tfm_pair *pairs;      /* [capacity]: each sentence (a source alone), </s> included */
+    const int32_t **ptr;  /* [capacity]: pairs[i].src.ids.data, as the encoder takes them */
     int *len;             /* [capacity] */
     size_t *row;          /* [capacity + 1]: first state row of each sentence */
     float *states;        /* [row[n], D] */
@@ -94,10 +89,10 @@ typedef struct encode_run {
     options opt;
     tfm_model *model;
     int D;
-    int max_input;        /* longest source in tokens, </s> included */
-    tfm_encoder *encoders[MAX_THREADS];
+    tfm_pair_params source;  /* how a line becomes a source */
+    tfm_encoder *encoders[CLI_MAX_THREADS];
     batch b;
-    tfm_line_reader *reader; /* the file being read, and its name */
+    tfm_pair_reader *reader; /* the file being read, and its name */
     const char *name;
     size_t sentences, tokens;  /* totals, for -v */
 } encode_run;
@@ -110,24 +105,15 @@ static tfm_status read_sentence(void *ctx, size_t slot, size_t *cost, tfm_error 
 {
     encode_run *run = ctx;
     batch *b = &run->b;
-    const char *line;
-    size_t len;
-    tfm_status s = tfm_lines_next(run->reader, &line, &len, err);
+    tfm_pair *pair = &b->pairs[slot];
+    tfm_status s = tfm_pair_reader_next(run->reader, pair, err);
     if (s != TFM_OK) return s;
-    size_t number = tfm_lines_number(run->reader);
-    tfm_ids *ids = &b->ids[slot];
-    s = tfm_ids_parse(line, len, run->model->config.src_vocab_size, ids, err);
-    if (s != TFM_OK) return s;
-    if (ids->len > 0) { /* an empty line stays an empty sentence: no </s> */
-        size_t room = (size_t)run->max_input - (run->opt.eos ? 1 : 0);
-        if (ids->len > room) {
-            cli_warn(run->name, number, "%zu ids are more than the %d tokens the model takes%s; "
-                     "cropped to the first %zu", ids->len, run->max_input,
-                     run->opt.eos ? " (</s> included)" : "", room);
-            ids->len = room;
-        }
-        if (run->opt.eos && tfm_ids_push(ids, run->model->config.eos_id) != TFM_OK)
-            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    const tfm_ids *ids = &pair->src.ids;
+    if (pair->src.cropped) {
+        const bool eos = run->source.source_eos;
+        cli_warn(run->name, pair->line, "%zu ids are more than the %zu tokens the model takes%s; "
+                 "cropped to the first %zu", pair->src.length, run->source.max_source,
+                 eos ? " (</s> included)" : "", ids->len - (eos ? 1 : 0));
     }
     b->ptr[slot] = ids->data;
     b->len[slot] = (int)ids->len;
@@ -149,7 +135,7 @@ static tfm_status read_sentence(void *ctx, size_t slot, size_t *cost, tfm_error 
 static bool input_ready(void *ctx)
 {
     encode_run *run = ctx;
-    return tfm_lines_ready(run->reader);
+    return tfm_pair_reader_ready(run->reader);
 }
 
 static tfm_status encode_slice(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
@@ -172,36 +158,33 @@ static tfm_status write_states(void *ctx, size_t slot, tfm_error *err)
     return tfm_npy_write(stdout, &t, err);
 }
 
-static void flush_output(void *ctx)
-{
-    cli_flush();
-}
-
 /* Encodes one input: batches of the lines that are ready (at most a batch per
  * thread), split over the threads in slices of about equal token counts,
  * written in order; a bad line is reported after the lines before it. */
-static void encode_file(encode_run *run, const char *name)
+static void encode_file(void *ctx, const char *name)
 {
+    encode_run *run = ctx;
     int fd = cli_open_input(name);
-    run->reader = tfm_lines_create(fd);
-    if (!run->reader) cli_fail(NULL, 0, "out of memory");
+    tfm_line_reader *lines = tfm_lines_create(fd);
+    tfm_error err;
+    if (!lines) cli_fail(NULL, 0, "out of memory");
+    if (tfm_pair_reader_create(lines, NULL, &run->source, &run->reader, &err) != TFM_OK)
+        cli_fail(NULL, 0, "%s", err.msg);
     run->name = name;
-    tfm_batch_loop loop = {
-        .ctx = run,
-        .max_items = (size_t)run->opt.batch_size * (size_t)run->opt.threads,
-        .max_cost = (size_t)run->opt.batch_tokens * (size_t)run->opt.threads,
-        .threads = run->opt.threads,
-        .min_cost_per_slice = MIN_TOKENS_PER_THREAD,
-        .balance_cost = true,
-        .read = read_sentence, .ready = input_ready, .work = encode_slice,
-        .write = write_states, .flush = flush_output,
-    };
+    tfm_batch_loop loop = cli_batch_loop(&run->opt.batch, run);
+    loop.min_cost_per_slice = MIN_TOKENS_PER_THREAD;
+    loop.balance_cost = true;
+    loop.read = read_sentence;
+    loop.ready = input_ready;
+    loop.work = encode_slice;
+    loop.write = write_states;
     tfm_batch_failure f;
     if (tfm_batch_loop_run(&loop, &f) != TFM_OK) {
         if (f.stage == TFM_BATCH_WRITE) cli_fail("standard output", 0, "%s", f.err.msg);
         cli_fail(name, f.item + 1, "%s", f.err.msg);
     }
-    tfm_lines_free(run->reader);
+    tfm_pair_reader_free(run->reader);
+    tfm_lines_free(lines);
     cli_close_input(fd);
 }
 
@@ -214,90 +197,68 @@ static void parse_options(int argc, char **argv, options *opt)
         switch (c) {
         case 'm': opt->model = optarg; break;
         case OPT_NO_EOS: opt->eos = false; break;
-        case OPT_MAX_INPUT:
-            opt->max_input_length = (int)cli_parse_int("--max-input-length", optarg, 1, 1 << 24);
-            break;
-        case OPT_BATCH_SIZE:
-            opt->batch_size = (int)cli_parse_int("--batch-size", optarg, 1, 1 << 20);
-            break;
-        case OPT_BATCH_TOKENS:
-            opt->batch_tokens = (int)cli_parse_int("--batch-tokens", optarg, 1, 1 << 26);
-            break;
-        case OPT_THREADS: opt->threads = (int)cli_parse_int("--threads", optarg, 1, MAX_THREADS); break;
-        default: cli_common_option(c, usage_text);
+        default:
+            if (!cli_batch_option(c, optarg, &opt->batch)) cli_common_option(c, usage_text);
         }
     }
     if (!opt->model) cli_usage_error("a model is required: -m MODEL");
 }
 
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int main(int argc, char **argv)
 {
     cli_init("encode", argv);
-    options opt = {.eos = true, .batch_size = 128, .batch_tokens = 8192,
-                   .threads = tfm_cpu_count()};
-    if (opt.threads > MAX_THREADS) opt.threads = MAX_THREADS;
+    options opt = {.eos = true, .batch = cli_batch_defaults(128, 8192)};
     parse_options(argc, argv, &opt);
+    const int threads = opt.batch.threads;
     if (isatty(STDOUT_FILENO))
         cli_fail(NULL, 0, "refusing to write binary tensors to a terminal; redirect or pipe "
                           "the output");
     /* The BLAS's own threads are switched off: this program parallelises over
      * sentences itself, and two levels of threads fight (DESIGN.md, Threads). */
     tfm_blas_threads(1);
-    double t0 = now_seconds();
+    double t0 = cli_seconds();
 
     static encode_run run;
     run.opt = opt;
     tfm_error err;
     run.model = cli_load_model(opt.model);
-    if (!tfm_model_source_eos(run.model)) run.opt.eos = false; /* trained with --no-eos */
+    /* Sources as the model reads them (no </s> if trained with --no-eos). */
+    run.source = tfm_pair_params_from_model(run.model);
+    run.source.source_eos = run.source.source_eos && opt.eos;
     if (tfm_model_pack_for_encoding(run.model, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     const tfm_config *c = &run.model->config;
     run.D = c->d_model;
-    run.max_input = c->max_positions;
-    if (opt.max_input_length > c->max_positions)
-        cli_usage_error("--max-input-length %d: the model takes at most %d positions",
-                        opt.max_input_length, c->max_positions);
-    if (opt.max_input_length > 0) run.max_input = opt.max_input_length;
+    run.source.max_source = (size_t)cli_max_input(&opt.batch, run.model);
     cli_info("model %s: d_model %d, %d encoder layers, %d heads, vocabulary %d; %d thread%s",
              opt.model, c->d_model, c->n_encoder_layers, c->n_heads, (int)c->src_vocab_size,
-             opt.threads, opt.threads == 1 ? "" : "s");
+             threads, threads == 1 ? "" : "s");
     cli_info("matrix kernel: %s", tfm_model_kernel_name(run.model));
-    for (int w = 0; w < opt.threads; w++)
+    for (int w = 0; w < threads; w++)
         if (tfm_encoder_create(run.model, &run.encoders[w], &err) != TFM_OK)
             cli_fail(NULL, 0, "%s", err.msg);
 
     batch *b = &run.b;
-    size_t bs = (size_t)opt.batch_size * (size_t)opt.threads; /* the batch's capacity */
-    b->ids = calloc(bs, sizeof *b->ids);
+    size_t bs = (size_t)opt.batch.batch_size * (size_t)threads; /* the batch's capacity */
+    b->pairs = calloc(bs, sizeof *b->pairs);
     b->ptr = calloc(bs, sizeof *b->ptr);
     b->len = calloc(bs, sizeof *b->len);
     b->row = calloc(bs + 1, sizeof *b->row);
-    if (!b->ids || !b->ptr || !b->len || !b->row) cli_fail(NULL, 0, "out of memory");
-    for (size_t i = 0; i < bs; i++) tfm_ids_init(&b->ids[i]);
+    if (!b->pairs || !b->ptr || !b->len || !b->row) cli_fail(NULL, 0, "out of memory");
+    for (size_t i = 0; i < bs; i++) tfm_pair_init(&b->pairs[i]);
 
-    char *stdin_only[] = {"-"};
-    char **files = argc > optind ? argv + optind : stdin_only;
-    int n_files = argc > optind ? argc - optind : 1;
-    for (int f = 0; f < n_files; f++) encode_file(&run, files[f]);
+    cli_each_input(argc, argv, encode_file, &run);
     cli_flush();
 
-    double t = now_seconds() - t0;
+    double t = cli_seconds() - t0;
     cli_info("encoded %zu sentences, %zu tokens in %.2f s (%.0f tokens/s)", run.sentences,
              run.tokens, t, t > 0 ? (double)run.tokens / t : 0.0);
-    for (size_t i = 0; i < bs; i++) tfm_ids_free(&b->ids[i]);
-    free(b->ids);
+    for (size_t i = 0; i < bs; i++) tfm_pair_free(&b->pairs[i]);
+    free(b->pairs);
     free(b->ptr);
     free(b->len);
     free(b->row);
     free(b->states);
-    for (int w = 0; w < opt.threads; w++) tfm_encoder_free(run.encoders[w]);
+    for (int w = 0; w < threads; w++) tfm_encoder_free(run.encoders[w]);
     tfm_model_free(run.model);
     return CLI_EXIT_OK;
 }
