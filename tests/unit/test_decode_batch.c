@@ -83,6 +83,17 @@ static tfm_line_reader *lines_of(const char *text, int *fd)
     return tfm_lines_create(p[0]);
 }
 
+/* The parameters of the tests: a batch of N records, 2 workers. */
+static tfm_decode_params params_of(int beam, int max_length)
+{
+    tfm_decode_params p = tfm_decode_default_params();
+    p.capacity = N;
+    p.workers = 2;
+    p.search.beam = beam;
+    p.search.max_length = max_length;
+    return p;
+}
+
 /* Reads every record of f into b (capacity N, 2 workers), decodes them in
  * slices of `slice` on alternating workers; false on any failure. */
 static bool decode_all(fixture *f, tfm_decode_batch *b, tfm_line_reader *prefixes, int slice,
@@ -106,11 +117,7 @@ static void test_batched_equals_single(void)
 {
     fixture f;
     if (!fixture_make(&f)) return;
-    tfm_decode_params p = tfm_decode_default_params();
-    p.capacity = N;
-    p.workers = 2;
-    p.search.beam = 3;
-    p.search.max_length = 6;
+    tfm_decode_params p = params_of(3, 6);
     tfm_decode_batch *b;
     tfm_error err;
     CHECK(tfm_decode_batch_create(f.m, &p, &b, &err) == TFM_OK);
@@ -150,10 +157,7 @@ static void test_scores_and_nbest(void)
     fixture f;
     if (!fixture_make(&f)) return;
     tfm_error err;
-    tfm_decode_params p = tfm_decode_default_params();
-    p.capacity = N;
-    p.workers = 2;
-    p.search.max_length = 5;
+    tfm_decode_params p = params_of(4, 5);
     p.scores = true;
     tfm_decode_batch *b;
     CHECK(tfm_decode_batch_create(f.m, &p, &b, &err) == TFM_OK);
@@ -186,9 +190,7 @@ static void test_records_checked_and_cropped(void)
     fixture f;
     if (!fixture_make(&f)) return;
     tfm_error err;
-    tfm_decode_params p = tfm_decode_default_params();
-    p.capacity = N;
-    p.workers = 2;
+    tfm_decode_params p = params_of(4, 0);
     p.max_input = 2;
     tfm_decode_batch *b;
     CHECK(tfm_decode_batch_create(f.m, &p, &b, &err) == TFM_OK);
@@ -230,11 +232,7 @@ static void test_prefixes(void)
     fixture f;
     if (!fixture_make(&f)) return;
     tfm_error err;
-    tfm_decode_params p = tfm_decode_default_params();
-    p.capacity = N;
-    p.workers = 2;
-    p.search.beam = 1;
-    p.search.max_length = 4;
+    tfm_decode_params p = params_of(1, 4);
     tfm_decode_batch *b;
     CHECK(tfm_decode_batch_create(f.m, &p, &b, &err) == TFM_OK);
     int fd;
