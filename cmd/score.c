@@ -21,9 +21,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
+#include "files.h"
+#include "filter.h"
 
 static const char usage_text[] =
     "Usage: score METRIC -r REF [-r REF]... [OPTION]... [HYP]\n"
@@ -120,55 +121,41 @@ enum {
     OPT_SENTENCE = 256, OPT_STRICT, OPT_TOKENIZE, OPT_LOWERCASE, OPT_SMOOTH, OPT_SMOOTH_VALUE,
     OPT_FORCE, OPT_CHAR_ORDER, OPT_WORD_ORDER, OPT_BETA, OPT_WHITESPACE, OPT_EPS,
     OPT_CASE_SENSITIVE, OPT_NORMALIZED, OPT_NO_PUNCT, OPT_CONFIDENCE, OPT_CONFIDENCE_N,
-    OPT_PAIRED, OPT_PAIRED_N, OPT_SEED, OPT_THREADS, OPT_SRC, OPT_TGT, OPT_NBEST,
-    OPT_NBEST_FEATURE, OPT_PER_TOKEN, OPT_TEXT, OPT_NO_EOS, OPT_BATCH_SIZE, OPT_BATCH_TOKENS,
+    OPT_PAIRED, OPT_PAIRED_N, OPT_SEED, OPT_SRC, OPT_TGT, OPT_NBEST, OPT_NBEST_FEATURE,
+    OPT_PER_TOKEN, OPT_TEXT, OPT_NO_EOS,
 };
 
 /* Who takes an option: a bit per metric (tfm_metric_kind), MODEL for -m. */
 enum { BLEU = 1 << TFM_METRIC_BLEU, CHRF = 1 << TFM_METRIC_CHRF, TER = 1 << TFM_METRIC_TER,
        METRICS = BLEU | CHRF | TER, MODEL = 8, BOTH = METRICS | MODEL };
 
-/* The options, each with who takes it; the getopt_long table is made of it. */
+/* The options, each with who takes it (arg 1: it takes a value); the
+ * getopt_long table is made of it. */
+#define OPTION(name, arg, val, takers) {{name, arg, NULL, val}, takers}
 static const struct score_option {
     struct option o;
     int takers;
 } options_table[] = {
-    {{"ref", required_argument, NULL, 'r'}, METRICS},
-    {{"sentence", no_argument, NULL, OPT_SENTENCE}, METRICS},
-    {{"format", required_argument, NULL, 'f'}, METRICS},
-    {{"score-only", no_argument, NULL, 'b'}, METRICS},
-    {{"width", required_argument, NULL, 'w'}, METRICS},
-    {{"strict", no_argument, NULL, OPT_STRICT}, BOTH},
-    {{"tokenize", required_argument, NULL, OPT_TOKENIZE}, BLEU},
-    {{"lowercase", no_argument, NULL, OPT_LOWERCASE}, BLEU | CHRF},
-    {{"smooth", required_argument, NULL, OPT_SMOOTH}, BLEU},
-    {{"smooth-value", required_argument, NULL, OPT_SMOOTH_VALUE}, BLEU},
-    {{"force", no_argument, NULL, OPT_FORCE}, BLEU},
-    {{"char-order", required_argument, NULL, OPT_CHAR_ORDER}, CHRF},
-    {{"word-order", required_argument, NULL, OPT_WORD_ORDER}, CHRF},
-    {{"beta", required_argument, NULL, OPT_BETA}, CHRF},
-    {{"whitespace", no_argument, NULL, OPT_WHITESPACE}, CHRF},
-    {{"eps-smoothing", no_argument, NULL, OPT_EPS}, CHRF},
-    {{"case-sensitive", no_argument, NULL, OPT_CASE_SENSITIVE}, TER},
-    {{"normalized", no_argument, NULL, OPT_NORMALIZED}, TER},
-    {{"no-punct", no_argument, NULL, OPT_NO_PUNCT}, TER},
-    {{"confidence", no_argument, NULL, OPT_CONFIDENCE}, METRICS},
-    {{"confidence-n", required_argument, NULL, OPT_CONFIDENCE_N}, METRICS},
-    {{"paired-bs", no_argument, NULL, OPT_PAIRED}, METRICS},
-    {{"paired-bs-n", required_argument, NULL, OPT_PAIRED_N}, METRICS},
-    {{"seed", required_argument, NULL, OPT_SEED}, METRICS},
-    {{"threads", required_argument, NULL, OPT_THREADS}, BOTH},
-    {{"model", required_argument, NULL, 'm'}, MODEL},
-    {{"src", required_argument, NULL, OPT_SRC}, MODEL},
-    {{"tgt", required_argument, NULL, OPT_TGT}, MODEL},
-    {{"nbest", required_argument, NULL, OPT_NBEST}, MODEL},
-    {{"nbest-feature", required_argument, NULL, OPT_NBEST_FEATURE}, MODEL},
-    {{"normalize", no_argument, NULL, 'n'}, MODEL},
-    {{"per-token", no_argument, NULL, OPT_PER_TOKEN}, MODEL},
-    {{"text", no_argument, NULL, OPT_TEXT}, MODEL},
-    {{"no-eos", no_argument, NULL, OPT_NO_EOS}, MODEL},
-    {{"batch-size", required_argument, NULL, OPT_BATCH_SIZE}, MODEL},
-    {{"batch-tokens", required_argument, NULL, OPT_BATCH_TOKENS}, MODEL},
+    OPTION("ref", 1, 'r', METRICS), OPTION("sentence", 0, OPT_SENTENCE, METRICS),
+    OPTION("format", 1, 'f', METRICS), OPTION("score-only", 0, 'b', METRICS),
+    OPTION("width", 1, 'w', METRICS), OPTION("strict", 0, OPT_STRICT, BOTH),
+    OPTION("tokenize", 1, OPT_TOKENIZE, BLEU), OPTION("lowercase", 0, OPT_LOWERCASE, BLEU | CHRF),
+    OPTION("smooth", 1, OPT_SMOOTH, BLEU), OPTION("smooth-value", 1, OPT_SMOOTH_VALUE, BLEU),
+    OPTION("force", 0, OPT_FORCE, BLEU), OPTION("char-order", 1, OPT_CHAR_ORDER, CHRF),
+    OPTION("word-order", 1, OPT_WORD_ORDER, CHRF), OPTION("beta", 1, OPT_BETA, CHRF),
+    OPTION("whitespace", 0, OPT_WHITESPACE, CHRF), OPTION("eps-smoothing", 0, OPT_EPS, CHRF),
+    OPTION("case-sensitive", 0, OPT_CASE_SENSITIVE, TER),
+    OPTION("normalized", 0, OPT_NORMALIZED, TER), OPTION("no-punct", 0, OPT_NO_PUNCT, TER),
+    OPTION("confidence", 0, OPT_CONFIDENCE, METRICS),
+    OPTION("confidence-n", 1, OPT_CONFIDENCE_N, METRICS),
+    OPTION("paired-bs", 0, OPT_PAIRED, METRICS), OPTION("paired-bs-n", 1, OPT_PAIRED_N, METRICS),
+    OPTION("seed", 1, OPT_SEED, METRICS), {CLI_OPTION_THREADS, BOTH},
+    OPTION("model", 1, 'm', MODEL), OPTION("src", 1, OPT_SRC, MODEL),
+    OPTION("tgt", 1, OPT_TGT, MODEL), OPTION("nbest", 1, OPT_NBEST, MODEL),
+    OPTION("nbest-feature", 1, OPT_NBEST_FEATURE, MODEL), OPTION("normalize", 0, 'n', MODEL),
+    OPTION("per-token", 0, OPT_PER_TOKEN, MODEL), OPTION("text", 0, OPT_TEXT, MODEL),
+    OPTION("no-eos", 0, OPT_NO_EOS, MODEL), {CLI_OPTION_BATCH_SIZE, MODEL},
+    {CLI_OPTION_BATCH_TOKENS, MODEL},
 };
 #define N_OPTIONS (sizeof options_table / sizeof options_table[0])
 
@@ -177,7 +164,8 @@ typedef struct options {
     tfm_pair_scorer_params pairs; /* -m */
     const char *metric_name;      /* as given: "bleu", "chrf", "chrf++", "ter" */
     const char **refs;
-    int n_refs, n_confidence, n_paired, threads;
+    int n_refs, n_confidence, n_paired;
+    cli_batch_options batch;      /* --threads; with -m, --batch-size and --batch-tokens */
     bool force, smooth_value_given, strict;
     const char *model, *src, *tgt, *nbest;
     const char *misplaced;        /* an option of another metric, as given ... */
@@ -196,46 +184,31 @@ static void put_warning(void *ctx, const char *file, size_t line, const char *ms
 static void put_flush(void *ctx) { cli_flush(); }
 static const tfm_score_output output = {NULL, put_line, put_warning, put_flush};
 
-static const char *display_name(const char *name)
-{
-    return strcmp(name, "-") == 0 ? "standard input" : name;
-}
-
 /* Opens the inputs (at most one of them standard input) as line readers. */
-static void open_inputs(tfm_score_input *in, int *fds, int n)
+static void open_inputs(tfm_score_input *in, cli_input *files, int n)
 {
     for (int k = 0, stdin_users = 0; k < n; k++)
         if ((stdin_users += strcmp(in[k].name, "-") == 0) > 1)
             cli_usage_error("standard input ('-') can be only one of the inputs");
     for (int k = 0; k < n; k++) {
-        in[k].label = display_name(in[k].name);
-        fds[k] = cli_open_input(in[k].name);
-        in[k].lines = tfm_lines_create(fds[k]);
-        if (!in[k].lines) cli_fail(NULL, 0, "out of memory");
+        cli_input_open(&files[k], in[k].name);
+        in[k].lines = files[k].lines;
+        in[k].label = strcmp(in[k].name, "-") == 0 ? "standard input" : in[k].name;
     }
 }
 
-static void close_inputs(tfm_score_input *in, int *fds, int n)
+/* A run stopped: the lines before the failure are out, then the message. */
+static _Noreturn void run_failed(const tfm_score_failure *at, const tfm_error *err)
 {
-    for (int k = 0; k < n; k++) {
-        tfm_lines_free(in[k].lines);
-        cli_close_input(fds[k]);
-    }
-}
-
-static double seconds_since(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
+    cli_flush();
+    cli_fail(at->file, at->line, "%s", err->msg);
 }
 
 /* ---- the runs ----------------------------------------------------------------------------- */
 
 static int score_files(const options *opt, char **files, int n_files)
 {
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    double start = cli_seconds();
     static char *const stdin_only[] = {"-"};
     if (n_files == 0) {
         files = (char **)stdin_only;
@@ -243,10 +216,10 @@ static int score_files(const options *opt, char **files, int n_files)
     }
     int n = n_files + opt->n_refs;
     tfm_score_input *in = calloc((size_t)n, sizeof *in);
-    int *fd = calloc((size_t)n, sizeof *fd);
-    if (!in || !fd) cli_fail(NULL, 0, "out of memory");
+    cli_input *fin = calloc((size_t)n, sizeof *fin);
+    if (!in || !fin) cli_fail(NULL, 0, "out of memory");
     for (int k = 0; k < n; k++) in[k].name = k < n_files ? files[k] : opt->refs[k - n_files];
-    open_inputs(in, fd, n);
+    open_inputs(in, fin, n);
 
     tfm_file_scorer *s;
     tfm_error err;
@@ -254,11 +227,8 @@ static int score_files(const options *opt, char **files, int n_files)
     if (st == TFM_ERR_ARG) cli_usage_error("%s", err.msg);
     if (st != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     tfm_score_failure at;
-    if (tfm_file_scorer_run(s, &output, &at, &err) != TFM_OK) {
-        cli_flush();
-        cli_fail(at.file, at.line, "%s", err.msg);
-    }
-    close_inputs(in, fd, n);
+    if (tfm_file_scorer_run(s, &output, &at, &err) != TFM_OK) run_failed(&at, &err);
+    for (int k = 0; k < n; k++) cli_input_close(&fin[k]);
     for (int y = 0; y < n_files; y++)
         if (opt->files.metric.kind == TFM_METRIC_BLEU && !opt->force &&
             tfm_file_scorer_tokenized_periods(s, y) >= 100)
@@ -274,9 +244,9 @@ static int score_files(const options *opt, char **files, int n_files)
     }
     cli_flush();
     cli_info("scored %zu lines in %.2f s (BLEU, chrF and TER as sacreBLEU %s computes them)",
-             tfm_file_scorer_lines(s), seconds_since(&start), TFM_SACREBLEU_VERSION);
+             tfm_file_scorer_lines(s), cli_seconds() - start, TFM_SACREBLEU_VERSION);
     tfm_file_scorer_free(s);
-    free(fd);
+    free(fin);
     free(in);
     return CLI_EXIT_OK;
 }
@@ -294,30 +264,28 @@ static tfm_model *load_model(const char *path)
 
 static int score_pairs(const options *opt)
 {
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    double start = cli_seconds();
     /* One forward pass at a time, with large GEMMs (all the batch's rows):
      * the threads are the BLAS's own (one level). */
-    tfm_blas_threads(opt->threads);
+    tfm_blas_threads(opt->batch.threads);
     tfm_model *model = load_model(opt->model);
     const tfm_config *c = &model->config;
     if (opt->pairs.text && !model->vocab)
         cli_fail(opt->model, 0, "the model holds no vocabulary to tokenize --text with: give id lines");
     cli_info("model %s: d_model %d, %d+%d layers, vocabulary %d/%d; %d BLAS thread%s", opt->model,
              c->d_model, c->n_encoder_layers, c->n_decoder_layers, (int)c->src_vocab_size,
-             (int)c->tgt_vocab_size, opt->threads, opt->threads == 1 ? "" : "s");
+             (int)c->tgt_vocab_size, opt->batch.threads, opt->batch.threads == 1 ? "" : "s");
     tfm_score_input in[2] = {{.name = opt->src}, {.name = opt->tgt}};
-    int fd[2];
-    open_inputs(in, fd, 2);
+    cli_input fin[2];
+    open_inputs(in, fin, 2);
     tfm_pair_scores t;
     tfm_score_failure at;
     tfm_error err;
-    if (tfm_score_pairs(model, &opt->pairs, &in[0], &in[1], &output, &t, &at, &err) != TFM_OK) {
-        cli_flush();
-        cli_fail(at.file, at.line, "%s", err.msg);
-    }
+    if (tfm_score_pairs(model, &opt->pairs, &in[0], &in[1], &output, &t, &at, &err) != TFM_OK)
+        run_failed(&at, &err);
     cli_flush();
-    close_inputs(in, fd, 2);
+    cli_input_close(&fin[0]);
+    cli_input_close(&fin[1]);
     /* The corpus perplexity, as the paper reports it: exp(nll / tokens). */
     if (cli_verbosity >= 1) {
         if (t.n_tokens > 0)
@@ -331,7 +299,7 @@ static int score_pairs(const options *opt)
             fprintf(stderr, "%s: %zu target%s too long for the model had no score\n", cli_program(),
                     t.n_unusable, t.n_unusable == 1 ? "" : "s");
     }
-    double secs = seconds_since(&start);
+    double secs = cli_seconds() - start;
     cli_info("scored %zu pairs, %lld target tokens in %.2f s (%.0f target tokens/s)", t.n_pairs,
              (long long)t.n_tokens, secs, secs > 0 ? (double)t.n_tokens / secs : 0.0);
     tfm_model_free(model);
@@ -383,10 +351,6 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_PER_TOKEN: pairs->per_token = true; break;
         case OPT_TEXT: pairs->text = true; break;
         case OPT_NO_EOS: pairs->source_eos = false; break;
-        case OPT_BATCH_SIZE: pairs->batch_size = (int)cli_parse_int("--batch-size", optarg, 1, 1 << 20); break;
-        case OPT_BATCH_TOKENS:
-            pairs->batch_tokens = (int)cli_parse_int("--batch-tokens", optarg, 1, 1 << 26);
-            break;
         case 'r':
             opt->refs = realloc(opt->refs, (size_t)(opt->n_refs + 1) * sizeof *opt->refs);
             if (!opt->refs) cli_fail(NULL, 0, "out of memory");
@@ -422,13 +386,13 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_PAIRED: opt->files.paired = true; break;
         case OPT_PAIRED_N: opt->n_paired = (int)cli_parse_int("--paired-bs-n", optarg, 1, 1000000); break;
         case OPT_SEED: opt->files.bootstrap.seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
-        case OPT_THREADS: opt->threads = (int)cli_parse_int("--threads", optarg, 1, 64); break;
         case 'V':
             cli_print_version();
             printf("computes BLEU, chrF and TER as sacreBLEU %s does\n", TFM_SACREBLEU_VERSION);
             cli_flush();
             exit(CLI_EXIT_OK);
-        default: cli_common_option(c, usage_text);
+        default:
+            if (!cli_batch_option(c, optarg, &opt->batch)) cli_common_option(c, usage_text);
         }
     }
 }
@@ -446,6 +410,8 @@ static void check_model_options(options *opt, int n_files)
     if (!opt->tgt && !opt->nbest)
         cli_usage_error("the targets are required: --tgt TGT (or an n-best list: --nbest NBEST)");
     p->nbest = opt->nbest != NULL;
+    p->batch_size = opt->batch.batch_size;
+    p->batch_tokens = opt->batch.batch_tokens;
     if (p->nbest) opt->tgt = opt->nbest;
     if (strcmp(opt->src, "-") == 0 && strcmp(opt->tgt, "-") == 0)
         cli_usage_error("standard input ('-') can be only one of the inputs");
@@ -499,9 +465,9 @@ static void check_metric_options(options *opt, char **files, int *n_files)
     /* sacreBLEU's --sentence-level turns on BLEU's effective order. */
     if (p->sentence && p->metric.kind == TFM_METRIC_BLEU) p->metric.effective_order = true;
     p->strict = opt->strict;
-    p->threads = opt->threads;
+    p->threads = opt->batch.threads;
     p->bootstrap.n_samples = p->paired ? opt->n_paired : opt->n_confidence;
-    p->bootstrap.n_threads = opt->threads;
+    p->bootstrap.n_threads = opt->batch.threads;
 }
 
 int main(int argc, char **argv)
@@ -510,8 +476,8 @@ int main(int argc, char **argv)
     options opt = {.files = tfm_file_scorer_default_params(), .pairs = tfm_pair_scorer_default_params(),
                    .n_confidence = 1000, .n_paired = 1000};
     opt.files.bootstrap.seed = 12345;
-    opt.threads = tfm_cpu_count();
-    if (opt.threads > 8) opt.threads = 8;
+    opt.batch = cli_batch_defaults(opt.pairs.batch_size, opt.pairs.batch_tokens);
+    if (opt.batch.threads > 8) opt.batch.threads = 8;
     bool have_metric = argc > 1 && tfm_metric_parse_name(argv[1], &opt.files.metric);
     if (have_metric) {
         opt.metric_name = argv[1];
