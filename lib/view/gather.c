@@ -14,13 +14,9 @@ tfm_status tfm_attention_gather(const tfm_model *m, const tfm_train_workspace *w
     const int H = c->n_heads;
     const int depth = kind == TFM_ATTENTION_ENCODER ? c->n_encoder_layers : c->n_decoder_layers;
     if (depth < 1) return tfm_error_set(err, TFM_ERR_RANGE, "the model has no such layers");
+    tfm_status st = tfm_view_check_selection(m, kind, layer, head, err);
+    if (st != TFM_OK) return st;
     if (layer == TFM_VIEW_LAST) layer = depth - 1;
-    if (layer != TFM_VIEW_ALL && (layer < 0 || layer >= depth))
-        return tfm_error_set(err, TFM_ERR_RANGE, "layer %d: the model has layers 0 to %d", layer,
-                             depth - 1);
-    if (head != TFM_VIEW_ALL && head != TFM_VIEW_MEAN && (head < 0 || head >= H))
-        return tfm_error_set(err, TFM_ERR_RANGE, "head %d: the model has heads 0 to %d", head,
-                             H - 1);
     const int first = layer == TFM_VIEW_ALL ? 0 : layer;
     const int L = layer == TFM_VIEW_ALL ? depth : 1;
     const int Hout = head == TFM_VIEW_ALL ? H : 1;

@@ -48,14 +48,10 @@ tfm_status tfm_viewer_create(const tfm_model *m, const tfm_view_params *p, tfm_v
         return tfm_error_set(err, TFM_ERR_ARG, "view: alignments are read off cross-attention");
     if (p->max_tokens < 0 || p->label_width < 0)
         return tfm_error_set(err, TFM_ERR_ARG, "view: a negative size");
+    tfm_status st = tfm_view_check_selection(m, p->kind, p->layer, p->head, err);
+    if (st != TFM_OK) return st;
     const int depth = p->kind == TFM_ATTENTION_ENCODER ? c->n_encoder_layers : c->n_decoder_layers;
     const int layer = p->layer == TFM_VIEW_LAST ? depth - 1 : p->layer;
-    if (layer != TFM_VIEW_ALL && (layer < 0 || layer >= depth))
-        return tfm_error_set(err, TFM_ERR_RANGE, "layer %d: the model has layers 0 to %d",
-                             p->layer, depth - 1);
-    if (p->head != TFM_VIEW_ALL && p->head != TFM_VIEW_MEAN && (p->head < 0 || p->head >= c->n_heads))
-        return tfm_error_set(err, TFM_ERR_RANGE, "head %d: the model has heads 0 to %d", p->head,
-                             c->n_heads - 1);
     tfm_viewer *v = calloc(1, sizeof *v);
     if (!v) return tfm_error_set(err, TFM_ERR_NOMEM, "view: out of memory");
     v->config = c;

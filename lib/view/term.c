@@ -2,7 +2,7 @@
  * vertically above the columns, query labels on the left, one cell of two
  * columns per weight, in xterm's 256 colours, in 24-bit colour, or as a
  * plain character ramp where escape sequences are not wanted (NO_COLOR, a
- * file, a pipe). */
+ * file, a pipe); and the choice among them, from the environment. */
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -218,4 +218,18 @@ tfm_status tfm_view_term(const tfm_attention_view *v, tfm_term_colors colors, tf
             if (st == TFM_OK) st = tfm_buf_putc(out, '\n');
         }
     return st == TFM_OK ? TFM_OK : tfm_error_set(err, st, "terminal view: out of memory");
+}
+
+tfm_term_colors tfm_term_choose_colors(tfm_color_when when, bool to_terminal)
+{
+    if (when == TFM_COLOR_NEVER) return TFM_TERM_PLAIN;
+    if (when == TFM_COLOR_AUTO) {
+        const char *no_color = getenv("NO_COLOR"), *term = getenv("TERM");
+        if (!to_terminal || (no_color && *no_color) || (term && strcmp(term, "dumb") == 0))
+            return TFM_TERM_PLAIN;
+    }
+    const char *ct = getenv("COLORTERM");
+    if (ct && (strcmp(ct, "truecolor") == 0 || strcmp(ct, "24bit") == 0))
+        return TFM_TERM_TRUECOLOR;
+    return TFM_TERM_256;
 }
