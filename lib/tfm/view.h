@@ -36,6 +36,9 @@
  *     tfm_view_pair pair = {src, src_len, tgt, tgt_len, line_number};
  *     tfm_buf_clear(&out);
  *     tfm_viewer_record(viewer, &w, &pair, stdout, &out, &err);  // then write out
+ *
+ * A tfm_inspector does all of that for batches of pairs, translating
+ * sources that come alone first.
  */
 #ifndef TFM_VIEW_H
 #define TFM_VIEW_H
@@ -51,13 +54,26 @@
  * layers only, the last of the kind's stack). */
 enum { TFM_VIEW_ALL = -1, TFM_VIEW_MEAN = -2, TFM_VIEW_LAST = -3 };
 
+/* A layer as a user writes it: a number (0, 1, ...), "last" or "all"; a
+ * head: a number, "mean" or "all".  False (*out unchanged) for anything
+ * else. */
+bool tfm_view_parse_layer(const char *text, int *out);
+bool tfm_view_parse_head(const char *text, int *out);
+
+/* Checks a selection against model m: TFM_ERR_RANGE for a layer the kind's
+ * stack does not have or a head the model does not have, the message
+ * naming the valid range and the words ("layer 2: the model's decoder has
+ * layers 0 to 1 (or 'last', 'all')"). */
+tfm_status tfm_view_check_selection(const tfm_model *m, tfm_attention_kind kind, int layer,
+                                    int head, tfm_error *err);
+
 /* Gathers pair b's weights of one kind, from the last forward pass of ws (a
  * workspace of model m), into out: float32 of shape [L, H', n_q, n_k] (n_q,
  * n_k as tfm_model_attention says).  layer: a layer number of the kind's
  * stack or TFM_VIEW_LAST (L = 1), or TFM_VIEW_ALL (L = the stack's depth).  head: a head
  * number (H' = 1), TFM_VIEW_ALL (H' = n_heads) or TFM_VIEW_MEAN (H' = 1, the
  * mean of the heads: its rows still sum to 1).  Errors as
- * tfm_model_attention; TFM_ERR_RANGE for a head out of range. */
+ * tfm_model_attention; TFM_ERR_RANGE as tfm_view_check_selection. */
 tfm_status tfm_attention_gather(const tfm_model *m, const tfm_train_workspace *ws, int b,
                                 tfm_attention_kind kind, int layer, int head, tfm_tensor *out,
                                 tfm_error *err);
@@ -142,6 +158,15 @@ typedef enum tfm_term_colors {
     TFM_TERM_256 = 1,       /* xterm's 256 colours (ESC[48;5;Nm) */
     TFM_TERM_TRUECOLOR = 2, /* 24-bit colour (ESC[48;2;R;G;Bm) */
 } tfm_term_colors;
+
+/* When a program colours its heatmaps (a --color option's words). */
+typedef enum tfm_color_when { TFM_COLOR_AUTO = 0, TFM_COLOR_ALWAYS = 1, TFM_COLOR_NEVER = 2 } tfm_color_when;
+
+/* The colours to draw with: none for NEVER, and for AUTO unless the output
+ * is a terminal, NO_COLOR is unset or empty and TERM is not "dumb"
+ * (https://no-color.org); then 24-bit colour when COLORTERM says
+ * "truecolor" or "24bit", else 256 colours.  Reads the environment. */
+tfm_term_colors tfm_term_choose_colors(tfm_color_when when, bool to_terminal);
 
 /* A heatmap for a terminal, for each layer and head: its name (and the
  * title and note), the key labels written vertically above the columns, and
@@ -230,5 +255,55 @@ void tfm_viewer_free(tfm_viewer *v);
  * queries and keys are not the pair's is TFM_ERR_ARG. */
 tfm_status tfm_viewer_record(tfm_viewer *v, const tfm_tensor *w, const tfm_view_pair *pair,
                              FILE *npy, tfm_buf *out, tfm_error *err);
+
+/* ---- the attention of batches of pairs ----------------------------------------------------- */
+
+/* An inspector runs a model over batches of sentence pairs and writes each
+ * pair's record, as inspect-attn does: the teacher-forced forward pass
+ * without dropout (tfm_model_loss), each pair's weights gathered
+ * (tfm_attention_gather) and written by a tfm_viewer.  Sources that come
+ * alone are translated first (greedy or beam search) and the best
+ * hypothesis taken as the target: the attention shown is then the one that
+ * produced the translation.  Inside a tfm_batch_loop:
+ *
+ *     tfm_inspect_params p = tfm_inspect_default_params();
+ *     p.view.format = TFM_VIEW_ALIGN;
+ *     tfm_inspector_create(model, &p, &in, &err);          // model outlives in
+ *     read:  tfm_pair_reader_next(pairs, tfm_inspector_pair(in, slot), &err)
+ *     work:  tfm_inspector_forward(in, hi - lo, &err)     // one worker: the batch
+ *     write: tfm_inspector_record(in, slot, npy_fp, &out, &err)
+ */
+typedef struct tfm_inspect_params {
+    tfm_view_params view;
+    bool translate;  /* the pairs have sources alone: translate them (default false) */
+    int beam;        /* translating: beam search of this width (default 1: greedy) */
+    int max_pairs;   /* pairs in a batch at most (default 16) */
+} tfm_inspect_params;
+
+tfm_inspect_params tfm_inspect_default_params(void);
+
+typedef struct tfm_inspector tfm_inspector;
+
+/* Checks p.view as tfm_viewer_create does, and beam and max_pairs >= 1
+ * (TFM_ERR_ARG); TFM_ERR_NOMEM. */
+tfm_status tfm_inspector_create(const tfm_model *m, const tfm_inspect_params *p,
+                                tfm_inspector **out, tfm_error *err);
+void tfm_inspector_free(tfm_inspector *in);
+
+/* Slot i of the batch (0 .. max_pairs-1): read a pair into it (its source
+ * with its </s>, as the model reads it; the target, or nothing to
+ * translate). */
+tfm_pair *tfm_inspector_pair(tfm_inspector *in, int i);
+
+/* Runs the model over slots [0, n): translates the sources first when
+ * p.translate (each slot's target becomes its best hypothesis), then the
+ * forward pass.  Errors of the encoder, the search and tfm_model_loss. */
+tfm_status tfm_inspector_forward(tfm_inspector *in, int n, tfm_error *err);
+
+/* Slot i's record after forward, as tfm_viewer_record writes it (npy: the
+ * weights to npy; text appended to out).  Errors as tfm_attention_gather
+ * and tfm_viewer_record (TFM_ERR_IO: writing to npy failed). */
+tfm_status tfm_inspector_record(tfm_inspector *in, int i, FILE *npy, tfm_buf *out,
+                                tfm_error *err);
 
 #endif

@@ -23,7 +23,11 @@
  *     their labels line, align and soft from the mean matrix), weights
  *     gathered with TFM_VIEW_LAST;
  *   - errors: no forward pass yet, a layer, head or pair out of range;
- *     weights that are not the pair's, alignments of another kind.
+ *     weights that are not the pair's, alignments of another kind;
+ *   - the words for layers and heads, the check of a selection and its
+ *     message, the choice of terminal colours from the environment;
+ *   - an inspector (batches of pairs): records as the forward pass, gather
+ *     and the viewer give them; sources alone given the greedy translation.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -899,6 +903,183 @@ static void test_record_gathered_and_errors(void)
     record_free(&f);
 }
 
+/* ---- choosing layers, heads and colours ------------------------------------------------- */
+
+static void test_selection(void)
+{
+    int v = 99;
+    CHECK(tfm_view_parse_layer("last", &v) && v == TFM_VIEW_LAST);
+    CHECK(tfm_view_parse_layer("all", &v) && v == TFM_VIEW_ALL);
+    CHECK(tfm_view_parse_layer("3", &v) && v == 3);
+    CHECK(tfm_view_parse_head("mean", &v) && v == TFM_VIEW_MEAN);
+    CHECK(tfm_view_parse_head("all", &v) && v == TFM_VIEW_ALL);
+    CHECK(tfm_view_parse_head("0", &v) && v == 0);
+    v = 7;
+    CHECK(!tfm_view_parse_layer("mean", &v) && !tfm_view_parse_head("last", &v));
+    CHECK(!tfm_view_parse_layer("-1", &v) && !tfm_view_parse_layer("", &v));
+    CHECK(!tfm_view_parse_head("2x", &v) && !tfm_view_parse_head("99999999999", &v));
+    CHECK(v == 7);
+
+    tfm_model *m = random_model(5, 0, NULL); /* 2 layers each side, 4 heads */
+    if (!m) return;
+    tfm_error err;
+    CHECK(tfm_view_check_selection(m, TFM_ATTENTION_CROSS, TFM_VIEW_LAST, TFM_VIEW_MEAN, &err) == TFM_OK);
+    CHECK(tfm_view_check_selection(m, TFM_ATTENTION_ENCODER, TFM_VIEW_ALL, TFM_VIEW_ALL, &err) == TFM_OK);
+    CHECK(tfm_view_check_selection(m, TFM_ATTENTION_DECODER, 1, 3, &err) == TFM_OK);
+    CHECK(tfm_view_check_selection(m, TFM_ATTENTION_CROSS, 2, 0, &err) == TFM_ERR_RANGE);
+    CHECK(strcmp(err.msg, "layer 2: the model's decoder has layers 0 to 1 (or 'last', 'all')") == 0);
+    CHECK(tfm_view_check_selection(m, TFM_ATTENTION_ENCODER, 5, 0, &err) == TFM_ERR_RANGE);
+    CHECK(strcmp(err.msg, "layer 5: the model's encoder has layers 0 to 1 (or 'last', 'all')") == 0);
+    CHECK(tfm_view_check_selection(m, TFM_ATTENTION_CROSS, 0, 4, &err) == TFM_ERR_RANGE);
+    CHECK(strcmp(err.msg, "head 4: the model has heads 0 to 3 (or 'mean', 'all')") == 0);
+    CHECK(tfm_view_check_selection(m, TFM_ATTENTION_CROSS, -7, 0, &err) == TFM_ERR_RANGE);
+    tfm_model_free(m);
+}
+
+/* Sets or (value NULL) unsets an environment variable. */
+static void env(const char *name, const char *value)
+{
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+}
+
+static void test_choose_colors(void)
+{
+    env("NO_COLOR", NULL);
+    env("TERM", "xterm");
+    env("COLORTERM", NULL);
+    CHECK(tfm_term_choose_colors(TFM_COLOR_NEVER, true) == TFM_TERM_PLAIN);
+    CHECK(tfm_term_choose_colors(TFM_COLOR_AUTO, false) == TFM_TERM_PLAIN);
+    CHECK(tfm_term_choose_colors(TFM_COLOR_AUTO, true) == TFM_TERM_256);
+    CHECK(tfm_term_choose_colors(TFM_COLOR_ALWAYS, false) == TFM_TERM_256);
+    env("COLORTERM", "truecolor");
+    CHECK(tfm_term_choose_colors(TFM_COLOR_AUTO, true) == TFM_TERM_TRUECOLOR);
+    env("COLORTERM", "24bit");
+    CHECK(tfm_term_choose_colors(TFM_COLOR_ALWAYS, false) == TFM_TERM_TRUECOLOR);
+    env("NO_COLOR", "1");
+    CHECK(tfm_term_choose_colors(TFM_COLOR_AUTO, true) == TFM_TERM_PLAIN);
+    CHECK(tfm_term_choose_colors(TFM_COLOR_ALWAYS, true) == TFM_TERM_TRUECOLOR);
+    env("NO_COLOR", ""); /* set but empty: no effect */
+    env("TERM", "dumb");
+    CHECK(tfm_term_choose_colors(TFM_COLOR_AUTO, true) == TFM_TERM_PLAIN);
+    env("TERM", "xterm");
+    CHECK(tfm_term_choose_colors(TFM_COLOR_AUTO, true) == TFM_TERM_TRUECOLOR);
+    env("COLORTERM", NULL);
+}
+
+/* ---- an inspector: batches of pairs ------------------------------------------------------ */
+
+/* Sets pair p to the n ids of src (and m of tgt), numbered line. */
+static void pair_set(tfm_pair *p, const int32_t *src, int n, const int32_t *tgt, int m, size_t line)
+{
+    tfm_ids_clear(&p->src.ids);
+    tfm_ids_clear(&p->tgt.ids);
+    for (int i = 0; i < n; i++) tfm_ids_push(&p->src.ids, src[i]);
+    for (int i = 0; i < m; i++) tfm_ids_push(&p->tgt.ids, tgt[i]);
+    p->line = line;
+}
+
+/* Pairs as given: each record is what the forward pass, tfm_attention_gather
+ * and tfm_viewer_record give; sources alone: the target is the greedy
+ * translation, and the record that of the pair with that target. */
+static void test_inspector(void)
+{
+    record_fixture f;
+    if (!record_make(&f)) return record_free(&f);
+    tfm_error err;
+    const int32_t src2[3] = {f.src[1], f.src[0], TFM_ID_EOS}, tgt2[3] = {f.tgt[1], f.tgt[0], f.tgt[1]};
+    tfm_inspect_params p = tfm_inspect_default_params();
+    p.view.format = TFM_VIEW_TSV;
+    p.view.layer = TFM_VIEW_ALL;
+    p.max_pairs = 2;
+    tfm_inspector *in = NULL;
+    CHECK_MSG(tfm_inspector_create(f.m, &p, &in, &err) == TFM_OK, "%s", err.msg);
+    if (!in) return record_free(&f);
+    CHECK(tfm_inspector_pair(in, 2) == NULL);
+    pair_set(tfm_inspector_pair(in, 0), f.src, 4, f.tgt, 2, 7);
+    pair_set(tfm_inspector_pair(in, 1), src2, 3, tgt2, 3, 8);
+    CHECK(tfm_inspector_forward(in, 3, &err) == TFM_ERR_ARG);
+    CHECK_MSG(tfm_inspector_forward(in, 2, &err) == TFM_OK, "%s", err.msg);
+    CHECK(tfm_inspector_record(in, 1, NULL, &f.out, &err) == TFM_OK);
+    CHECK(tfm_inspector_record(in, 2, NULL, &f.out, &err) == TFM_ERR_ARG);
+
+    tfm_train_workspace *ws = NULL;
+    tfm_viewer *v = NULL;
+    CHECK(tfm_train_workspace_create(f.m, &ws, &err) == TFM_OK);
+    CHECK(tfm_viewer_create(f.m, &p.view, &v, &err) == TFM_OK);
+    const int32_t *sp[2] = {f.src, src2}, *tp[2] = {f.tgt, tgt2};
+    const int sl[2] = {4, 3}, tl[2] = {2, 3};
+    tfm_train_batch batch = {2, sp, sl, tp, tl};
+    CHECK(ws && tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
+    CHECK(ws && tfm_attention_gather(f.m, ws, 1, p.view.kind, p.view.layer, p.view.head, &f.w,
+                                     &err) == TFM_OK);
+    tfm_view_pair vp = {src2, 3, tgt2, 3, 8};
+    CHECK(v && tfm_viewer_record(v, &f.w, &vp, NULL, &f.want, &err) == TFM_OK);
+    CHECK(f.out.len > 0 && f.out.len == f.want.len && strcmp(f.out.data, f.want.data) == 0);
+    CHECK(count(f.out.data, "sentence 8: cross-attention: layer 1") == 1);
+    tfm_inspector_free(in);
+
+    /* sources alone, translated greedily */
+    p.translate = true;
+    p.view.format = TFM_VIEW_SOFT;
+    CHECK_MSG(tfm_inspector_create(f.m, &p, &in, &err) == TFM_OK, "%s", err.msg);
+    if (!in) goto done;
+    pair_set(tfm_inspector_pair(in, 0), src2, 3, NULL, 0, 1);
+    CHECK_MSG(tfm_inspector_forward(in, 1, &err) == TFM_OK, "%s", err.msg);
+    tfm_buf_clear(&f.out);
+    CHECK(tfm_inspector_record(in, 0, NULL, &f.out, &err) == TFM_OK);
+    const tfm_ids *hyp = &tfm_inspector_pair(in, 0)->tgt.ids;
+
+    const int D = f.m->config.d_model;
+    float *states = malloc(3 * (size_t)D * sizeof(float));
+    const float *st[1] = {states};
+    tfm_encoder *enc = NULL;
+    tfm_decoder *dec = NULL;
+    tfm_search *search = NULL;
+    bool ok = states && tfm_encoder_create(f.m, &enc, &err) == TFM_OK &&
+              tfm_encoder_forward(enc, 1, &sp[1], &sl[1], states, &err) == TFM_OK &&
+              tfm_decoder_create(f.m, &dec, &err) == TFM_OK &&
+              tfm_search_create(f.m, &search, &err) == TFM_OK;
+    tfm_search_params sparams = tfm_search_default_params();
+    sparams.beam = 1; /* greedy, as the inspector's default */
+    tfm_search_input sin = {.n_sentences = 1, .states = st, .src_lens = &sl[1]};
+    ok = ok && tfm_search_run(search, dec, &sparams, &sin, &err) == TFM_OK;
+    CHECK_MSG(ok, "%s", err.msg);
+    if (ok) {
+        tfm_hypothesis h = tfm_search_result(search, 0).hyps[0];
+        CHECK((int)hyp->len == h.len && memcmp(hyp->data, h.ids, hyp->len * sizeof(int32_t)) == 0);
+    }
+    /* the same record as the pair with that target, given */
+    tfm_inspector *given = NULL;
+    p.translate = false;
+    CHECK(tfm_inspector_create(f.m, &p, &given, &err) == TFM_OK);
+    if (given) {
+        pair_set(tfm_inspector_pair(given, 0), src2, 3, hyp->data, (int)hyp->len, 1);
+        CHECK(tfm_inspector_forward(given, 1, &err) == TFM_OK);
+        tfm_buf_clear(&f.want);
+        CHECK(tfm_inspector_record(given, 0, NULL, &f.want, &err) == TFM_OK);
+        CHECK(f.out.len > 0 && strcmp(f.out.data, f.want.data) == 0);
+    }
+    tfm_inspector_free(given);
+    tfm_search_free(search);
+    tfm_decoder_free(dec);
+    tfm_encoder_free(enc);
+    free(states);
+    tfm_inspector_free(in);
+
+    /* what the viewer refuses, and a beam of 0 */
+    p.view.layer = 2;
+    in = (tfm_inspector *)&in;
+    CHECK(tfm_inspector_create(f.m, &p, &in, &err) == TFM_ERR_RANGE && in == NULL);
+    p = tfm_inspect_default_params();
+    p.beam = 0;
+    CHECK(tfm_inspector_create(f.m, &p, &in, &err) == TFM_ERR_ARG && in == NULL);
+done:
+    tfm_viewer_free(v);
+    tfm_train_workspace_free(ws);
+    record_free(&f);
+}
+
 int main(void)
 {
     test_tmpdir_init("test_view");
@@ -918,6 +1099,9 @@ int main(void)
     RUN(test_record_labels);
     RUN(test_record_formats);
     RUN(test_record_gathered_and_errors);
+    RUN(test_selection);
+    RUN(test_choose_colors);
+    RUN(test_inspector);
     test_tmpdir_cleanup();
     CHECK_DONE();
 }
