@@ -12,19 +12,18 @@
  * attention that produced each translation.
  *
  * The program parses options, reads pairs and writes: the pairs come from
- * tfm_pair_reader (lib/text), the weights from lib/nn (tfm_model_loss) and
- * tfm_attention_gather, each pair's record (labels, cropping, the picture,
- * table or alignment) from tfm_viewer_record (lib/view). */
+ * tfm_pair_reader (lib/text), each batch's translation, forward pass and
+ * records (labels, cropping, the picture, table or alignment) from
+ * tfm_inspector (lib/view). */
 #include <getopt.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "files.h"
 
-/* A batch holds at most this many sentences, or about this many tokens. */
-#define BATCH_SENTENCES 16
+/* A batch holds at most the inspector's max_pairs sentences (16), or about
+ * this many tokens. */
 #define BATCH_TOKENS 4096
 
 static const char usage_text[] =
@@ -120,111 +119,37 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* In the order of tfm_view_format and of tfm_attention_kind. */
+/* In the order of tfm_view_format, of tfm_attention_kind and of tfm_color_when. */
 static const char *const format_names[] = {"term", "svg", "tsv", "npy", "align", "soft", NULL};
 static const char *const kind_names[] = {"self", "dec-self", "cross", NULL};
-enum { COLOR_AUTO, COLOR_ALWAYS, COLOR_NEVER };
 static const char *const color_names[] = {"auto", "always", "never", NULL};
 
 typedef struct options {
     const char *model, *src, *tgt, *output, *tokens;
     bool text;
-    int beam;
     bool beam_given;
-    size_t sentence; /* 0: all */
-    tfm_view_params view; /* format, kind, layer, head, sizes; source_eos: not --no-eos */
-    int color;
+    size_t sentence;              /* 0: all */
+    tfm_inspect_params inspect;   /* view (format, kind, layer, head, sizes; source_eos:
+                                     not --no-eos), beam */
+    tfm_color_when color;
 } options;
-
-typedef struct batch {
-    int n;
-    tfm_pair p[BATCH_SENTENCES];
-    const int32_t *src[BATCH_SENTENCES], *tgt[BATCH_SENTENCES];
-    int src_len[BATCH_SENTENCES], tgt_len[BATCH_SENTENCES];
-} batch;
-
-/* Where output goes: standard output, or a file written atomically. */
-typedef struct sink {
-    const char *name;   /* for messages */
-    bool is_file;
-    tfm_atomic_file file;
-} sink;
 
 typedef struct run {
     options opt;
     tfm_model *model;
     tfm_bpe *bpe;                  /* --text */
-    tfm_encoder *encoder;          /* sources alone */
-    tfm_decoder *decoder;
-    tfm_search *search;
-    float *states;
-    size_t states_cap;
-    tfm_train_workspace *ws;
-    tfm_viewer *viewer;
-    tfm_line_reader *src_reader, *tgt_reader;
+    tfm_inspector *inspector;
+    cli_input src, tgt;
     tfm_pair_reader *pairs;
-    int src_fd, tgt_fd;
-    const char *src_name, *tgt_name;
     bool done;                     /* the input has ended (or --sentence N was read) */
     const char *failed_file;       /* where a pair could not be taken: file and line */
     size_t failed_line;
-    bool translate;                /* sources alone, and the kind needs a target */
-    batch b;
-    tfm_tensor weights;
     tfm_buf out;
-    sink output, tokens;
+    cli_output output, tokens;
     size_t written;                /* records written */
 } run;
 
-/* ---- output ----------------------------------------------------------------------------- */
-
-static void sink_open(sink *s, const char *path)
-{
-    s->name = path ? path : "standard output";
-    s->is_file = path != NULL && strcmp(path, "-") != 0;
-    if (!s->is_file) return;
-    tfm_error err;
-    if (tfm_atomic_open(&s->file, path, &err) != TFM_OK) cli_fail(path, 0, "%s", err.msg);
-}
-
-static FILE *sink_fp(sink *s)
-{
-    return s->is_file ? s->file.fp : stdout;
-}
-
-static void sink_write(sink *s, const char *data, size_t len)
-{
-    if (!s->is_file) {
-        cli_write(data, len);
-        return;
-    }
-    if (len && fwrite(data, 1, len, s->file.fp) != len) {
-        tfm_atomic_abort(&s->file);
-        cli_fail(s->name, 0, "write error");
-    }
-}
-
-static void sink_close(sink *s)
-{
-    if (!s->is_file) {
-        cli_flush();
-        return;
-    }
-    tfm_error err;
-    if (tfm_atomic_commit(&s->file, &err) != TFM_OK) cli_fail(s->name, 0, "%s", err.msg);
-}
-
 /* ---- reading pairs ------------------------------------------------------------------------ */
-
-/* Reads the next line of r; false at the end of the input. */
-static bool next_line(tfm_line_reader *r, const char *name, const char **line, size_t *len)
-{
-    tfm_error err;
-    tfm_status s = tfm_lines_next(r, line, len, &err);
-    if (s == TFM_EOF) return false;
-    if (s != TFM_OK) cli_fail(name, tfm_lines_number(r) + 1, "%s", err.msg);
-    return true;
-}
 
 /* Records where a pair could not be taken (file and line) and returns the
  * status, for the message after the pairs before it are written. */
@@ -256,38 +181,38 @@ static void warn_side(const tfm_pair_side *side, const char *name, size_t number
 static tfm_status read_pair(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
     run *r = ctx;
-    tfm_pair *p = &r->b.p[slot];
+    tfm_pair *p = tfm_inspector_pair(r->inspector, (int)slot);
     if (r->done) return TFM_EOF;
     tfm_status s = TFM_OK;
-    while (s == TFM_OK && r->opt.sentence > tfm_lines_number(r->src_reader) + 1)
+    while (s == TFM_OK && r->opt.sentence > tfm_lines_number(r->src.lines) + 1)
         s = tfm_pair_reader_next(r->pairs, NULL, err);
     if (s == TFM_OK) s = tfm_pair_reader_next(r->pairs, p, err);
     const tfm_pair_failure *f = tfm_pair_reader_failure(r->pairs);
-    const size_t number = tfm_lines_number(r->src_reader);
+    const size_t number = tfm_lines_number(r->src.lines);
     if (s != TFM_OK) {
         r->done = true;
         const bool sources_ended = s == TFM_EOF || (f->mismatch && f->side == TFM_SOURCE);
         if (r->opt.sentence && sources_ended) {
             tfm_error_set(err, TFM_ERR_RANGE, "--sentence %zu: the input has only %zu lines",
                           r->opt.sentence, number);
-            return fail_at(r, r->src_name, 0, TFM_ERR_RANGE);
+            return fail_at(r, r->src.name, 0, TFM_ERR_RANGE);
         }
         if (s == TFM_EOF) return TFM_EOF;
     }
     if (s != TFM_OK && f->mismatch) {
         if (f->side == TFM_SOURCE)
-            tfm_error_set(err, TFM_ERR_FORMAT, "has more lines than %s (%zu)", r->src_name, number);
+            tfm_error_set(err, TFM_ERR_FORMAT, "has more lines than %s (%zu)", r->src.name, number);
         else
             tfm_error_set(err, TFM_ERR_FORMAT, "has %zu lines, fewer than %s",
-                          tfm_lines_number(r->tgt_reader), r->src_name);
-        return fail_at(r, r->tgt_name, 0, TFM_ERR_FORMAT);
+                          tfm_lines_number(r->tgt.lines), r->src.name);
+        return fail_at(r, r->tgt.name, 0, TFM_ERR_FORMAT);
     }
     const tfm_config *c = &r->model->config;
-    warn_side(&p->src, r->src_name, number,
-              (size_t)c->max_positions - (r->opt.view.source_eos ? 1 : 0), true);
-    warn_side(&p->tgt, r->tgt_name, number, (size_t)c->max_positions - 1, false);
+    warn_side(&p->src, r->src.name, number,
+              (size_t)c->max_positions - (r->opt.inspect.view.source_eos ? 1 : 0), true);
+    warn_side(&p->tgt, r->tgt.name, number, (size_t)c->max_positions - 1, false);
     if (s != TFM_OK)
-        return fail_at(r, f->side == TFM_SOURCE ? r->src_name : r->tgt_name, f->line, s);
+        return fail_at(r, f->side == TFM_SOURCE ? r->src.name : r->tgt.name, f->line, s);
     if (r->opt.sentence) r->done = true;
     *cost = p->src.ids.len + p->tgt.ids.len;
     return TFM_OK;
@@ -299,82 +224,30 @@ static bool input_ready(void *ctx)
     return tfm_pair_reader_ready(r->pairs);
 }
 
+/* ---- the batch: forward pass and records ------------------------------------------------- */
 
-/* ---- translating sources alone ------------------------------------------------------------ */
-
-/* Decodes the batch's sources (b->src, b->src_len) and takes each best
- * hypothesis as its target. */
-static tfm_status translate(run *r, tfm_error *err)
-{
-    batch *b = &r->b;
-    const int D = r->model->config.d_model;
-    size_t rows = 0;
-    for (int i = 0; i < b->n; i++) rows += (size_t)b->src_len[i];
-    if (rows * D > r->states_cap || !r->states) {
-        free(r->states);
-        r->states_cap = rows * D;
-        r->states = malloc((r->states_cap ? r->states_cap : 1) * sizeof(float));
-        if (!r->states) cli_fail(NULL, 0, "out of memory for %zu encoder states", rows);
-    }
-    tfm_status s = tfm_encoder_forward(r->encoder, b->n, b->src, b->src_len, r->states, err);
-    if (s != TFM_OK) return s;
-    const float *states[BATCH_SENTENCES];
-    for (int i = 0, off = 0; i < b->n; off += b->src_len[i], i++)
-        states[i] = r->states + (size_t)off * D;
-    tfm_search_params sp = tfm_search_default_params();
-    sp.beam = r->opt.beam;
-    tfm_search_input in = {.n_sentences = b->n, .states = states, .src_lens = b->src_len};
-    s = tfm_search_run(r->search, r->decoder, &sp, &in, err);
-    if (s != TFM_OK) return s;
-    for (int i = 0; i < b->n; i++) {
-        tfm_hypothesis h = tfm_search_result(r->search, i).hyps[0];
-        tfm_ids *t = &b->p[i].tgt.ids;
-        tfm_ids_clear(t);
-        for (int k = 0; k < h.len; k++)
-            if (tfm_ids_push(t, h.ids[k]) != TFM_OK)
-                return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    }
-    return TFM_OK;
-}
-
-/* Runs the forward pass over the batch (one worker: the pairs [lo, hi) are
- * the whole batch), translating the sources first when they come alone. */
+/* Runs the model over the batch (one worker: the pairs [lo, hi) are the
+ * whole batch), translating the sources first when they come alone. */
 static tfm_status forward_batch(void *ctx, int worker, size_t lo, size_t hi, tfm_error *err)
 {
     run *r = ctx;
-    batch *b = &r->b;
-    b->n = (int)(hi - lo);
-    for (int i = 0; i < b->n; i++) {
-        b->src[i] = b->p[i].src.ids.data;
-        b->src_len[i] = (int)b->p[i].src.ids.len;
-    }
-    tfm_status s = r->translate ? translate(r, err) : TFM_OK;
-    if (s != TFM_OK) return fail_at(r, r->src_name, b->p[0].line, s);
-    for (int i = 0; i < b->n; i++) {
-        b->tgt[i] = b->p[i].tgt.ids.data;
-        b->tgt_len[i] = (int)b->p[i].tgt.ids.len;
-    }
-    tfm_train_batch tb = {b->n, b->src, b->src_len, b->tgt, b->tgt_len};
-    s = tfm_model_loss(r->ws, &tb, false, NULL, NULL, NULL, NULL, err);
-    return s == TFM_OK ? s : fail_at(r, r->src_name, b->p[0].line, s);
+    tfm_status s = tfm_inspector_forward(r->inspector, (int)(hi - lo), err);
+    return s == TFM_OK ? s : fail_at(r, r->src.name, tfm_inspector_pair(r->inspector, 0)->line, s);
 }
 
-/* Writes the record of pair `slot`. */
+/* Writes the record of pair `slot`: npy records to the output, their
+ * labels (--tokens) and every other format's text to theirs. */
 static tfm_status write_pair(void *ctx, size_t slot, tfm_error *err)
 {
     run *r = ctx;
-    const tfm_pair *p = &r->b.p[slot];
-    const tfm_view_params *vp = &r->opt.view;
-    tfm_status s = tfm_attention_gather(r->model, r->ws, (int)slot, vp->kind, vp->layer, vp->head,
-                                        &r->weights, err);
-    if (s != TFM_OK) return fail_at(r, r->src_name, p->line, s);
-    tfm_view_pair vpair = {p->src.ids.data, (int)p->src.ids.len, p->tgt.ids.data,
-                           (int)p->tgt.ids.len, p->line};
     tfm_buf_clear(&r->out);
-    tfm_error e;
-    s = tfm_viewer_record(r->viewer, &r->weights, &vpair, sink_fp(&r->output), &r->out, &e);
-    if (s != TFM_OK) cli_fail(s == TFM_ERR_IO ? r->output.name : NULL, 0, "%s", e.msg);
-    sink_write(vp->format == TFM_VIEW_NPY ? &r->tokens : &r->output, r->out.data, r->out.len);
+    tfm_status s = tfm_inspector_record(r->inspector, (int)slot, cli_output_fp(&r->output),
+                                        &r->out, err);
+    if (s == TFM_ERR_IO) cli_fail(r->output.name, 0, "%s", err->msg);
+    if (s != TFM_OK)
+        return fail_at(r, r->src.name, tfm_inspector_pair(r->inspector, (int)slot)->line, s);
+    const bool npy = r->opt.inspect.view.format == TFM_VIEW_NPY;
+    cli_output_write(npy ? &r->tokens : &r->output, r->out.data, r->out.len);
     r->written++;
     return TFM_OK;
 }
@@ -385,25 +258,11 @@ static void flush_output(void *ctx)
     if (!r->output.is_file) cli_flush();
 }
 
-
 /* ---- options ----------------------------------------------------------------------------------- */
-
-/* A number >= 0 or one of two words (their values given). */
-static int parse_selector(const char *option, const char *text, const char *word1, int value1,
-                          const char *word2, int value2)
-{
-    if (strcmp(text, word1) == 0) return value1;
-    if (strcmp(text, word2) == 0) return value2;
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || v < 0 || v > INT_MAX)
-        cli_usage_error("%s: '%s' is not a number (0, 1, ...), '%s' or '%s'", option, text, word1,
-                        word2);
-    return (int)v;
-}
 
 static void parse_options(int argc, char **argv, options *opt)
 {
+    tfm_view_params *view = &opt->inspect.view;
     int c;
     while ((c = getopt_long(argc, argv, "m:b:f:o:qvhV", long_options, NULL)) != -1) {
         switch (c) {
@@ -411,37 +270,31 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_SRC: opt->src = optarg; break;
         case OPT_TGT: opt->tgt = optarg; break;
         case OPT_TEXT: opt->text = true; break;
-        case OPT_NO_EOS: opt->view.source_eos = false; break;
+        case OPT_NO_EOS: view->source_eos = false; break;
         case 'b':
-            opt->beam = (int)cli_parse_int("--beam", optarg, 1, 1024);
+            opt->inspect.beam = (int)cli_parse_int("--beam", optarg, 1, 1024);
             opt->beam_given = true;
             break;
         case OPT_SENTENCE:
             opt->sentence = (size_t)cli_parse_int("--sentence", optarg, 1, INT64_MAX);
             break;
-        case OPT_KIND:
-            opt->view.kind = (tfm_attention_kind)cli_parse_choice("--kind", optarg, kind_names);
-            break;
+        case OPT_KIND: view->kind = (tfm_attention_kind)cli_parse_choice("--kind", optarg, kind_names); break;
         case OPT_LAYER:
-            opt->view.layer = parse_selector("--layer", optarg, "last", TFM_VIEW_LAST, "all",
-                                             TFM_VIEW_ALL);
+            if (!tfm_view_parse_layer(optarg, &view->layer))
+                cli_usage_error("--layer: '%s' is not a number (0, 1, ...), 'last' or 'all'", optarg);
             break;
         case OPT_HEAD:
-            opt->view.head = parse_selector("--head", optarg, "mean", TFM_VIEW_MEAN, "all",
-                                            TFM_VIEW_ALL);
+            if (!tfm_view_parse_head(optarg, &view->head))
+                cli_usage_error("--head: '%s' is not a number (0, 1, ...), 'mean' or 'all'", optarg);
             break;
-        case 'f':
-            opt->view.format = (tfm_view_format)cli_parse_choice("--format", optarg, format_names);
-            break;
+        case 'f': view->format = (tfm_view_format)cli_parse_choice("--format", optarg, format_names); break;
         case 'o': opt->output = optarg; break;
         case OPT_TOKENS: opt->tokens = optarg; break;
-        case OPT_MAX_TOKENS:
-            opt->view.max_tokens = (int)cli_parse_int("--max-tokens", optarg, 0, 1 << 20);
-            break;
+        case OPT_MAX_TOKENS: view->max_tokens = (int)cli_parse_int("--max-tokens", optarg, 0, 1 << 20); break;
         case OPT_LABEL_WIDTH:
-            opt->view.label_width = (int)cli_parse_int("--label-width", optarg, 0, 1 << 20);
+            view->label_width = (int)cli_parse_int("--label-width", optarg, 0, 1 << 20);
             break;
-        case OPT_COLOR: opt->color = cli_parse_choice("--color", optarg, color_names); break;
+        case OPT_COLOR: opt->color = (tfm_color_when)cli_parse_choice("--color", optarg, color_names); break;
         default: cli_common_option(c, usage_text);
         }
     }
@@ -454,8 +307,8 @@ static void parse_options(int argc, char **argv, options *opt)
         cli_usage_error("--src and --tgt cannot both be standard input");
     if (opt->tgt && opt->beam_given)
         cli_usage_error("--beam translates sources alone; with --tgt the targets are given");
-    const tfm_view_format fmt = opt->view.format;
-    if ((fmt == TFM_VIEW_ALIGN || fmt == TFM_VIEW_SOFT) && opt->view.kind != TFM_ATTENTION_CROSS)
+    const tfm_view_format fmt = view->format;
+    if ((fmt == TFM_VIEW_ALIGN || fmt == TFM_VIEW_SOFT) && view->kind != TFM_ATTENTION_CROSS)
         cli_usage_error("--format %s reads alignments off cross-attention: --kind cross",
                         format_names[fmt]);
     if (opt->tokens && (!opt->output || strcmp(opt->output, "-") == 0) &&
@@ -463,65 +316,22 @@ static void parse_options(int argc, char **argv, options *opt)
         cli_usage_error("--tokens - and the records cannot both go to standard output");
     if (opt->tokens && fmt != TFM_VIEW_NPY)
         cli_usage_error("--tokens is for --format npy (the other formats show the tokens)");
-    if (opt->view.label_width == 1)
+    if (view->label_width == 1)
         cli_usage_error("--label-width 1 leaves no room beside the ellipsis: 0 or 2 and more");
 }
 
-/* Checks --layer and --head against the model: a usage error names the
- * valid range. */
-static void check_selection(const tfm_model *m, const tfm_view_params *vp)
-{
-    const tfm_config *c = &m->config;
-    const bool enc = vp->kind == TFM_ATTENTION_ENCODER;
-    const int depth = enc ? c->n_encoder_layers : c->n_decoder_layers;
-    if (vp->layer >= depth)
-        cli_usage_error("--layer %d: the model's %s has layers 0 to %d (or 'last', 'all')",
-                        vp->layer, enc ? "encoder" : "decoder", depth - 1);
-    if (vp->head >= c->n_heads)
-        cli_usage_error("--head %d: the model has heads 0 to %d (or 'mean', 'all')", vp->head,
-                        c->n_heads - 1);
-}
-
-static tfm_term_colors choose_colors(const options *opt, bool to_terminal)
-{
-    if (opt->color == COLOR_NEVER) return TFM_TERM_PLAIN;
-    if (opt->color == COLOR_AUTO) {
-        const char *no_color = getenv("NO_COLOR"), *term = getenv("TERM");
-        if (!to_terminal || (no_color && *no_color) || (term && strcmp(term, "dumb") == 0))
-            return TFM_TERM_PLAIN;
-    }
-    const char *ct = getenv("COLORTERM");
-    if (ct && (strcmp(ct, "truecolor") == 0 || strcmp(ct, "24bit") == 0))
-        return TFM_TERM_TRUECOLOR;
-    return TFM_TERM_256;
-}
-
-/* Opens the sources (and targets) and the reader of their pairs: ids below
- * the vocabulary sizes, a source cropped to the model's positions with its
- * </s>, a target cropped to them less one for <s>. */
+/* Opens the sources (and targets) and the reader of their pairs, as the
+ * model reads them: ids below the vocabulary sizes, a source cropped to
+ * its positions with its </s>, a target cropped to them less one for <s>. */
 static void open_input(run *r)
 {
-    r->src_name = r->opt.src;
-    r->src_fd = cli_open_input(r->opt.src);
-    r->src_reader = tfm_lines_create(r->src_fd);
-    if (!r->src_reader) cli_fail(NULL, 0, "out of memory");
-    if (r->opt.tgt) {
-        r->tgt_name = r->opt.tgt;
-        r->tgt_fd = cli_open_input(r->opt.tgt);
-        r->tgt_reader = tfm_lines_create(r->tgt_fd);
-        if (!r->tgt_reader) cli_fail(NULL, 0, "out of memory");
-    }
-    const tfm_config *c = &r->model->config;
-    tfm_pair_params pp = tfm_pair_default_params();
-    pp.src_vocab_size = c->src_vocab_size;
-    pp.tgt_vocab_size = c->tgt_vocab_size;
-    pp.max_source = (size_t)c->max_positions;
-    pp.max_target = (size_t)c->max_positions - 1;
-    pp.source_eos = r->opt.view.source_eos;
-    pp.eos_id = c->eos_id;
+    cli_input_open(&r->src, r->opt.src);
+    if (r->opt.tgt) cli_input_open(&r->tgt, r->opt.tgt);
+    tfm_pair_params pp = tfm_pair_params_from_model(r->model);
+    pp.source_eos = r->opt.inspect.view.source_eos;
     pp.bpe = r->bpe;
     tfm_error err;
-    if (tfm_pair_reader_create(r->src_reader, r->tgt_reader, &pp, &r->pairs, &err) != TFM_OK)
+    if (tfm_pair_reader_create(r->src.lines, r->tgt.lines, &pp, &r->pairs, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);
 }
 
@@ -529,56 +339,52 @@ int main(int argc, char **argv)
 {
     cli_init("inspect-attn", argv);
     static run r;
-    r.opt = (options){.beam = 1, .view = tfm_view_default_params(), .color = COLOR_AUTO};
+    r.opt = (options){.inspect = tfm_inspect_default_params(), .color = TFM_COLOR_AUTO};
     parse_options(argc, argv, &r.opt);
     options *opt = &r.opt;
+    tfm_view_params *view = &opt->inspect.view;
     const bool to_stdout = !opt->output || strcmp(opt->output, "-") == 0;
-    if (opt->view.format == TFM_VIEW_NPY && to_stdout && isatty(STDOUT_FILENO))
+    if (view->format == TFM_VIEW_NPY && to_stdout && isatty(STDOUT_FILENO))
         cli_fail(NULL, 0, "refusing to write binary tensors to a terminal; redirect or pipe the "
                           "output, or use -o FILE");
-    opt->view.colors = choose_colors(opt, to_stdout && isatty(STDOUT_FILENO));
-    opt->view.tokens = opt->tokens != NULL;
+    view->colors = tfm_term_choose_colors(opt->color, to_stdout && isatty(STDOUT_FILENO));
+    view->tokens = opt->tokens != NULL;
     /* Attention of small batches is small matrix products, which gain
      * nothing from a second BLAS thread (DESIGN.md, Threads). */
     tfm_blas_threads(1);
 
     r.model = cli_load_model(opt->model);
-    if (!tfm_model_source_eos(r.model)) opt->view.source_eos = false; /* trained with --no-eos */
-    check_selection(r.model, &opt->view);
+    if (!tfm_model_source_eos(r.model)) view->source_eos = false; /* trained with --no-eos */
     tfm_error err;
+    if (tfm_view_check_selection(r.model, view->kind, view->layer, view->head, &err) != TFM_OK)
+        cli_usage_error("--%s", err.msg);
     if (opt->text) {
         if (!r.model->vocab) cli_fail(opt->model, 0, "--text: the model has no vocabulary");
         if (tfm_bpe_create(r.model->vocab, &r.bpe, &err) != TFM_OK) cli_fail(opt->model, 0, "%s", err.msg);
     }
     /* Encoder self-attention needs no target: sources alone are not translated. */
-    r.translate = !opt->tgt && opt->view.kind != TFM_ATTENTION_ENCODER;
-    if (r.translate && (tfm_encoder_create(r.model, &r.encoder, &err) != TFM_OK ||
-                        tfm_decoder_create(r.model, &r.decoder, &err) != TFM_OK ||
-                        tfm_search_create(r.model, &r.search, &err) != TFM_OK))
+    opt->inspect.translate = !opt->tgt && view->kind != TFM_ATTENTION_ENCODER;
+    if (tfm_inspector_create(r.model, &opt->inspect, &r.inspector, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);
-    if (tfm_train_workspace_create(r.model, &r.ws, &err) != TFM_OK ||
-        tfm_viewer_create(r.model, &opt->view, &r.viewer, &err) != TFM_OK)
-        cli_fail(NULL, 0, "%s", err.msg);
-    for (int i = 0; i < BATCH_SENTENCES; i++) tfm_pair_init(&r.b.p[i]);
-    tfm_tensor_init(&r.weights);
     tfm_buf_init(&r.out);
 
     /* svg draws one sentence: the first, unless --sentence says otherwise */
-    const bool svg_first = opt->view.format == TFM_VIEW_SVG && opt->sentence == 0;
+    const bool svg_first = view->format == TFM_VIEW_SVG && opt->sentence == 0;
     if (svg_first) opt->sentence = 1;
     open_input(&r);
-    sink_open(&r.output, opt->output);
-    if (opt->tokens) sink_open(&r.tokens, opt->tokens);
-    cli_info("model %s: %s; %s", opt->model, tfm_attention_kind_title(opt->view.kind),
-             !r.translate ? "pairs as given" : opt->beam > 1 ? "translating with beam search"
-                                                             : "translating greedily");
+    cli_output_open(&r.output, opt->output);
+    if (opt->tokens) cli_output_open(&r.tokens, opt->tokens);
+    cli_info("model %s: %s; %s", opt->model, tfm_attention_kind_title(view->kind),
+             !opt->inspect.translate   ? "pairs as given"
+             : opt->inspect.beam > 1 ? "translating with beam search"
+                                     : "translating greedily");
 
     /* Batches of the pairs that are ready, a record per pair in order; a bad
      * line is reported after the records of the pairs before it. */
     tfm_batch_loop loop = {
-        .ctx = &r, .max_items = BATCH_SENTENCES, .max_cost = BATCH_TOKENS, .threads = 1,
-        .read = read_pair, .ready = input_ready, .work = forward_batch, .write = write_pair,
-        .flush = flush_output,
+        .ctx = &r, .max_items = (size_t)opt->inspect.max_pairs, .max_cost = BATCH_TOKENS,
+        .threads = 1, .read = read_pair, .ready = input_ready, .work = forward_batch,
+        .write = write_pair, .flush = flush_output,
     };
     tfm_batch_failure f;
     if (tfm_batch_loop_run(&loop, &f) != TFM_OK)
@@ -586,30 +392,22 @@ int main(int argc, char **argv)
     if (svg_first) {
         const char *line;
         size_t len;
-        if (next_line(r.src_reader, r.src_name, &line, &len))
+        tfm_status s = tfm_lines_next(r.src.lines, &line, &len, &err);
+        if (s != TFM_OK && s != TFM_EOF)
+            cli_fail(r.src.name, tfm_lines_number(r.src.lines) + 1, "%s", err.msg);
+        if (s == TFM_OK)
             cli_warn(NULL, 0, "svg draws one sentence, the first; choose another with "
                               "--sentence N");
     }
-    sink_close(&r.output);
-    if (opt->tokens) sink_close(&r.tokens);
+    cli_output_close(&r.output);
+    if (opt->tokens) cli_output_close(&r.tokens);
     cli_info("%zu record%s written", r.written, r.written == 1 ? "" : "s");
 
     tfm_pair_reader_free(r.pairs);
-    tfm_lines_free(r.src_reader);
-    cli_close_input(r.src_fd);
-    if (r.tgt_reader) {
-        tfm_lines_free(r.tgt_reader);
-        cli_close_input(r.tgt_fd);
-    }
-    for (int i = 0; i < BATCH_SENTENCES; i++) tfm_pair_free(&r.b.p[i]);
-    tfm_tensor_free(&r.weights);
+    cli_input_close(&r.src);
+    if (r.opt.tgt) cli_input_close(&r.tgt);
     tfm_buf_free(&r.out);
-    free(r.states);
-    tfm_viewer_free(r.viewer);
-    tfm_train_workspace_free(r.ws);
-    tfm_search_free(r.search);
-    tfm_decoder_free(r.decoder);
-    tfm_encoder_free(r.encoder);
+    tfm_inspector_free(r.inspector);
     tfm_bpe_free(r.bpe);
     tfm_model_free(r.model);
     return CLI_EXIT_OK;
