@@ -8,10 +8,9 @@
  * The program parses options and hands them to a training run (lib/train:
  * tfm_run), which holds the policy: the options stored in every checkpoint
  * and taken back on --resume, validation, checkpoints, early stopping and
- * averaging.  What is left here is printing: progress on stderr and in a
- * log, and a clean stop on SIGINT or SIGTERM (the handler sets a flag the
- * run polls; a checkpoint is saved at the next update's end). */
-#include <errno.h>
+ * averaging, and its log.  What is left here is printing: progress on
+ * stderr, and a clean stop on SIGINT or SIGTERM (the handler sets a flag
+ * the run polls; a checkpoint is saved at the next update's end). */
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -229,8 +228,6 @@ typedef struct printer {
     double loss, nll;          /* since the last report */
     int64_t tokens;
     int64_t total_tokens;      /* target tokens trained on by this process */
-    FILE *log;                 /* --log, until a write to it fails */
-    const char *log_name;
 } printer;
 
 /* Clears the updating line before another message. */
@@ -268,34 +265,12 @@ static void report(printer *p, const tfm_run_event *ev)
     p->tokens = 0;
 }
 
-/* A line of the log: an update (lr and rate) or a validation (v). */
-static void log_line(printer *p, const tfm_run_event *ev, const char *set, double lr, double rate,
-                     int64_t tokens, const tfm_valid_result *v)
-{
-    if (!p->log) return;
-    fprintf(p->log, "%" PRId64 "\t%.4f\t%.6f\t%.4f\t%.6g\t%.1f\t%.3f\t%s", ev->step, ev->epoch,
-            ev->loss, ev->ppl, lr, rate, ev->elapsed, set);
-    if (v && v->decoded) fprintf(p->log, "\t%.2f\t%.4f", v->bleu, v->exact);
-    else fputs("\t-\t-", p->log);
-    fprintf(p->log, "\t%" PRId64 "\n", tokens);
-    /* A log that cannot be written (a full disk, a pipe whose reader went
-     * away) is given up with one warning: training, worth more than its
-     * log, goes on and writes its checkpoints and model. */
-    if (fflush(p->log) != 0 || ferror(p->log)) {
-        progress_clear(p);
-        cli_warn(p->log_name, 0, "write error: %s; training goes on without the log",
-                 strerror(errno));
-        fclose(p->log);
-        p->log = NULL;
-    }
-}
-
 static const char *format_name(tfm_corpus_format f)
 {
     return f == TFM_CORPUS_TEXT ? "text" : "ids";
 }
 
-/* The model and the options, and the log opened, as training starts. */
+/* The model and the options, as training starts. */
 static void start(printer *p, const tfm_run_event *ev)
 {
     const tfm_run_params *o = tfm_run_params_of(p->run);
@@ -317,15 +292,6 @@ static void start(printer *p, const tfm_run_event *ev)
         if (!tfm_run_option_value(p->run, TFM_OPT_THREADS)) fprintf(stderr, " --threads=%d", o->threads);
         fputc('\n', stderr);
     }
-    if (o->log) {
-        bool fresh = !o->resume || access(o->log, F_OK) != 0;
-        p->log = fopen(o->log, fresh ? "w" : "a");
-        if (!p->log) cli_fail(o->log, 0, "%s", strerror(errno));
-        p->log_name = o->log;
-        if (fresh)
-            fputs("step\tepoch\tloss\tppl\tlr\ttokens_per_s\telapsed\tset\tbleu\texact\ttokens\n",
-                  p->log);
-    }
     p->tty = isatty(STDERR_FILENO) && cli_verbosity >= 1;
     p->last = ev->time;
     install_handlers();
@@ -342,11 +308,6 @@ static void valid(printer *p, const tfm_run_event *ev)
                 ev->improved ? " best so far"
                 : tfm_run_params_of(p->run)->patience ? " no better" : "");
     }
-    log_line(p, ev, "valid", 0, 0, v->tgt_tokens, v);
-    if (ev->early_stop && cli_verbosity >= 1)
-        fprintf(stderr, "train: early stop: %d validations without improvement; the best "
-                        "(step %" PRId64 ") is %s\n",
-                ev->bad_validations, ev->best_step, ev->best_path);
 }
 
 static void end(printer *p, const tfm_run_event *ev)
@@ -375,7 +336,7 @@ static void on_event(void *ctx, const tfm_run_event *ev)
     switch (ev->kind) {
     case TFM_RUN_WARNING:
         progress_clear(p);
-        cli_warn(NULL, 0, "%s", ev->text);
+        cli_warn(ev->file, 0, "%s", ev->text);
         break;
     case TFM_RUN_DATA:
         if (cli_verbosity >= 1)
@@ -392,11 +353,15 @@ static void on_event(void *ctx, const tfm_run_event *ev)
         p->nll += u->nll_sum;
         p->tokens += u->tgt_tokens;
         p->total_tokens += u->tgt_tokens;
-        log_line(p, ev, "train", u->lr, ev->seconds > 0 ? (double)u->tgt_tokens / ev->seconds : 0,
-                 u->tgt_tokens, NULL);
         if (ev->time - p->last >= p->every) report(p, ev);
         break;
     case TFM_RUN_VALID: valid(p, ev); break;
+    case TFM_RUN_EARLY_STOP:
+        if (cli_verbosity >= 1)
+            fprintf(stderr, "train: early stop: %d validations without improvement; the best "
+                            "(step %" PRId64 ") is %s\n",
+                    ev->bad_validations, ev->best_step, ev->best_path);
+        break;
     case TFM_RUN_CHECKPOINT: cli_info("checkpoint %s", ev->text); break;
     case TFM_RUN_END: end(p, ev); break;
     }
@@ -408,7 +373,7 @@ int main(int argc, char **argv)
 {
     cli_init("train", argv);
     /* train writes no output a reader could stop taking but its --log, whose
-     * loss must not end a training run (log_line): a write to a pipe whose
+     * loss must not end a training run (the run gives the log up): a write to a pipe whose
      * reader went away fails with EPIPE instead of killing the process. */
     signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "average") == 0) return run_average(argc - 1, argv + 1);
@@ -434,14 +399,12 @@ int main(int argc, char **argv)
         tfm_run_free(run);
         return CLI_EXIT_OK;
     }
-    tfm_blas_threads(o->threads);
     tfm_run_set_stop_flag(run, &stop_signal);
     tfm_run_end why;
     if (tfm_run_train(run, &why, &err) != TFM_OK) {
         progress_clear(&p);
         cli_fail(NULL, 0, "%s", err.msg);
     }
-    if (p.log) fclose(p.log);
     tfm_run_free(run);
     if (why == TFM_RUN_STOPPED) {
         /* End as the signal would have ended us, so the caller sees it. */

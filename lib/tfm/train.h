@@ -508,6 +508,8 @@ typedef enum tfm_run_event_kind {
                                   from, or NULL */
     TFM_RUN_STEP,              /* an update was made: update; seconds it took */
     TFM_RUN_VALID,             /* a validation: valid and what follows from it */
+    TFM_RUN_EARLY_STOP,        /* after the VALID that exhausted the patience (and its log
+                                  line): bad_validations, best_step, best_path */
     TFM_RUN_CHECKPOINT,        /* text: the checkpoint written */
     TFM_RUN_END,               /* the model is written: end, averaged, text its path */
 } tfm_run_event_kind;
@@ -521,6 +523,7 @@ typedef enum tfm_run_end {
 typedef struct tfm_run_event {
     tfm_run_event_kind kind;
     const char *text;
+    const char *file;          /* WARNING: the file it is about (the log), or NULL */
     int64_t step;              /* updates made */
     double epoch;              /* tfm_trainer_epoch */
     double elapsed;            /* seconds of training, earlier processes' included */
@@ -559,6 +562,22 @@ bool tfm_run_state_validation(tfm_run_state *s, double score, int64_t step);
 /* The event is valid during the call only. */
 typedef void tfm_run_report(void *ctx, const tfm_run_event *ev);
 
+/* The training log (--log): a TSV file of a line per update (STEP event)
+ * and per validation (VALID) under a header line,
+ *     step epoch loss ppl lr tokens_per_s elapsed set bleu exact tokens
+ * (set "train" or "valid"; lr and tokens_per_s 0, bleu and exact "-" where
+ * they do not apply).  A run writes it itself; these are for a front end
+ * of its own.  Opened for a resumed run (resume), an existing log is added
+ * to; else it is written anew.  A line that cannot be written (a full disk,
+ * a pipe whose reader went away) is TFM_ERR_IO "write error: REASON": the
+ * run then warns and goes on without its log. */
+typedef struct tfm_train_log tfm_train_log;
+
+tfm_status tfm_train_log_open(const char *path, bool resume, tfm_train_log **out, tfm_error *err);
+/* Writes ev's line (nothing for other events) and flushes it. */
+tfm_status tfm_train_log_write(tfm_train_log *log, const tfm_run_event *ev, tfm_error *err);
+void tfm_train_log_close(tfm_train_log *log);
+
 typedef struct tfm_run tfm_run;
 
 /* A run of the options given (NULL: not given; texts as in
@@ -582,10 +601,11 @@ const tfm_trainer *tfm_run_trainer(const tfm_run *r);
  * (a signal handler's sig_atomic_t), saving a checkpoint and the model. */
 void tfm_run_set_stop_flag(tfm_run *r, const volatile sig_atomic_t *flag);
 
-/* Loads the data, makes (or resumes) the trainer and trains to a limit, a
- * stop or early stopping; then validates once more if the last update was
- * not validated, saves a checkpoint and writes the model.  *end says why
- * it ended. */
+/* Sets the BLAS's threads (threads), loads the data, makes (or resumes)
+ * the trainer, opens the log (log) and trains to a limit, a stop or early
+ * stopping; then validates once more if the last update was not
+ * validated, saves a checkpoint and writes the model.  *end says why it
+ * ended. */
 tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err);
 
 /* Writes a freshly initialised model of the options (init_only). */

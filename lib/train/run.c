@@ -164,6 +164,7 @@ struct tfm_run {
     int64_t first_step;        /* the step count when it started */
     double first_epoch;
     int64_t last_saved;        /* step of the newest checkpoint written or resumed from */
+    tfm_train_log *log;        /* NULL: none, or given up after a write failed */
 };
 
 double tfm_run_clock(void)
@@ -189,6 +190,23 @@ static void warn(tfm_run *r, const char *fmt, ...)
     va_end(ap);
     tfm_run_event ev = {.kind = TFM_RUN_WARNING, .text = text, .time = tfm_run_clock()};
     r->report(r->ctx, &ev);
+}
+
+/* Writes ev's line to the log.  A log that cannot be written is given up
+ * with one warning: training, worth more than its log, goes on and writes
+ * its checkpoints and model. */
+static void log_event(tfm_run *r, const tfm_run_event *ev)
+{
+    tfm_error err;
+    if (!r->log || tfm_train_log_write(r->log, ev, &err) == TFM_OK) return;
+    tfm_train_log_close(r->log);
+    r->log = NULL;
+    if (!r->report) return;
+    char text[600];
+    snprintf(text, sizeof text, "%s; training goes on without the log", err.msg);
+    tfm_run_event w = {.kind = TFM_RUN_WARNING, .text = text, .file = r->p.log,
+                       .time = tfm_run_clock()};
+    r->report(r->ctx, &w);
 }
 
 /* An event of the trainer's position now. */
@@ -637,6 +655,7 @@ void tfm_run_free(tfm_run *r)
     tfm_trainer_free(r->trainer);
     tfm_corpus_free(r->data);
     tfm_corpus_free(r->valid);
+    tfm_train_log_close(r->log);
     free(r);
 }
 
@@ -805,6 +824,11 @@ static tfm_status validate(tfm_run *r, bool *stop, tfm_error *err)
     ev.early_stop = r->p.patience > 0 && r->rs.bad_validations >= r->p.patience;
     *stop = ev.early_stop;
     emit(r, &ev);
+    log_event(r, &ev);
+    if (ev.early_stop) {
+        ev.kind = TFM_RUN_EARLY_STOP;
+        emit(r, &ev);
+    }
     return TFM_OK;
 }
 
@@ -848,6 +872,7 @@ static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
         ev.seconds = ev.time - t0;
         ev.loss = res.loss_sum / tokens;
         ev.ppl = exp(res.nll_sum / tokens);
+        log_event(r, &ev);
         emit(r, &ev);
         step = tfm_trainer_steps(r->trainer);
         bool stop = false;
@@ -915,6 +940,7 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
 {
     *end = TFM_RUN_LIMIT;
     const tfm_run_params *p = &r->p;
+    tfm_blas_threads(p->threads);
     tfm_status st = load_corpus(r, p->src, p->tgt, "training", &r->data, err);
     if (st == TFM_OK && p->valid_src)
         st = load_corpus(r, p->valid_src, p->valid_tgt, "validation", &r->valid, err);
@@ -929,6 +955,7 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     tfm_run_event ev = event(r, TFM_RUN_START);
     ev.text = p->resume ? r->resume_path : NULL;
     emit(r, &ev);
+    if (p->log && (st = tfm_train_log_open(p->log, p->resume, &r->log, err))) return st;
 
     if ((st = train_loop(r, end, err))) return not_usage(st);
     /* A run that stops between validations is validated once more, so the

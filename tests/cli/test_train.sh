@@ -241,3 +241,19 @@ expect_status 1 "an id outside the vocabulary: exit 1" "$TRAIN" $SMALL --vocab-s
 expect_stderr "^train: bad.src:2: column 3: id 99 is outside the vocabulary" "an id outside the vocabulary: FILE:LINE named"
 expect_status 2 "a bad duration: usage error" "$TRAIN" $SMALL --vocab-size 14 --src train.src \
     --tgt train.tgt --max-time 1x -o x.st
+
+# ---- the log ---------------------------------------------------------------------------------------
+
+# A log that cannot be written is given up with one warning naming it, and
+# the run goes on to its early stop, said right after its validation.
+expect_status 0 "--log /dev/full: the run goes on (exit 0)" "$TRAIN" $RUN --lr-factor 1e-9 \
+    --dropout 0 --valid-src valid.src --valid-tgt valid.tgt --valid-every 2 --patience 1 \
+    --max-steps 100 -v --log /dev/full -o full.st
+expect_stderr "^train: /dev/full: warning: write error: No space left on device; training goes on without the log$" \
+    "--log /dev/full: one warning, naming the log"
+check "--log /dev/full: the model is written" test -s full.st
+check "--log /dev/full: the warning once, the early stop right after the last validation" sh -c \
+    "[ \$(grep -c 'write error' err.txt) -eq 1 ] && grep -A1 '^train: valid step 4 ' err.txt | tail -1 | grep -q '^train: early stop:'"
+expect_status 1 "--log in a folder that is not there: exit 1" "$TRAIN" $SMALL --vocab-size 14 \
+    --src train.src --tgt train.tgt --max-steps 1 --log no/such/log.tsv -o x.st
+expect_stderr "^train: no/such/log.tsv: No such file or directory$" "--log in a folder that is not there: named"
