@@ -6,7 +6,6 @@
  * line are kept and the files may be of any size.  A line that cannot be
  * taken is reported after the rows before it are counted and written, so
  * the output is a clean prefix of the full answer. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,24 +69,6 @@ static void fail_at(tfm_file_scorer *s, const input *in, size_t line)
 {
     s->fail.file = in ? in->label : NULL;
     s->fail.line = line;
-}
-
-static void warn(tfm_file_scorer *s, const input *in, size_t line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void warn(tfm_file_scorer *s, const input *in, size_t line, const char *fmt, ...)
-{
-    if (!s->out || !s->out->warning) return;
-    char msg[sizeof ((tfm_error *)0)->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    s->out->warning(s->out->ctx, in->label, line, msg);
-}
-
-static void write_line(tfm_file_scorer *s, const char *text, size_t len)
-{
-    if (s->out && s->out->line) s->out->line(s->out->ctx, text, len);
 }
 
 /* Reads the next line of an input (counted in in->lines), noting where a
@@ -164,8 +145,8 @@ static tfm_status read_row(void *ctx, size_t slot, size_t *cost, tfm_error *err)
             return tfm_error_set(err, TFM_ERR_UTF8, "invalid UTF-8 at byte %zu", first_bad + 1);
         }
         if (repaired)
-            warn(s, in, in->lines, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", repaired,
-                 repaired == 1 ? "" : "s");
+            tfm_score_warn(s->out, in->label, in->lines, "invalid UTF-8 replaced by U+FFFD (%zu "
+                           "sequence%s)", repaired, repaired == 1 ? "" : "s");
         const char *text = s->repaired.data ? s->repaired.data : "";
         size_t kept = tfm_utf8_rstrip(text, s->repaired.len);
         s->offset[slot * n + k] = s->text.len;
@@ -224,7 +205,7 @@ static tfm_status write_sentence(tfm_file_scorer *s, const double *stats, int n_
     tfm_buf_clear(&s->line);
     if (tfm_metric_format(s->corpus[0], &score, &f, &s->line) != TFM_OK)
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    write_line(s, s->line.data, s->line.len);
+    tfm_score_write(s->out, s->line.data, s->line.len);
     return TFM_OK;
 }
 
@@ -239,8 +220,9 @@ static tfm_status add_row(void *ctx, size_t j, tfm_error *err)
         size_t at = j * (size_t)s->n_sys + (size_t)y;
         if (s->status[at] == TFM_ERR_ARG && s->p.sentence) {
             /* One output line per input line: an empty one for this. */
-            warn(s, ref, line, "%s: no score for this line", s->errors[at].msg);
-            write_line(s, "", 0);
+            tfm_score_warn(s->out, ref->label, line, "%s: no score for this line",
+                           s->errors[at].msg);
+            tfm_score_write(s->out, "", 0);
             continue;
         }
         if (s->status[at] == TFM_ERR_ARG) {
@@ -272,7 +254,7 @@ static tfm_status add_row(void *ctx, size_t j, tfm_error *err)
 static void flush_lines(void *ctx)
 {
     tfm_file_scorer *s = ctx;
-    if (s->out && s->out->flush) s->out->flush(s->out->ctx);
+    tfm_score_flush(s->out);
 }
 
 /* ---- the scorer ------------------------------------------------------------------------------- */

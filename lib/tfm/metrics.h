@@ -358,6 +358,14 @@ typedef struct tfm_score_output {
     void (*flush)(void *ctx);
 } tfm_score_output;
 
+/* For scorers: a warning formatted as printf formats (up to a tfm_error's
+ * message), a line, a flush, each given to out's callback when out and it
+ * are set. */
+void tfm_score_warn(const tfm_score_output *out, const char *file, size_t line, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
+void tfm_score_write(const tfm_score_output *out, const char *text, size_t len);
+void tfm_score_flush(const tfm_score_output *out);
+
 /* Where a run stopped, for a message "FILE:LINE: err.msg": the label of the
  * input at fault (NULL: none, e.g. two files of different lengths, whose
  * names are in the message) and its 1-based line (0: none). */

@@ -89,28 +89,10 @@ static bool fail_at(scoring *sc, const input *in, size_t line, const char *fmt, 
     return false;
 }
 
-static void warn(scoring *sc, const input *in, size_t line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void warn(scoring *sc, const input *in, size_t line, const char *fmt, ...)
-{
-    if (!sc->out || !sc->out->warning) return;
-    char msg[sizeof ((tfm_error *)0)->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    sc->out->warning(sc->out->ctx, in->label, line, msg);
-}
-
-static void write_line(scoring *sc, const char *text, size_t len)
-{
-    if (sc->out && sc->out->line) sc->out->line(sc->out->ctx, text, len);
-}
-
 static void flush_lines(void *ctx)
 {
     scoring *sc = ctx;
-    if (sc->out && sc->out->flush) sc->out->flush(sc->out->ctx);
+    tfm_score_flush(sc->out);
 }
 
 /* ---- reading pairs ----------------------------------------------------------------------------- */
@@ -122,12 +104,12 @@ static void warn_side(scoring *sc, const input *in, size_t line, const tfm_pair_
 {
     if (!side->done) return;
     if (side->repaired)
-        warn(sc, in, line, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", side->repaired,
-             side->repaired == 1 ? "" : "s");
+        tfm_score_warn(sc->out, in->label, line, "invalid UTF-8 replaced by U+FFFD (%zu "
+                       "sequence%s)", side->repaired, side->repaired == 1 ? "" : "s");
     if (source && side->cropped)
-        warn(sc, in, line, "%zu ids are more than the %d tokens the model takes%s; cropped to "
-             "the first %zu", side->length, sc->max_src, sc->eos ? " (</s> included)" : "",
-             (size_t)sc->max_src - (sc->eos ? 1 : 0));
+        tfm_score_warn(sc->out, in->label, line, "%zu ids are more than the %d tokens the model "
+                       "takes%s; cropped to the first %zu", side->length, sc->max_src,
+                       sc->eos ? " (</s> included)" : "", (size_t)sc->max_src - (sc->eos ? 1 : 0));
 }
 
 /* Checks a target: <pad> is never a label, so it cannot be scored; a target
@@ -146,9 +128,9 @@ static bool check_target(scoring *sc, const input *in, size_t line, pair_slot *s
             return fail_at(sc, in, line, "the hypothesis has %zu ids; the model scores at most "
                            "%d (max_positions %d, less 1 for <s>)", tgt->len, sc->max_tgt,
                            c->max_positions);
-        warn(sc, in, line, "the target has %zu ids; the model scores at most %d (max_positions "
-             "%d, less 1 for <s>): no score for this line", tgt->len, sc->max_tgt,
-             c->max_positions);
+        tfm_score_warn(sc->out, in->label, line, "the target has %zu ids; the model scores at "
+                       "most %d (max_positions %d, less 1 for <s>): no score for this line",
+                       tgt->len, sc->max_tgt, c->max_positions);
         slot->unusable = true;
     }
     return true;
@@ -311,7 +293,7 @@ static tfm_status write_pair(void *ctx, size_t i, tfm_error *err)
     const tfm_pair_scorer_params *p = sc->p;
     pair_slot *slot = &sc->slots[i];
     if (slot->unusable) { /* one output line per input line: an empty one */
-        write_line(sc, "", 0);
+        tfm_score_write(sc->out, "", 0);
         sc->totals.n_unusable++;
         return TFM_OK;
     }
@@ -336,7 +318,7 @@ static tfm_status write_pair(void *ctx, size_t i, tfm_error *err)
             st = tfm_buf_printf(out, "%s%.6f", t ? " " : "\t", (double)lp[t]);
         if (st != TFM_OK) return tfm_error_set(err, st, "out of memory");
     }
-    write_line(sc, out->data, out->len);
+    tfm_score_write(sc->out, out->data, out->len);
     return TFM_OK;
 }
 
@@ -435,17 +417,13 @@ tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params 
     if (st == TFM_OK) st = tfm_train_workspace_create(model, &sc.ws, err);
     if (st == TFM_OK) st = allocate(&sc, bs, err);
     if (st == TFM_OK) {
-        /* Ids below the vocabulary sizes; a source cropped to the model's
-         * positions with its </s>; a target longer than they take (less one
-         * for <s>) kept whole, to be left without a score. */
-        tfm_pair_params pp = tfm_pair_default_params();
-        pp.src_vocab_size = c->src_vocab_size;
-        pp.tgt_vocab_size = c->tgt_vocab_size;
-        pp.max_source = (size_t)sc.max_src;
-        pp.max_target = (size_t)sc.max_tgt;
+        /* Sentences as the model reads them (ids below its vocabulary sizes,
+         * a source cropped to its positions with its </s>), but a target
+         * longer than they take (less one for <s>) kept whole, to be left
+         * without a score. */
+        tfm_pair_params pp = tfm_pair_params_from_model(model);
         pp.crop_target = false;
         pp.source_eos = sc.eos;
-        pp.eos_id = c->eos_id;
         pp.bpe = sc.bpe;
         pp.strict = p->strict;
         st = tfm_pair_reader_create(sc.src.reader, p->nbest ? NULL : sc.tgt.reader, &pp, &sc.pairs,

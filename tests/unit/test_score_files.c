@@ -9,24 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "testfiles.h"
 #include "tfm/metrics.h"
-
-/* An open file holding data, read from its start. */
-static FILE *file_with(const char *data)
-{
-    FILE *fp = tmpfile();
-    if (!fp) {
-        CHECK(fp != NULL);
-        exit(1);
-    }
-    fputs(data, fp);
-    fflush(fp);
-    CHECK(lseek(fileno(fp), 0, SEEK_SET) == 0);
-    return fp;
-}
 
 /* What a run wrote: its lines joined by '\n', and its warnings. */
 typedef struct sink {

@@ -10,26 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "testfiles.h"
 #include "testmodel.h"
 #include "tfm/train.h"
 
 #define V 40 /* the vocabulary of the tiny test model */
-
-static FILE *file_with(const char *data)
-{
-    FILE *fp = tmpfile();
-    if (!fp) {
-        CHECK(fp != NULL);
-        exit(1);
-    }
-    fputs(data, fp);
-    fflush(fp);
-    CHECK(lseek(fileno(fp), 0, SEEK_SET) == 0);
-    return fp;
-}
 
 /* What a run wrote: its lines, and its warnings. */
 typedef struct sink {
