@@ -132,14 +132,11 @@ static int run_average(int argc, char **argv)
     }
     if (!out) cli_usage_error("average: -o MODEL is required");
     if (optind >= argc) cli_usage_error("average: no files to average");
-    tfm_model *m;
     tfm_error err;
-    if (tfm_average_models((const char *const *)argv + optind, argc - optind, &m, &err) != TFM_OK)
+    if (tfm_average_write((const char *const *)argv + optind, argc - optind, out, NULL, &err))
         cli_fail(NULL, 0, "%s", err.msg);
-    if (tfm_model_save(m, out, NULL, &err) != TFM_OK) cli_fail(out, 0, "%s", err.msg);
     if (cli_verbosity >= 1)
         fprintf(stderr, "train: averaged %d models into %s\n", argc - optind, out);
-    tfm_model_free(m);
     return CLI_EXIT_OK;
 }
 
@@ -227,7 +224,6 @@ typedef struct printer {
     double last;               /* time of the last report */
     double loss, nll;          /* since the last report */
     int64_t tokens;
-    int64_t total_tokens;      /* target tokens trained on by this process */
 } printer;
 
 /* Clears the updating line before another message. */
@@ -273,7 +269,6 @@ static const char *format_name(tfm_corpus_format f)
 /* The model and the options, as training starts. */
 static void start(printer *p, const tfm_run_event *ev)
 {
-    const tfm_run_params *o = tfm_run_params_of(p->run);
     if (ev->text && cli_verbosity >= 1)
         fprintf(stderr, "train: resuming from %s at update %" PRId64 "\n", ev->text, ev->step);
     const tfm_config *c = &tfm_trainer_model(tfm_run_trainer(p->run))->config;
@@ -283,14 +278,11 @@ static void start(printer *p, const tfm_run_event *ev)
                 "%d, %zu parameters\n",
                 c->d_model, c->d_ff, c->n_heads, c->n_encoder_layers, c->n_decoder_layers,
                 c->pre_norm ? "pre" : "post", (int)c->tgt_vocab_size, tfm_params_count(c));
-        fputs("train: options:", stderr);
-        for (int i = 0; i < TFM_RUN_OPTION_COUNT; i++) {
-            const char *v = tfm_run_option_value(p->run, i);
-            if (tfm_run_options[i].kind != TFM_KIND_ONCE && v)
-                fprintf(stderr, " --%s=%s", tfm_run_options[i].name, v);
-        }
-        if (!tfm_run_option_value(p->run, TFM_OPT_THREADS)) fprintf(stderr, " --threads=%d", o->threads);
-        fputc('\n', stderr);
+        tfm_buf text;
+        tfm_buf_init(&text);
+        if (tfm_run_options_format(p->run, &text) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+        fprintf(stderr, "train: options:%s\n", text.len ? text.data : "");
+        tfm_buf_free(&text);
     }
     p->tty = isatty(STDERR_FILENO) && cli_verbosity >= 1;
     p->last = ev->time;
@@ -324,8 +316,8 @@ static void end(printer *p, const tfm_run_event *ev)
             " target tokens, %.0f tokens/s); model written to %s\n",
             ev->end == TFM_RUN_STOPPED ? "stopped by a signal"
             : ev->end == TFM_RUN_PATIENCE ? "stopped early" : "done",
-            ev->step, ev->epoch, el, p->total_tokens,
-            ev->run_seconds > 0 ? (double)p->total_tokens / ev->run_seconds : 0.0, ev->text);
+            ev->step, ev->epoch, el, ev->run_tokens,
+            ev->run_seconds > 0 ? (double)ev->run_tokens / ev->run_seconds : 0.0, ev->text);
 }
 
 static void on_event(void *ctx, const tfm_run_event *ev)
@@ -352,7 +344,6 @@ static void on_event(void *ctx, const tfm_run_event *ev)
         p->loss += u->loss_sum;
         p->nll += u->nll_sum;
         p->tokens += u->tgt_tokens;
-        p->total_tokens += u->tgt_tokens;
         if (ev->time - p->last >= p->every) report(p, ev);
         break;
     case TFM_RUN_VALID: valid(p, ev); break;

@@ -389,6 +389,10 @@ tfm_status tfm_checkpoint_prune(const char *prefix, int keep, tfm_error *err);
  * the newest. */
 tfm_status tfm_average_models(const char *const *paths, int n, tfm_model **out,
                               tfm_error *err);
+/* The same, written as the model file out (atomically, with the extra
+ * metadata, which may be NULL); a failure to write is prefixed "OUT: ". */
+tfm_status tfm_average_write(const char *const *paths, int n, const char *out,
+                             const char *const *metadata, tfm_error *err);
 
 /* ---- numbers in a checkpoint's metadata ----------------------------------------- */
 
@@ -541,6 +545,7 @@ typedef struct tfm_run_event {
     tfm_run_end end;                  /* END */
     int averaged;                     /* END: checkpoints averaged (0: none) */
     double run_seconds;               /* END: this process's time of training */
+    int64_t run_tokens;               /* END: target tokens of this process's updates */
 } tfm_run_event;
 
 /* What a run keeps in its checkpoints besides its options ("train.elapsed",
@@ -594,6 +599,10 @@ void tfm_run_free(tfm_run *r);
 const tfm_run_params *tfm_run_params_of(const tfm_run *r);
 /* The effective text of option id (NULL: none). */
 const char *tfm_run_option_value(const tfm_run *r, tfm_run_option id);
+/* Appends the options that make the run, as a command line would give
+ * them: " --NAME=VALUE" for each option with a value but the ONCE ones,
+ * and the threads in use when none were given. */
+tfm_status tfm_run_options_format(const tfm_run *r, tfm_buf *out);
 /* The trainer, once tfm_run_train has made it (NULL before). */
 const tfm_trainer *tfm_run_trainer(const tfm_run *r);
 

@@ -56,3 +56,14 @@ tfm_status tfm_average_models(const char *const *paths, int n, tfm_model **out,
     *out = avg;
     return TFM_OK;
 }
+
+tfm_status tfm_average_write(const char *const *paths, int n, const char *out,
+                             const char *const *metadata, tfm_error *err)
+{
+    tfm_model *avg;
+    tfm_status st = tfm_average_models(paths, n, &avg, err);
+    if (st != TFM_OK) return st;
+    if ((st = tfm_model_save(avg, out, metadata, err)) != TFM_OK) tfm_error_prefix(err, "%s", out);
+    tfm_model_free(avg);
+    return st;
+}

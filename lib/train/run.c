@@ -164,6 +164,7 @@ struct tfm_run {
     int64_t first_step;        /* the step count when it started */
     double first_epoch;
     int64_t last_saved;        /* step of the newest checkpoint written or resumed from */
+    int64_t run_tokens;        /* target tokens of this process's updates */
     tfm_train_log *log;        /* NULL: none, or given up after a write failed */
 };
 
@@ -669,6 +670,17 @@ const char *tfm_run_option_value(const tfm_run *r, tfm_run_option id)
     return r->value[id];
 }
 
+tfm_status tfm_run_options_format(const tfm_run *r, tfm_buf *out)
+{
+    tfm_status st = TFM_OK;
+    for (int i = 0; i < TFM_RUN_OPTION_COUNT && st == TFM_OK; i++)
+        if (tfm_run_options[i].kind != TFM_KIND_ONCE && r->value[i])
+            st = tfm_buf_printf(out, " --%s=%s", tfm_run_options[i].name, r->value[i]);
+    if (st == TFM_OK && !r->value[TFM_OPT_THREADS])
+        st = tfm_buf_printf(out, " --threads=%d", r->p.threads);
+    return st;
+}
+
 const tfm_trainer *tfm_run_trainer(const tfm_run *r)
 {
     return r->trainer;
@@ -866,6 +878,7 @@ static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
                  step + 1, res.bad_steps);
             continue;
         }
+        r->run_tokens += res.tgt_tokens;
         tfm_run_event ev = event(r, TFM_RUN_STEP);
         double tokens = res.tgt_tokens > 0 ? (double)res.tgt_tokens : 1;
         ev.update = &res;
@@ -910,11 +923,8 @@ static tfm_status write_model(tfm_run *r, int *averaged, tfm_error *err)
         if (!(paths[i] = strdup(r->scratch.data)))
             st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
-    tfm_model *avg = NULL;
-    if (st == TFM_OK) st = tfm_average_models((const char *const *)paths, (int)k, &avg, err);
-    if (st == TFM_OK && (st = tfm_model_save(avg, out, kv, err))) tfm_error_prefix(err, "%s", out);
+    if (st == TFM_OK) st = tfm_average_write((const char *const *)paths, (int)k, out, kv, err);
     if (st == TFM_OK) *averaged = (int)k;
-    tfm_model_free(avg);
     for (size_t i = 0; paths && i < k; i++) free(paths[i]);
     free(paths);
     free(steps);
@@ -974,6 +984,7 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     ev.averaged = averaged;
     ev.text = p->output;
     ev.run_seconds = ev.time - r->started;
+    ev.run_tokens = r->run_tokens;
     emit(r, &ev);
     return TFM_OK;
 }
