@@ -253,6 +253,11 @@ expect_stderr "layers 0 to 1" "--layer 2: the message names the valid range"
 expect_status 2 "--head 4 on a 4-head model is a usage error" "$IA" -m m.st --src src.ids --tgt tgt.ids --head 4
 expect_stderr "heads 0 to 3" "--head 4: the message names the valid range"
 expect_status 2 "--head -1 is a usage error" "$IA" -m m.st --src src.ids --tgt tgt.ids --head -1
+expect_stderr "--head: '-1' is not a number \\(0, 1, \\.\\.\\.\\), 'mean' or 'all'" "--head -1: the message names the words"
+expect_status 2 "--layer mean is a usage error" "$IA" -m m.st --src src.ids --tgt tgt.ids --layer mean
+expect_stderr "--layer: 'mean' is not a number \\(0, 1, \\.\\.\\.\\), 'last' or 'all'" "--layer mean: the message names the words"
+expect_status 2 "--kind self --layer 2 is a usage error" "$IA" -m m.st --src src.ids --kind self --layer 2
+expect_stderr "^inspect-attn: --layer 2: the model's encoder has layers 0 to 1 \\(or 'last', 'all'\\)$" "--kind self --layer 2: the message names the encoder"
 expect_status 2 "--kind self with --format align is a usage error" "$IA" -m m.st --src src.ids --tgt tgt.ids --kind self -f align
 expect_status 2 "--beam with --tgt is a usage error" "$IA" -m m.st --src src.ids --tgt tgt.ids --beam 2
 expect_status 2 "no model is a usage error" "$IA" --src src.ids --tgt tgt.ids

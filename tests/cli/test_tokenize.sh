@@ -387,6 +387,14 @@ same "--dropout 0.1 still round-trips" "$REF" drop1.dec
 check "--dropout 0.1 keeps the line count" [ "$(lines_of drop1.a)" -eq "$(lines_of mixed.txt)" ]
 tok -m $V --dropout 0 mixed.txt >drop0 2>/dev/null
 same "--dropout 0 is the deterministic segmentation" mixed.ids drop0
+# each line draws from its own generator, numbered over all the inputs: two
+# files give what their concatenation gives, on any number of threads
+cat mixed.txt mixed.txt >mixed2.txt
+tok -m $V --dropout 0.1 --seed 1 --threads 1 mixed2.txt >drop.cat 2>/dev/null
+tok -m $V --dropout 0.1 --seed 1 --threads 2 mixed.txt mixed.txt >drop.two 2>/dev/null
+same "--dropout: two files give what their concatenation gives (threads 1 and 2)" drop.cat drop.two
+tail -n "$(lines_of mixed.txt)" drop.two >drop.second
+differ "--dropout: the second copy of a file draws other merges than the first" drop1.a drop.second
 
 # ---- determinism across threads, sampling -------------------------------------------------
 
