@@ -11,10 +11,10 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "files.h"
+#include "filter.h"
 
 static const char usage_text[] =
     "Usage: tokenize [OPTION]... -m VOCAB [FILE]...\n"
@@ -148,15 +148,6 @@ static tfm_vocab *load_vocab(const char *path)
     return vocab;
 }
 
-/* The FILEs, or standard input when there are none. */
-static char **inputs(char **files, int *n_files)
-{
-    static char *const stdin_only[] = {"-", NULL};
-    if (*n_files > 0) return files;
-    *n_files = 1;
-    return (char **)stdin_only;
-}
-
 /* ---- encoding, decoding, normalising ------------------------------------------------- */
 
 /* Writes a line's result (ctx: the file's name, for the warning). */
@@ -175,22 +166,25 @@ static void flush_output(void *ctx)
     cli_flush();
 }
 
-static int run_filter(const options *opt, char **files, int n_files)
+/* Runs one input through the filter (ctx). */
+static void filter_file(void *ctx, const char *name)
+{
+    cli_input in;
+    cli_input_open(&in, name);
+    tfm_batch_failure f;
+    if (tfm_text_filter_run(ctx, in.lines, write_line, flush_output, (void *)name, &f) != TFM_OK)
+        fail_in(name, &f);
+    cli_input_close(&in);
+}
+
+static int run_filter(const options *opt, int argc, char **argv)
 {
     tfm_vocab *vocab = opt->model ? load_vocab(opt->model) : NULL;
     tfm_text_filter *filter;
     tfm_error err;
     if (tfm_text_filter_create(vocab, &opt->filter, &filter, &err) != TFM_OK)
         fail_with(opt->model, 0, &err);
-    files = inputs(files, &n_files);
-    for (int k = 0; k < n_files; k++) {
-        cli_input in;
-        cli_input_open(&in, files[k]);
-        tfm_batch_failure f;
-        if (tfm_text_filter_run(filter, in.lines, write_line, flush_output, files[k], &f) != TFM_OK)
-            fail_in(files[k], &f);
-        cli_input_close(&in);
-    }
+    cli_each_input(argc, argv, filter_file, filter);
     cli_flush();
     tfm_text_filter_free(filter);
     tfm_vocab_free(vocab);
@@ -200,20 +194,14 @@ static int run_filter(const options *opt, char **files, int n_files)
 /* ---- learning ---------------------------------------------------------------------- */
 
 typedef struct learn_job {
+    tfm_bpe_learner *learner;
     const char *name;       /* the file being read */
     int64_t lines_read;
     double bytes_read;
-    struct timespec start;
+    double start;           /* cli_seconds */
     double last_report;
     bool tty;
 } learn_job;
-
-static double seconds_since(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
-}
 
 /* Progress on stderr: one updating line on a terminal, a plain line every
  * ten seconds otherwise. */
@@ -221,7 +209,7 @@ static void learn_progress(void *ctx, const char *stage, int64_t done, int64_t t
 {
     learn_job *job = ctx;
     if (cli_verbosity < 1) return;
-    double t = seconds_since(&job->start);
+    double t = cli_seconds() - job->start;
     bool last = total > 0 && done >= total;
     if (!last && t - job->last_report < (job->tty ? 0.2 : 10.0)) return;
     job->last_report = t;
@@ -245,32 +233,35 @@ static void learn_added(void *ctx, const tfm_learn_batch *b)
     learn_progress(job, "reading lines", job->lines_read, 0);
 }
 
-static int run_learn(options *opt, char **files, int n_files)
+/* Adds the lines of one input to the learner. */
+static void learn_file(void *ctx, const char *name)
 {
-    learn_job job = {.tty = isatty(STDERR_FILENO), .last_report = -1e9};
-    clock_gettime(CLOCK_MONOTONIC, &job.start);
+    learn_job *job = ctx;
+    cli_input in;
+    cli_input_open(&in, name);
+    job->name = name;
+    tfm_batch_failure f;
+    if (tfm_bpe_learner_read(job->learner, in.lines, learn_added, job, &f) != TFM_OK)
+        fail_in(name, &f);
+    cli_input_close(&in);
+}
+
+static int run_learn(options *opt, int argc, char **argv)
+{
+    learn_job job = {.tty = isatty(STDERR_FILENO), .start = cli_seconds(), .last_report = -1e9};
     opt->learn.n_threads = opt->filter.threads;
     opt->learn.seed = opt->filter.seed;
     opt->learn.norm.strict = opt->filter.strict;
     opt->learn.progress = learn_progress;
     opt->learn.progress_ctx = &job;
-    tfm_bpe_learner *learner;
     tfm_error err;
-    if (tfm_bpe_learner_create(&opt->learn, &learner, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
-    files = inputs(files, &n_files);
-    for (int k = 0; k < n_files; k++) {
-        cli_input in;
-        cli_input_open(&in, files[k]);
-        job.name = files[k];
-        tfm_batch_failure f;
-        if (tfm_bpe_learner_read(learner, in.lines, learn_added, &job, &f) != TFM_OK)
-            fail_in(files[k], &f);
-        cli_input_close(&in);
-    }
+    if (tfm_bpe_learner_create(&opt->learn, &job.learner, &err) != TFM_OK)
+        cli_fail(NULL, 0, "%s", err.msg);
+    cli_each_input(argc, argv, learn_file, &job);
     cli_info("read %lld lines (%.1f MB) in %.1f s", (long long)job.lines_read, job.bytes_read / 1e6,
-             seconds_since(&job.start));
+             cli_seconds() - job.start);
     tfm_vocab *vocab;
-    if (tfm_bpe_learner_finish(learner, &vocab, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    if (tfm_bpe_learner_finish(job.learner, &vocab, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     if (tfm_vocab_size(vocab) < opt->learn.vocab_size)
         cli_warn(NULL, 0, "the corpus supports only %d pieces; the vocabulary has %d, not %d",
                  tfm_vocab_size(vocab), tfm_vocab_size(vocab), opt->learn.vocab_size);
@@ -280,9 +271,9 @@ static int run_learn(options *opt, char **files, int n_files)
     tfm_status s = opt->output_file ? tfm_vocab_save(vocab, opt->output_file, &err)
                                     : tfm_vocab_write(vocab, stdout, &err);
     if (s != TFM_OK) cli_fail(opt->output_file ? opt->output_file : "standard output", 0, "%s", err.msg);
-    cli_info("learnt %d pieces in %.1f s", tfm_vocab_size(vocab), seconds_since(&job.start));
+    cli_info("learnt %d pieces in %.1f s", tfm_vocab_size(vocab), cli_seconds() - job.start);
     tfm_vocab_free(vocab);
-    tfm_bpe_learner_free(learner);
+    tfm_bpe_learner_free(job.learner);
     return CLI_EXIT_OK;
 }
 
@@ -381,8 +372,6 @@ int main(int argc, char **argv)
         argc--;
     }
     parse_options(argc, argv, &opt);
-    char **files = argv + optind;
-    int n_files = argc - optind;
     if (opt.mode == MODE_LEARN && !opt.vocab_size_given)
         cli_usage_error("learn: --vocab-size is required");
     if (opt.mode != MODE_LEARN && opt.learn_only_option)
@@ -400,8 +389,7 @@ int main(int argc, char **argv)
                                         [MODE_NORMALIZE] = TFM_FILTER_NORMALIZE};
     opt.filter.op = ops[opt.mode];
     opt.filter.norm = opt.learn.norm; /* normalize without -m */
-    int status = opt.mode == MODE_LEARN ? run_learn(&opt, files, n_files)
-                                        : run_filter(&opt, files, n_files);
+    int status = opt.mode == MODE_LEARN ? run_learn(&opt, argc, argv) : run_filter(&opt, argc, argv);
     for (char **p = opt.user_symbols; p && *p; p++) free(*p);
     free(opt.user_symbols);
     return status;
