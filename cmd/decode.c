@@ -94,11 +94,7 @@ static const struct option long_options[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"nbest", required_argument, NULL, OPT_NBEST},
     {"scores", no_argument, NULL, OPT_SCORES},
-    CLI_OPTION_BATCH_SIZE,
-    CLI_OPTION_BATCH_TOKENS,
-    CLI_OPTION_MAX_INPUT,
-    CLI_OPTION_THREADS,
-    CLI_COMMON_LONG_OPTIONS,
+    CLI_FILTER_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 

@@ -59,11 +59,7 @@ enum { OPT_NO_EOS = 256 };
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
     {"no-eos", no_argument, NULL, OPT_NO_EOS},
-    CLI_OPTION_MAX_INPUT,
-    CLI_OPTION_BATCH_SIZE,
-    CLI_OPTION_BATCH_TOKENS,
-    CLI_OPTION_THREADS,
-    CLI_COMMON_LONG_OPTIONS,
+    CLI_FILTER_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 

@@ -17,11 +17,17 @@ enum {
     CLI_OPT_BATCH_SIZE = 0x1000, CLI_OPT_BATCH_TOKENS, CLI_OPT_THREADS, CLI_OPT_MAX_INPUT,
 };
 
-/* Entries of a long_options table, in the order the program lists them. */
+/* Entries of a long_options table, one by one. */
 #define CLI_OPTION_BATCH_SIZE {"batch-size", required_argument, NULL, CLI_OPT_BATCH_SIZE}
 #define CLI_OPTION_BATCH_TOKENS {"batch-tokens", required_argument, NULL, CLI_OPT_BATCH_TOKENS}
 #define CLI_OPTION_THREADS {"threads", required_argument, NULL, CLI_OPT_THREADS}
 #define CLI_OPTION_MAX_INPUT {"max-input-length", required_argument, NULL, CLI_OPT_MAX_INPUT}
+
+/* All four and the common ones (CLI_COMMON_LONG_OPTIONS), last in a
+ * long_options table, before the terminating {NULL, 0, NULL, 0}. */
+#define CLI_FILTER_LONG_OPTIONS                                                       \
+    CLI_OPTION_BATCH_SIZE, CLI_OPTION_BATCH_TOKENS, CLI_OPTION_MAX_INPUT, CLI_OPTION_THREADS, \
+        CLI_COMMON_LONG_OPTIONS
 
 typedef struct cli_batch_options {
     int batch_size;       /* sentences a thread takes at once, at most */
