@@ -57,10 +57,7 @@ static const char usage_text[] =
     "                             (default: the model's max_positions)\n"
     "      --threads=N            threads to use (default: the number of CPUs); each\n"
     "                             takes its own batch of the sentences read\n"
-    "  -q, --quiet                print errors only\n"
-    "  -v, --verbose              print more about what is done\n"
-    "  -h, --help                 display this help and exit\n"
-    "  -V, --version              output version information and exit\n"
+    CLI_COMMON_HELP
     "\n"
     "Output lines hold ids without <s> and </s>.  An empty record (an empty source\n"
     "line) gives an empty line (in an n-best list, empty hypotheses), whatever its\n"

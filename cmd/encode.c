@@ -39,10 +39,7 @@ static const char usage_text[] =
     "                             (default 8192)\n"
     "      --threads=N            threads to use (default: the number of CPUs); each\n"
     "                             takes its own batch of the sentences read\n"
-    "  -q, --quiet                print errors only\n"
-    "  -v, --verbose              print more about what is done\n"
-    "  -h, --help                 display this help and exit\n"
-    "  -V, --version              output version information and exit\n"
+    CLI_COMMON_HELP
     "\n"
     "An empty line is an empty sentence: its record has shape (0, d_model) and no\n"
     "</s> is appended.  An id outside the model's source vocabulary is an error\n"

@@ -75,10 +75,7 @@ static const char usage_text[] =
     "                             an ellipsis (default 16; 0: never)\n"
     "      --color=WHEN           term: colours 'auto' (default: on a terminal, unless\n"
     "                             NO_COLOR is set), 'always' or 'never'\n"
-    "  -q, --quiet                print errors only\n"
-    "  -v, --verbose              print more about what is done\n"
-    "  -h, --help                 display this help and exit\n"
-    "  -V, --version              output version information and exit\n"
+    CLI_COMMON_HELP
     "\n"
     "Queries and keys: cross-attention has a query per target token and one for the\n"
     "final </s> (each labelled by the token it predicts) over the source tokens\n"

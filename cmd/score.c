@@ -97,10 +97,7 @@ static const char usage_text[] =
     "                             (default 2048)\n"
     "\n"
     "Common options:\n"
-    "  -q, --quiet                print errors only\n"
-    "  -v, --verbose              print more about what is done\n"
-    "  -h, --help                 display this help and exit\n"
-    "  -V, --version              output version information and exit\n"
+    CLI_COMMON_HELP
     "\n"
     "With -m, the corpus perplexity, exp of minus the mean log-prob per target token\n"
     "(</s> included), goes to standard error.  Each source gets a </s> at its end,\n"
@@ -251,24 +248,13 @@ static int score_files(const options *opt, char **files, int n_files)
     return CLI_EXIT_OK;
 }
 
-/* Loads the model or exits with the library's reason (its messages name the
- * file already, so the name is put in front only when they do not). */
-static tfm_model *load_model(const char *path)
-{
-    tfm_model *model;
-    tfm_error err;
-    if (tfm_model_load(path, &model, &err) != TFM_OK)
-        cli_fail(strstr(err.msg, path) ? NULL : path, 0, "%s", err.msg);
-    return model;
-}
-
 static int score_pairs(const options *opt)
 {
     double start = cli_seconds();
     /* One forward pass at a time, with large GEMMs (all the batch's rows):
      * the threads are the BLAS's own (one level). */
     tfm_blas_threads(opt->batch.threads);
-    tfm_model *model = load_model(opt->model);
+    tfm_model *model = cli_load_model(opt->model);
     const tfm_config *c = &model->config;
     if (opt->pairs.text && !model->vocab)
         cli_fail(opt->model, 0, "the model holds no vocabulary to tokenize --text with: give id lines");
@@ -415,11 +401,8 @@ static void check_model_options(options *opt, int n_files)
     if (p->nbest) opt->tgt = opt->nbest;
     if (strcmp(opt->src, "-") == 0 && strcmp(opt->tgt, "-") == 0)
         cli_usage_error("standard input ('-') can be only one of the inputs");
-    if (p->per_token && p->nbest)
-        cli_usage_error("--per-token prints a line per pair; it does not go with --nbest");
-    if (p->feature && !p->nbest) cli_usage_error("--nbest-feature names the feature of --nbest");
-    if (p->feature && !tfm_nbest_feature_name_ok(p->feature))
-        cli_usage_error("--nbest-feature '%s': a name without spaces, '|' or '='", p->feature);
+    tfm_error err;
+    if (tfm_pair_scorer_params_validate(p, &err) != TFM_OK) cli_usage_error("%s", err.msg);
     p->strict = opt->strict;
 }
 
@@ -435,16 +418,8 @@ static void check_metric_options(options *opt, char **files, int *n_files)
     if (opt->smooth_value_given && p->metric.smooth != TFM_BLEU_SMOOTH_FLOOR &&
         p->metric.smooth != TFM_BLEU_SMOOTH_ADD_K)
         cli_usage_error("--smooth-value is the value of --smooth floor or --smooth add-k");
-    if (p->metric.kind == TFM_METRIC_CHRF && p->metric.char_order + p->metric.word_order == 0)
-        cli_usage_error("--char-order and --word-order cannot both be 0");
-    if (p->sentence && (p->confidence || p->paired))
-        cli_usage_error("--sentence gives one score per line: --confidence and --paired-bs need the corpus");
-    if (p->confidence && p->paired)
-        cli_usage_error("--paired-bs shows confidence intervals already; leave out --confidence");
-    if (p->paired && *n_files < 2)
-        cli_usage_error("--paired-bs needs a baseline and at least one system: --paired-bs BASELINE SYSTEM...");
-    if (!p->paired && *n_files > 1)
-        cli_usage_error("one hypothesis file at most (to compare systems, use --paired-bs BASELINE SYSTEM...)");
+    tfm_error err;
+    if (tfm_file_scorer_params_validate(p, *n_files, &err) != TFM_OK) cli_usage_error("%s", err.msg);
     if (p->paired) {
         /* As sacreBLEU: the baseline given again among the systems is left
          * out (so "--paired-bs base.txt *.txt" works); other repeats are an

@@ -56,10 +56,7 @@ static const char usage_text[] =
     "                             as that vocabulary does\n"
     "\n"
     "Common options:\n"
-    "  -q, --quiet                print errors only\n"
-    "  -v, --verbose              print more about what is done\n"
-    "  -h, --help                 display this help and exit\n"
-    "  -V, --version              output version information and exit\n"
+    CLI_COMMON_HELP
     "\n"
     "Invalid UTF-8 is replaced by U+FFFD with a warning naming the line. For every\n"
     "line X, 'tokenize -d' of 'tokenize' of X equals 'tokenize normalize' of X.\n"

@@ -96,10 +96,7 @@ static const char usage_format[] =
     "      --debug-inject-nan=STEP[:COUNT]\n"
     "                             a testing aid: poison the gradients of COUNT (1)\n"
     "                             updates from update STEP\n"
-    "  -q, --quiet                print errors only\n"
-    "  -v, --verbose              print more\n"
-    "  -h, --help                 display this help and exit\n"
-    "  -V, --version              output version information and exit\n"
+    CLI_COMMON_HELP
     "\n"
     "An update whose loss or gradient is NaN or infinite is skipped with a warning;\n"
     "after %s in a row training stops, keeping the last good checkpoint.  SIGINT or\n"

@@ -133,7 +133,9 @@ tfm_model *cli_load_model(const char *path)
 {
     tfm_model *model;
     tfm_error err;
-    if (tfm_model_load(path, &model, &err) != TFM_OK) cli_fail(path, 0, "%s", err.msg);
+    /* The library's messages may name the file already: then not twice. */
+    if (tfm_model_load(path, &model, &err) != TFM_OK)
+        cli_fail(strstr(err.msg, path) ? NULL : path, 0, "%s", err.msg);
     return model;
 }
 

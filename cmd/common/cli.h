@@ -47,12 +47,20 @@ void cli_print_version(void);
     {"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},    \
         {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}
 
+/* Their lines in a --help text. */
+#define CLI_COMMON_HELP                                                        \
+    "  -q, --quiet                print errors only\n"                       \
+    "  -v, --verbose              print more about what is done\n"           \
+    "  -h, --help                 display this help and exit\n"              \
+    "  -V, --version              output version information and exit\n"
+
 /* The options every program shares, for the default branch of a getopt_long
  * switch: -q, -v, -h (prints usage_text and exits 0), -V (exits 0); any
  * other option is a usage error. */
 void cli_common_option(int c, const char *usage_text);
 
-/* Loads a model file or exits with "prog: PATH: reason". */
+/* Loads a model file or exits with "prog: PATH: reason" (PATH left out
+ * when the reason names it already). */
 tfm_model *cli_load_model(const char *path);
 
 /* Checked number parsing for option values: the whole string must be a

@@ -62,6 +62,29 @@ tfm_file_scorer_params tfm_file_scorer_default_params(void)
     return p;
 }
 
+/* The messages name the command-line options of 'score', which these
+ * parameters are. */
+tfm_status tfm_file_scorer_params_validate(const tfm_file_scorer_params *p, int n_systems,
+                                           tfm_error *err)
+{
+    const tfm_metric_params *m = &p->metric;
+    if (m->kind == TFM_METRIC_CHRF && m->char_order + m->word_order == 0)
+        return tfm_error_set(err, TFM_ERR_ARG, "--char-order and --word-order cannot both be 0");
+    if (p->sentence && (p->confidence || p->paired))
+        return tfm_error_set(err, TFM_ERR_ARG, "--sentence gives one score per line: --confidence "
+                             "and --paired-bs need the corpus");
+    if (p->confidence && p->paired)
+        return tfm_error_set(err, TFM_ERR_ARG, "--paired-bs shows confidence intervals already; "
+                             "leave out --confidence");
+    if (p->paired && n_systems < 2)
+        return tfm_error_set(err, TFM_ERR_ARG, "--paired-bs needs a baseline and at least one "
+                             "system: --paired-bs BASELINE SYSTEM...");
+    if (!p->paired && n_systems > 1)
+        return tfm_error_set(err, TFM_ERR_ARG, "one hypothesis file at most (to compare systems, "
+                             "use --paired-bs BASELINE SYSTEM...)");
+    return TFM_OK;
+}
+
 /* ---- reading rows ---------------------------------------------------------------------------- */
 
 /* Records where a line could not be taken, for the message. */

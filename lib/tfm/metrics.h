@@ -407,6 +407,14 @@ typedef struct tfm_file_scorer_params {
  * (tfm_bootstrap_default_params when one is asked for). */
 tfm_file_scorer_params tfm_file_scorer_default_params(void);
 
+/* The rules between the parameters, for n_systems hypothesis files (0 is
+ * one, standard input): chrF needs an order, the sentence lines exclude
+ * the bootstrap, confidence excludes paired, paired needs two systems and
+ * only paired takes more than one.  TFM_ERR_ARG saying which, in the terms
+ * of score's options. */
+tfm_status tfm_file_scorer_params_validate(const tfm_file_scorer_params *p, int n_systems,
+                                           tfm_error *err);
+
 typedef struct tfm_file_scorer tfm_file_scorer;
 
 /* inputs: n_systems hypothesis files, then n_refs references (n_systems >=

@@ -671,6 +671,10 @@ typedef struct tfm_pair_scorer_params {
 } tfm_pair_scorer_params;
 
 tfm_pair_scorer_params tfm_pair_scorer_default_params(void);
+/* per_token goes without nbest, and feature with it, a name that
+ * tfm_nbest_feature_name_ok; TFM_ERR_ARG saying which, in the terms of
+ * score's options. */
+tfm_status tfm_pair_scorer_params_validate(const tfm_pair_scorer_params *p, tfm_error *err);
 
 /* The sums over the pairs scored, for the corpus perplexity: exp(-sum_logprob
  * / n_tokens). */

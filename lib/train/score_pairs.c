@@ -18,6 +18,19 @@ tfm_pair_scorer_params tfm_pair_scorer_default_params(void)
     return (tfm_pair_scorer_params){.source_eos = true, .batch_size = 64, .batch_tokens = 2048};
 }
 
+tfm_status tfm_pair_scorer_params_validate(const tfm_pair_scorer_params *p, tfm_error *err)
+{
+    if (p->per_token && p->nbest)
+        return tfm_error_set(err, TFM_ERR_ARG, "--per-token prints a line per pair; it does not "
+                             "go with --nbest");
+    if (p->feature && !p->nbest)
+        return tfm_error_set(err, TFM_ERR_ARG, "--nbest-feature names the feature of --nbest");
+    if (p->feature && !tfm_nbest_feature_name_ok(p->feature))
+        return tfm_error_set(err, TFM_ERR_ARG, "--nbest-feature '%s': a name without spaces, '|' "
+                             "or '='", p->feature);
+    return TFM_OK;
+}
+
 /* One input and the lines read of it so far. */
 typedef struct input {
     const char *label;

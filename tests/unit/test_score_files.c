@@ -297,8 +297,35 @@ static void test_metric_names(void)
     CHECK(!tfm_metric_parse_name("BLEU", &p) && !tfm_metric_parse_name("chrf+", &p));
 }
 
+/* Each rule between the parameters refuses its case and names an option;
+ * what the rules allow passes. */
+static void test_params_validate(void)
+{
+    tfm_error err;
+    tfm_file_scorer_params p = tfm_file_scorer_default_params();
+    CHECK(tfm_file_scorer_params_validate(&p, 0, &err) == TFM_OK);
+    CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_OK);
+    CHECK(tfm_file_scorer_params_validate(&p, 2, &err) == TFM_ERR_ARG && strstr(err.msg, "--paired-bs"));
+    p.paired = true;
+    CHECK(tfm_file_scorer_params_validate(&p, 3, &err) == TFM_OK);
+    CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_ERR_ARG && strstr(err.msg, "BASELINE"));
+    p.confidence = true;
+    CHECK(tfm_file_scorer_params_validate(&p, 3, &err) == TFM_ERR_ARG && strstr(err.msg, "--confidence"));
+    p.paired = false;
+    CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_OK);
+    p.sentence = true;
+    CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_ERR_ARG && strstr(err.msg, "--sentence"));
+    p = tfm_file_scorer_default_params();
+    CHECK(tfm_metric_parse_name("chrf", &p.metric));
+    p.metric.char_order = 0;
+    CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_ERR_ARG && strstr(err.msg, "--char-order"));
+    p.metric.word_order = 2;
+    CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_OK);
+}
+
 int main(void)
 {
+    RUN(test_params_validate);
     RUN(test_corpus_in_step);
     RUN(test_sentences_in_order);
     RUN(test_length_mismatch);

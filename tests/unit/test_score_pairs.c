@@ -215,8 +215,30 @@ static void test_nbest(void)
     tfm_model_free(m);
 }
 
+/* per_token refuses an n-best list, a feature name needs one and a name
+ * without spaces, '|' or '='. */
+static void test_params_validate(void)
+{
+    tfm_error err;
+    tfm_pair_scorer_params p = tfm_pair_scorer_default_params();
+    CHECK(tfm_pair_scorer_params_validate(&p, &err) == TFM_OK);
+    p.per_token = true;
+    CHECK(tfm_pair_scorer_params_validate(&p, &err) == TFM_OK);
+    p.nbest = true;
+    CHECK(tfm_pair_scorer_params_validate(&p, &err) == TFM_ERR_ARG && strstr(err.msg, "--per-token"));
+    p.per_token = false;
+    p.feature = "LM0";
+    CHECK(tfm_pair_scorer_params_validate(&p, &err) == TFM_OK);
+    p.feature = "a b";
+    CHECK(tfm_pair_scorer_params_validate(&p, &err) == TFM_ERR_ARG && strstr(err.msg, "'a b'"));
+    p.nbest = false;
+    p.feature = "LM0";
+    CHECK(tfm_pair_scorer_params_validate(&p, &err) == TFM_ERR_ARG && strstr(err.msg, "--nbest-feature"));
+}
+
 int main(void)
 {
+    RUN(test_params_validate);
     RUN(test_pairs);
     RUN(test_failures);
     RUN(test_nbest);
