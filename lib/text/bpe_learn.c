@@ -220,8 +220,11 @@ static void count_chunk_run(void *ctx, size_t c)
 /* Counts the words of n lines into words, on n_threads threads (words
  * NULL: only normalises them, to check them and count repairs).  When a
  * line fails, nothing is added and the error names the line (from 1). */
+/* A failure's message starts with "line N", N counted from first_number
+ * for lines[0]. */
 static tfm_status count_lines_parallel(const word_splitter *split, int n_threads,
-                                       const char *const *lines, const size_t *lens, size_t n,
+                                       size_t first_number, const char *const *lines,
+                                       const size_t *lens, size_t n,
                                        tfm_strmap *words, size_t *n_repaired, tfm_error *err)
 {
     /* Two chunks per thread even out lines of unequal length. */
@@ -243,7 +246,7 @@ static tfm_status count_lines_parallel(const word_splitter *split, int n_threads
         if (chunks[c].status != TFM_OK) {
             st = chunks[c].status;
             if (err) *err = chunks[c].err;
-            tfm_error_prefix(err, "line %zu", chunks[c].bad_line + 1);
+            tfm_error_prefix(err, "line %zu", first_number + chunks[c].bad_line);
         }
     }
     size_t repaired = 0;
@@ -455,12 +458,19 @@ tfm_status tfm_bpe_learner_add_batch(tfm_bpe_learner *l, const char *const *line
                                      const size_t *lens, size_t n, size_t *n_repaired,
                                      tfm_error *err)
 {
+    return tfm_bpe_learner_add_numbered(l, lines, lens, n, 1, n_repaired, err);
+}
+
+tfm_status tfm_bpe_learner_add_numbered(tfm_bpe_learner *l, const char *const *lines,
+                                        const size_t *lens, size_t n, size_t first_number,
+                                        size_t *n_repaired, tfm_error *err)
+{
     if (n_repaired) *n_repaired = 0;
     if (l->finished) return tfm_error_set(err, TFM_ERR_ARG, "lines added after finish");
     /* With sampling the raw lines are kept, but they are checked first as
      * when counting (strict mode, repairs), on the threads. */
     bool sampling = l->p.input_sentence_size > 0;
-    tfm_status st = count_lines_parallel(&l->split, l->p.n_threads, lines, lens, n,
+    tfm_status st = count_lines_parallel(&l->split, l->p.n_threads, first_number, lines, lens, n,
                                          sampling ? NULL : l->words, n_repaired, err);
     if (st != TFM_OK) return st;
     int64_t before = l->n_lines;
@@ -484,7 +494,7 @@ tfm_status tfm_bpe_learner_finish(tfm_bpe_learner *l, tfm_vocab **out, tfm_error
     l->finished = true;
     if (l->n_sample > 0) {
         if (l->p.progress) l->p.progress(l->p.progress_ctx, "counting", 0, l->n_sample);
-        tfm_status st = count_lines_parallel(&l->split, l->p.n_threads,
+        tfm_status st = count_lines_parallel(&l->split, l->p.n_threads, 1,
                                              (const char *const *)l->sample, l->sample_lens,
                                              (size_t)l->n_sample, l->words, NULL, err);
         if (st != TFM_OK) return st;

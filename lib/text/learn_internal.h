@@ -22,6 +22,13 @@ tfm_status tfm_vocab_add_bytes(tfm_vocab *v, tfm_error *err);
  * phrase such as "contains a control character U+0009"; buf holds it. */
 const char *tfm_piece_text_problem(const char *text, size_t len, char *buf, size_t bufsize);
 
+/* tfm_bpe_learner_add_batch, with lines[0] numbered first_number in a
+ * failure's message ("line N: ..."), so that a reader of many batches names
+ * the line of the file (tfm_bpe_learner_read). */
+tfm_status tfm_bpe_learner_add_numbered(tfm_bpe_learner *l, const char *const *lines,
+                                        const size_t *lens, size_t n, size_t first_number,
+                                        size_t *n_repaired, tfm_error *err);
+
 /* Learns the vocabulary from word counts (bpe_learn_merge.c): words maps
  * each distinct word, in '▁' form and holding only pieceable characters, to
  * its count.  The map is only read. */

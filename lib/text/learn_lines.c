@@ -4,6 +4,7 @@
  * the caller (for its warnings and progress). */
 #include <stdlib.h>
 
+#include "text/learn_internal.h"
 #include "text/line_batch_internal.h"
 
 /* What a read keeps; the line batch comes first, for its callbacks. */
@@ -22,10 +23,11 @@ static tfm_status add_lines(void *ctx, int worker, size_t lo, size_t hi, tfm_err
     learn_run *r = ctx;
     for (size_t i = lo; i < hi; i++) r->lines[i - lo] = line_batch_line(&r->b, i);
     size_t repaired = 0;
-    tfm_status s = tfm_bpe_learner_add_batch(r->learner, r->lines, r->b.len + lo, hi - lo,
-                                             &repaired, err);
+    size_t first_line = r->b.first_line + lo;
+    tfm_status s = tfm_bpe_learner_add_numbered(r->learner, r->lines, r->b.len + lo, hi - lo,
+                                                first_line, &repaired, err);
     if (s != TFM_OK) return s;
-    tfm_learn_batch batch = {.first_line = r->b.first_line + lo,
+    tfm_learn_batch batch = {.first_line = first_line,
                              .last_line = r->b.first_line + hi - 1,
                              .bytes = r->b.text.len, .repaired = repaired};
     if (r->added) r->added(r->ctx, &batch);

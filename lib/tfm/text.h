@@ -226,7 +226,8 @@ typedef struct tfm_learn_batch {
  * (added may be NULL).  Returns TFM_OK at the end of r, or the first
  * failure, described in *failure (may be NULL): TFM_BATCH_READ for a line r
  * could not read (failure->item: its 0-based number), TFM_BATCH_WORK for a
- * batch the learner refused (the message as add_batch gives it). */
+ * batch the learner refused (the message as add_batch gives it, "line N"
+ * numbering the line in r, from 1). */
 tfm_status tfm_bpe_learner_read(tfm_bpe_learner *l, tfm_line_reader *r,
                                 void (*added)(void *ctx, const tfm_learn_batch *batch),
                                 void *ctx, tfm_batch_failure *failure);

@@ -238,6 +238,10 @@ expect_stderr '^tokenize: warn\.txt:3: ' "--strict error names warn.txt:3"
 expect_status 1 "normalize --strict: invalid UTF-8 is an error (exit 1)" tok normalize --strict warn.txt
 expect_stderr '^tokenize: warn\.txt:3: ' "normalize --strict error names warn.txt:3"
 expect_status 0 "--strict accepts valid text" tok -m $V --strict mixed.txt
+# learn reads in batches of 8,192 lines: the line named is the file's, not the batch's
+awk 'BEGIN { for (i = 1; i <= 9000; i++) print "word" i % 50 " and more"; print "bad \377 line" }' >late.txt
+expect_status 1 "learn --strict: invalid UTF-8 on line 9,001 is an error" tok learn --strict --vocab-size 300 late.txt
+expect_stderr '^tokenize: late\.txt: line 9001: ' "learn --strict names the line of the file (9001), past the first batch"
 expect_status 0 "-q: invalid UTF-8 still exits 0" tok -q -m $V warn.txt
 check "-q silences the warning" [ ! -s err.txt ]
 i=0; while [ $i -lt 150 ]; do printf 'bad \377 line\n'; i=$((i + 1)); done >many.txt
