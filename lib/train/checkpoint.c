@@ -298,7 +298,7 @@ tfm_status tfm_checkpoint_load_model(const char *path, tfm_model **out, tfm_erro
     tfm_safetensors *f;
     tfm_status st = tfm_safetensors_open(path, &f, err);
     if (st != TFM_OK) {
-        if (st != TFM_ERR_IO) tfm_error_prefix(err, "'%s'", path);
+        tfm_error_prefix(err, "'%s'", path);
         return st;
     }
     bool checkpoint = tfm_safetensors_metadata(f, "checkpoint") != NULL;

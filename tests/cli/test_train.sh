@@ -220,6 +220,9 @@ expect_stderr "early stop: 2 validations without improvement.*step 2" "early sto
 check "early stopping: at update 6" test -s early.st.ckpt-6
 
 expect_status 0 "average: of two checkpoints" "$TRAIN" average -o avg.st whole.st.ckpt-15 whole.st.ckpt-30
+expect_status 1 "average: a file that is not there" "$TRAIN" average -o avg2.st whole.st.ckpt-15 no-such.st
+expect_stderr "^train: 'no-such\.st': No such file" "average: the missing file is named"
+check "average: nothing written on failure" test ! -e avg2.st
 if [ -x "$BIN/encode" ]; then
     check "average: the result is a model encode reads" sh -c "'$BIN/encode' -m avg.st valid.src >/dev/null"
     expect_status 0 "init-only: writes a model" "$TRAIN" --init-only $SMALL --vocab-size 14 -o init.st
