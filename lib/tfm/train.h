@@ -38,6 +38,7 @@
 #include <signal.h>
 
 #include "tfm/core.h"
+#include "tfm/metrics.h" /* scoring: where lines go (tfm_score_output), n-best lines */
 #include "tfm/model.h"
 #include "tfm/safetensors.h"
 #include "tfm/text.h"
@@ -631,8 +632,6 @@ tfm_status tfm_parse_duration(const char *option, const char *text, double *seco
                               tfm_error *err);
 
 /* ---- scoring sentence pairs ------------------------------------------------------ */
-
-#include "tfm/metrics.h" /* where the lines go (tfm_score_output), n-best lines */
 
 /* What 'score -m' computes, as marian-scorer does: for each pair (source x,
  * target y of n ids), the log-probability the model gives y followed by
