@@ -4,19 +4,26 @@
  * This header is the manual.  It includes one header per part:
  *
  *   tfm/core.h   status codes and error details, buffers, UTF-8, hash maps,
- *                seeded random numbers, a blocking parallel-for
+ *                seeded random numbers, a blocking parallel-for, the batch
+ *                loop every filter runs on (bounded batches of what is
+ *                ready, split over threads, written in order)
  *   tfm/io.h     line reading that never holds a line back, .npy records and
  *                tensor streams, atomic file writes
  *   tfm/safetensors.h  the container of model and checkpoint files
  *   tfm/text.h   Unicode normalisation, vocabularies, BPE learning, encoding
- *                and decoding
- *   tfm/metrics.h  BLEU, chrF and TER as sacreBLEU computes them
+ *                and decoding, line filters of them (tfm_text_filter),
+ *                sentence pairs read from two files (tfm_pair_reader)
+ *   tfm/metrics.h  BLEU, chrF and TER as sacreBLEU computes them, files
+ *                scored in step (tfm_file_scorer), n-best lists
  *   tfm/model.h  the Transformer: configuration, parameters, model files, the
  *                batched encoder, the incremental decoder, training's forward
  *                and backward passes, attention weights for inspection
- *   tfm/search.h greedy and beam search and sampling over the decoder
- *   tfm/train.h  training: data, batches, Adam and the schedule, checkpoints
- *   tfm/view.h   attention as npy, TSV, SVG, terminal heatmaps, alignments
+ *   tfm/search.h greedy and beam search and sampling over the decoder,
+ *                batches of encoder states decoded (tfm_decode_batch)
+ *   tfm/train.h  training: data, batches, Adam and the schedule, checkpoints,
+ *                the training run (tfm_run), pairs scored (tfm_score_pairs)
+ *   tfm/view.h   attention as npy, TSV, SVG, terminal heatmaps, alignments,
+ *                batches of pairs inspected (tfm_inspector)
  *
  * Rules that hold everywhere:
  *   - Every function that can fail returns tfm_status; TFM_OK is 0.  Pass a
