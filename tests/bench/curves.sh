@@ -50,8 +50,11 @@ fi
 $PY -c 'import torch' 2>/dev/null || { echo "curves.sh: no PyTorch (make deps-bench)"; exit 1; }
 mkdir -p "$C" || exit 1
 
+# OPENBLAS_NUM_THREADS=1: torch's --threads sets its OpenMP pool, but
+# Debian's torch multiplies through OpenBLAS (pthreads), whose own pool
+# otherwise adds a thread per CPU to each run.
 run_ref() { # seed
-    $PY "$REF/torch_nmt.py" --mode train --config small --data "$D/ref" --src en --tgt fr \
+    OPENBLAS_NUM_THREADS=1 $PY "$REF/torch_nmt.py" --mode train --config small --data "$D/ref" --src en --tgt fr \
         --batch_tokens 4096 --dropout 0.1 --label_smoothing 0.1 --lr_factor 0.3 --warmup_lr 150 \
         --budget 1000000 --max_steps "$STEPS" --log_every "$LOG_SECONDS" --seed "$1" --threads 1 \
         --json "$C/ref$1.json" >"$C/ref$1.log" 2>&1
