@@ -17,7 +17,6 @@
  * a model, as marian-scorer does: the log-probability of each target given
  * its source, from the training forward pass with dropout off. */
 #include <getopt.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,12 +113,12 @@ static const char usage_text[] =
     "  score bleu -r ref.de --paired-bs baseline.de new.de\n"
     "  score -m m.safetensors --src test.en.ids --tgt test.de.ids\n";
 
+/* The metrics' own options (--tokenize ... --no-punct) are numbered from
+ * OPT_METRIC up and set by name (tfm_metric_params_set). */
 enum {
-    OPT_SENTENCE = 256, OPT_STRICT, OPT_TOKENIZE, OPT_LOWERCASE, OPT_SMOOTH, OPT_SMOOTH_VALUE,
-    OPT_FORCE, OPT_CHAR_ORDER, OPT_WORD_ORDER, OPT_BETA, OPT_WHITESPACE, OPT_EPS,
-    OPT_CASE_SENSITIVE, OPT_NORMALIZED, OPT_NO_PUNCT, OPT_CONFIDENCE, OPT_CONFIDENCE_N,
-    OPT_PAIRED, OPT_PAIRED_N, OPT_SEED, OPT_SRC, OPT_TGT, OPT_NBEST, OPT_NBEST_FEATURE,
-    OPT_PER_TOKEN, OPT_TEXT, OPT_NO_EOS,
+    OPT_SENTENCE = 256, OPT_STRICT, OPT_FORCE, OPT_CONFIDENCE, OPT_CONFIDENCE_N, OPT_PAIRED,
+    OPT_PAIRED_N, OPT_SEED, OPT_SRC, OPT_TGT, OPT_NBEST, OPT_NBEST_FEATURE, OPT_PER_TOKEN, OPT_TEXT,
+    OPT_NO_EOS, OPT_METRIC,
 };
 
 /* Who takes an option: a bit per metric (tfm_metric_kind), MODEL for -m. */
@@ -136,13 +135,13 @@ static const struct score_option {
     OPTION("ref", 1, 'r', METRICS), OPTION("sentence", 0, OPT_SENTENCE, METRICS),
     OPTION("format", 1, 'f', METRICS), OPTION("score-only", 0, 'b', METRICS),
     OPTION("width", 1, 'w', METRICS), OPTION("strict", 0, OPT_STRICT, BOTH),
-    OPTION("tokenize", 1, OPT_TOKENIZE, BLEU), OPTION("lowercase", 0, OPT_LOWERCASE, BLEU | CHRF),
-    OPTION("smooth", 1, OPT_SMOOTH, BLEU), OPTION("smooth-value", 1, OPT_SMOOTH_VALUE, BLEU),
-    OPTION("force", 0, OPT_FORCE, BLEU), OPTION("char-order", 1, OPT_CHAR_ORDER, CHRF),
-    OPTION("word-order", 1, OPT_WORD_ORDER, CHRF), OPTION("beta", 1, OPT_BETA, CHRF),
-    OPTION("whitespace", 0, OPT_WHITESPACE, CHRF), OPTION("eps-smoothing", 0, OPT_EPS, CHRF),
-    OPTION("case-sensitive", 0, OPT_CASE_SENSITIVE, TER),
-    OPTION("normalized", 0, OPT_NORMALIZED, TER), OPTION("no-punct", 0, OPT_NO_PUNCT, TER),
+    OPTION("force", 0, OPT_FORCE, BLEU), OPTION("tokenize", 1, OPT_METRIC, BLEU),
+    OPTION("lowercase", 0, OPT_METRIC + 1, BLEU | CHRF), OPTION("smooth", 1, OPT_METRIC + 2, BLEU),
+    OPTION("smooth-value", 1, OPT_METRIC + 3, BLEU), OPTION("char-order", 1, OPT_METRIC + 4, CHRF),
+    OPTION("word-order", 1, OPT_METRIC + 5, CHRF), OPTION("beta", 1, OPT_METRIC + 6, CHRF),
+    OPTION("whitespace", 0, OPT_METRIC + 7, CHRF), OPTION("eps-smoothing", 0, OPT_METRIC + 8, CHRF),
+    OPTION("case-sensitive", 0, OPT_METRIC + 9, TER), OPTION("normalized", 0, OPT_METRIC + 10, TER),
+    OPTION("no-punct", 0, OPT_METRIC + 11, TER),
     OPTION("confidence", 0, OPT_CONFIDENCE, METRICS),
     OPTION("confidence-n", 1, OPT_CONFIDENCE_N, METRICS),
     OPTION("paired-bs", 0, OPT_PAIRED, METRICS), OPTION("paired-bs-n", 1, OPT_PAIRED_N, METRICS),
@@ -163,7 +162,7 @@ typedef struct options {
     const char **refs;
     int n_refs, n_confidence, n_paired;
     cli_batch_options batch;      /* --threads; with -m, --batch-size and --batch-tokens */
-    bool force, smooth_value_given, strict;
+    bool strict;
     const char *model, *src, *tgt, *nbest;
     const char *misplaced;        /* an option of another metric, as given ... */
     int misplaced_for;            /* ... and who takes it */
@@ -226,12 +225,6 @@ static int score_files(const options *opt, char **files, int n_files)
     tfm_score_failure at;
     if (tfm_file_scorer_run(s, &output, &at, &err) != TFM_OK) run_failed(&at, &err);
     for (int k = 0; k < n; k++) cli_input_close(&fin[k]);
-    for (int y = 0; y < n_files; y++)
-        if (opt->files.metric.kind == TFM_METRIC_BLEU && !opt->force &&
-            tfm_file_scorer_tokenized_periods(s, y) >= 100)
-            cli_warn(in[y].label, 0, "%zu lines end in a tokenized period (' .'): the hypotheses "
-                     "look tokenized, which lowers BLEU; detokenize them (or pass --force)",
-                     tfm_file_scorer_tokenized_periods(s, y));
     if (!opt->files.sentence) {
         tfm_buf text;
         tfm_buf_init(&text);
@@ -273,18 +266,11 @@ static int score_pairs(const options *opt)
     cli_input_close(&fin[0]);
     cli_input_close(&fin[1]);
     /* The corpus perplexity, as the paper reports it: exp(nll / tokens). */
-    if (cli_verbosity >= 1) {
-        if (t.n_tokens > 0)
-            fprintf(stderr, "%s: perplexity %.4f over %lld target tokens (</s> included) of %zu "
-                    "pair%s; mean log-prob %.6f per token\n", cli_program(),
-                    exp(-t.sum_logprob / (double)t.n_tokens), (long long)t.n_tokens, t.n_pairs,
-                    t.n_pairs == 1 ? "" : "s", t.sum_logprob / (double)t.n_tokens);
-        else
-            fprintf(stderr, "%s: no pairs scored: no perplexity\n", cli_program());
-        if (t.n_unusable)
-            fprintf(stderr, "%s: %zu target%s too long for the model had no score\n", cli_program(),
-                    t.n_unusable, t.n_unusable == 1 ? "" : "s");
-    }
+    tfm_buf summary;
+    tfm_buf_init(&summary);
+    if (cli_verbosity >= 1 && tfm_pair_scores_format(&t, &summary) == TFM_OK)
+        fprintf(stderr, "%s: %s\n", cli_program(), summary.data);
+    tfm_buf_free(&summary);
     double secs = cli_seconds() - start;
     cli_info("scored %zu pairs, %lld target tokens in %.2f s (%.0f target tokens/s)", t.n_pairs,
              (long long)t.n_tokens, secs, secs > 0 ? (double)t.n_tokens / secs : 0.0);
@@ -294,15 +280,21 @@ static int score_pairs(const options *opt)
 
 /* ---- options ------------------------------------------------------------------------------ */
 
+/* The entry of options_table of option value c (there is one). */
+static size_t option_index(int c)
+{
+    size_t i = 0;
+    while (i < N_OPTIONS - 1 && options_table[i].o.val != c) i++;
+    return i;
+}
+
 /* Notes who takes option c: the first option of each mode as the user
  * spelled it ("--name" when given long, else "-c"), and the first that
  * belongs to other metrics than the one given. */
 static void note_takers(options *opt, int c, int long_index)
 {
-    const struct score_option *so = NULL;
-    for (size_t i = 0; i < N_OPTIONS && !so; i++)
-        if (options_table[i].o.val == c) so = &options_table[i];
-    if (!so || so->takers == BOTH) return;
+    const struct score_option *so = &options_table[option_index(c)];
+    if (so->o.val != c || so->takers == BOTH) return;
     char *first = so->takers == MODEL ? opt->model_option : opt->metric_option;
     if (!first[0] && long_index >= 0) snprintf(first, 64, "--%s", so->o.name);
     else if (!first[0]) snprintf(first, 64, "-%c", c);
@@ -315,8 +307,6 @@ static void note_takers(options *opt, int c, int long_index)
 static void parse_options(int argc, char **argv, options *opt)
 {
     static const char *const formats[] = {"text", "json", NULL};
-    static const char *const tokenizers[] = {"13a", "intl", "zh", "char", "none", NULL};
-    static const char *const smooths[] = {"exp", "floor", "add-k", "none", NULL};
     static const struct option common[] = {CLI_COMMON_LONG_OPTIONS, {NULL, 0, NULL, 0}};
     struct option long_options[N_OPTIONS + sizeof common / sizeof common[0]];
     for (size_t i = 0; i < N_OPTIONS; i++) long_options[i] = options_table[i].o;
@@ -324,9 +314,15 @@ static void parse_options(int argc, char **argv, options *opt)
     tfm_metric_params *p = &opt->files.metric;
     tfm_pair_scorer_params *pairs = &opt->pairs;
     int c, long_index = -1;
+    tfm_error err;
     while ((c = getopt_long(argc, argv, "r:f:bw:m:nqvhV", long_options, &long_index)) != -1) {
         note_takers(opt, c, long_index);
         long_index = -1;
+        if (c >= OPT_METRIC && c < OPT_METRIC + 12) {
+            if (tfm_metric_params_set(p, options_table[option_index(c)].o.name, optarg, &err))
+                cli_usage_error("%s", err.msg);
+            continue;
+        }
         switch (c) {
         case 'm': opt->model = optarg; break;
         case OPT_SRC: opt->src = optarg; break;
@@ -349,22 +345,7 @@ static void parse_options(int argc, char **argv, options *opt)
         case 'b': opt->files.format.score_only = true; break;
         case 'w': opt->files.format.width = (int)cli_parse_int("--width", optarg, 0, 10); break;
         case OPT_STRICT: opt->strict = true; break;
-        case OPT_TOKENIZE: p->tokenize = (tfm_bleu_tok)cli_parse_choice("--tokenize", optarg, tokenizers); break;
-        case OPT_LOWERCASE: p->lowercase = true; break;
-        case OPT_SMOOTH: p->smooth = (tfm_bleu_smooth)cli_parse_choice("--smooth", optarg, smooths); break;
-        case OPT_SMOOTH_VALUE:
-            p->smooth_value = cli_parse_double("--smooth-value", optarg, 0, 1e9);
-            opt->smooth_value_given = true;
-            break;
-        case OPT_FORCE: opt->force = true; break;
-        case OPT_CHAR_ORDER: p->char_order = (int)cli_parse_int("--char-order", optarg, 0, 10); break;
-        case OPT_WORD_ORDER: p->word_order = (int)cli_parse_int("--word-order", optarg, 0, 6); break;
-        case OPT_BETA: p->beta = (int)cli_parse_int("--beta", optarg, 1, 100); break;
-        case OPT_WHITESPACE: p->whitespace = true; break;
-        case OPT_EPS: p->eps_smoothing = true; break;
-        case OPT_CASE_SENSITIVE: p->case_sensitive = true; break;
-        case OPT_NORMALIZED: p->normalized = true; break;
-        case OPT_NO_PUNCT: p->no_punct = true; break;
+        case OPT_FORCE: opt->files.force = true; break;
         case OPT_CONFIDENCE: opt->files.confidence = true; break;
         case OPT_CONFIDENCE_N:
             opt->n_confidence = (int)cli_parse_int("--confidence-n", optarg, 1, 1000000);
@@ -415,28 +396,12 @@ static void check_metric_options(options *opt, char **files, int *n_files)
         cli_usage_error("--%s is an option of %s, not of 'score %s'", opt->misplaced,
                         takers[opt->misplaced_for], opt->metric_name);
     if (opt->n_refs == 0) cli_usage_error("a reference is required: -r REF");
-    if (opt->smooth_value_given && p->metric.smooth != TFM_BLEU_SMOOTH_FLOOR &&
-        p->metric.smooth != TFM_BLEU_SMOOTH_ADD_K)
-        cli_usage_error("--smooth-value is the value of --smooth floor or --smooth add-k");
     tfm_error err;
     if (tfm_file_scorer_params_validate(p, *n_files, &err) != TFM_OK) cli_usage_error("%s", err.msg);
-    if (p->paired) {
-        /* As sacreBLEU: the baseline given again among the systems is left
-         * out (so "--paired-bs base.txt *.txt" works); other repeats are an
-         * error. */
-        int kept = 1;
-        for (int i = 1; i < *n_files; i++) {
-            if (strcmp(files[i], files[0]) == 0) {
-                cli_info("%s is the baseline: not compared with itself", files[i]);
-                continue;
-            }
-            for (int k = 1; k < kept; k++)
-                if (strcmp(files[k], files[i]) == 0) cli_usage_error("%s is given twice", files[i]);
-            files[kept++] = files[i];
-        }
-        *n_files = kept;
-        if (kept < 2) cli_usage_error("--paired-bs needs a system besides the baseline");
-    }
+    int repeats;
+    if (p->paired && tfm_paired_systems((const char **)files, n_files, &repeats, &err) != TFM_OK)
+        cli_usage_error("%s", err.msg);
+    if (p->paired && repeats) cli_info("%s is the baseline: not compared with itself", files[0]);
     /* sacreBLEU's --sentence-level turns on BLEU's effective order. */
     if (p->sentence && p->metric.kind == TFM_METRIC_BLEU) p->metric.effective_order = true;
     p->strict = opt->strict;

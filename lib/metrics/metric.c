@@ -1,5 +1,8 @@
 /* metric.c - the tfm_metric object: parameters, accumulating segment
  * statistics, and scores from them (format.c prints them). */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +83,98 @@ bool tfm_bleu_smooth_parse(const char *name, tfm_bleu_smooth *smooth)
 const char *tfm_bleu_smooth_name(tfm_bleu_smooth smooth)
 {
     return (unsigned)smooth < 4 ? smooth_names[smooth] : "?";
+}
+
+/* ---- options by name ---------------------------------------------------------------- */
+
+typedef enum option_kind { OPTION_FLAG, OPTION_INT, OPTION_DOUBLE, OPTION_TOK, OPTION_SMOOTH } option_kind;
+
+/* The options of sacreBLEU's command line that set a parameter: where, and
+ * what they take (ints and doubles between lo and hi). */
+static const struct metric_option {
+    const char *name;
+    option_kind kind;
+    size_t offset;
+    double lo, hi;
+} metric_options[] = {
+#define PARAM(name, kind, field, lo, hi) {name, kind, offsetof(tfm_metric_params, field), lo, hi}
+    PARAM("tokenize", OPTION_TOK, tokenize, 0, 0),
+    PARAM("lowercase", OPTION_FLAG, lowercase, 0, 0),
+    PARAM("smooth", OPTION_SMOOTH, smooth, 0, 0),
+    PARAM("smooth-value", OPTION_DOUBLE, smooth_value, 0, 1e9),
+    PARAM("char-order", OPTION_INT, char_order, 0, 10),
+    PARAM("word-order", OPTION_INT, word_order, 0, 6),
+    PARAM("beta", OPTION_INT, beta, 1, 100),
+    PARAM("whitespace", OPTION_FLAG, whitespace, 0, 0),
+    PARAM("eps-smoothing", OPTION_FLAG, eps_smoothing, 0, 0),
+    PARAM("case-sensitive", OPTION_FLAG, case_sensitive, 0, 0),
+    PARAM("normalized", OPTION_FLAG, normalized, 0, 0),
+    PARAM("no-punct", OPTION_FLAG, no_punct, 0, 0),
+#undef PARAM
+};
+
+/* "--NAME: 'VALUE' is not one of: a, b, c" for a choice among names[n]. */
+static tfm_status not_one_of(const char *option, const char *value, const char *const *names,
+                             int n, tfm_error *err)
+{
+    char list[128] = "";
+    for (int i = 0; i < n; i++) {
+        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+    }
+    return tfm_error_set(err, TFM_ERR_ARG, "--%s: '%.40s' is not one of: %s", option, value, list);
+}
+
+/* A whole number in [lo, hi] (integer: no fraction), or what was wrong. */
+static tfm_status number_in(const char *option, const char *value, bool integer, double lo,
+                            double hi, double *out, tfm_error *err)
+{
+    char *end;
+    errno = 0;
+    double v = integer ? (double)strtoll(value, &end, 10) : strtod(value, &end);
+    if (end == value || *end || errno == ERANGE || !isfinite(v))
+        return tfm_error_set(err, TFM_ERR_ARG, "--%s: '%.40s' is not %s", option, value,
+                             integer ? "an integer" : "a number");
+    if (v < lo || v > hi)
+        return tfm_error_set(err, TFM_ERR_ARG, "--%s: %g is out of range (%g to %g)", option, v,
+                             lo, hi);
+    *out = v;
+    return TFM_OK;
+}
+
+tfm_status tfm_metric_params_set(tfm_metric_params *p, const char *option, const char *value,
+                                 tfm_error *err)
+{
+    const struct metric_option *o = NULL;
+    for (size_t i = 0; i < sizeof metric_options / sizeof metric_options[0] && !o; i++)
+        if (strcmp(option, metric_options[i].name) == 0) o = &metric_options[i];
+    if (!o) return tfm_error_set(err, TFM_ERR_ARG, "--%.40s is not an option of the metrics", option);
+    char *at = (char *)p + o->offset;
+    if (o->kind == OPTION_FLAG) {
+        *(bool *)at = true;
+        return TFM_OK;
+    }
+    if (!value) return tfm_error_set(err, TFM_ERR_ARG, "--%s needs a value", option);
+    double v;
+    tfm_status st;
+    switch (o->kind) {
+    case OPTION_TOK:
+        return tfm_bleu_tok_parse(value, &p->tokenize) ? TFM_OK
+                                                       : not_one_of(option, value, tok_names, 5, err);
+    case OPTION_SMOOTH:
+        return tfm_bleu_smooth_parse(value, &p->smooth)
+                   ? TFM_OK : not_one_of(option, value, smooth_names, 4, err);
+    case OPTION_INT:
+        if ((st = number_in(option, value, true, o->lo, o->hi, &v, err))) return st;
+        *(int *)at = (int)v;
+        return TFM_OK;
+    case OPTION_DOUBLE:
+        if ((st = number_in(option, value, false, o->lo, o->hi, &v, err))) return st;
+        *(double *)at = v;
+        return TFM_OK;
+    case OPTION_FLAG: break;
+    }
+    return TFM_OK;
 }
 
 /* ---- creation ----------------------------------------------------------------------- */

@@ -68,6 +68,10 @@ tfm_status tfm_file_scorer_params_validate(const tfm_file_scorer_params *p, int 
                                            tfm_error *err)
 {
     const tfm_metric_params *m = &p->metric;
+    if (m->smooth_value >= 0 && m->smooth != TFM_BLEU_SMOOTH_FLOOR &&
+        m->smooth != TFM_BLEU_SMOOTH_ADD_K)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--smooth-value is the value of --smooth floor or --smooth add-k");
     if (m->kind == TFM_METRIC_CHRF && m->char_order + m->word_order == 0)
         return tfm_error_set(err, TFM_ERR_ARG, "--char-order and --word-order cannot both be 0");
     if (p->sentence && (p->confidence || p->paired))
@@ -82,6 +86,26 @@ tfm_status tfm_file_scorer_params_validate(const tfm_file_scorer_params *p, int 
     if (!p->paired && n_systems > 1)
         return tfm_error_set(err, TFM_ERR_ARG, "one hypothesis file at most (to compare systems, "
                              "use --paired-bs BASELINE SYSTEM...)");
+    return TFM_OK;
+}
+
+tfm_status tfm_paired_systems(const char **names, int *n, int *baseline_repeats, tfm_error *err)
+{
+    int kept = *n > 0 ? 1 : 0;
+    *baseline_repeats = 0;
+    for (int i = 1; i < *n; i++) {
+        if (strcmp(names[i], names[0]) == 0) {
+            ++*baseline_repeats;
+            continue;
+        }
+        for (int k = 1; k < kept; k++)
+            if (strcmp(names[k], names[i]) == 0)
+                return tfm_error_set(err, TFM_ERR_ARG, "%s is given twice", names[i]);
+        names[kept++] = names[i];
+    }
+    *n = kept;
+    if (kept < 2)
+        return tfm_error_set(err, TFM_ERR_ARG, "--paired-bs needs a system besides the baseline");
     return TFM_OK;
 }
 
@@ -382,6 +406,12 @@ tfm_status tfm_file_scorer_run(tfm_file_scorer *s, const tfm_score_output *out,
                            "references are empty");
     }
     if (at) *at = st == TFM_OK ? (tfm_score_failure){NULL, 0} : s->fail;
+    for (int y = 0; st == TFM_OK && y < s->n_sys; y++)
+        if (s->p.metric.kind == TFM_METRIC_BLEU && !s->p.force && s->tokenized_period[y] >= 100)
+            tfm_score_warn(out, s->inputs[y].label, 0,
+                           "%zu lines end in a tokenized period (' .'): the hypotheses look "
+                           "tokenized, which lowers BLEU; detokenize them (or pass --force)",
+                           s->tokenized_period[y]);
     s->out = NULL;
     return st;
 }

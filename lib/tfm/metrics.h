@@ -117,6 +117,18 @@ tfm_metric_params tfm_metric_default_params(tfm_metric_kind kind);
  * "chrf", "chrf++" (chrF with word_order 2) or "ter"; false when unknown. */
 bool tfm_metric_parse_name(const char *name, tfm_metric_params *p);
 
+/* Sets one parameter from an option of sacreBLEU's command line, by its
+ * long name without the dashes, and its value (NULL for the flags):
+ * "tokenize" (13a, intl, zh, char, none), "lowercase", "smooth" (exp,
+ * floor, add-k, none), "smooth-value" (0 to 1e9); "char-order" (0 to 10),
+ * "word-order" (0 to 6), "beta" (1 to 100), "whitespace", "eps-smoothing";
+ * "case-sensitive", "normalized", "no-punct".  It sets the field whatever
+ * the metric (which metric takes which option is the caller's rule).
+ * TFM_ERR_ARG for an unknown name, a missing value, or a value that is not
+ * what the option takes, saying as "--NAME: ..." what was expected. */
+tfm_status tfm_metric_params_set(tfm_metric_params *p, const char *option, const char *value,
+                                 tfm_error *err);
+
 /* Names as sacreBLEU spells them on its command line; false when unknown. */
 bool tfm_bleu_tok_parse(const char *name, tfm_bleu_tok *tok);
 const char *tfm_bleu_tok_name(tfm_bleu_tok tok);
@@ -401,6 +413,8 @@ typedef struct tfm_file_scorer_params {
     bool confidence;             /* the corpus score with a 95% interval (bootstrap) */
     bool paired;                 /* a paired bootstrap test of systems 1.. against 0 */
     tfm_bootstrap_params bootstrap; /* of confidence or paired */
+    bool force;                  /* BLEU: no warning about hypotheses that look tokenized
+                                    (100 lines or more ending in " .") */
 } tfm_file_scorer_params;
 
 /* BLEU's defaults, one thread, tfm_score_format_default, no bootstrap
@@ -415,6 +429,13 @@ tfm_file_scorer_params tfm_file_scorer_default_params(void);
 tfm_status tfm_file_scorer_params_validate(const tfm_file_scorer_params *p, int n_systems,
                                            tfm_error *err);
 
+/* The systems of a paired test as sacreBLEU's command line takes them:
+ * names[0] is the baseline, and a later name equal to it is left out (so
+ * that "--paired-bs base.txt *.txt" works), counted in *baseline_repeats;
+ * the names kept move up and *n becomes their count.  Another name given
+ * twice, or no system left besides the baseline, is TFM_ERR_ARG. */
+tfm_status tfm_paired_systems(const char **names, int *n, int *baseline_repeats, tfm_error *err);
+
 typedef struct tfm_file_scorer tfm_file_scorer;
 
 /* inputs: n_systems hypothesis files, then n_refs references (n_systems >=
@@ -427,7 +448,8 @@ tfm_status tfm_file_scorer_create(const tfm_file_scorer_params *p, const tfm_sco
                                   tfm_error *err);
 void tfm_file_scorer_free(tfm_file_scorer *s);
 
-/* Reads the inputs to their end.  On a line that cannot be read or scored,
+/* Reads the inputs to their end, then (BLEU, unless force) warns through
+ * out about each system that looks tokenized.  On a line that cannot be read or scored,
  * the rows before it are scored (and written, with sentence) first, then
  * the run stops: its status, err, and *at (may be NULL) saying where.
  * Files of different lengths are TFM_ERR_FORMAT ("hypotheses in A have 3

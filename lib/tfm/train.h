@@ -684,6 +684,12 @@ typedef struct tfm_pair_scores {
     size_t n_unusable;     /* targets too long for the model: no score */
 } tfm_pair_scores;
 
+/* Appends what the sums say, as score -m reports it: "perplexity P over N
+ * target tokens (</s> included) of K pairs; mean log-prob L per token" (or
+ * that no pair was scored), and "; M targets too long for the model had no
+ * score" when some had none.  No newline. */
+tfm_status tfm_pair_scores_format(const tfm_pair_scores *t, tfm_buf *out);
+
 /* Scores the pairs of src and tgt (an n-best list with nbest) under model
  * (with its current weights; not changed), writing a line per pair to out.
  * On a line that cannot be taken, the lines before it are written first,

@@ -6,6 +6,7 @@
  * with the score by tfm_nbest_parse and tfm_nbest_add_feature.  A line that
  * cannot be taken is reported after the pairs before it are written, so the
  * output is a clean prefix of the full answer. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -464,5 +465,22 @@ tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params 
     if (totals) *totals = sc.totals;
     if (at) *at = where;
     release(&sc, bs);
+    return st;
+}
+
+tfm_status tfm_pair_scores_format(const tfm_pair_scores *t, tfm_buf *out)
+{
+    tfm_status st;
+    if (t->n_tokens > 0)
+        st = tfm_buf_printf(out, "perplexity %.4f over %lld target tokens (</s> included) of %zu "
+                            "pair%s; mean log-prob %.6f per token",
+                            exp(-t->sum_logprob / (double)t->n_tokens), (long long)t->n_tokens,
+                            t->n_pairs, t->n_pairs == 1 ? "" : "s",
+                            t->sum_logprob / (double)t->n_tokens);
+    else
+        st = tfm_buf_printf(out, "no pairs scored: no perplexity");
+    if (st == TFM_OK && t->n_unusable)
+        st = tfm_buf_printf(out, "; %zu target%s too long for the model had no score",
+                            t->n_unusable, t->n_unusable == 1 ? "" : "s");
     return st;
 }

@@ -321,11 +321,64 @@ static void test_params_validate(void)
     CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_ERR_ARG && strstr(err.msg, "--char-order"));
     p.metric.word_order = 2;
     CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_OK);
+    p = tfm_file_scorer_default_params();
+    p.metric.smooth_value = 0.5;
+    CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_ERR_ARG && strstr(err.msg, "--smooth-value"));
+    p.metric.smooth = TFM_BLEU_SMOOTH_ADD_K;
+    CHECK(tfm_file_scorer_params_validate(&p, 1, &err) == TFM_OK);
+}
+
+/* Options by sacreBLEU's names set their field, and a bad value is refused
+ * with the option named and what it takes. */
+static void test_metric_options(void)
+{
+    tfm_error err;
+    tfm_metric_params p = tfm_metric_default_params(TFM_METRIC_CHRF);
+    CHECK(tfm_metric_params_set(&p, "char-order", "4", &err) == TFM_OK && p.char_order == 4);
+    CHECK(tfm_metric_params_set(&p, "beta", "3", &err) == TFM_OK && p.beta == 3);
+    CHECK(tfm_metric_params_set(&p, "whitespace", NULL, &err) == TFM_OK && p.whitespace);
+    CHECK(tfm_metric_params_set(&p, "tokenize", "intl", &err) == TFM_OK &&
+          p.tokenize == TFM_BLEU_TOK_INTL);
+    CHECK(tfm_metric_params_set(&p, "smooth", "floor", &err) == TFM_OK &&
+          p.smooth == TFM_BLEU_SMOOTH_FLOOR);
+    CHECK(tfm_metric_params_set(&p, "smooth-value", "0.25", &err) == TFM_OK && p.smooth_value == 0.25);
+    CHECK(tfm_metric_params_set(&p, "no-punct", NULL, &err) == TFM_OK && p.no_punct);
+    CHECK(tfm_metric_params_set(&p, "char-order", "11", &err) == TFM_ERR_ARG &&
+          strcmp(err.msg, "--char-order: 11 is out of range (0 to 10)") == 0);
+    CHECK(tfm_metric_params_set(&p, "beta", "2x", &err) == TFM_ERR_ARG &&
+          strcmp(err.msg, "--beta: '2x' is not an integer") == 0);
+    CHECK(tfm_metric_params_set(&p, "smooth-value", "nan", &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "not a number"));
+    CHECK(tfm_metric_params_set(&p, "tokenize", "13b", &err) == TFM_ERR_ARG &&
+          strcmp(err.msg, "--tokenize: '13b' is not one of: 13a, intl, zh, char, none") == 0);
+    CHECK(tfm_metric_params_set(&p, "tokenize", NULL, &err) == TFM_ERR_ARG);
+    CHECK(tfm_metric_params_set(&p, "force", NULL, &err) == TFM_ERR_ARG);
+    CHECK(p.char_order == 4 && p.beta == 3); /* a refused value changes nothing */
+}
+
+/* A paired test's systems: repeats of the baseline left out and counted,
+ * another repeat refused, at least one system left. */
+static void test_paired_systems(void)
+{
+    tfm_error err;
+    const char *names[] = {"base", "a", "base", "b", "base"};
+    int n = 5, repeats = -1;
+    CHECK(tfm_paired_systems(names, &n, &repeats, &err) == TFM_OK && n == 3 && repeats == 2);
+    CHECK(strcmp(names[1], "a") == 0 && strcmp(names[2], "b") == 0);
+    const char *twice[] = {"base", "a", "a"};
+    n = 3;
+    CHECK(tfm_paired_systems(twice, &n, &repeats, &err) == TFM_ERR_ARG &&
+          strcmp(err.msg, "a is given twice") == 0);
+    const char *alone[] = {"base", "base"};
+    n = 2;
+    CHECK(tfm_paired_systems(alone, &n, &repeats, &err) == TFM_ERR_ARG && strstr(err.msg, "besides"));
 }
 
 int main(void)
 {
     RUN(test_params_validate);
+    RUN(test_metric_options);
+    RUN(test_paired_systems);
     RUN(test_corpus_in_step);
     RUN(test_sentences_in_order);
     RUN(test_length_mismatch);

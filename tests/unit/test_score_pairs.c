@@ -236,8 +236,26 @@ static void test_params_validate(void)
     CHECK(tfm_pair_scorer_params_validate(&p, &err) == TFM_ERR_ARG && strstr(err.msg, "--nbest-feature"));
 }
 
+/* The corpus summary: exp(-sum / tokens), the counts, the unscored. */
+static void test_summary(void)
+{
+    tfm_buf b;
+    tfm_buf_init(&b);
+    tfm_pair_scores t = {.sum_logprob = -2.0 * 10, .n_tokens = 10, .n_pairs = 1};
+    CHECK(tfm_pair_scores_format(&t, &b) == TFM_OK);
+    CHECK_MSG(strcmp(b.data, "perplexity 7.3891 over 10 target tokens (</s> included) of 1 pair; "
+                     "mean log-prob -2.000000 per token") == 0, "%s", b.data);
+    b.len = 0;
+    t = (tfm_pair_scores){.n_unusable = 2};
+    CHECK(tfm_pair_scores_format(&t, &b) == TFM_OK);
+    CHECK_MSG(strcmp(b.data, "no pairs scored: no perplexity; 2 targets too long for the model "
+                     "had no score") == 0, "%s", b.data);
+    tfm_buf_free(&b);
+}
+
 int main(void)
 {
+    RUN(test_summary);
     RUN(test_params_validate);
     RUN(test_pairs);
     RUN(test_failures);
