@@ -57,6 +57,7 @@ static const char usage_text[] =
     "                             (default: the model's max_positions)\n"
     "      --threads=N            threads to use (default: the number of CPUs); each\n"
     "                             takes its own batch of the sentences read\n"
+    CLI_COMPUTE_TYPE_HELP
     CLI_COMMON_HELP
     "\n"
     "Output lines hold ids without <s> and </s>.  An empty record (an empty source\n"
@@ -256,7 +257,7 @@ int main(int argc, char **argv)
 
     static decode_run run;
     tfm_error err;
-    tfm_model *model = cli_load_model(opt.model);
+    tfm_model *model = cli_load_model_for(opt.model, &opt.batch);
     if (tfm_model_pack_for_decoding(model, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     opt.decode.max_input = cli_max_input(&opt.batch, model);
     opt.decode.capacity = (size_t)opt.batch.batch_size * (size_t)threads;

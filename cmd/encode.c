@@ -39,6 +39,7 @@ static const char usage_text[] =
     "                             (default 8192)\n"
     "      --threads=N            threads to use (default: the number of CPUs); each\n"
     "                             takes its own batch of the sentences read\n"
+    CLI_COMPUTE_TYPE_HELP
     CLI_COMMON_HELP
     "\n"
     "An empty line is an empty sentence: its record has shape (0, d_model) and no\n"
@@ -214,7 +215,7 @@ int main(int argc, char **argv)
     static encode_run run;
     run.opt = opt;
     tfm_error err;
-    run.model = cli_load_model(opt.model);
+    run.model = cli_load_model_for(opt.model, &opt.batch);
     /* Sources as the model reads them (no </s> if trained with --no-eos). */
     run.source = tfm_pair_params_from_model(run.model);
     run.source.source_eos = run.source.source_eos && opt.eos;

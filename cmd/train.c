@@ -4,6 +4,7 @@
  *   train --resume -o m.safetensors          continue from the last checkpoint
  *   train --init-only --preset tiny -m VOCAB -o m.safetensors
  *   train average -o avg.safetensors m.safetensors.ckpt-*
+ *   train quantize --compute-type int8 -i m.safetensors -o m.int8.safetensors
  *
  * The program parses options and hands them to a training run (lib/train:
  * tfm_run), which holds the policy: the options stored in every checkpoint
@@ -27,6 +28,7 @@ static const char usage_format[] =
     "       train --resume[=CHECKPOINT] [OPTION]... -o MODEL\n"
     "       train --init-only [OPTION]... -m VOCAB -o MODEL\n"
     "       train average -o MODEL FILE...\n"
+    "       train quantize --compute-type=int8|bf16 --input=MODEL -o OUTPUT\n"
     "Trains a Transformer (\"Attention Is All You Need\") on a parallel corpus: line i\n"
     "of --tgt is the translation of line i of --src.  The files hold id lines (from\n"
     "'tokenize') or text, which is tokenized with the vocabulary.  MODEL is written\n"
@@ -111,7 +113,43 @@ static const char average_usage_text[] =
     "Writes the element-wise average of the weights of the FILEs (model files or\n"
     "checkpoints of one training run) as MODEL, atomically.\n";
 
-/* ---- average --------------------------------------------------------------------------------- */
+static const char quantize_usage_text[] =
+    "Usage: train quantize --compute-type=TYPE -i MODEL -o OUTPUT\n"
+    "Writes MODEL with its matrices (the embeddings and every linear layer's weight)\n"
+    "in TYPE as OUTPUT, atomically: int8 (one float scale per output row; about a\n"
+    "quarter of the float32 file) or bf16 (about half).  'encode' and 'decode' then\n"
+    "compute in TYPE by default, from the file's values, without quantizing at load.\n";
+
+/* ---- average and quantize ---------------------------------------------------------------------- */
+
+static int run_quantize(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"compute-type", required_argument, NULL, 't'}, {"input", required_argument, NULL, 'i'},
+        {"output", required_argument, NULL, 'o'},       CLI_COMMON_LONG_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    const char *in = NULL, *out = NULL, *type_name = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "i:o:qvhV", longs, NULL)) != -1) {
+        if (c == 'i') in = optarg;
+        else if (c == 'o') out = optarg;
+        else if (c == 't') type_name = optarg;
+        else cli_common_option(c, quantize_usage_text);
+    }
+    tfm_compute_type type;
+    if (!type_name) cli_usage_error("quantize: --compute-type int8 or bf16 is required");
+    if (!tfm_compute_type_parse(type_name, &type) ||
+        (type != TFM_COMPUTE_INT8 && type != TFM_COMPUTE_BF16))
+        cli_usage_error("quantize: --compute-type: '%s' is not one of: int8, bf16", type_name);
+    if (!in || !out) cli_usage_error("quantize: -i MODEL and -o OUTPUT are required");
+    if (optind < argc) cli_usage_error("quantize: unexpected argument '%s'", argv[optind]);
+    tfm_error err;
+    if (tfm_model_quantize_file(in, out, type, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    cli_info("%s: %s quantized to %s", out, in, tfm_compute_type_name(type));
+    return CLI_EXIT_OK;
+}
 
 static int run_average(int argc, char **argv)
 {
@@ -365,6 +403,7 @@ int main(int argc, char **argv)
      * reader went away fails with EPIPE instead of killing the process. */
     signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "average") == 0) return run_average(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "quantize") == 0) return run_quantize(argc - 1, argv + 1);
     char usage[sizeof usage_format + 11 * 32];
     format_usage(usage, sizeof usage);
     const char *given[TFM_RUN_OPTION_COUNT] = {0};

@@ -1,4 +1,5 @@
 /* filter.c - the command line of the batch filters (see filter.h). */
+#include <string.h>
 #include <time.h>
 
 #include "filter.h"
@@ -7,7 +8,8 @@ cli_batch_options cli_batch_defaults(int batch_size, int batch_tokens)
 {
     int threads = tfm_cpu_count();
     return (cli_batch_options){.batch_size = batch_size, .batch_tokens = batch_tokens,
-                               .threads = threads < CLI_MAX_THREADS ? threads : CLI_MAX_THREADS};
+                               .threads = threads < CLI_MAX_THREADS ? threads : CLI_MAX_THREADS,
+                               .compute = TFM_COMPUTE_DEFAULT};
 }
 
 bool cli_batch_option(int c, const char *arg, cli_batch_options *o)
@@ -21,9 +23,22 @@ bool cli_batch_option(int c, const char *arg, cli_batch_options *o)
     case CLI_OPT_MAX_INPUT:
         o->max_input_length = (int)cli_parse_int("--max-input-length", arg, 1, 1 << 24);
         break;
+    case CLI_OPT_COMPUTE_TYPE:
+        if (!tfm_compute_type_parse(arg, &o->compute))
+            cli_usage_error("--compute-type: '%s' is not one of: float32, int8, bf16, default", arg);
+        break;
     default: return false;
     }
     return true;
+}
+
+tfm_model *cli_load_model_for(const char *path, const cli_batch_options *o)
+{
+    tfm_model *model;
+    tfm_error err;
+    if (tfm_model_load_for_inference(path, o->compute, &model, &err) != TFM_OK)
+        cli_fail(strstr(err.msg, path) ? NULL : path, 0, "%s", err.msg);
+    return model;
 }
 
 int cli_max_input(const cli_batch_options *o, const tfm_model *m)

@@ -61,6 +61,8 @@ static const char *dtype_descr(tfm_dtype d) { return d == TFM_I32 ? "<i4" : "<f4
 static const char *dtype_name(tfm_dtype d) { return d == TFM_I32 ? "int32" : "float32"; }
 static bool dtype_valid(tfm_dtype d) { return d == TFM_F32 || d == TFM_I32; }
 
+size_t tfm_dtype_size(tfm_dtype d) { return d == TFM_I8 ? 1 : d == TFM_BF16 ? 2 : 4; }
+
 /* ---- tensors ------------------------------------------------------------------- */
 
 void tfm_tensor_init(tfm_tensor *t)

@@ -73,16 +73,26 @@ static const st_dtype *dtype_find(const char *name)
     return NULL;
 }
 
+/* The library's dtypes and their names in the file. */
+static const char *const library_dtypes[] = {[TFM_F32] = "F32", [TFM_I32] = "I32",
+                                             [TFM_I8] = "I8", [TFM_BF16] = "BF16"};
+#define N_LIBRARY_DTYPES (sizeof library_dtypes / sizeof library_dtypes[0])
+
 /* The file's name of a library dtype. */
-static const char *dtype_name(tfm_dtype d) { return d == TFM_I32 ? "I32" : "F32"; }
+static const char *dtype_name(tfm_dtype d)
+{
+    return (unsigned)d < N_LIBRARY_DTYPES ? library_dtypes[d] : "?";
+}
 
 /* The library dtype of a file dtype, when the library reads it. */
 static bool dtype_supported(const st_dtype *d, tfm_dtype *out)
 {
-    if (strcmp(d->name, "F32") == 0) *out = TFM_F32;
-    else if (strcmp(d->name, "I32") == 0) *out = TFM_I32;
-    else return false;
-    return true;
+    for (size_t i = 0; i < N_LIBRARY_DTYPES; i++)
+        if (strcmp(d->name, library_dtypes[i]) == 0) {
+            *out = (tfm_dtype)i;
+            return true;
+        }
+    return false;
 }
 
 /* Writes a shape as the header does, "[5, 6]", cut with "..." to fit. */
@@ -730,7 +740,8 @@ static tfm_status tensor_dtype(const st_tensor *t, tfm_dtype *out, tfm_error *er
 {
     if (!dtype_supported(t->dtype, out))
         return tfm_error_set(err, TFM_ERR_UNSUPPORTED,
-                             "tensor '%s' has dtype %s, which tfm does not read (only F32 and I32)",
+                             "tensor '%s' has dtype %s, which tfm does not read (only F32, I32, "
+                             "I8 and BF16)",
                              t->name, t->dtype->name);
     return TFM_OK;
 }
@@ -798,6 +809,10 @@ tfm_status tfm_safetensors_read(tfm_safetensors *f, const char *name, tfm_tensor
         return tfm_error_set(err, TFM_ERR_UNSUPPORTED,
                              "tensor '%s' has %d dimensions, more than the %d of a tfm_tensor",
                              name, t->ndim, TFM_MAX_DIMS);
+    if (dtype != TFM_F32 && dtype != TFM_I32)
+        return tfm_error_set(err, TFM_ERR_UNSUPPORTED,
+                             "tensor '%s' has dtype %s: a tfm_tensor holds F32 or I32", name,
+                             t->dtype->name);
     st = tfm_tensor_reshape(out, dtype, t->ndim, t->shape);
     if (st == TFM_ERR_NOMEM)
         return tfm_error_set(err, st, "out of memory for tensor '%s'", name);
@@ -939,7 +954,7 @@ tfm_status tfm_safetensors_writer_add_tensor(tfm_safetensors_writer *w, const ch
                                              const void *data, tfm_error *err)
 {
     if (!name) return tfm_error_set(err, TFM_ERR_ARG, "tensor name is NULL");
-    if (dtype != TFM_F32 && dtype != TFM_I32)
+    if ((unsigned)dtype >= N_LIBRARY_DTYPES)
         return tfm_error_set(err, TFM_ERR_ARG, "tensor '%s' has an unknown dtype %d", name,
                              (int)dtype);
     if (ndim < 0 || ndim > TFM_MAX_DIMS)
@@ -967,7 +982,7 @@ tfm_status tfm_safetensors_writer_add_tensor(tfm_safetensors_writer *w, const ch
         }
         if (shape[i] == 0) empty = true;
     }
-    uint64_t nbytes = empty ? 0 : 4;
+    uint64_t nbytes = empty ? 0 : tfm_dtype_size(dtype);
     for (int i = 0; i < ndim && !empty; i++) {
         if (__builtin_mul_overflow(nbytes, (uint64_t)shape[i], &nbytes) || nbytes >= ST_MAX_INT) {
             format_shape(ndim, shape, text, sizeof text);

@@ -164,6 +164,10 @@ tfm_status tfm_train_workspace_create(const tfm_model *m, tfm_train_workspace **
                                       tfm_error *err)
 {
     *out = NULL;
+    if (!m->float_weights)
+        return tfm_error_set(err, TFM_ERR_ARG, "the model holds its weights in %s only (loaded "
+                             "for inference): load it with tfm_model_load",
+                             tfm_compute_type_name(m->compute));
     tfm_train_workspace *ws = calloc(1, sizeof *ws);
     if (!ws) return tfm_error_set(err, TFM_ERR_NOMEM, "training: out of memory");
     ws->m = m;

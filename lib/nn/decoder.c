@@ -57,6 +57,7 @@ struct tfm_decoder {
     tfm_buf act;            /* activations of one step, grown to the largest R */
     tfm_buf stats;          /* tfm_logit_stats [R], for tfm_decoder_step */
     tfm_buf sums;           /* double [R, NN_STATS_SUMS]: scratch of the output projection */
+    tfm_buf quant;          /* the packed products' scratch (int8, bf16) */
 };
 
 tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err)
@@ -72,6 +73,7 @@ tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *
     tfm_buf_init(&d->act);
     tfm_buf_init(&d->stats);
     tfm_buf_init(&d->sums);
+    tfm_buf_init(&d->quant);
     tfm_buf_init(&d->row_sentence);
     tfm_buf_init(&d->row_slot);
     tfm_buf_init(&d->cache);
@@ -90,6 +92,7 @@ void tfm_decoder_free(tfm_decoder *d)
     tfm_buf_free(&d->act);
     tfm_buf_free(&d->stats);
     tfm_buf_free(&d->sums);
+    tfm_buf_free(&d->quant);
     tfm_buf_free(&d->row_sentence);
     tfm_buf_free(&d->row_slot);
     tfm_buf_free(&d->cache);
@@ -122,6 +125,15 @@ static bool reserve_slots(tfm_decoder *d, int n)
     if (!nn_reserve(&d->cache, (size_t)n * slot_size(d), sizeof(float))) return false;
     d->n_slots = n;
     return true;
+}
+
+/* The scratch of the packed products (NULL when they need none or memory
+ * ran out; tfm_decoder_start tells which). */
+static void *decoder_scratch(tfm_decoder *d)
+{
+    const tfm_packed_model *pm = d->m->packed;
+    if (!pm || !pm->decoder || pm->scratch_bytes == 0) return NULL;
+    return nn_reserve(&d->quant, pm->scratch_bytes, 1);
 }
 
 /* states[s]: [src_lens[s], D]; row_sentence: [R] */
@@ -199,13 +211,19 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
         }
     }
     const nn_packed_layer *pd = d->m->packed ? d->m->packed->decoder : NULL;
+    void *qs = decoder_scratch(d);
+    if (!pd && !d->m->float_weights)
+        return tfm_error_set(err, TFM_ERR_ARG, "decoder: the model holds its weights in %s only: "
+                             "pack it for decoding first", tfm_compute_type_name(d->m->compute));
+    if (pd && d->m->packed->scratch_bytes && !qs)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
     for (int l = 0; l < NL && total > 0; l++) {
         const tfm_attention *a = &p->decoder_layers[l].encoder_attn;
         assert(a->v_proj.weight == a->k_proj.weight + (size_t)D * D);
         assert(a->v_proj.bias == a->k_proj.bias + D);
         /* [total, 2D] = sources [total, D] x [k; v]^T ([2D, D]) */
         packed_or_linear_forward(cross + (size_t)l * total * 2 * D, sources,
-                                 pd ? &pd[l].cross_kv : NULL, a->k_proj.weight,
+                                 pd ? &pd[l].cross_kv : NULL, qs, a->k_proj.weight,
                                  a->k_proj.bias, (int)total, D, 2 * D);
     }
     if (R > 0) memcpy(rows, row_sentence, (size_t)R * sizeof *rows);
@@ -259,6 +277,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
 
     const tfm_packed_model *pm = d->m->packed;
     const nn_packed_layer *pd = pm ? pm->decoder : NULL;
+    void *qs = decoder_scratch(d); /* reserved by tfm_decoder_start */
     for (int l = 0; l < c->n_decoder_layers; l++) {
         const tfm_decoder_layer *L = &p->decoder_layers[l];
         const nn_packed_layer *P = pd ? &pd[l] : NULL;
@@ -266,7 +285,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         /* self-attention over the row's cache, after appending this step's k, v */
         const tfm_layer_norm *ln = &L->self_attn_layer_norm;
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, L->self_attn.q_proj.weight,
+        packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, qs, L->self_attn.q_proj.weight,
                                  L->self_attn.q_proj.bias, R, D, 3 * D);
         for (int r = 0; r < R; r++) {
             float *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
@@ -275,7 +294,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             attention_row_forward(attn + (size_t)r * D, qkv + (size_t)r * 3 * D, band, 2 * D,
                                   band + D, 2 * D, t - lo + 1, H, Dh, scores);
         }
-        packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL,
+        packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL, qs,
                                  L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, R, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
 
@@ -283,7 +302,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         ln = &L->encoder_attn_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
         float *q = qkv; /* [R, D] */
-        packed_or_linear_forward(q, in, P ? &P->cross_q : NULL, L->encoder_attn.q_proj.weight,
+        packed_or_linear_forward(q, in, P ? &P->cross_q : NULL, qs, L->encoder_attn.q_proj.weight,
                                  L->encoder_attn.q_proj.bias, R, D, D);
         const float *cross_l = cross + (size_t)l * d->total_src * 2 * D;
         for (int r = 0; r < R; r++) {
@@ -292,7 +311,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             attention_row_forward(attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, kv + D,
                                   2 * D, src_len[s], H, Dh, scores);
         }
-        packed_or_linear_forward(tmp, attn, P ? &P->cross_out : NULL,
+        packed_or_linear_forward(tmp, attn, P ? &P->cross_out : NULL, qs,
                                  L->encoder_attn.out_proj.weight, L->encoder_attn.out_proj.bias, R,
                                  D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
@@ -300,10 +319,10 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, L->fc1.weight, L->fc1.bias, R,
+        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, qs, L->fc1.weight, L->fc1.bias, R,
                                  D, F);
         relu_forward(hidden, (size_t)R * F);
-        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, L->fc2.weight, L->fc2.bias, R,
+        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, qs, L->fc2.weight, L->fc2.bias, R,
                                  F, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
     }
@@ -316,7 +335,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
     if (pd) {
         double *sums = nn_reserve(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
         if (!sums) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
-        nn_packed_forward_stats(logits, x, &pm->output, R, stats, sums);
+        nn_packed_forward_stats(logits, x, &pm->output, R, qs, stats, sums);
     } else {
         linear_forward(logits, x, p->output_proj, NULL, R, D, V);
         logit_stats(logits, R, V, stats);
@@ -403,6 +422,9 @@ tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int
     const tfm_params *p = &m->params;
     const int D = c->d_model, F = c->d_ff, H = c->n_heads, Dh = D / H, V = c->tgt_vocab_size;
     const float eps = c->layer_norm_eps;
+    if (!m->float_weights)
+        return tfm_error_set(err, TFM_ERR_ARG, "decoder: the model holds its weights in %s only",
+                             tfm_compute_type_name(m->compute));
 
     if (T < 0 || T > c->max_positions)
         return tfm_error_set(err, TFM_ERR_RANGE,

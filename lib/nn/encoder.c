@@ -20,6 +20,7 @@ struct tfm_encoder {
     tfm_buf sinusoids;      /* [n_sinusoids, D] (see positions_table) */
     int n_sinusoids;
     tfm_buf act;            /* activations, grown to the largest batch */
+    tfm_buf quant;          /* the packed products' scratch (int8, bf16) */
 };
 
 tfm_status tfm_encoder_create(const tfm_model *m, tfm_encoder **out, tfm_error *err)
@@ -30,6 +31,7 @@ tfm_status tfm_encoder_create(const tfm_model *m, tfm_encoder **out, tfm_error *
     e->m = m;
     tfm_buf_init(&e->sinusoids);
     tfm_buf_init(&e->act);
+    tfm_buf_init(&e->quant);
     *out = e;
     return TFM_OK;
 }
@@ -39,6 +41,7 @@ void tfm_encoder_free(tfm_encoder *e)
     if (!e) return;
     tfm_buf_free(&e->sinusoids);
     tfm_buf_free(&e->act);
+    tfm_buf_free(&e->quant);
     free(e);
 }
 
@@ -95,6 +98,12 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
     /* the linear layers with the packed kernel when the model was packed
      * for encoding (packed.c), else sgemm */
     const nn_packed_layer *packed = e->m->packed ? e->m->packed->encoder : NULL;
+    void *qs = packed ? nn_reserve(&e->quant, e->m->packed->scratch_bytes, 1) : NULL;
+    if (packed && e->m->packed->scratch_bytes && !qs)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "encoder: out of memory for %zu tokens", N);
+    if (!packed && !e->m->float_weights)
+        return tfm_error_set(err, TFM_ERR_ARG, "encoder: the model holds its weights in %s only: "
+                             "pack it for encoding first", tfm_compute_type_name(e->m->compute));
     for (int l = 0; l < c->n_encoder_layers; l++) {
         const tfm_encoder_layer *L = &p->encoder_layers[l];
         const nn_packed_layer *P = packed ? &packed[l] : NULL;
@@ -103,24 +112,24 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
          * sentence attends over its own rows */
         const tfm_layer_norm *ln = &L->self_attn_layer_norm;
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, n, D, eps, c->pre_norm);
-        packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, L->self_attn.q_proj.weight,
+        packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, qs, L->self_attn.q_proj.weight,
                                  L->self_attn.q_proj.bias, n, D, 3 * D);
         for (int b = 0, off = 0; b < B; off += lens[b], b++) {
             const float *q = qkv + (size_t)off * 3 * D;
             attention_forward(attn + (size_t)off * D, D, q, 3 * D, q + D, 3 * D, q + 2 * D, 3 * D,
                               lens[b], lens[b], H, Dh, mask, scratch, NULL);
         }
-        packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL,
+        packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL, qs,
                                  L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, n, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, n, D, eps, c->pre_norm);
 
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, n, D, eps, c->pre_norm);
-        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, L->fc1.weight, L->fc1.bias, n,
+        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, qs, L->fc1.weight, L->fc1.bias, n,
                                  D, F);
         relu_forward(hidden, (size_t)n * F);
-        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, L->fc2.weight, L->fc2.bias, n,
+        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, qs, L->fc2.weight, L->fc2.bias, n,
                                  F, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, n, D, eps, c->pre_norm);
     }

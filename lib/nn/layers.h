@@ -253,20 +253,31 @@ void label_smoothed_loss_backward(float *logp, const int32_t *labels, int N, int
 
 /* ---- packed.c: inference's linear layers with weights packed once ---------------- */
 
-/* The kernels of packed.c, in order of speed. */
+/* The kernels of packed.c (float32) and quant.c (int8, bf16). */
 typedef enum nn_kernel {
-    NN_KERNEL_SGEMM,  /* nothing packed: cblas_sgemm */
-    NN_KERNEL_AVX2,   /* AVX2 and FMA, panels of 16 outputs */
-    NN_KERNEL_AVX512  /* AVX-512, panels of 32 outputs */
+    NN_KERNEL_SGEMM,         /* float32, nothing packed: cblas_sgemm */
+    NN_KERNEL_AVX2,          /* float32: AVX2 and FMA, panels of 16 outputs */
+    NN_KERNEL_AVX512,        /* float32: AVX-512, panels of 32 outputs */
+    NN_KERNEL_INT8_C,        /* int8: plain C (any CPU) */
+    NN_KERNEL_INT8_AVX2,     /* int8: AVX2 (vpmaddubsw) */
+    NN_KERNEL_INT8_AVX512BW, /* int8: AVX-512BW without VNNI (vpmaddubsw) */
+    NN_KERNEL_INT8_VNNI,     /* int8: AVX-512 VNNI (vpdpbusd) */
+    NN_KERNEL_BF16_C,        /* bf16: plain C (any CPU) */
+    NN_KERNEL_BF16_AVX512,   /* bf16: AVX-512 BF16 (vdpbf16ps) */
 } nn_kernel;
 
 /* A linear layer W [N, K], bias [N] (may be NULL) for few rows at a time:
- * panels is the packed copy for kernel (NULL for NN_KERNEL_SGEMM: then the
- * original weight goes to sgemm).  weight and bias are not owned. */
+ * panels is the packed copy for kernel: floats (NN_KERNEL_AVX2, _AVX512),
+ * int8 with scale [N] and col_sums [N] (each output's sum of its q, for
+ * VNNI; both padded to whole panels), or bf16 (quant.c says how they lie);
+ * NULL for NN_KERNEL_SGEMM: then the original weight goes to sgemm.
+ * weight and bias are not owned; weight is NULL for int8 and bf16. */
 typedef struct nn_packed_linear {
     const float *weight;
     const float *bias;
-    float *panels;
+    void *panels;
+    float *scale;
+    int32_t *col_sums;
     int N, K;
     nn_kernel kernel;
 } nn_packed_linear;
@@ -278,17 +289,27 @@ nn_kernel nn_packed_best_kernel(void);
 /* Whether this CPU can run kernel. */
 bool nn_packed_kernel_runs(nn_kernel kernel);
 
-/* Packs weight for nn_packed_forward with the best kernel, or with the one
- * given (NN_KERNEL_SGEMM if this CPU cannot run it).  TFM_ERR_NOMEM. */
+/* The fastest int8 or bf16 kernel this CPU runs (for int8, less when the
+ * environment says TFM_ISA=avx512bw, avx2 or none; none: the C kernel). */
+nn_kernel nn_quant_best_kernel(tfm_compute_type type);
+
+/* Packs weight for nn_packed_forward with the best float32 kernel, or with
+ * the one given (NN_KERNEL_SGEMM if this CPU cannot run it).  TFM_ERR_NOMEM. */
 tfm_status nn_pack_linear(nn_packed_linear *p, const float *weight, const float *bias, int N,
                           int K);
 tfm_status nn_pack_linear_for(nn_packed_linear *p, const float *weight, const float *bias, int N,
                               int K, nn_kernel kernel);
 void nn_packed_linear_free(nn_packed_linear *p);
 
+/* The bytes of scratch nn_packed_forward needs for p, whatever R (0 for
+ * the float32 kernels). */
+size_t nn_packed_scratch_bytes(const nn_packed_linear *p);
+
 /* out [R, N] = x [R, K] W^T + bias, as linear_forward (rounded differently:
- * FMA, another order of the sums). */
-void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R);
+ * FMA, another order of the sums; for int8 and bf16 from the quantized
+ * values); scratch: nn_packed_scratch_bytes(p) bytes (NULL when 0). */
+void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R,
+                       void *scratch);
 
 /* nn_packed_forward and each row's logit statistics (as logit_stats gives
  * them, rounded differently: the sum is gathered panel by panel, rescaled as
@@ -296,12 +317,66 @@ void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, in
  * stats: [R]; sums: [R, NN_STATS_SUMS] scratch. */
 enum { NN_STATS_SUMS = 4 };
 void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear *p, int R,
-                             tfm_logit_stats *stats, double *sums);
+                             void *scratch, tfm_logit_stats *stats, double *sums);
 
 /* out [R, n_out] = in [R, n_in] W^T + bias (W [n_out, n_in]) with packed
  * when it is not NULL, else linear_forward. */
 void packed_or_linear_forward(float *out, const float *in, const nn_packed_linear *packed,
-                              const float *weight, const float *bias, int R, int n_in, int n_out);
+                              void *scratch, const float *weight, const float *bias, int R,
+                              int n_in, int n_out);
+
+/* ---- quant.c: int8 and bf16 weights and their kernels ------------------------------ */
+
+/* Outputs per panel of the int8 and bf16 layouts. */
+enum { QUANT_WIDTH = 32 };
+
+/* Symmetric int8 per row: scale[n] = max_k |w[n][k]| / 127 and q[n][k] =
+ * w[n][k] * 127 / max_k |w[n][k]| rounded to nearest (ties to even) in
+ * [-127, 127], so w ~ q * scale (a row of zeros: scale 0, q 0).
+ * w, q: [N, K]; scale: [N]. */
+void nn_quantize_int8(int8_t *q, float *scale, const float *w, size_t N, size_t K);
+/* w [N, K] = q * scale, row by row. */
+void nn_dequantize_int8(float *w, const int8_t *q, const float *scale, size_t N, size_t K);
+
+/* bf16: the upper half of a float32, rounded to nearest (ties to even); a
+ * NaN stays a NaN. */
+uint16_t nn_bf16_round(float x);
+static inline float nn_bf16_to_float(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+void nn_round_bf16(uint16_t *out, const float *x, size_t n);
+void nn_bf16_to_floats(float *out, const uint16_t *in, size_t n);
+
+/* Packs int8 weights q [N, K] with their row scales [N] (or bf16 weights w
+ * [N, K]) for kernel, an int8 (bf16) one.  TFM_ERR_NOMEM. */
+tfm_status nn_pack_int8(nn_packed_linear *p, const int8_t *q, const float *scale,
+                        const float *bias, int N, int K, nn_kernel kernel);
+tfm_status nn_pack_bf16(nn_packed_linear *p, const uint16_t *w, const float *bias, int N, int K,
+                        nn_kernel kernel);
+
+bool nn_kernel_is_int8(nn_kernel k);
+bool nn_kernel_is_bf16(nn_kernel k);
+
+/* The bytes of one row of x as an int8 or bf16 kernel reads it. */
+size_t nn_quant_row_bytes(const nn_packed_linear *p);
+/* x [rows, K] (rows ldx apart) as p's kernel reads it: xq gets rows of
+ * nn_quant_row_bytes (int8: quantized as nn_quantize_int8 does, each row's
+ * scale in xs [rows]; bf16: rounded, xs unused). */
+void nn_quant_prepare(const nn_packed_linear *p, const float *x, size_t ldx, int rows, void *xq,
+                      float *xs);
+
+/* A kernel's block: out [rows, cols] (rows ldo apart) = the prepared rows
+ * xq (row_bytes apart; scales xs) times panel pi of p, plus bias; rows at
+ * most what nn_quant_block says, cols at most QUANT_WIDTH. */
+typedef void nn_quant_block_fn(float *out, size_t ldo, const void *xq, size_t row_bytes,
+                               const float *xs, int rows, const nn_packed_linear *p, int pi,
+                               int cols);
+/* The block function of an int8 or bf16 kernel and its rows at most. */
+nn_quant_block_fn *nn_quant_block(nn_kernel k, int *rows);
 
 /* A layer's linear maps packed: an encoder layer uses self_qkv, self_out,
  * fc1 and fc2; a decoder layer all of them (cross_kv: the encoder-decoder
@@ -316,6 +391,7 @@ struct tfm_packed_model {
     nn_packed_layer *encoder; /* [n_encoder_layers], or NULL: not packed */
     nn_packed_layer *decoder; /* [n_decoder_layers], or NULL: not packed */
     nn_packed_linear output;  /* the output projection, no bias; with decoder */
+    size_t scratch_bytes;     /* the scratch its products need at most */
 };
 typedef struct tfm_packed_model tfm_packed_model;
 

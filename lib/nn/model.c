@@ -67,29 +67,36 @@ void tfm_model_free(tfm_model *m)
 {
     if (!m) return;
     tfm_packed_model_free(m->packed);
+    tfm_quantized_free(m->quantized);
     tfm_params_free_layout(&m->params);
     free(m->data);
     tfm_vocab_free(m->vocab);
     free(m);
 }
 
-tfm_status tfm_model_alloc(const tfm_config *c, tfm_model **out, tfm_error *err)
+tfm_status tfm_model_alloc(const tfm_config *c, bool untouched, tfm_model **out, tfm_error *err)
 {
     *out = NULL;
     tfm_model *m = calloc(1, sizeof *m);
     if (!m) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory creating a model");
     m->config = *c;
     m->source_eos = true;
+    m->float_weights = true;
+    m->compute = TFM_COMPUTE_FLOAT32;
     size_t n = tfm_params_count(c);
     /* aligned_alloc wants a size that is a multiple of the alignment. */
     size_t bytes = (n * sizeof(float) + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN;
-    m->data = aligned_alloc(PARAM_ALIGN, bytes);
+    /* untouched: calloc maps fresh zero pages for a buffer this large and
+     * leaves them alone, so the pages never written are never resident */
+    m->data = untouched ? calloc(bytes, 1) : aligned_alloc(PARAM_ALIGN, bytes);
     if (!m->data || tfm_params_layout(c, m->data, &m->params) != TFM_OK) {
         tfm_model_free(m);
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for %zu parameters", n);
     }
-    tfm_advise_huge_pages(m->data, bytes);
-    memset(m->data, 0, bytes);
+    if (!untouched) {
+        tfm_advise_huge_pages(m->data, bytes);
+        memset(m->data, 0, bytes);
+    }
     *out = m;
     return TFM_OK;
 }
@@ -201,7 +208,7 @@ tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_
     tfm_status st = tfm_config_validate(c, err);
     if (st == TFM_OK && vocab) st = tfm_model_check_vocab(c, vocab, err);
     tfm_model *m = NULL;
-    if (st == TFM_OK) st = tfm_model_alloc(c, &m, err);
+    if (st == TFM_OK) st = tfm_model_alloc(c, false, &m, err);
     if (st == TFM_OK && vocab) st = vocab_copy(vocab, &m->vocab, err);
     if (st != TFM_OK) {
         tfm_model_free(m);

@@ -162,11 +162,15 @@ static tfm_status need_metadata(const tfm_safetensors *f, const char *key, const
  * its sources: the one 'train' stores its --no-eos option under. */
 #define NO_EOS_KEY "train.opt.no-eos"
 
+/* The metadata key that says a model's matrices are int8 or bf16. */
+#define QUANTIZATION_KEY "quantization"
+
 /* What the metadata of a model file hold besides the tensors. */
 typedef struct model_header {
     tfm_config config;
     int64_t step;
     bool source_eos;
+    tfm_compute_type quantization; /* float32: none */
     tfm_vocab *vocab; /* owned; NULL when the file has none */
 } model_header;
 
@@ -213,6 +217,14 @@ static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, tfm_e
                              strlen(s) > 40 ? "..." : "");
     h->source_eos = !s || strcmp(s, "no") == 0;
 
+    s = tfm_safetensors_metadata(f, QUANTIZATION_KEY);
+    h->quantization = TFM_COMPUTE_FLOAT32;
+    if (s && (!tfm_compute_type_parse(s, &h->quantization) ||
+              h->quantization == TFM_COMPUTE_FLOAT32 || strcmp(s, tfm_compute_type_name(h->quantization)) != 0))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "metadata '" QUANTIZATION_KEY "' is '%.40s%s', expected 'int8' or 'bf16'",
+                             s, strlen(s) > 40 ? "..." : "");
+
     s = tfm_safetensors_metadata(f, "vocab");
     if (!s) return TFM_OK;
     if ((st = tfm_vocab_parse(s, strlen(s), &h->vocab, err))) {
@@ -233,15 +245,53 @@ static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, tfm_e
 typedef struct tensor_pass {
     tfm_safetensors_writer *w; /* writing */
     tfm_safetensors *f;        /* reading */
+    tfm_compute_type quantization; /* of the matrices (float32: none) */
+    tfm_quantized *qz;         /* their int8 or bf16 values, when quantized */
+    const float *base;         /* the model's float buffer, which qz parallels */
     tfm_status st;
     tfm_error *err;
 } tensor_pass;
 
+/* The name of an int8 matrix's row scales: "NAME_scale" (CTranslate2's
+ * "weight_scale"). */
+static void scale_name(const char *name, char *out, size_t size)
+{
+    snprintf(out, size, "%s_scale", name);
+}
+
+/* How the file holds a tensor: its dtype, and for an int8 matrix the scales'
+ * name too (else ""). */
+static tfm_dtype file_dtype(const tensor_pass *t, const char *name, int ndim, char *scale,
+                            size_t size)
+{
+    scale[0] = 0;
+    if (t->quantization == TFM_COMPUTE_FLOAT32 || !tfm_model_is_quantized_tensor(name, ndim))
+        return TFM_F32;
+    if (t->quantization == TFM_COMPUTE_BF16) return TFM_BF16;
+    scale_name(name, scale, size);
+    return TFM_I8;
+}
+
+/* Where a matrix's quantized values lie in t->qz. */
+static tfm_quantized_view quantized_of(const tensor_pass *t, const float *data)
+{
+    tfm_quantized_view v = {0};
+    tfm_quantized_find(t->qz, (size_t)(data - t->base), &v);
+    return v;
+}
+
 static void add_tensor(void *ctx, const char *name, int ndim, const int64_t *shape, float *data)
 {
     tensor_pass *t = ctx;
-    if (t->st == TFM_OK)
-        t->st = tfm_safetensors_writer_add_tensor(t->w, name, TFM_F32, ndim, shape, data, t->err);
+    if (t->st != TFM_OK) return;
+    char scale[192];
+    const tfm_dtype dtype = file_dtype(t, name, ndim, scale, sizeof scale);
+    const tfm_quantized_view v = dtype == TFM_F32 ? (tfm_quantized_view){0} : quantized_of(t, data);
+    const void *values = dtype == TFM_I8 ? (const void *)v.q : dtype == TFM_BF16 ? (const void *)v.bf16
+                                                                                 : (const void *)data;
+    t->st = tfm_safetensors_writer_add_tensor(t->w, name, dtype, ndim, shape, values, t->err);
+    if (t->st == TFM_OK && scale[0])
+        t->st = tfm_safetensors_writer_add_tensor(t->w, scale, TFM_F32, 1, shape, v.scale, t->err);
 }
 
 /* True when the NULL-terminated key, value pairs kv name key. */
@@ -286,7 +336,13 @@ tfm_status tfm_model_to_safetensors(const tfm_model *m, const char *const *extra
             return st;
         }
     }
-    tensor_pass t = {.w = w, .st = TFM_OK, .err = err};
+    const tfm_compute_type quantization = tfm_quantized_type(m->quantized);
+    if (quantization != TFM_COMPUTE_FLOAT32 &&
+        (st = tfm_safetensors_writer_add_metadata(w, QUANTIZATION_KEY,
+                                                  tfm_compute_type_name(quantization), err)))
+        return st;
+    tensor_pass t = {.w = w, .quantization = quantization, .qz = m->quantized, .base = m->data,
+                     .st = TFM_OK, .err = err};
     tfm_params_visit(&m->config, &m->params, add_tensor, &t);
     return t.st;
 }
@@ -318,65 +374,109 @@ tfm_status tfm_model_write_stream(const tfm_model *m, FILE *fp,
 
 /* ---- reading ------------------------------------------------------------------------ */
 
+/* A tensor's data as the file holds it (dtype and shape checked), and an
+ * int8 matrix's row scales (else *scales is NULL). */
+static tfm_status get_tensor(tensor_pass *t, const char *name, int ndim, const int64_t *shape,
+                             tfm_dtype *dtype, const void **found, const float **scales)
+{
+    char scale[192];
+    *dtype = file_dtype(t, name, ndim, scale, sizeof scale);
+    *scales = NULL;
+    tfm_status st = tfm_safetensors_get(t->f, name, *dtype, ndim, shape, found, t->err);
+    if (st == TFM_OK && scale[0])
+        st = tfm_safetensors_get(t->f, scale, TFM_F32, 1, shape, (const void **)scales, t->err);
+    return st;
+}
+
 /* First pass: the tensor exists with this dtype and shape (data is NULL:
  * nothing is allocated yet). */
 static void check_tensor(void *ctx, const char *name, int ndim, const int64_t *shape, float *data)
 {
     tensor_pass *t = ctx;
+    tfm_dtype dtype;
     const void *found;
-    if (t->st == TFM_OK)
-        t->st = tfm_safetensors_get(t->f, name, TFM_F32, ndim, shape, &found, t->err);
+    const float *scales;
+    if (t->st == TFM_OK) t->st = get_tensor(t, name, ndim, shape, &dtype, &found, &scales);
 }
 
-/* Second pass: copy it into the model's buffer. */
+/* Second pass: copy it into the model's buffer, or a quantized matrix into
+ * the model's quantized store. */
 static void copy_tensor(void *ctx, const char *name, int ndim, const int64_t *shape, float *data)
 {
     tensor_pass *t = ctx;
     if (t->st != TFM_OK) return;
+    tfm_dtype dtype;
     const void *found;
-    t->st = tfm_safetensors_get(t->f, name, TFM_F32, ndim, shape, &found, t->err);
+    const float *scales;
+    t->st = get_tensor(t, name, ndim, shape, &dtype, &found, &scales);
     if (t->st != TFM_OK) return;
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
-    memcpy(data, found, n * sizeof(float));
+    if (dtype == TFM_F32) {
+        memcpy(data, found, n * sizeof(float));
+        return;
+    }
+    const tfm_quantized_view v = quantized_of(t, data);
+    if (dtype == TFM_I8) {
+        memcpy(v.q, found, n);
+        memcpy(v.scale, scales, (size_t)shape[0] * sizeof *scales);
+    } else {
+        memcpy(v.bf16, found, n * sizeof *v.bf16);
+    }
 }
 
 /* Checks every tensor against the configuration before allocating, so a
  * file whose metadata claim a huge model is refused without allocating
  * it, and (whole) that the file holds no other tensor; then copies the
- * tensors into a new model. */
-static tfm_status read_tensors(tfm_safetensors *f, const tfm_config *c, bool whole,
-                               tfm_model **out, tfm_error *err)
+ * tensors into a new model.  A quantized file's matrices go into the
+ * model's quantized store, and into its float buffer dequantized: all of
+ * them with float_weights, else only the embeddings. */
+static tfm_status read_tensors(tfm_safetensors *f, const model_header *h, bool whole,
+                               bool float_weights, tfm_model **out, tfm_error *err)
 {
+    const tfm_config *c = &h->config;
     tfm_params names_only;
     if (tfm_params_layout(c, NULL, &names_only) != TFM_OK)
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory loading a model");
-    tensor_pass t = {.f = f, .st = TFM_OK, .err = err};
+    tensor_pass t = {.f = f, .quantization = h->quantization, .st = TFM_OK, .err = err};
     tfm_params_visit(c, &names_only, check_tensor, &t);
     tfm_params_free_layout(&names_only);
     if (t.st == TFM_OK && whole) t.st = tfm_safetensors_check_all_used(f, err);
     if (t.st != TFM_OK) return t.st;
 
+    const bool quantized = h->quantization != TFM_COMPUTE_FLOAT32;
+    if (!quantized) float_weights = true;
     tfm_model *m;
-    tfm_status st = tfm_model_alloc(c, &m, err);
-    if (st != TFM_OK) return st;
+    tfm_status st = tfm_model_alloc(c, !float_weights, &m, err);
+    if (st == TFM_OK && quantized) st = tfm_quantized_alloc(m, h->quantization, &m->quantized, err);
+    if (st != TFM_OK) {
+        tfm_model_free(m);
+        return st;
+    }
+    t.qz = m->quantized;
+    t.base = m->data;
     tfm_params_visit(c, &m->params, copy_tensor, &t);
     if (t.st != TFM_OK) {
         tfm_model_free(m);
         return t.st;
     }
+    tfm_quantized_dequantize(m, !float_weights);
+    m->float_weights = float_weights;
+    m->compute = h->quantization;
     *out = m;
     return TFM_OK;
 }
 
-/* The model in f; whole: f must hold nothing else. */
-static tfm_status read_model(tfm_safetensors *f, bool whole, tfm_model **out, tfm_error *err)
+/* The model in f; whole: f must hold nothing else; float_weights as for
+ * read_tensors. */
+static tfm_status read_model(tfm_safetensors *f, bool whole, bool float_weights, tfm_model **out,
+                             tfm_error *err)
 {
     *out = NULL;
     model_header h;
     tfm_model *m = NULL;
     tfm_status st = read_metadata(f, &h, err);
-    if (st == TFM_OK) st = read_tensors(f, &h.config, whole, &m, err);
+    if (st == TFM_OK) st = read_tensors(f, &h, whole, float_weights, &m, err);
     if (st != TFM_OK) {
         tfm_vocab_free(h.vocab);
         return st;
@@ -390,13 +490,13 @@ static tfm_status read_model(tfm_safetensors *f, bool whole, tfm_model **out, tf
 
 tfm_status tfm_model_from_safetensors(tfm_safetensors *f, tfm_model **out, tfm_error *err)
 {
-    return read_model(f, false, out, err);
+    return read_model(f, false, true, out, err);
 }
 
 /* The model of a whole file that opening gave (st, *f), which it frees. */
 static tfm_status load_whole(tfm_status st, tfm_safetensors **f, tfm_model **out, tfm_error *err)
 {
-    if (st == TFM_OK) st = read_model(*f, true, out, err);
+    if (st == TFM_OK) st = read_model(*f, true, true, out, err);
     tfm_safetensors_free(*f);
     return st;
 }
@@ -406,6 +506,27 @@ tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err)
     *out = NULL;
     tfm_safetensors *f = NULL;
     return load_whole(tfm_safetensors_open(path, &f, err), &f, out, err);
+}
+
+tfm_status tfm_model_load_for_inference(const char *path, tfm_compute_type compute,
+                                        tfm_model **out, tfm_error *err)
+{
+    *out = NULL;
+    tfm_safetensors *f = NULL;
+    model_header h = {0};
+    tfm_status st = tfm_safetensors_open(path, &f, err);
+    if (st == TFM_OK) st = read_metadata(f, &h, err);
+    tfm_vocab_free(h.vocab); /* read again with the model */
+    if (compute == TFM_COMPUTE_DEFAULT) compute = h.quantization;
+    /* its matrices in their own type only when it computes in that type */
+    const bool float_weights = h.quantization == TFM_COMPUTE_FLOAT32 || compute != h.quantization;
+    if (st == TFM_OK) st = read_model(f, true, float_weights, out, err);
+    tfm_safetensors_free(f);
+    if (st == TFM_OK && (st = tfm_model_set_compute_type(*out, compute, err)) != TFM_OK) {
+        tfm_model_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 tfm_status tfm_model_load_fd(int fd, tfm_model **out, tfm_error *err)

@@ -6,8 +6,10 @@
 #include "tfm/model.h"
 
 /* A model of a valid configuration with every parameter zero, no vocabulary,
- * step 0 and source_eos true. */
-tfm_status tfm_model_alloc(const tfm_config *c, tfm_model **out, tfm_error *err);
+ * step 0, source_eos true, float32.  untouched: the buffer's pages are left
+ * for the first write to bring in (an inference-only quantized model never
+ * writes most of them), else touched and aligned to cache lines. */
+tfm_status tfm_model_alloc(const tfm_config *c, bool untouched, tfm_model **out, tfm_error *err);
 
 /* A model's vocabulary must index its embeddings exactly, and its fixed
  * special ids must be the ones the configuration names: TFM_ERR_RANGE
@@ -18,5 +20,31 @@ tfm_status tfm_model_check_vocab(const tfm_config *c, const tfm_vocab *v, tfm_er
  * serialisation of a vocabulary, used both to copy one and to store it in a
  * model file.  *text is malloc'd and NUL-terminated. */
 tfm_status tfm_model_vocab_text(const tfm_vocab *v, char **text, size_t *len, tfm_error *err);
+
+/* ---- quantized matrices (model_quant.c) ---- */
+
+/* Whether a tensor of the model file is one of the matrices a quantized
+ * model holds in int8 or bf16: two-dimensional, not a position table. */
+bool tfm_model_is_quantized_tensor(const char *name, int ndim);
+
+/* An empty store of type for m's matrices; its type; freeing it. */
+tfm_status tfm_quantized_alloc(const tfm_model *m, tfm_compute_type type, tfm_quantized **out,
+                               tfm_error *err);
+tfm_compute_type tfm_quantized_type(const tfm_quantized *qz);
+void tfm_quantized_free(tfm_quantized *qz);
+
+/* Where the quantized values of the rows starting at float offset lie: q
+ * and scale (int8) or bf16 (the other NULL).  False when no matrix row
+ * starts there. */
+typedef struct tfm_quantized_view {
+    int8_t *q;
+    float *scale;
+    uint16_t *bf16;
+} tfm_quantized_view;
+bool tfm_quantized_find(const tfm_quantized *qz, size_t offset, tfm_quantized_view *v);
+
+/* The matrices' float values from their quantized ones, into m->data: all,
+ * or only the embeddings' (what a lookup reads). */
+void tfm_quantized_dequantize(tfm_model *m, bool embeddings_only);
 
 #endif

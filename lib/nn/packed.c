@@ -31,10 +31,12 @@
 #include <string.h>
 
 #include "nn/layers.h"
+#include "nn/model_internal.h" /* the quantized matrices */
 
 enum {
     STATS_GROUP = 16, /* columns folded into the logit statistics at a time */
-    ROW_BYTES = 512 * 1024 /* rows of x a pass over the panels keeps in cache */
+    ROW_BYTES = 512 * 1024, /* rows of x a pass over the panels keeps in cache */
+    MAX_PREPARED_ROWS = 1024 /* int8 and bf16 rows prepared at a time, at most */
 };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -187,34 +189,45 @@ AVX512_TARGET static void avx512_block(float *out, size_t ldo, const float *x, s
     }
 }
 
-/* ---- the walk over panels and rows, the same for both ---- */
+/* ---- the walk over panels and rows, the same for every kernel ---- */
+
+/* The float kernels as a walk's block: out [rows, cols] = rows of x (K
+ * floats, row_bytes apart) times panel pi, plus bias. */
+static void avx2_panel(float *out, size_t ldo, const void *x, size_t row_bytes, const float *xs,
+                       int rows, const nn_packed_linear *p, int pi, int cols)
+{
+    const float *panel = (const float *)p->panels + (size_t)pi * p->K * AVX2_WIDTH;
+    avx2_block(out, ldo, x, row_bytes / sizeof(float), rows, panel, p->K, cols,
+               p->bias ? p->bias + pi * AVX2_WIDTH : NULL);
+}
+
+static void avx512_panel(float *out, size_t ldo, const void *x, size_t row_bytes,
+                         const float *xs, int rows, const nn_packed_linear *p, int pi, int cols)
+{
+    const float *panel = (const float *)p->panels + (size_t)pi * p->K * AVX512_WIDTH;
+    avx512_block(out, ldo, x, row_bytes / sizeof(float), rows, panel, p->K, cols,
+                 p->bias ? p->bias + pi * AVX512_WIDTH : NULL);
+}
+#endif
 
 /* Folds a row's next values v [cols] (columns c0 ..; cols <= STATS_GROUP)
  * into its running log-softmax statistics: the maximum and its first index
  * so far, and in sum four partial sums of exp(value - max) over the values
  * so far (rescaled when the maximum grows), so the output projection's
  * logits are read while still in the first-level cache instead of in two
- * more passes.  Always 16 columns at a time, whatever the panel width: the
- * same sums in the same order for both kernels. */
-AVX2_TARGET static ALWAYS_INLINE void fold_stats(const float *v, int cols, int c0,
-                                                 tfm_logit_stats *st, double sum[NN_STATS_SUMS])
+ * more passes.  Always 16 columns at a time, whatever the kernel: the same
+ * sums in the same order for all of them (plain C with vector extensions:
+ * the same IEEE operations whatever instructions compile them). */
+NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
+                          double sum[NN_STATS_SUMS])
 {
-    float bm;
-    if (cols == STATS_GROUP) { /* the largest of the 16, then rarely where it is */
-        __m256 m8 = _mm256_max_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-        bm = _mm_cvtss_f32(m4);
-    } else {
-        bm = v[0];
-        for (int j = 1; j < cols; j++) bm = v[j] > bm ? v[j] : bm;
-    }
-    __m256d acc = _mm256_loadu_pd(sum);
+    float bm = v[0]; /* the largest (exact in any order) */
+    for (int j = 1; j < cols; j++) bm = v[j] > bm ? v[j] : bm;
     if (bm > st->max) { /* strictly: an earlier column keeps a tie */
         int bj = 0;
         while (bj < cols - 1 && v[bj] != bm) bj++; /* the first of the largest */
-        acc = _mm256_mul_pd(acc, _mm256_set1_pd(exp((double)st->max - (double)bm)));
+        const double rescale = exp((double)st->max - (double)bm);
+        for (int i = 0; i < NN_STATS_SUMS; i++) sum[i] *= rescale;
         st->max = bm;
         st->argmax = c0 + bj;
     }
@@ -223,33 +236,72 @@ AVX2_TARGET static ALWAYS_INLINE void fold_stats(const float *v, int cols, int c
         nn_f32x8 e0 = nn_load8(v) - m, e1 = nn_load8(v + 8) - m;
         nn_exp8_nonpositive(&e0);
         nn_exp8_nonpositive(&e1);
-        nn_f32x8 e = e0 + e1;
-        __m256 e8;
-        memcpy(&e8, &e, sizeof e8);
-        acc = _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(e8)),
-                                               _mm256_cvtps_pd(_mm256_extractf128_ps(e8, 1))));
-        _mm256_storeu_pd(sum, acc);
+        const nn_f32x8 e = e0 + e1;
+        for (int i = 0; i < NN_STATS_SUMS; i++) sum[i] += (double)e[i] + (double)e[i + 4];
     } else {
-        _mm256_storeu_pd(sum, acc);
         for (int j = 0; j < cols; j++) sum[0] += nn_exp1_nonpositive(v[j] - m);
     }
 }
 
-/* out [R, N] = x [R, K] W^T + bias: for each slice of rows that fits in
- * the cache, panel by panel (a panel stays in the first- or second-level
- * cache while every block of rows passes over it).  With stats [R] (and
- * sums [R, NN_STATS_SUMS], scratch), each row's logit statistics too, taken
- * panel by panel while the panel's logits are in the cache. */
-AVX2_TARGET static void packed_forward_kernel(float *out, const float *x,
-                                              const nn_packed_linear *p, int R,
-                                              tfm_logit_stats *stats, double *sums)
+/* How a kernel walks a product: its block function, the outputs of a
+ * panel, the rows of a block, and whether the rows are prepared (int8,
+ * bf16) or read as they are (float). */
+typedef struct walk_kernel {
+    nn_quant_block_fn *block;
+    int width, rows;
+    bool prepared;
+} walk_kernel;
+
+static walk_kernel walk_kernel_of(nn_kernel k)
 {
-    block_fn *block = p->kernel == NN_KERNEL_AVX512 ? avx512_block : avx2_block;
-    const int width = p->kernel == NN_KERNEL_AVX512 ? AVX512_WIDTH : AVX2_WIDTH;
-    const int rows = p->kernel == NN_KERNEL_AVX512 ? AVX512_ROWS : AVX2_ROWS;
-    const int N = p->N, K = p->K;
-    int slice = ROW_BYTES / (int)(K * sizeof(float)) / rows * rows;
-    if (slice < rows) slice = rows;
+    walk_kernel w = {.width = QUANT_WIDTH, .prepared = true};
+#ifdef HAVE_KERNELS
+    if (k == NN_KERNEL_AVX2) return (walk_kernel){avx2_panel, AVX2_WIDTH, AVX2_ROWS, false};
+    if (k == NN_KERNEL_AVX512) return (walk_kernel){avx512_panel, AVX512_WIDTH, AVX512_ROWS, false};
+#endif
+    w.block = nn_quant_block(k, &w.rows);
+    return w;
+}
+
+/* The bytes of one row as the kernel reads it, and the rows of a slice:
+ * as many as fit in ROW_BYTES, whole blocks, at least one block. */
+static size_t walk_row_bytes(const nn_packed_linear *p, walk_kernel w)
+{
+    return w.prepared ? nn_quant_row_bytes(p) : (size_t)p->K * sizeof(float);
+}
+
+static int walk_slice_rows(const nn_packed_linear *p, walk_kernel w)
+{
+    size_t slice = ROW_BYTES / walk_row_bytes(p, w) / (size_t)w.rows * (size_t)w.rows;
+    if (w.prepared && slice > MAX_PREPARED_ROWS) slice = MAX_PREPARED_ROWS; /* bounds the scratch */
+    return slice < (size_t)w.rows ? w.rows : (int)slice;
+}
+
+size_t nn_packed_scratch_bytes(const nn_packed_linear *p)
+{
+    if (!p->panels) return 0;
+    walk_kernel w = walk_kernel_of(p->kernel);
+    if (!w.prepared) return 0;
+    const size_t rows = (size_t)walk_slice_rows(p, w);
+    return rows * (walk_row_bytes(p, w) + sizeof(float)) + 64;
+}
+
+/* out [R, N] = x [R, K] W^T + bias: for each slice of rows that fits in
+ * the cache (prepared first into scratch for int8 and bf16), panel by panel
+ * (a panel stays in the first- or second-level cache while every block of
+ * rows passes over it).  With stats [R] (and sums [R, NN_STATS_SUMS],
+ * scratch), each row's logit statistics too, taken panel by panel while the
+ * panel's logits are in the cache. */
+NN_MULTIVERSION static void packed_walk(float *out, const float *x, const nn_packed_linear *p,
+                                        int R, void *scratch, tfm_logit_stats *stats,
+                                        double *sums)
+{
+    const walk_kernel w = walk_kernel_of(p->kernel);
+    const int N = p->N, slice = walk_slice_rows(p, w);
+    const size_t row_bytes = walk_row_bytes(p, w);
+    /* the prepared rows 64-byte aligned, their scales after them */
+    void *xq = (void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *xs = (float *)(void *)((char *)xq + (size_t)slice * row_bytes);
     if (stats)
         for (int r = 0; r < R; r++) {
             stats[r] = (tfm_logit_stats){.max = -INFINITY, .log_sum = 0, .argmax = 0};
@@ -257,13 +309,16 @@ AVX2_TARGET static void packed_forward_kernel(float *out, const float *x,
         }
     for (int r0 = 0; r0 < R; r0 += slice) {
         const int r1 = R - r0 < slice ? R : r0 + slice;
-        for (int c0 = 0, pi = 0; c0 < N; c0 += width, pi++) {
-            const float *panel = p->panels + (size_t)pi * K * width;
-            const int cols = N - c0 < width ? N - c0 : width;
-            const float *bias = p->bias ? p->bias + c0 : NULL;
-            for (int r = r0; r < r1; r += rows)
-                block(out + (size_t)r * N + c0, (size_t)N, x + (size_t)r * K, (size_t)K,
-                      r1 - r < rows ? r1 - r : rows, panel, K, cols, bias);
+        const char *rows = (const char *)(x + (size_t)r0 * p->K);
+        if (w.prepared) {
+            nn_quant_prepare(p, x + (size_t)r0 * p->K, (size_t)p->K, r1 - r0, xq, xs);
+            rows = xq;
+        }
+        for (int c0 = 0, pi = 0; c0 < N; c0 += w.width, pi++) {
+            const int cols = N - c0 < w.width ? N - c0 : w.width;
+            for (int r = r0; r < r1; r += w.rows)
+                w.block(out + (size_t)r * N + c0, (size_t)N, rows + (size_t)(r - r0) * row_bytes,
+                        row_bytes, xs + (r - r0), r1 - r < w.rows ? r1 - r : w.rows, p, pi, cols);
             if (stats)
                 for (int i = r0; i < r1; i++)
                     for (int g = c0; g < c0 + cols; g += STATS_GROUP)
@@ -278,7 +333,6 @@ AVX2_TARGET static void packed_forward_kernel(float *out, const float *x,
             stats[r].log_sum = (float)log((sum[0] + sum[1]) + (sum[2] + sum[3]));
         }
 }
-#endif
 
 /* The kernel this CPU runs best, less if TFM_ISA asks for less. */
 nn_kernel nn_packed_best_kernel(void)
@@ -301,17 +355,46 @@ nn_kernel nn_packed_best_kernel(void)
 
 bool nn_packed_kernel_runs(nn_kernel kernel)
 {
+    switch (kernel) {
+    case NN_KERNEL_SGEMM:
+    case NN_KERNEL_INT8_C:
+    case NN_KERNEL_BF16_C: return true;
+    default: break;
+    }
 #ifdef HAVE_KERNELS
     __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+    const bool bw = avx512 && __builtin_cpu_supports("avx512bw");
     switch (kernel) {
-    case NN_KERNEL_SGEMM: return true;
-    case NN_KERNEL_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case NN_KERNEL_AVX512:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("avx512f");
+    case NN_KERNEL_AVX2:
+    case NN_KERNEL_INT8_AVX2: return avx2;
+    case NN_KERNEL_AVX512: return avx512;
+    case NN_KERNEL_INT8_AVX512BW: return bw;
+    case NN_KERNEL_INT8_VNNI: return bw && __builtin_cpu_supports("avx512vnni");
+    case NN_KERNEL_BF16_AVX512: return bw && __builtin_cpu_supports("avx512bf16");
+    default: break;
     }
 #endif
-    return kernel == NN_KERNEL_SGEMM;
+    return false;
+}
+
+nn_kernel nn_quant_best_kernel(tfm_compute_type type)
+{
+    const char *asked = getenv("TFM_ISA");
+    if (asked && strcmp(asked, "none") == 0)
+        return type == TFM_COMPUTE_BF16 ? NN_KERNEL_BF16_C : NN_KERNEL_INT8_C;
+    if (type == TFM_COMPUTE_BF16)
+        return nn_packed_kernel_runs(NN_KERNEL_BF16_AVX512) && !asked ? NN_KERNEL_BF16_AVX512
+                                                                       : NN_KERNEL_BF16_C;
+    /* fastest first; TFM_ISA=avx512bw or avx2 starts the list lower */
+    static const nn_kernel order[] = {NN_KERNEL_INT8_VNNI, NN_KERNEL_INT8_AVX512BW,
+                                      NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_C};
+    size_t i = 0;
+    if (asked && strcmp(asked, "avx512bw") == 0) i = 1;
+    if (asked && strcmp(asked, "avx2") == 0) i = 2;
+    while (!nn_packed_kernel_runs(order[i])) i++;
+    return order[i];
 }
 
 tfm_status nn_pack_linear_for(nn_packed_linear *p, const float *weight, const float *bias, int N,
@@ -322,6 +405,7 @@ tfm_status nn_pack_linear_for(nn_packed_linear *p, const float *weight, const fl
     if (kernel == NN_KERNEL_SGEMM || !nn_packed_kernel_runs(kernel) || N <= 0 || K <= 0)
         return TFM_OK; /* sgemm, unpacked */
 #ifdef HAVE_KERNELS
+    if (kernel != NN_KERNEL_AVX2 && kernel != NN_KERNEL_AVX512) return TFM_ERR_ARG;
     const size_t width = kernel == NN_KERNEL_AVX512 ? AVX512_WIDTH : AVX2_WIDTH;
     const size_t n_panels = ((size_t)N + width - 1) / width;
     float *panels = malloc(n_panels * K * width * sizeof *panels);
@@ -350,31 +434,29 @@ tfm_status nn_pack_linear(nn_packed_linear *p, const float *weight, const float 
 void nn_packed_linear_free(nn_packed_linear *p)
 {
     free(p->panels);
+    free(p->scale);
+    free(p->col_sums);
     p->panels = NULL;
+    p->scale = NULL;
+    p->col_sums = NULL;
 }
 
-void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R)
+void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R,
+                       void *scratch)
 {
     if (R <= 0 || p->N <= 0) return;
-#ifdef HAVE_KERNELS
-    if (p->panels) {
-        packed_forward_kernel(out, x, p, R, NULL, NULL);
-        return;
-    }
-#endif
-    linear_forward(out, x, p->weight, p->bias, R, p->K, p->N);
+    if (p->panels) packed_walk(out, x, p, R, scratch, NULL, NULL);
+    else linear_forward(out, x, p->weight, p->bias, R, p->K, p->N);
 }
 
 void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear *p, int R,
-                             tfm_logit_stats *stats, double *sums)
+                             void *scratch, tfm_logit_stats *stats, double *sums)
 {
     if (R <= 0 || p->N <= 0) return;
-#ifdef HAVE_KERNELS
     if (p->panels) {
-        packed_forward_kernel(out, x, p, R, stats, sums);
+        packed_walk(out, x, p, R, scratch, stats, sums);
         return;
     }
-#endif
     linear_forward(out, x, p->weight, p->bias, R, p->K, p->N);
     logit_stats(out, R, p->N, stats);
 }
@@ -382,9 +464,10 @@ void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear 
 /* out [R, n_out] = in [R, n_in] W^T + bias: with the packed copy of W when
  * there is one (packed not NULL), else with sgemm. */
 void packed_or_linear_forward(float *out, const float *in, const nn_packed_linear *packed,
-                              const float *weight, const float *bias, int R, int n_in, int n_out)
+                              void *scratch, const float *weight, const float *bias, int R,
+                              int n_in, int n_out)
 {
-    if (packed) nn_packed_forward(out, in, packed, R);
+    if (packed) nn_packed_forward(out, in, packed, R, scratch);
     else linear_forward(out, in, weight, bias, R, n_in, n_out);
 }
 
@@ -410,58 +493,120 @@ void tfm_packed_model_free(tfm_packed_model *pm)
     free(pm);
 }
 
+/* Packs the linear layer W [N, K] (weight, at its place in m's buffer) and
+ * bias [N] in m's compute type: float32 from the floats, int8 or bf16 from
+ * the model's quantized values (tfm_model_set_compute_type quantized a
+ * float32 model first). */
+static tfm_status pack_weight(const tfm_model *m, nn_packed_linear *p, const float *weight,
+                              const float *bias, int N, int K)
+{
+    if (m->compute == TFM_COMPUTE_FLOAT32) return nn_pack_linear(p, weight, bias, N, K);
+    const nn_kernel kernel = nn_quant_best_kernel(m->compute);
+    tfm_quantized_view v;
+    if (!m->quantized || tfm_quantized_type(m->quantized) != m->compute ||
+        !tfm_quantized_find(m->quantized, (size_t)(weight - m->data), &v))
+        return TFM_ERR_ARG; /* tfm_model_set_compute_type prevents it */
+    return m->compute == TFM_COMPUTE_INT8 ? nn_pack_int8(p, v.q, v.scale, bias, N, K, kernel)
+                                           : nn_pack_bf16(p, v.bf16, bias, N, K, kernel);
+}
+
 /* Packs one layer: self-attention (q, k and v lie in a row: one [3D, D]
  * layer), encoder-decoder attention when cross is not NULL (q alone, k and
  * v as one [2D, D] layer for the sources), the FFN. */
-static tfm_status pack_layer(nn_packed_layer *L, const tfm_attention *self,
+static tfm_status pack_layer(const tfm_model *m, nn_packed_layer *L, const tfm_attention *self,
                              const tfm_attention *cross, const tfm_linear *fc1,
                              const tfm_linear *fc2, int D, int F)
 {
-    tfm_status st = nn_pack_linear(&L->self_qkv, self->q_proj.weight, self->q_proj.bias, 3 * D, D);
+    tfm_status st = pack_weight(m, &L->self_qkv, self->q_proj.weight, self->q_proj.bias, 3 * D, D);
     if (st == TFM_OK)
-        st = nn_pack_linear(&L->self_out, self->out_proj.weight, self->out_proj.bias, D, D);
+        st = pack_weight(m, &L->self_out, self->out_proj.weight, self->out_proj.bias, D, D);
     if (st == TFM_OK && cross)
-        st = nn_pack_linear(&L->cross_q, cross->q_proj.weight, cross->q_proj.bias, D, D);
+        st = pack_weight(m, &L->cross_q, cross->q_proj.weight, cross->q_proj.bias, D, D);
     if (st == TFM_OK && cross)
-        st = nn_pack_linear(&L->cross_kv, cross->k_proj.weight, cross->k_proj.bias, 2 * D, D);
+        st = pack_weight(m, &L->cross_kv, cross->k_proj.weight, cross->k_proj.bias, 2 * D, D);
     if (st == TFM_OK && cross)
-        st = nn_pack_linear(&L->cross_out, cross->out_proj.weight, cross->out_proj.bias, D, D);
-    if (st == TFM_OK) st = nn_pack_linear(&L->fc1, fc1->weight, fc1->bias, F, D);
-    if (st == TFM_OK) st = nn_pack_linear(&L->fc2, fc2->weight, fc2->bias, D, F);
+        st = pack_weight(m, &L->cross_out, cross->out_proj.weight, cross->out_proj.bias, D, D);
+    if (st == TFM_OK) st = pack_weight(m, &L->fc1, fc1->weight, fc1->bias, F, D);
+    if (st == TFM_OK) st = pack_weight(m, &L->fc2, fc2->weight, fc2->bias, D, F);
     return st;
 }
 
-/* The model's packed weights, created empty on first use; NULL when this
- * CPU has no packed kernel or memory ran out (*st says which). */
+/* The scratch a layer's products need at most (nn_packed_scratch_bytes). */
+static size_t layer_scratch_bytes(const nn_packed_layer *L)
+{
+    const nn_packed_linear *all[] = {&L->self_qkv, &L->self_out, &L->cross_q, &L->cross_kv,
+                                     &L->cross_out, &L->fc1, &L->fc2};
+    size_t most = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        size_t b = nn_packed_scratch_bytes(all[i]);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
+/* The model's packed weights, created empty on first use; NULL when float32
+ * has no packed kernel on this CPU or memory ran out (*st says which). */
 static tfm_packed_model *packed_model(tfm_model *m, tfm_status *st)
 {
     *st = TFM_OK;
-    if (!m->packed && nn_packed_best_kernel() != NN_KERNEL_SGEMM) {
+    if (!m->packed &&
+        (m->compute != TFM_COMPUTE_FLOAT32 || nn_packed_best_kernel() != NN_KERNEL_SGEMM)) {
         m->packed = calloc(1, sizeof *m->packed);
         if (!m->packed) *st = TFM_ERR_NOMEM;
     }
     return m->packed;
 }
 
+/* Packs the layers of one stack: n layers, of the encoder (enc) or the
+ * decoder (dec). */
+static tfm_status pack_stack(tfm_model *m, const tfm_encoder_layer *enc,
+                             const tfm_decoder_layer *dec, int n, nn_packed_layer **out,
+                             size_t *scratch)
+{
+    const tfm_config *c = &m->config;
+    const int D = c->d_model;
+    nn_packed_layer *layers = calloc((size_t)n + 1, sizeof *layers);
+    tfm_status st = layers ? TFM_OK : TFM_ERR_NOMEM;
+    for (int l = 0; l < n && st == TFM_OK; l++) {
+        if (enc) {
+            st = pack_layer(m, &layers[l], &enc[l].self_attn, NULL, &enc[l].fc1, &enc[l].fc2, D,
+                            c->d_ff);
+        } else {
+            /* k and v of encoder-decoder attention lie in a row too */
+            assert(dec[l].encoder_attn.v_proj.weight ==
+                   dec[l].encoder_attn.k_proj.weight + (size_t)D * D);
+            assert(dec[l].encoder_attn.v_proj.bias == dec[l].encoder_attn.k_proj.bias + D);
+            st = pack_layer(m, &layers[l], &dec[l].self_attn, &dec[l].encoder_attn, &dec[l].fc1,
+                            &dec[l].fc2, D, c->d_ff);
+        }
+        size_t b = layer_scratch_bytes(&layers[l]);
+        *scratch = b > *scratch ? b : *scratch;
+    }
+    if (st != TFM_OK) {
+        packed_layers_free(layers, n);
+        layers = NULL;
+    }
+    *out = layers;
+    return st;
+}
+
+/* The message of a failed packing of part ("the encoder"). */
+static tfm_status pack_failed(const tfm_model *m, tfm_status st, const char *part, tfm_error *err)
+{
+    if (st == TFM_ERR_NOMEM) return tfm_error_set(err, st, "out of memory packing %s", part);
+    return tfm_error_set(err, st, "packing %s: the model holds no %s weights", part,
+                         tfm_compute_type_name(m->compute));
+}
+
 tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err)
 {
     tfm_status st;
     tfm_packed_model *pm = packed_model(m, &st);
-    if (st != TFM_OK) return tfm_error_set(err, st, "out of memory packing the encoder");
+    if (st != TFM_OK) return pack_failed(m, st, "the encoder", err);
     if (!pm || pm->encoder) return TFM_OK; /* no kernel, or packed already */
-    const tfm_config *c = &m->config;
-    const int NL = c->n_encoder_layers;
-    nn_packed_layer *layers = calloc((size_t)NL + 1, sizeof *layers);
-    st = layers ? TFM_OK : TFM_ERR_NOMEM;
-    for (int l = 0; l < NL && st == TFM_OK; l++) {
-        const tfm_encoder_layer *W = &m->params.encoder_layers[l];
-        st = pack_layer(&layers[l], &W->self_attn, NULL, &W->fc1, &W->fc2, c->d_model, c->d_ff);
-    }
-    if (st != TFM_OK) {
-        packed_layers_free(layers, NL);
-        return tfm_error_set(err, st, "out of memory packing the encoder");
-    }
-    pm->encoder = layers;
+    const int NL = m->config.n_encoder_layers;
+    st = pack_stack(m, m->params.encoder_layers, NULL, NL, &pm->encoder, &pm->scratch_bytes);
+    if (st != TFM_OK) return pack_failed(m, st, "the encoder", err);
     pm->n_encoder_layers = NL;
     return TFM_OK;
 }
@@ -470,27 +615,22 @@ tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err)
 {
     tfm_status st;
     tfm_packed_model *pm = packed_model(m, &st);
-    if (st != TFM_OK) return tfm_error_set(err, st, "out of memory packing the decoder");
+    if (st != TFM_OK) return pack_failed(m, st, "the decoder", err);
     if (!pm || pm->decoder) return TFM_OK; /* no kernel, or packed already */
     const tfm_config *c = &m->config;
-    const int D = c->d_model, NL = c->n_decoder_layers;
-    nn_packed_layer *layers = calloc((size_t)NL + 1, sizeof *layers);
-    st = layers ? TFM_OK : TFM_ERR_NOMEM;
-    for (int l = 0; l < NL && st == TFM_OK; l++) {
-        const tfm_decoder_layer *W = &m->params.decoder_layers[l];
-        /* k and v of encoder-decoder attention lie in a row too */
-        assert(W->encoder_attn.v_proj.weight == W->encoder_attn.k_proj.weight + (size_t)D * D);
-        assert(W->encoder_attn.v_proj.bias == W->encoder_attn.k_proj.bias + D);
-        st = pack_layer(&layers[l], &W->self_attn, &W->encoder_attn, &W->fc1, &W->fc2, D,
-                        c->d_ff);
-    }
+    const int NL = c->n_decoder_layers;
+    nn_packed_layer *layers;
+    st = pack_stack(m, NULL, m->params.decoder_layers, NL, &layers, &pm->scratch_bytes);
     if (st == TFM_OK)
-        st = nn_pack_linear(&pm->output, m->params.output_proj, NULL, c->tgt_vocab_size, D);
+        st = pack_weight(m, &pm->output, m->params.output_proj, NULL, c->tgt_vocab_size,
+                         c->d_model);
     if (st != TFM_OK) {
         packed_layers_free(layers, NL);
         nn_packed_linear_free(&pm->output);
-        return tfm_error_set(err, st, "out of memory packing the decoder");
+        return pack_failed(m, st, "the decoder", err);
     }
+    size_t b = nn_packed_scratch_bytes(&pm->output);
+    pm->scratch_bytes = b > pm->scratch_bytes ? b : pm->scratch_bytes;
     pm->decoder = layers;
     pm->n_decoder_layers = NL;
     return TFM_OK;
@@ -500,6 +640,16 @@ const char *tfm_model_kernel_name(const tfm_model *m)
 {
     const tfm_packed_model *pm = m->packed;
     const nn_packed_layer *L = !pm ? NULL : pm->encoder ? pm->encoder : pm->decoder;
-    nn_kernel k = L ? L->self_qkv.kernel : NN_KERNEL_SGEMM;
-    return k == NN_KERNEL_AVX512 ? "AVX-512" : k == NN_KERNEL_AVX2 ? "AVX2" : "OpenBLAS sgemm";
+    switch (L ? L->self_qkv.kernel : NN_KERNEL_SGEMM) {
+    case NN_KERNEL_AVX512: return "AVX-512";
+    case NN_KERNEL_AVX2: return "AVX2";
+    case NN_KERNEL_INT8_VNNI: return "int8 AVX-512 VNNI";
+    case NN_KERNEL_INT8_AVX512BW: return "int8 AVX-512BW";
+    case NN_KERNEL_INT8_AVX2: return "int8 AVX2";
+    case NN_KERNEL_INT8_C: return "int8 C";
+    case NN_KERNEL_BF16_AVX512: return "bf16 AVX-512 BF16";
+    case NN_KERNEL_BF16_C: return "bf16 C";
+    case NN_KERNEL_SGEMM: break;
+    }
+    return "OpenBLAS sgemm";
 }

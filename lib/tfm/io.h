@@ -72,7 +72,12 @@ void tfm_atomic_abort(tfm_atomic_file *f);
 typedef enum tfm_dtype {
     TFM_F32 = 0, /* '<f4' */
     TFM_I32 = 1, /* '<i4' */
+    TFM_I8 = 2,  /* safetensors' I8 (quantized weights; not in .npy or tfm_tensor) */
+    TFM_BF16 = 3, /* safetensors' BF16, the upper half of a float32 (the same) */
 } tfm_dtype;
+
+/* Bytes of one element: 4, 4, 1, 2. */
+size_t tfm_dtype_size(tfm_dtype d);
 
 #define TFM_MAX_DIMS 8
 

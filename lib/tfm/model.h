@@ -144,6 +144,31 @@ typedef void (*tfm_params_visit_fn)(void *ctx, const char *name, int ndim, const
                                     float *data);
 void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit_fn fn, void *ctx);
 
+/* ---- compute types ------------------------------------------------------------- */
+
+/* What inference's linear layers multiply in (encode and decode
+ * --compute-type; CTranslate2's names), and what a quantized model holds its
+ * matrices in (lib/nn/quant.c says how):
+ *   float32  the trained weights, float32 products;
+ *   int8     weights int8 with a float scale per output row, activations
+ *            quantized per row when the product runs, int32 sums;
+ *   bf16     weights and activations rounded to bfloat16, float32 sums.
+ * Everything else (attention, norms, softmax, the search) stays float32. */
+typedef enum tfm_compute_type {
+    TFM_COMPUTE_DEFAULT = -1, /* for loading: the model's own (float32 unless quantized) */
+    TFM_COMPUTE_FLOAT32 = 0,
+    TFM_COMPUTE_INT8 = 1,
+    TFM_COMPUTE_BF16 = 2,
+} tfm_compute_type;
+
+/* "default", "float32" (or "float"), "int8", "bf16" (or "bfloat16"); false
+ * when unknown. */
+bool tfm_compute_type_parse(const char *name, tfm_compute_type *out);
+const char *tfm_compute_type_name(tfm_compute_type t);
+
+/* The int8 or bf16 form of a quantized model's matrices (opaque). */
+typedef struct tfm_quantized tfm_quantized;
+
 /* ---- the model ------------------------------------------------------------------ */
 
 /* A model: configuration, parameters, and the vocabulary it was trained with
@@ -156,6 +181,13 @@ typedef struct tfm_model {
     int64_t step;         /* training steps behind these weights */
     bool source_eos;      /* trained with </s> ending each source (see tfm_model_source_eos) */
     struct tfm_packed_model *packed; /* owned; NULL unless packed for encoding or decoding */
+    tfm_quantized *quantized; /* owned; NULL for a float32 model, else its matrices in int8
+                                 or bf16 (tfm_model_quantize, or a quantized model file) */
+    bool float_weights;   /* data holds every weight (a quantized model's dequantized);
+                             false when a quantized model was loaded for inference only
+                             (tfm_model_load_for_inference): its matrices are then in
+                             quantized alone, and only inference's kernels read them */
+    tfm_compute_type compute; /* what the packed linear layers multiply in */
 } tfm_model;
 
 /* A freshly initialised model: Xavier/Glorot uniform weights (as the reference
@@ -192,10 +224,37 @@ tfm_pair_params tfm_pair_params_from_model(const tfm_model *m);
  * the copy stale.  Each does nothing on a CPU without AVX2 and FMA, or when
  * the environment says TFM_ISA=none. */
 tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err);
-/* The kernel the packed weights use: "AVX-512", "AVX2" or (none packed)
- * "OpenBLAS sgemm", for messages. */
+/* The kernel the packed weights use, for messages: "AVX-512", "AVX2" or
+ * (none packed) "OpenBLAS sgemm" in float32; "int8 AVX-512 VNNI", "int8
+ * AVX-512BW", "int8 AVX2", "int8 C"; "bf16 AVX-512 BF16", "bf16 C". */
 const char *tfm_model_kernel_name(const tfm_model *m);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
+
+/* The type the linear layers of encoding and decoding multiply in, set
+ * before packing (m->compute; a new model's is float32, a quantized model's
+ * its own type).  The packs then take the weights in that type: a float32
+ * model is quantized as it is packed (its file is unchanged), a quantized
+ * model's own int8 or bf16 values are packed as they are.  A quantized
+ * model computes in its own type or in float32 (from its dequantized
+ * weights, which a model loaded for inference only does not hold).
+ * With int8 or bf16 every CPU packs: kernels in plain C serve where the
+ * instructions are missing (TFM_ISA=avx512bw, avx2 or none asks for less
+ * than the best).  TFM_ERR_ARG naming what is refused. */
+tfm_status tfm_model_set_compute_type(tfm_model *m, tfm_compute_type type, tfm_error *err);
+
+/* Quantizes the model's matrices (every two-dimensional weight but the
+ * learned position tables: the embeddings and every linear layer) to type,
+ * int8 or bf16, and sets m->compute to it.  The float weights become the
+ * quantized values (dequantized), so the model computes in float32 as the
+ * quantized file read back would; tfm_model_save then writes the matrices
+ * in type (tfm-formats(5)).  TFM_ERR_ARG for float32 or a model quantized
+ * already; TFM_ERR_NOMEM. */
+tfm_status tfm_model_quantize(tfm_model *m, tfm_compute_type type, tfm_error *err);
+
+/* train quantize: the float32 model file in, quantized to type, written
+ * atomically to out (the same metadata, the matrices in type). */
+tfm_status tfm_model_quantize_file(const char *in, const char *out, tfm_compute_type type,
+                                   tfm_error *err);
 
 /* ---- model files ------------------------------------------------------------------ */
 
@@ -253,6 +312,15 @@ tfm_status tfm_model_load_fd(int fd, tfm_model **out, tfm_error *err);
 /* Loads a model file held in memory: size bytes at data, which the call
  * only reads. */
 tfm_status tfm_model_parse(const void *data, size_t size, tfm_model **out, tfm_error *err);
+/* Loads a model file to run encode or decode in compute (its compute type
+ * set; TFM_COMPUTE_DEFAULT: the file's own type): a quantized model
+ * computing in its own type keeps its matrices in
+ * that type only (float_weights false; the embeddings alone dequantized,
+ * for their lookups), which is what keeps an int8 model small in memory;
+ * anything else loads as tfm_model_load does.  Such a model can be packed
+ * and run by encoders and decoders, not trained, scored or saved. */
+tfm_status tfm_model_load_for_inference(const char *path, tfm_compute_type compute,
+                                        tfm_model **out, tfm_error *err);
 /* Loads only the vocabulary: from a vocabulary file (tfm-formats(5)) or from
  * the metadata of a model file, whichever path names, without reading the
  * weights.  This is what "tokenize -m" takes. */

@@ -24,7 +24,8 @@
  * Every dtype of the format is read and checked (BOOL, U8, I8, F8_E5M2,
  * F8_E4M3, F8_E8M0, F4, F6_E2M3, F6_E3M2, I16, U16, F16, BF16, I32, U32, F32,
  * C64, F64, I64, U64), so a file holding BF16 tensors still opens; asking for
- * the data of a tensor whose dtype is not F32 or I32 is TFM_ERR_UNSUPPORTED.
+ * the data of a tensor whose dtype is not F32, I32, I8 or BF16 is
+ * TFM_ERR_UNSUPPORTED.
  *
  * Reading a model:
  *
@@ -115,7 +116,7 @@ bool tfm_safetensors_find(const tfm_safetensors *f, const char *name, size_t *in
 typedef struct tfm_safetensors_info {
     const char *name;
     const char *dtype_name; /* as in the file: "F32", "BF16", ... */
-    bool supported;         /* the dtype is F32 or I32, which the library reads */
+    bool supported;         /* the dtype is F32, I32, I8 or BF16, which the library reads */
     tfm_dtype dtype;        /* meaningful only when supported */
     int ndim;               /* 0 .. TFM_SAFETENSORS_MAX_NDIM */
     const int64_t *shape;   /* ndim dimensions */
@@ -175,7 +176,7 @@ tfm_status tfm_safetensors_writer_add_metadata(tfm_safetensors_writer *w, const 
                                                const char *value, tfm_error *err);
 
 /* Adds a tensor of dtype and shape (ndim 0 .. TFM_MAX_DIMS).  The name and
- * shape are copied; the data are NOT: data (numel * 4 bytes; may be NULL when
+ * shape are copied; the data are NOT: data (numel * tfm_dtype_size bytes; may be NULL when
  * numel is 0) must stay valid and unchanged until the writer is freed.  The
  * name must be valid UTF-8, new, and not "__metadata__" (TFM_ERR_ARG or
  * TFM_ERR_UTF8); a bad shape is TFM_ERR_RANGE. */

@@ -126,6 +126,10 @@ tfm_status tfm_trainer_create(tfm_model *model, const tfm_corpus *corpus,
 {
     *out = NULL;
     tfm_status st = tfm_train_params_validate(p, err);
+    if (st == TFM_OK && model->quantized)
+        st = tfm_error_set(err, TFM_ERR_ARG, "a %s model cannot be trained: train the float32 "
+                           "one and quantize it after",
+                           tfm_compute_type_name(model->compute));
     tfm_trainer *t = st == TFM_OK ? calloc(1, sizeof *t) : NULL;
     if (st == TFM_OK && !t) st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     if (st != TFM_OK) {

@@ -284,7 +284,7 @@ static void test_packed_linear(void)
                     for (int k = 0; k < 2; k++) {
                         /* NaN: nothing past R x N is written */
                         for (int i = 0; i < MAXR * MAXN; i++) got[k][i] = NAN;
-                        nn_packed_forward(got[k], x, &p[k], R);
+                        nn_packed_forward(got[k], x, &p[k], R, NULL);
                         worst = fmax(worst, max_abs_diff(got[k], want, (size_t)R * N));
                         for (int i = R * N; i < MAXR * MAXN; i++) CHECK(isnan(got[k][i]));
                     }
@@ -292,7 +292,7 @@ static void test_packed_linear(void)
                     /* the statistics gathered on the way equal logit_stats' of the result */
                     if (R % 2) x[0] = x[1] = 0; /* ties of whole rows' values are rare: make some */
                     for (int k = 0; k < 2; k++)
-                        nn_packed_forward_stats(got[k], x, &p[k], R, fused[k], sums);
+                        nn_packed_forward_stats(got[k], x, &p[k], R, NULL, fused[k], sums);
                     logit_stats(got[0], R, N, plain);
                     for (int r = 0; r < R; r++) {
                         stats_wrong += fused[0][r].argmax != plain[r].argmax ||
@@ -332,8 +332,8 @@ static void test_packed_linear_many_rows(void)
     for (int i = 0; i < R * K; i++) x[i] = 2 * tfm_rng_float(&rng) - 1;
     nn_packed_linear p;
     CHECK(nn_pack_linear_for(&p, w, NULL, N, K, kernel) == TFM_OK);
-    nn_packed_forward(all, x, &p, R);
-    for (int r = 0; r < R; r++) nn_packed_forward(one + (size_t)r * N, x + (size_t)r * K, &p, 1);
+    nn_packed_forward(all, x, &p, R, NULL);
+    for (int r = 0; r < R; r++) nn_packed_forward(one + (size_t)r * N, x + (size_t)r * K, &p, 1, NULL);
     CHECK_MSG(memcmp(all, one, sizeof(float) * R * N) == 0,
               "%d rows at once differ from one by one", R);
     nn_packed_linear_free(&p);

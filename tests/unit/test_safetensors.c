@@ -321,6 +321,45 @@ static void test_reference_bytes(void)
 
 /* ---- lookups ------------------------------------------------------------------- */
 
+/* I8 and BF16 tensors (quantized models) are written with their element
+ * sizes and read back with the same checks as F32. */
+static void test_small_dtypes(void)
+{
+    const int8_t q[6] = {-127, -1, 0, 1, 64, 127};
+    const uint16_t h[3] = {0x3f80, 0xc000, 0x7f80};
+    const float f[2] = {0.5f, 2.0f};
+    int64_t s23[2] = {2, 3}, s3[1] = {3}, s2[1] = {2}, s6[1] = {6};
+    tfm_error err;
+    tfm_safetensors_writer *wr = tfm_safetensors_writer_create();
+    CHECK(tfm_safetensors_writer_add_tensor(wr, "q", TFM_I8, 2, s23, q, &err) == TFM_OK);
+    CHECK(tfm_safetensors_writer_add_tensor(wr, "h", TFM_BF16, 1, s3, h, &err) == TFM_OK);
+    CHECK(tfm_safetensors_writer_add_tensor(wr, "q_scale", TFM_F32, 1, s2, f, &err) == TFM_OK);
+    const char *path = tmp_path("small_dtypes.safetensors");
+    CHECK(tfm_safetensors_write(wr, path, &err) == TFM_OK);
+    tfm_safetensors_writer_free(wr);
+    tfm_safetensors *file = NULL;
+    CHECK_MSG(tfm_safetensors_open(path, &file, &err) == TFM_OK, "%s", err.msg);
+    if (!file) return;
+    tfm_safetensors_info info;
+    tfm_safetensors_info_at(file, 0, &info);
+    CHECK(strcmp(info.dtype_name, "I8") == 0 && info.supported && info.dtype == TFM_I8 &&
+          info.nbytes == 6);
+    tfm_safetensors_info_at(file, 1, &info);
+    CHECK(strcmp(info.dtype_name, "BF16") == 0 && info.dtype == TFM_BF16 && info.nbytes == 6);
+    const void *p;
+    CHECK(tfm_safetensors_get(file, "q", TFM_I8, 2, s23, &p, &err) == TFM_OK &&
+          memcmp(p, q, sizeof q) == 0);
+    CHECK(tfm_safetensors_get(file, "h", TFM_BF16, 1, s3, &p, &err) == TFM_OK &&
+          memcmp(p, h, sizeof h) == 0);
+    CHECK(tfm_safetensors_get(file, "q", TFM_I8, 1, s6, &p, &err) == TFM_ERR_FORMAT);
+    CHECK_MSG(strcmp(err.msg, "tensor 'q' has shape [2, 3], expected [6]") == 0, "%s", err.msg);
+    CHECK(tfm_safetensors_get(file, "h", TFM_I8, 1, s3, &p, &err) == TFM_ERR_FORMAT);
+    CHECK_MSG(strcmp(err.msg, "tensor 'h' has dtype BF16, expected I8") == 0, "%s", err.msg);
+    CHECK(tfm_safetensors_get(file, "q_scale", TFM_F32, 1, s2, &p, &err) == TFM_OK);
+    CHECK(tfm_safetensors_check_all_used(file, &err) == TFM_OK);
+    tfm_safetensors_free(file);
+}
+
 static void test_get_errors(void)
 {
     float w[6] = {1, 2, 3, 4, 5, 6};
@@ -409,14 +448,21 @@ static void test_other_dtypes(void)
         tfm_safetensors_info info;
         tfm_safetensors_info_at(f, i, &info);
         CHECK(info.name[0] == order[i] && strcmp(info.dtype_name, dtypes[i]) == 0);
-        CHECK(info.supported == (i == 9));
+        CHECK(info.supported == (i == 0 || i == 9)); /* BF16 and F32 */
     }
-    int64_t s23[2] = {2, 3};
+    int64_t s23[2] = {2, 3}, s1[1] = {1};
     const void *p = NULL;
-    CHECK(tfm_safetensors_get(f, "b", TFM_F32, 2, s23, &p, &err) == TFM_ERR_UNSUPPORTED);
-    CHECK_MSG(strstr(err.msg, "tensor 'b' has dtype BF16") != NULL, "%s", err.msg);
+    CHECK(tfm_safetensors_get(f, "h", TFM_F32, 1, s1, &p, &err) == TFM_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "tensor 'h' has dtype F16") != NULL, "%s", err.msg);
+    CHECK(tfm_safetensors_get(f, "b", TFM_F32, 2, s23, &p, &err) == TFM_ERR_FORMAT);
+    CHECK_MSG(strcmp(err.msg, "tensor 'b' has dtype BF16, expected F32") == 0, "%s", err.msg);
+    CHECK(tfm_safetensors_get(f, "b", TFM_BF16, 2, s23, &p, &err) == TFM_OK);
+    CHECK(p && ((const unsigned char *)p)[0] == 0 && ((const unsigned char *)p)[11] == 11);
     tfm_tensor t;
     tfm_tensor_init(&t);
+    /* a tfm_tensor holds F32 and I32 only */
+    CHECK(tfm_safetensors_read(f, "b", &t, &err) == TFM_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "a tfm_tensor holds F32 or I32") != NULL, "%s", err.msg);
     CHECK(tfm_safetensors_read(f, "l", &t, &err) == TFM_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "tensor 'l' has dtype I64") != NULL, "%s", err.msg);
     /* "f" starts at byte 56 of the data: aligned in place when the data
@@ -1080,7 +1126,7 @@ static void check_python_file(const char *name)
     CHECK_MSG(strstr(err.msg, "tensor 'deep' has 9 dimensions") == err.msg, "%s", err.msg);
     int64_t s23[2] = {2, 3};
     const void *h;
-    CHECK(tfm_safetensors_get(f, "half", TFM_F32, 2, s23, &h, &err) == TFM_ERR_UNSUPPORTED);
+    CHECK(tfm_safetensors_get(f, "half", TFM_F32, 2, s23, &h, &err) == TFM_ERR_FORMAT);
     CHECK(tfm_safetensors_check_all_used(f, &err) == TFM_ERR_FORMAT);
     CHECK_MSG(strcmp(err.msg, "unexpected tensor 'half'") == 0, "%s", err.msg);
     tfm_tensor_free(&t);
@@ -1097,6 +1143,7 @@ static void test_we_read_python(void)
 int main(void)
 {
     test_tmpdir_init("test_safetensors");
+    RUN(test_small_dtypes);
     RUN(test_round_trip);
     RUN(test_reference_bytes);
     RUN(test_get_errors);

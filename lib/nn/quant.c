@@ -1,0 +1,589 @@
+/* quant.c - int8 and bf16 weights, and the kernels that multiply with them
+ * (encode and decode --compute-type int8|bf16; CTranslate2's names).
+ *
+ * int8 (as CTranslate2 and fbgemm do it): each weight row W[n] is quantized
+ * symmetrically with its own scale, s_w[n] = max_k |W[n][k]| / 127 and
+ * q[n][k] = round(W[n][k] / s_w[n]) in [-127, 127]; each row x of the
+ * activations the same way when the product runs, s_x = max_k |x[k]| / 127.
+ * The products q_x . q_w are summed exactly in int32 and the result is
+ *
+ *     out[r][n] = fma((float)sum, s_x[r] * s_w[n], bias[n])
+ *
+ * Every kernel computes the same int32 sums (integer arithmetic is exact,
+ * in any order) and the same float operations after them, so the kernels
+ * give the same bits as each other and as the plain C one:
+ *   - AVX-512 VNNI: vpdpbusd multiplies unsigned by signed bytes, so x goes
+ *     in as x + 128 (u8) and 128 * sum_k q[n][k] is taken off at the end;
+ *   - AVX-512BW and AVX2: vpmaddubsw, with |x| (u8, at most 127) against q
+ *     with the sign of x moved onto it: two products of at most 127 * 127
+ *     sum to at most 32,258, below the int16 limit, so nothing saturates;
+ *     vpmaddwd by ones then adds the pairs into int32.
+ *
+ * bf16 (bfloat16, the upper half of a float32): weights rounded to bf16
+ * once, activations rounded to bf16 when the product runs, float32 sums.
+ * vdpbf16ps (AVX-512 BF16) adds two products at a time into a float32
+ * lane: acc += x[2i+1] w[2i+1], then acc += x[2i] w[2i], each product exact
+ * in float32 (8-bit significands) and each addition rounded to nearest.  The
+ * plain C kernel does the same two fused multiply-adds in that order; the
+ * hardware flushes subnormals to zero, which the C kernel does not, so the
+ * two agree except where a value below 1.2e-38 takes part.
+ *
+ * Layout (one for all int8 kernels, one for both bf16 kernels): W [N, K]
+ * becomes panels of QUANT_WIDTH (32) outputs; K is padded with zeros to a
+ * multiple of 4 (int8) or 2 (bf16); panel p holds, for each group g of 4
+ * (or 2) consecutive k, the 32 outputs' 4 (or 2) values side by side:
+ *     int8: panel[g][j][0..3] = q[32p + j][4g .. 4g + 3]    (128 bytes a group)
+ *     bf16: panel[g][j][0..1] = w[32p + j][2g .. 2g + 1]    (128 bytes a group)
+ * so one 64-byte load brings 16 outputs' group, which vpdpbusd (or
+ * vdpbf16ps) takes against the row's group broadcast to every lane. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/layers.h"
+
+/* ---- quantizing -------------------------------------------------------------- */
+
+/* round(v) to the nearest integer, ties to even, clamped to [-127, 127]: the
+ * rounding of cvtps2dq in the default mode, which the kernels use. */
+static inline int8_t round_int8(float v)
+{
+    float r = nearbyintf(v);
+    return (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r);
+}
+
+/* The largest |x[k]| of a row. */
+static float row_absmax(const float *x, size_t K)
+{
+    float m = 0.0f;
+    for (size_t k = 0; k < K; k++) {
+        float a = fabsf(x[k]);
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
+void nn_quantize_int8(int8_t *q, float *scale, const float *w, size_t N, size_t K)
+{
+    for (size_t n = 0; n < N; n++) {
+        const float *row = w + n * K;
+        const float amax = row_absmax(row, K);
+        scale[n] = amax / 127.0f;
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (size_t k = 0; k < K; k++) q[n * K + k] = round_int8(row[k] * inv);
+    }
+}
+
+void nn_dequantize_int8(float *w, const int8_t *q, const float *scale, size_t N, size_t K)
+{
+    for (size_t n = 0; n < N; n++)
+        for (size_t k = 0; k < K; k++) w[n * K + k] = (float)q[n * K + k] * scale[n];
+}
+
+uint16_t nn_bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+void nn_round_bf16(uint16_t *out, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = nn_bf16_round(x[i]);
+}
+
+void nn_bf16_to_floats(float *out, const uint16_t *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = nn_bf16_to_float(in[i]);
+}
+
+/* ---- packing ------------------------------------------------------------------- */
+
+/* K padded to whole groups. */
+static int padded_k(int K, int group) { return (K + group - 1) / group * group; }
+
+tfm_status nn_pack_int8(nn_packed_linear *p, const int8_t *q, const float *scale,
+                        const float *bias, int N, int K, nn_kernel kernel)
+{
+    *p = (nn_packed_linear){.bias = bias, .N = N, .K = K, .kernel = kernel};
+    const size_t K4 = (size_t)padded_k(K, 4);
+    const size_t n_panels = ((size_t)N + QUANT_WIDTH - 1) / QUANT_WIDTH;
+    const size_t n_out = n_panels * QUANT_WIDTH;
+    int8_t *panels = calloc(n_panels * QUANT_WIDTH * K4 + 64, 1);
+    float *s = calloc(n_out, sizeof *s);
+    int32_t *sums = calloc(n_out, sizeof *sums);
+    if (!panels || !s || !sums) {
+        free(panels);
+        free(s);
+        free(sums);
+        return TFM_ERR_NOMEM;
+    }
+    for (size_t n = 0; n < (size_t)N; n++) {
+        int8_t *panel = panels + n / QUANT_WIDTH * QUANT_WIDTH * K4;
+        const size_t j = n % QUANT_WIDTH;
+        int32_t sum = 0;
+        for (size_t k = 0; k < (size_t)K; k++) {
+            const int8_t v = q[n * K + k];
+            panel[(k / 4) * QUANT_WIDTH * 4 + j * 4 + k % 4] = v;
+            sum += v;
+        }
+        s[n] = scale[n];
+        sums[n] = sum;
+    }
+    p->panels = panels;
+    p->scale = s;
+    p->col_sums = sums;
+    return TFM_OK;
+}
+
+tfm_status nn_pack_bf16(nn_packed_linear *p, const uint16_t *w, const float *bias, int N, int K,
+                        nn_kernel kernel)
+{
+    *p = (nn_packed_linear){.bias = bias, .N = N, .K = K, .kernel = kernel};
+    const size_t K2 = (size_t)padded_k(K, 2);
+    const size_t n_panels = ((size_t)N + QUANT_WIDTH - 1) / QUANT_WIDTH;
+    uint16_t *panels = calloc(n_panels * QUANT_WIDTH * K2 + 32, sizeof *panels);
+    if (!panels) return TFM_ERR_NOMEM;
+    for (size_t n = 0; n < (size_t)N; n++) {
+        uint16_t *panel = panels + n / QUANT_WIDTH * QUANT_WIDTH * K2;
+        const size_t j = n % QUANT_WIDTH;
+        for (size_t k = 0; k < (size_t)K; k++)
+            panel[(k / 2) * QUANT_WIDTH * 2 + j * 2 + k % 2] = w[n * K + k];
+    }
+    p->panels = panels;
+    return TFM_OK;
+}
+
+/* ---- preparing the rows ---------------------------------------------------------------- */
+
+/* The bytes a prepared row takes: K padded to its group, in int8 or bf16. */
+size_t nn_quant_row_bytes(const nn_packed_linear *p)
+{
+    return nn_kernel_is_int8(p->kernel) ? (size_t)padded_k(p->K, 4)
+                                        : (size_t)padded_k(p->K, 2) * sizeof(uint16_t);
+}
+
+/* One row x [K] as an int8 kernel reads it: q [row_bytes] = round(x * 127 /
+ * max|x|) (as nn_quantize_int8), zero-padded, each byte xored with flip
+ * (0x80 for VNNI: x + 128 as u8); returns the row's scale. */
+static float prepare_int8_row(int8_t *q, const float *x, size_t K, size_t row_bytes, uint8_t flip)
+{
+    const float amax = row_absmax(x, K);
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    size_t k = 0;
+    for (; k < K; k++) q[k] = (int8_t)((uint8_t)round_int8(x[k] * inv) ^ flip);
+    for (; k < row_bytes; k++) q[k] = (int8_t)flip;
+    return amax / 127.0f;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_PREPARE512 1
+
+/* prepare_int8_row with AVX-512, the same bytes: the maximum is exact in
+ * any order, x * inv is the same product, cvtps2dq rounds to nearest even
+ * as nearbyintf does, and |x * inv| <= 127 leaves the narrowing nothing
+ * to saturate. */
+__attribute__((target("avx2,fma,avx512f,avx512bw"))) static float
+prepare_int8_row512(int8_t *q, const float *x, size_t K, size_t row_bytes, uint8_t flip)
+{
+    __m512 m = _mm512_setzero_ps();
+    size_t k = 0;
+    for (; k + 16 <= K; k += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+    float amax = _mm512_reduce_max_ps(m);
+    for (; k < K; k++) amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m128i vflip = _mm_set1_epi8((char)flip);
+    for (k = 0; k + 16 <= K; k += 16) {
+        const __m512i i32 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), vinv));
+        _mm_storeu_si128((__m128i *)(q + k), _mm_xor_si128(_mm512_cvtsepi32_epi8(i32), vflip));
+    }
+    for (; k < K; k++) q[k] = (int8_t)((uint8_t)round_int8(x[k] * inv) ^ flip);
+    for (; k < row_bytes; k++) q[k] = (int8_t)flip;
+    return amax / 127.0f;
+}
+
+/* nn_round_bf16 of n values with AVX-512: the same integer rounding. */
+__attribute__((target("avx2,fma,avx512f,avx512bw"))) static void
+round_bf16_512(uint16_t *out, const float *x, size_t n)
+{
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512(x + i);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000)); /* quiet NaN */
+        _mm256_storeu_si256((__m256i *)(out + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+    for (; i < n; i++) out[i] = nn_bf16_round(x[i]);
+}
+#endif
+
+/* Rows x [rows, K] (ldx apart) as the kernel reads them, into xq (rows of
+ * nn_quant_row_bytes, zero-padded) and, for int8, each row's scale into
+ * xs [rows]; bf16 rounded to nearest.  The AVX-512 kernels prepare with
+ * AVX-512 too (the same bytes). */
+void nn_quant_prepare(const nn_packed_linear *p, const float *x, size_t ldx, int rows, void *xq,
+                      float *xs)
+{
+    const size_t K = (size_t)p->K, row_bytes = nn_quant_row_bytes(p);
+#ifdef HAVE_PREPARE512
+    const bool wide = p->kernel == NN_KERNEL_INT8_VNNI || p->kernel == NN_KERNEL_INT8_AVX512BW ||
+                      p->kernel == NN_KERNEL_BF16_AVX512;
+#else
+    const bool wide = false;
+#endif
+    const uint8_t flip = p->kernel == NN_KERNEL_INT8_VNNI ? 0x80 : 0;
+    for (int r = 0; r < rows; r++) {
+        const float *row = x + (size_t)r * ldx;
+        char *out = (char *)xq + (size_t)r * row_bytes;
+        if (nn_kernel_is_int8(p->kernel)) {
+#ifdef HAVE_PREPARE512
+            if (wide) {
+                xs[r] = prepare_int8_row512((int8_t *)out, row, K, row_bytes, flip);
+                continue;
+            }
+#endif
+            xs[r] = prepare_int8_row((int8_t *)out, row, K, row_bytes, flip);
+        } else {
+            uint16_t *b = (uint16_t *)(void *)out;
+#ifdef HAVE_PREPARE512
+            if (wide) round_bf16_512(b, row, K);
+            else
+#endif
+                nn_round_bf16(b, row, K);
+            if (K % 2) b[K] = 0;
+        }
+    }
+}
+
+/* ---- the plain C kernels: the reference the others must equal ------------------------ */
+
+/* out [rows, cols] (ldo apart) = the prepared rows xq (row_bytes apart,
+ * scales xs) times panel pi, plus bias; cols <= QUANT_WIDTH. */
+static void int8_block_c(float *out, size_t ldo, const void *xq, size_t row_bytes,
+                         const float *xs, int rows, const nn_packed_linear *p, int pi, int cols)
+{
+    const size_t K4 = row_bytes;
+    const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * K4;
+    const int n0 = pi * QUANT_WIDTH;
+    for (int r = 0; r < rows; r++) {
+        const int8_t *x = (const int8_t *)xq + (size_t)r * row_bytes;
+        for (int j = 0; j < cols; j++) {
+            int32_t sum = 0;
+            for (size_t k = 0; k < K4; k++) sum += x[k] * panel[(k / 4) * QUANT_WIDTH * 4 + j * 4 + k % 4];
+            out[(size_t)r * ldo + j] =
+                fmaf((float)sum, xs[r] * p->scale[n0 + j], p->bias ? p->bias[n0 + j] : 0.0f);
+        }
+    }
+}
+
+static void bf16_block_c(float *out, size_t ldo, const void *xq, size_t row_bytes,
+                         const float *xs, int rows, const nn_packed_linear *p, int pi, int cols)
+{
+    const size_t K2 = row_bytes / sizeof(uint16_t);
+    const uint16_t *panel = (const uint16_t *)p->panels + (size_t)pi * QUANT_WIDTH * K2;
+    const int n0 = pi * QUANT_WIDTH;
+    for (int r = 0; r < rows; r++) {
+        const uint16_t *x = (const uint16_t *)((const char *)xq + (size_t)r * row_bytes);
+        for (int j = 0; j < cols; j++) {
+            float acc = 0.0f;
+            for (size_t g = 0; g < K2 / 2; g++) {
+                const uint16_t *w = panel + g * QUANT_WIDTH * 2 + j * 2;
+                acc = fmaf(nn_bf16_to_float(x[2 * g + 1]), nn_bf16_to_float(w[1]), acc);
+                acc = fmaf(nn_bf16_to_float(x[2 * g]), nn_bf16_to_float(w[0]), acc);
+            }
+            out[(size_t)r * ldo + j] = acc + (p->bias ? p->bias[n0 + j] : 0.0f);
+        }
+    }
+}
+
+/* ---- x86-64 kernels ----------------------------------------------------------------------- */
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_QUANT_KERNELS 1
+
+#define AVX2_INT8_TARGET __attribute__((target("avx2,fma")))
+#define AVX512BW_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw")))
+#define VNNI_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vnni")))
+#define BF16_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16")))
+
+/* The rows of a block at most: 8 rows x 32 outputs in 16 zmm sums. */
+enum { QUANT_ROWS_512 = 8, QUANT_ROWS_AVX2 = 2 };
+
+/* Stores 16 int32 sums of outputs n0 + c .. as floats: fma(sum, s_x * s_w, bias). */
+AVX512BW_TARGET static inline void store16_int8(float *out, __m512i sum, float xs,
+                                                const nn_packed_linear *p, int n, int cols)
+{
+    if (cols <= 0) return;
+    const __mmask16 m = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
+    const __m512 s = _mm512_mul_ps(_mm512_set1_ps(xs), _mm512_maskz_loadu_ps(m, p->scale + n));
+    const __m512 b = p->bias ? _mm512_maskz_loadu_ps(m, p->bias + n) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(out, m, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), s, b));
+}
+
+/* The kernels below keep their 16 sums in named registers, row by row
+ * (with the sums in an array indexed in a loop, GCC keeps them in memory,
+ * as packed.c found for float32).  MR is constant where inlined, so the
+ * rows past it are compiled away. */
+#define ROW_PTR(i) const int32_t *x##i = (const int32_t *)((const char *)xq + (MR > i ? i : 0) * row_bytes)
+#define ROW_PTRS ROW_PTR(0); ROW_PTR(1); ROW_PTR(2); ROW_PTR(3); ROW_PTR(4); ROW_PTR(5); ROW_PTR(6); ROW_PTR(7)
+#define FOR_ROWS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+
+/* VNNI: MR rows x 32 outputs; per group, two 64-byte loads and MR broadcasts
+ * for 2 MR vpdpbusd.  x is stored as x + 128, so 128 * sum_k q is taken
+ * off each output's sum (exact in int32). */
+VNNI_TARGET static inline __attribute__((always_inline)) void
+vnni_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs, const int MR,
+          const nn_packed_linear *p, int pi, int cols)
+{
+    const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * row_bytes;
+    const int G = (int)(row_bytes / 4);
+    ROW_PTRS;
+    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
+            c61 = c00, c70 = c00, c71 = c00;
+#define VNNI_ROW(i)                                                                        \
+    if (MR > i) {                                                                          \
+        const __m512i a = _mm512_set1_epi32(x##i[g]);                                      \
+        c##i##0 = _mm512_dpbusd_epi32(c##i##0, a, w0);                                     \
+        c##i##1 = _mm512_dpbusd_epi32(c##i##1, a, w1);                                     \
+    }
+#pragma GCC unroll 2
+    for (int g = 0; g < G; g++) {
+        const __m512i w0 = _mm512_loadu_si512(panel + (size_t)g * 128);
+        const __m512i w1 = _mm512_loadu_si512(panel + (size_t)g * 128 + 64);
+        FOR_ROWS(VNNI_ROW)
+    }
+    const int n0 = pi * QUANT_WIDTH;
+    const __m512i off0 = _mm512_slli_epi32(_mm512_loadu_si512(p->col_sums + n0), 7);
+    const __m512i off1 = _mm512_slli_epi32(_mm512_loadu_si512(p->col_sums + n0 + 16), 7);
+#define VNNI_STORE(i)                                                                      \
+    if (MR > i) {                                                                          \
+        store16_int8(out + i * ldo, _mm512_sub_epi32(c##i##0, off0), xs[i], p, n0, cols);  \
+        store16_int8(out + i * ldo + 16, _mm512_sub_epi32(c##i##1, off1), xs[i], p, n0 + 16, \
+                     cols - 16);                                                           \
+    }
+    FOR_ROWS(VNNI_STORE)
+#undef VNNI_ROW
+#undef VNNI_STORE
+}
+
+VNNI_TARGET static void int8_block_vnni(float *out, size_t ldo, const void *xq, size_t row_bytes,
+                                        const float *xs, int rows, const nn_packed_linear *p,
+                                        int pi, int cols)
+{
+    switch (rows) {
+    case 8: vnni_rows(out, ldo, xq, row_bytes, xs, 8, p, pi, cols); break;
+    case 7: vnni_rows(out, ldo, xq, row_bytes, xs, 7, p, pi, cols); break;
+    case 6: vnni_rows(out, ldo, xq, row_bytes, xs, 6, p, pi, cols); break;
+    case 5: vnni_rows(out, ldo, xq, row_bytes, xs, 5, p, pi, cols); break;
+    case 4: vnni_rows(out, ldo, xq, row_bytes, xs, 4, p, pi, cols); break;
+    case 3: vnni_rows(out, ldo, xq, row_bytes, xs, 3, p, pi, cols); break;
+    case 2: vnni_rows(out, ldo, xq, row_bytes, xs, 2, p, pi, cols); break;
+    case 1: vnni_rows(out, ldo, xq, row_bytes, xs, 1, p, pi, cols); break;
+    default: break;
+    }
+}
+
+/* AVX-512BW without VNNI: |x| (u8) times q with x's sign (s8) by
+ * vpmaddubsw into int16 pairs (at most 2 x 127 x 127: no saturation), then
+ * vpmaddwd by ones into int32.  AVX-512 has no vpsignb: the sign moves by
+ * a masked subtraction from zero. */
+AVX512BW_TARGET static inline __attribute__((always_inline)) void
+bw_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs, const int MR,
+        const nn_packed_linear *p, int pi, int cols)
+{
+    const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * row_bytes;
+    const int G = (int)(row_bytes / 4);
+    const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
+    ROW_PTRS;
+    __m512i c00 = zero, c01 = zero, c10 = zero, c11 = zero, c20 = zero, c21 = zero, c30 = zero,
+            c31 = zero, c40 = zero, c41 = zero, c50 = zero, c51 = zero, c60 = zero, c61 = zero,
+            c70 = zero, c71 = zero;
+#define BW_ROW(i)                                                                          \
+    if (MR > i) {                                                                          \
+        const __m512i a = _mm512_set1_epi32(x##i[g]);                                      \
+        const __mmask64 neg = _mm512_movepi8_mask(a);                                      \
+        const __m512i ax = _mm512_abs_epi8(a);                                             \
+        const __m512i s0 = _mm512_mask_sub_epi8(w0, neg, zero, w0);                        \
+        const __m512i s1 = _mm512_mask_sub_epi8(w1, neg, zero, w1);                        \
+        c##i##0 = _mm512_add_epi32(c##i##0, _mm512_madd_epi16(_mm512_maddubs_epi16(ax, s0), ones)); \
+        c##i##1 = _mm512_add_epi32(c##i##1, _mm512_madd_epi16(_mm512_maddubs_epi16(ax, s1), ones)); \
+    }
+    for (int g = 0; g < G; g++) {
+        const __m512i w0 = _mm512_loadu_si512(panel + (size_t)g * 128);
+        const __m512i w1 = _mm512_loadu_si512(panel + (size_t)g * 128 + 64);
+        FOR_ROWS(BW_ROW)
+    }
+    const int n0 = pi * QUANT_WIDTH;
+#define BW_STORE(i)                                                                        \
+    if (MR > i) {                                                                          \
+        store16_int8(out + i * ldo, c##i##0, xs[i], p, n0, cols);                          \
+        store16_int8(out + i * ldo + 16, c##i##1, xs[i], p, n0 + 16, cols - 16);           \
+    }
+    FOR_ROWS(BW_STORE)
+#undef BW_ROW
+#undef BW_STORE
+}
+
+AVX512BW_TARGET static void int8_block_bw(float *out, size_t ldo, const void *xq,
+                                          size_t row_bytes, const float *xs, int rows,
+                                          const nn_packed_linear *p, int pi, int cols)
+{
+    switch (rows) {
+    case 8: bw_rows(out, ldo, xq, row_bytes, xs, 8, p, pi, cols); break;
+    case 7: bw_rows(out, ldo, xq, row_bytes, xs, 7, p, pi, cols); break;
+    case 6: bw_rows(out, ldo, xq, row_bytes, xs, 6, p, pi, cols); break;
+    case 5: bw_rows(out, ldo, xq, row_bytes, xs, 5, p, pi, cols); break;
+    case 4: bw_rows(out, ldo, xq, row_bytes, xs, 4, p, pi, cols); break;
+    case 3: bw_rows(out, ldo, xq, row_bytes, xs, 3, p, pi, cols); break;
+    case 2: bw_rows(out, ldo, xq, row_bytes, xs, 2, p, pi, cols); break;
+    case 1: bw_rows(out, ldo, xq, row_bytes, xs, 1, p, pi, cols); break;
+    default: break;
+    }
+}
+
+/* AVX2: as AVX-512BW with vpsignb, two rows at a time, the panel's 32
+ * outputs in four registers of 8. */
+AVX2_INT8_TARGET static void int8_block_avx2(float *out, size_t ldo, const void *xq,
+                                             size_t row_bytes, const float *xs, int rows,
+                                             const nn_packed_linear *p, int pi, int cols)
+{
+    const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * row_bytes;
+    const int G = (int)(row_bytes / 4), n0 = pi * QUANT_WIDTH;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r0 = 0; r0 < rows; r0 += QUANT_ROWS_AVX2) {
+        const int MR = rows - r0 < QUANT_ROWS_AVX2 ? rows - r0 : QUANT_ROWS_AVX2;
+        const int32_t *x0 = (const int32_t *)((const char *)xq + (size_t)r0 * row_bytes);
+        const int32_t *x1 = MR > 1 ? (const int32_t *)((const char *)x0 + row_bytes) : x0;
+        __m256i c0[4], c1[4];
+        for (int i = 0; i < 4; i++) c0[i] = c1[i] = _mm256_setzero_si256();
+        for (int g = 0; g < G; g++) {
+            const __m256i a0 = _mm256_set1_epi32(x0[g]), a1 = _mm256_set1_epi32(x1[g]);
+            const __m256i ax0 = _mm256_abs_epi8(a0), ax1 = _mm256_abs_epi8(a1);
+            for (int i = 0; i < 4; i++) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(panel + (size_t)g * 128 + 32 * i));
+                c0[i] = _mm256_add_epi32(
+                    c0[i], _mm256_madd_epi16(_mm256_maddubs_epi16(ax0, _mm256_sign_epi8(w, a0)), ones));
+                c1[i] = _mm256_add_epi32(
+                    c1[i], _mm256_madd_epi16(_mm256_maddubs_epi16(ax1, _mm256_sign_epi8(w, a1)), ones));
+            }
+        }
+        for (int r = 0; r < MR; r++) {
+            const __m256i *c = r == 0 ? c0 : c1;
+            float *o = out + (size_t)(r0 + r) * ldo;
+            const __m256 sx = _mm256_set1_ps(xs[r0 + r]);
+            for (int i = 0; i < 4 && 8 * i < cols; i++) {
+                float v[8];
+                const int n = n0 + 8 * i, m = cols - 8 * i < 8 ? cols - 8 * i : 8;
+                if (m == 8) {
+                    const __m256 s = _mm256_mul_ps(sx, _mm256_loadu_ps(p->scale + n));
+                    const __m256 b = p->bias ? _mm256_loadu_ps(p->bias + n) : _mm256_setzero_ps();
+                    _mm256_storeu_ps(o + 8 * i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[i]), s, b));
+                    continue;
+                }
+                int32_t sums[8];
+                _mm256_storeu_si256((__m256i *)sums, c[i]);
+                for (int j = 0; j < m; j++)
+                    v[j] = fmaf((float)sums[j], xs[r0 + r] * p->scale[n + j],
+                                p->bias ? p->bias[n + j] : 0.0f);
+                memcpy(o + 8 * i, v, (size_t)m * sizeof *v);
+            }
+        }
+    }
+}
+
+/* Stores 16 float sums of outputs n .. plus their bias (cols of them). */
+AVX512BW_TARGET static inline void store16_bf16(float *out, __m512 sum, const nn_packed_linear *p,
+                                                int n, int cols)
+{
+    if (cols <= 0) return;
+    const __mmask16 m = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
+    const __m512 b = p->bias ? _mm512_maskz_loadu_ps(m, p->bias + n) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(out, m, _mm512_add_ps(sum, b));
+}
+
+/* AVX-512 BF16: MR rows x 32 outputs; per pair of k, two loads, MR
+ * broadcasts and 2 MR vdpbf16ps. */
+BF16_TARGET static inline __attribute__((always_inline)) void
+bf16_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const int MR,
+          const nn_packed_linear *p, int pi, int cols)
+{
+    const uint16_t *panel = (const uint16_t *)p->panels + (size_t)pi * QUANT_WIDTH * (row_bytes / 2);
+    const int G = (int)(row_bytes / 4);
+    ROW_PTRS;
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
+           c61 = c00, c70 = c00, c71 = c00;
+#define BF16_ROW(i)                                                                        \
+    if (MR > i) {                                                                          \
+        const __m512bh a = (__m512bh)_mm512_set1_epi32(x##i[g]);                           \
+        c##i##0 = _mm512_dpbf16_ps(c##i##0, a, w0);                                        \
+        c##i##1 = _mm512_dpbf16_ps(c##i##1, a, w1);                                        \
+    }
+#pragma GCC unroll 2
+    for (int g = 0; g < G; g++) {
+        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(panel + (size_t)g * 64);
+        const __m512bh w1 = (__m512bh)_mm512_loadu_si512(panel + (size_t)g * 64 + 32);
+        FOR_ROWS(BF16_ROW)
+    }
+    const int n0 = pi * QUANT_WIDTH;
+#define BF16_STORE(i)                                                                      \
+    if (MR > i) {                                                                          \
+        store16_bf16(out + i * ldo, c##i##0, p, n0, cols);                                 \
+        store16_bf16(out + i * ldo + 16, c##i##1, p, n0 + 16, cols - 16);                  \
+    }
+    FOR_ROWS(BF16_STORE)
+#undef BF16_ROW
+#undef BF16_STORE
+}
+
+BF16_TARGET static void bf16_block_avx512(float *out, size_t ldo, const void *xq,
+                                          size_t row_bytes, const float *xs, int rows,
+                                          const nn_packed_linear *p, int pi, int cols)
+{
+    switch (rows) {
+    case 8: bf16_rows(out, ldo, xq, row_bytes, 8, p, pi, cols); break;
+    case 7: bf16_rows(out, ldo, xq, row_bytes, 7, p, pi, cols); break;
+    case 6: bf16_rows(out, ldo, xq, row_bytes, 6, p, pi, cols); break;
+    case 5: bf16_rows(out, ldo, xq, row_bytes, 5, p, pi, cols); break;
+    case 4: bf16_rows(out, ldo, xq, row_bytes, 4, p, pi, cols); break;
+    case 3: bf16_rows(out, ldo, xq, row_bytes, 3, p, pi, cols); break;
+    case 2: bf16_rows(out, ldo, xq, row_bytes, 2, p, pi, cols); break;
+    case 1: bf16_rows(out, ldo, xq, row_bytes, 1, p, pi, cols); break;
+    default: break;
+    }
+}
+#endif
+
+/* ---- choosing ------------------------------------------------------------------------------ */
+
+bool nn_kernel_is_int8(nn_kernel k)
+{
+    return k == NN_KERNEL_INT8_C || k == NN_KERNEL_INT8_AVX2 || k == NN_KERNEL_INT8_AVX512BW ||
+           k == NN_KERNEL_INT8_VNNI;
+}
+
+bool nn_kernel_is_bf16(nn_kernel k) { return k == NN_KERNEL_BF16_C || k == NN_KERNEL_BF16_AVX512; }
+
+nn_quant_block_fn *nn_quant_block(nn_kernel k, int *rows)
+{
+    *rows = 4;
+    switch (k) {
+#ifdef HAVE_QUANT_KERNELS
+    case NN_KERNEL_INT8_VNNI: *rows = QUANT_ROWS_512; return int8_block_vnni;
+    case NN_KERNEL_INT8_AVX512BW: *rows = QUANT_ROWS_512; return int8_block_bw;
+    case NN_KERNEL_INT8_AVX2: *rows = 2 * QUANT_ROWS_AVX2; return int8_block_avx2;
+    case NN_KERNEL_BF16_AVX512: *rows = QUANT_ROWS_512; return bf16_block_avx512;
+#endif
+    case NN_KERNEL_BF16_C: return bf16_block_c;
+    default: return int8_block_c;
+    }
+}
