@@ -423,6 +423,10 @@ static inline void nn_store4(float *p, nn_f32x4 v) { memcpy(p, &v, sizeof v); }
  * (make check's sanitizer build does, so the tests cover both). */
 typedef float nn_f32x8 __attribute__((vector_size(32)));
 typedef int32_t nn_i32x8 __attribute__((vector_size(32)));
+/* Sixteen, for the few loops that gain from AVX-512's width (packed.c's
+ * logit statistics); other instruction sets split them, lane by lane alike. */
+typedef float nn_f32x16 __attribute__((vector_size(64)));
+typedef int32_t nn_i32x16 __attribute__((vector_size(64)));
 
 /* GCC only: Clang 14 does not resolve calls from other files to a cloned
  * function, so a Clang build (make fuzz) runs the plain version. */
@@ -433,6 +437,15 @@ typedef int32_t nn_i32x8 __attribute__((vector_size(32)));
 #endif
 #ifndef NN_MULTIVERSION
 #define NN_MULTIVERSION
+#endif
+/* The same with an AVX-512 version too, for code written in sixteen lanes. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__clang__)
+#if __has_attribute(target_clones) && !defined(NN_NO_MULTIVERSION)
+#define NN_MULTIVERSION_512 __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef NN_MULTIVERSION_512
+#define NN_MULTIVERSION_512
 #endif
 
 /* For helpers of NN_MULTIVERSION functions: inlined into each version, so
@@ -445,6 +458,8 @@ typedef int32_t nn_i32x8 __attribute__((vector_size(32)));
  * returns one (they take pointers). */
 typedef float nn_f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
 #define nn_load8(p) (*(const nn_f32x8u *)(const void *)(p))
+typedef float nn_f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define nn_load16(p) (*(const nn_f32x16u *)(const void *)(p))
 #define nn_store8(p, v) (*(nn_f32x8u *)(void *)(p) = (v))
 
 /* The sum of the eight lanes of *v, in a fixed order. */
@@ -460,25 +475,29 @@ NN_INLINE float nn_sum8(const nn_f32x8 *v)
  * error below 1e-7 on [-87, 0] (measured against double exp).  Inputs below
  * -87 (and -inf, a masked score) give exactly 0: no subnormals, and a masked
  * attention weight is exactly 0. */
-NN_INLINE void nn_exp8_nonpositive(nn_f32x8 *xp)
-{
-    nn_f32x8 x = *xp;
-    const nn_f32x8 floor_value = x - x - 87.0f;
-    nn_i32x8 low = x < floor_value;
-    x = (nn_f32x8)(((nn_i32x8)x & ~low) | ((nn_i32x8)floor_value & low));
-    /* round x / ln2 to the nearest integer: adding 1.5 * 2^23 pushes the
-     * fraction bits out of the float, subtracting it brings the integer back */
-    nn_f32x8 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    nn_f32x8 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    nn_f32x8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    nn_i32x8 two_n = (__builtin_convertvector(n, nn_i32x8) + 127) << 23; /* the bits of 2^n */
-    *xp = (nn_f32x8)((nn_i32x8)(p * (nn_f32x8)two_n) & ~low); /* 0 below -87 */
-}
+#define NN_DEFINE_EXP_NONPOSITIVE(name, F, I)                                           \
+    NN_INLINE void name(F *xp)                                                          \
+    {                                                                                   \
+        F x = *xp;                                                                      \
+        const F floor_value = x - x - 87.0f;                                            \
+        I low = x < floor_value;                                                        \
+        x = (F)(((I)x & ~low) | ((I)floor_value & low));                                \
+        /* round x / ln2 to the nearest integer: adding 1.5 * 2^23 pushes the          \
+         * fraction bits out of the float, subtracting it brings the integer back */   \
+        F n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;                   \
+        F r = x - n * 0.693359375f + n * 2.12194440e-4f;                                \
+        F p = r * 1.9875691500e-4f + 1.3981999507e-3f;                                  \
+        p = p * r + 8.3334519073e-3f;                                                   \
+        p = p * r + 4.1665795894e-2f;                                                   \
+        p = p * r + 1.6666665459e-1f;                                                   \
+        p = p * r + 5.0000001201e-1f;                                                   \
+        p = p * r * r + r + 1.0f;                                                       \
+        I two_n = (__builtin_convertvector(n, I) + 127) << 23; /* the bits of 2^n */    \
+        *xp = (F)((I)(p * (F)two_n) & ~low); /* 0 below -87 */                          \
+    }
+NN_DEFINE_EXP_NONPOSITIVE(nn_exp8_nonpositive, nn_f32x8, nn_i32x8)
+/* The same, sixteen lanes (each lane as nn_exp8_nonpositive computes it). */
+NN_DEFINE_EXP_NONPOSITIVE(nn_exp16_nonpositive, nn_f32x16, nn_i32x16)
 
 /* exp(x) of one value x <= 0, as a lane of nn_exp8_nonpositive computes it, so
  * a row's tail gives what its body would. */

@@ -233,9 +233,11 @@ NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
     }
     const float m = st->max;
     if (cols == STATS_GROUP) { /* four double lanes take the 16 values' exp */
-        nn_f32x8 e0 = nn_load8(v) - m, e1 = nn_load8(v + 8) - m;
-        nn_exp8_nonpositive(&e0);
-        nn_exp8_nonpositive(&e1);
+        nn_f32x16 e16 = nn_load16(v) - m;
+        nn_exp16_nonpositive(&e16);
+        nn_f32x8 e0, e1; /* the halves, added lane by lane */
+        memcpy(&e0, &e16, sizeof e0);
+        memcpy(&e1, (const char *)&e16 + sizeof e0, sizeof e1);
         const nn_f32x8 e = e0 + e1;
         for (int i = 0; i < NN_STATS_SUMS; i++) sum[i] += (double)e[i] + (double)e[i + 4];
     } else {
@@ -292,7 +294,7 @@ size_t nn_packed_scratch_bytes(const nn_packed_linear *p)
  * rows passes over it).  With stats [R] (and sums [R, NN_STATS_SUMS],
  * scratch), each row's logit statistics too, taken panel by panel while the
  * panel's logits are in the cache. */
-NN_MULTIVERSION static void packed_walk(float *out, const float *x, const nn_packed_linear *p,
+NN_MULTIVERSION_512 static void packed_walk(float *out, const float *x, const nn_packed_linear *p,
                                         int R, void *scratch, tfm_logit_stats *stats,
                                         double *sums)
 {

@@ -336,12 +336,32 @@ AVX512BW_TARGET static inline void store16_int8(float *out, __m512i sum, float x
 #define ROW_PTRS ROW_PTR(0); ROW_PTR(1); ROW_PTR(2); ROW_PTR(3); ROW_PTR(4); ROW_PTR(5); ROW_PTR(6); ROW_PTR(7)
 #define FOR_ROWS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
 
+/* A kernel's block function (nn_quant_block_fn): its rows function with the
+ * number of rows a constant, so that each case compiles to its own code. */
+#define DEFINE_BLOCK(target, name, rows_fn)                                                   \
+    target static void name(float *out, size_t ldo, const void *xq, size_t row_bytes,        \
+                            const float *xs, int rows, const nn_packed_linear *p, int pi,    \
+                            int cols)                                                        \
+    {                                                                                        \
+        switch (rows) {                                                                      \
+        case 8: rows_fn(out, ldo, xq, row_bytes, xs, p, pi, cols, 8); break;                 \
+        case 7: rows_fn(out, ldo, xq, row_bytes, xs, p, pi, cols, 7); break;                 \
+        case 6: rows_fn(out, ldo, xq, row_bytes, xs, p, pi, cols, 6); break;                 \
+        case 5: rows_fn(out, ldo, xq, row_bytes, xs, p, pi, cols, 5); break;                 \
+        case 4: rows_fn(out, ldo, xq, row_bytes, xs, p, pi, cols, 4); break;                 \
+        case 3: rows_fn(out, ldo, xq, row_bytes, xs, p, pi, cols, 3); break;                 \
+        case 2: rows_fn(out, ldo, xq, row_bytes, xs, p, pi, cols, 2); break;                 \
+        case 1: rows_fn(out, ldo, xq, row_bytes, xs, p, pi, cols, 1); break;                 \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+
 /* VNNI: MR rows x 32 outputs; per group, two 64-byte loads and MR broadcasts
  * for 2 MR vpdpbusd.  x is stored as x + 128, so 128 * sum_k q is taken
  * off each output's sum (exact in int32). */
 VNNI_TARGET static inline __attribute__((always_inline)) void
-vnni_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs, const int MR,
-          const nn_packed_linear *p, int pi, int cols)
+vnni_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs,
+          const nn_packed_linear *p, int pi, int cols, const int MR)
 {
     const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * row_bytes;
     const int G = (int)(row_bytes / 4);
@@ -375,30 +395,16 @@ vnni_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float 
 #undef VNNI_STORE
 }
 
-VNNI_TARGET static void int8_block_vnni(float *out, size_t ldo, const void *xq, size_t row_bytes,
-                                        const float *xs, int rows, const nn_packed_linear *p,
-                                        int pi, int cols)
-{
-    switch (rows) {
-    case 8: vnni_rows(out, ldo, xq, row_bytes, xs, 8, p, pi, cols); break;
-    case 7: vnni_rows(out, ldo, xq, row_bytes, xs, 7, p, pi, cols); break;
-    case 6: vnni_rows(out, ldo, xq, row_bytes, xs, 6, p, pi, cols); break;
-    case 5: vnni_rows(out, ldo, xq, row_bytes, xs, 5, p, pi, cols); break;
-    case 4: vnni_rows(out, ldo, xq, row_bytes, xs, 4, p, pi, cols); break;
-    case 3: vnni_rows(out, ldo, xq, row_bytes, xs, 3, p, pi, cols); break;
-    case 2: vnni_rows(out, ldo, xq, row_bytes, xs, 2, p, pi, cols); break;
-    case 1: vnni_rows(out, ldo, xq, row_bytes, xs, 1, p, pi, cols); break;
-    default: break;
-    }
-}
+DEFINE_BLOCK(VNNI_TARGET, int8_block_vnni, vnni_rows)
+
 
 /* AVX-512BW without VNNI: |x| (u8) times q with x's sign (s8) by
  * vpmaddubsw into int16 pairs (at most 2 x 127 x 127: no saturation), then
  * vpmaddwd by ones into int32.  AVX-512 has no vpsignb: the sign moves by
  * a masked subtraction from zero. */
 AVX512BW_TARGET static inline __attribute__((always_inline)) void
-bw_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs, const int MR,
-        const nn_packed_linear *p, int pi, int cols)
+bw_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs,
+        const nn_packed_linear *p, int pi, int cols, const int MR)
 {
     const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * row_bytes;
     const int G = (int)(row_bytes / 4);
@@ -433,22 +439,8 @@ bw_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *x
 #undef BW_STORE
 }
 
-AVX512BW_TARGET static void int8_block_bw(float *out, size_t ldo, const void *xq,
-                                          size_t row_bytes, const float *xs, int rows,
-                                          const nn_packed_linear *p, int pi, int cols)
-{
-    switch (rows) {
-    case 8: bw_rows(out, ldo, xq, row_bytes, xs, 8, p, pi, cols); break;
-    case 7: bw_rows(out, ldo, xq, row_bytes, xs, 7, p, pi, cols); break;
-    case 6: bw_rows(out, ldo, xq, row_bytes, xs, 6, p, pi, cols); break;
-    case 5: bw_rows(out, ldo, xq, row_bytes, xs, 5, p, pi, cols); break;
-    case 4: bw_rows(out, ldo, xq, row_bytes, xs, 4, p, pi, cols); break;
-    case 3: bw_rows(out, ldo, xq, row_bytes, xs, 3, p, pi, cols); break;
-    case 2: bw_rows(out, ldo, xq, row_bytes, xs, 2, p, pi, cols); break;
-    case 1: bw_rows(out, ldo, xq, row_bytes, xs, 1, p, pi, cols); break;
-    default: break;
-    }
-}
+DEFINE_BLOCK(AVX512BW_TARGET, int8_block_bw, bw_rows)
+
 
 /* AVX2: as AVX-512BW with vpsignb, two rows at a time, the panel's 32
  * outputs in four registers of 8. */
@@ -513,8 +505,8 @@ AVX512BW_TARGET static inline void store16_bf16(float *out, __m512 sum, const nn
 /* AVX-512 BF16: MR rows x 32 outputs; per pair of k, two loads, MR
  * broadcasts and 2 MR vdpbf16ps. */
 BF16_TARGET static inline __attribute__((always_inline)) void
-bf16_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const int MR,
-          const nn_packed_linear *p, int pi, int cols)
+bf16_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs,
+          const nn_packed_linear *p, int pi, int cols, const int MR)
 {
     const uint16_t *panel = (const uint16_t *)p->panels + (size_t)pi * QUANT_WIDTH * (row_bytes / 2);
     const int G = (int)(row_bytes / 4);
@@ -545,22 +537,8 @@ bf16_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const int MR
 #undef BF16_STORE
 }
 
-BF16_TARGET static void bf16_block_avx512(float *out, size_t ldo, const void *xq,
-                                          size_t row_bytes, const float *xs, int rows,
-                                          const nn_packed_linear *p, int pi, int cols)
-{
-    switch (rows) {
-    case 8: bf16_rows(out, ldo, xq, row_bytes, 8, p, pi, cols); break;
-    case 7: bf16_rows(out, ldo, xq, row_bytes, 7, p, pi, cols); break;
-    case 6: bf16_rows(out, ldo, xq, row_bytes, 6, p, pi, cols); break;
-    case 5: bf16_rows(out, ldo, xq, row_bytes, 5, p, pi, cols); break;
-    case 4: bf16_rows(out, ldo, xq, row_bytes, 4, p, pi, cols); break;
-    case 3: bf16_rows(out, ldo, xq, row_bytes, 3, p, pi, cols); break;
-    case 2: bf16_rows(out, ldo, xq, row_bytes, 2, p, pi, cols); break;
-    case 1: bf16_rows(out, ldo, xq, row_bytes, 1, p, pi, cols); break;
-    default: break;
-    }
-}
+DEFINE_BLOCK(BF16_TARGET, bf16_block_avx512, bf16_rows)
+
 #endif
 
 /* ---- choosing ------------------------------------------------------------------------------ */

@@ -137,16 +137,17 @@ flops() {
 
 : >"$OUTDIR/results.txt"
 # run_ours PRESET SEARCH BATCH N [SUFFIX] - encode then decode N sources;
-# prints a row (tagged PRESET-SEARCH-BATCH[-SUFFIX]).
+# prints a row (tagged PRESET-SEARCH-BATCH[-SUFFIX]).  COMPUTE (float32 when
+# unset) is the --compute-type of both.
 run_ours() {
     preset=$1 search=$2 batch=$3 n=$(($4 * SCALE))
-    m="$OUTDIR/$preset.st" tag="$preset-$search-$batch${5:+-$5}"
+    m="$OUTDIR/$preset.st" tag="$preset-$search-$batch${5:+-$5}" ct="--compute-type=${COMPUTE:-float32}"
     head -n "$n" "$OUTDIR/src25.ids" >"$OUTDIR/$tag.ids"
-    timed "$tag-enc" "$ENC" -m "$m" --threads "$THREADS" --batch-size "$batch" "$OUTDIR/$tag.ids" || return
+    timed "$tag-enc" "$ENC" -m "$m" $ct --threads "$THREADS" --batch-size "$batch" "$OUTDIR/$tag.ids" || return
     ew=$wall ec=$cpu
     mv "$OUTDIR/$tag-enc.out" "$OUTDIR/$tag.npy"
     if [ "$search" = greedy ]; then opts="--greedy" rows=1; else opts="--beam 4" rows=4; fi
-    timed "$tag-dec" "$DEC" -m "$m" --threads "$THREADS" --batch-size "$batch" $opts \
+    timed "$tag-dec" "$DEC" -m "$m" $ct --threads "$THREADS" --batch-size "$batch" $opts \
         --min-length 30 --max-length 30 "$OUTDIR/$tag.npy" || return
     dw=$wall dc=$cpu
     got=$(awk '{ t += NF } END { print NR, t }' "$OUTDIR/$tag-dec.out")
@@ -177,6 +178,53 @@ if [ "${SKIP_BASE:-0}" != 1 ]; then
     run_ours base beam 64 64
     run_ours base greedy 1 16
     run_ours base beam 1 8
+fi
+
+# ---- compute types: int8 and bf16 against float32, side by side -----------------------------------
+
+# The float32 model quantized as it loads (--compute-type), row by row: each
+# shape runs in float32, bf16 and int8 one after the other, so the ratios
+# (the issue's bar: int8 1.8x and bf16 1.4x float32) come from one stretch of
+# this shared machine.
+if [ "${SKIP_QUANT:-0}" != 1 ]; then
+    echo
+    echo "compute types (the same shapes, float32 model quantized at load; ratios over float32 in the same run):"
+    printf "  %-18s %5s %8s %8s %9s %9s %9s %8s %8s   %s\n" "preset-search-batch" "sents" "wall s" \
+        "cpu s" "sent/s" "tok/s" "tok/cpu-s" "GFLOP/s" "of sgemm" ""
+    quant_rows="small:greedy:64:640 small:beam:64:256 small:greedy:1:64 small:beam:1:32"
+    [ "${SKIP_BASE:-0}" != 1 ] && quant_rows="$quant_rows base:greedy:64:128 base:beam:64:64"
+    for row in $quant_rows; do
+        set -- $(echo "$row" | tr ':' ' ')
+        for ct in float32 bf16 int8; do COMPUTE=$ct run_ours "$1" "$2" "$3" "$4" "$ct"; done
+    done
+    : >"$OUTDIR/quant.txt"
+    awk '{ split($1, p, "-"); k = p[1] "-" p[2] "-" p[3]; if (p[4] == "float32") f[k] = $5 }
+         {
+           if ((p[4] == "int8" || p[4] == "bf16") && f[k] > 0)
+               printf "translate_compute_ratio preset=%s search=%s batch=%s compute=%s tok_s=%.0f float32_tok_s=%.0f ratio=%.2f\n",
+                   p[1], p[2], p[3], p[4], $5, f[k], $5 / f[k] > "/dev/stderr" }' \
+        "$OUTDIR/results.txt" 2>>"$OUTDIR/quant.txt"
+    grep '^translate_compute_ratio' "$OUTDIR/quant.txt" |
+        awk '{ printf "  %s %s %s %s: %s\n", $2, $3, $4, $5, $8 }'
+    # Peak memory of decoding the base model (greedy, batch 64): int8 and bf16
+    # model files against the float32 one.
+    if [ "${SKIP_BASE:-0}" != 1 ]; then
+        for ct in int8 bf16; do
+            [ -f "$OUTDIR/base.$ct.st" ] || "$BUILD/bin/train" quantize -q --compute-type $ct \
+                -i "$OUTDIR/base.st" -o "$OUTDIR/base.$ct.st"
+        done
+        head -n 128 "$OUTDIR/src25.ids" | "$ENC" -m "$OUTDIR/base.st" --threads "$THREADS" >"$OUTDIR/base128.npy"
+        for m in base base.bf16 base.int8; do
+            /usr/bin/time -f %M -o "$OUTDIR/mem-$m" "$DEC" -m "$OUTDIR/$m.st" --threads "$THREADS" \
+                --greedy --min-length 30 --max-length 30 "$OUTDIR/base128.npy" >/dev/null
+        done
+        awk -v f="$(tail -1 "$OUTDIR/mem-base")" -v b="$(tail -1 "$OUTDIR/mem-base.bf16")" \
+            -v i="$(tail -1 "$OUTDIR/mem-base.int8")" 'BEGIN {
+            printf "  decode peak RSS, base model files: float32 %d KB, bf16 %d KB (%.0f%%), int8 %d KB (%.0f%%)\n", f, b, 100 * b / f, i, 100 * i / f
+            printf "translate_compute_memory_kb preset=base float32=%d bf16=%d int8=%d\n", f, b, i > "/dev/stderr" }' \
+            2>>"$OUTDIR/quant.txt"
+        rm -f "$OUTDIR/base128.npy"
+    fi
 fi
 
 # ---- PyTorch ------------------------------------------------------------------------------------
@@ -260,8 +308,10 @@ echo
 awk -v sg=$SGEMM -v th=$THREADS '{
     split($1, p, "-"); t = "TARGET_" p[2] "_" p[3]
     printf "translate_tok_s preset=%s search=%s batch=%s threads=%s sents=%d tok_s=%.0f gflops=%.1f of_sgemm=%.3f%s\n",
-        p[1], p[2], p[3], th, $2, $5, $6, (sg > 0 ? $6 / sg : 0), (p[4] != "" ? " isa=" p[4] : "") }' "$OUTDIR/results.txt"
+        p[1], p[2], p[3], th, $2, $5, $6, (sg > 0 ? $6 / sg : 0),
+        (p[4] ~ /^(float32|int8|bf16)$/ ? " compute=" p[4] : p[4] != "" ? " isa=" p[4] : "") }' "$OUTDIR/results.txt"
 cat "$OUTDIR/machine.txt"
+[ -f "$OUTDIR/quant.txt" ] && [ "${SKIP_QUANT:-0}" != 1 ] && cat "$OUTDIR/quant.txt"
 for sb in greedy_64 beam_64 greedy_1; do
     target=$(eval echo "\$TARGET_$sb")
     s=${sb%_*} b=${sb#*_}
