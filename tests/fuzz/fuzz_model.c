@@ -48,6 +48,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     require(st_mem == st, "the file and the same bytes in memory disagree");
     require((st_mem == TFM_OK) == (mem != NULL), "a model left by a failure, or none on success");
     tfm_model_free(mem);
+    /* as encode and decode load it: a quantized model keeps its matrices
+     * in their type only, and both stacks pack from them */
+    tfm_model *inf = (tfm_model *)&size;
+    tfm_error e4 = {0};
+    tfm_status st_inf = tfm_model_load_for_inference(path, TFM_COMPUTE_DEFAULT, &inf, &e4);
+    require(st_inf == st_mem, "loading for inference and loading disagree");
+    if (st_inf == TFM_OK) {
+        require(tfm_model_pack_for_encoding(inf, &e4) == TFM_OK, "an accepted model does not pack");
+        require(tfm_model_pack_for_decoding(inf, &e4) == TFM_OK, "an accepted model does not pack");
+        tfm_model_free(inf);
+    } else {
+        require(inf == NULL && e4.status == st_inf && e4.msg[0] != 0, "a failure left a model");
+    }
     tfm_vocab *v = (tfm_vocab *)&size;
     st = tfm_model_load_vocab(path, &v, &err);
     if (st != TFM_OK) {
