@@ -220,6 +220,63 @@ double tfm_sum_squares(const float *x, size_t n);
 /* An exponential moving average of the weights: ema = decay ema + (1 - decay) w. */
 void tfm_ema_update(float decay, size_t n, float *ema, const float *w);
 
+/* ---- training across processes (MPI) ------------------------------------------ */
+
+/* Data-parallel training: a program started by mpirun or srun is one of a
+ * group of processes ("ranks", numbered from 0), each holding the whole
+ * model.  An update is shared among them: each rank computes the gradient
+ * of its own batches, the gradients are summed across the ranks, and every
+ * rank applies the same update to its own copy of the weights, which so stay
+ * identical without being sent.  Only this part of the library calls MPI
+ * (Open MPI); a program that was not started by a launcher makes no MPI call
+ * at all and is a group of one, as is a NULL tfm_dist everywhere below.
+ *
+ * The sums are taken in rank order, the same on every rank and on every run:
+ * element i of the sum is ((x_0[i] + x_1[i]) + x_2[i]) + ... of the ranks'
+ * values, the order in which one process adds its accumulated batches
+ * (MPI_Allreduce promises neither an order nor the same result on every
+ * rank).  See tfm_trainer_step for what this makes equal. */
+typedef struct tfm_dist tfm_dist;
+
+/* Joins the group when the environment says a launcher started the
+ * program (mpirun and srun --mpi=pmix set OMPI_COMM_WORLD_SIZE, PMIX_RANK
+ * or PMI_RANK): MPI_Init_thread with MPI_THREAD_FUNNELED (only the thread
+ * that made the group calls these functions).  Else a group of one, with no
+ * MPI call.  argc and argv are main's (MPI may read them). */
+tfm_status tfm_dist_create(int *argc, char ***argv, tfm_dist **out, tfm_error *err);
+/* Waits for the other ranks (sleeping, not spinning) and leaves the group
+ * (MPI_Finalize).  Call it only when the program succeeded: a rank that
+ * fails ends without it, which makes the launcher end the others. */
+void tfm_dist_free(tfm_dist *d);
+
+int tfm_dist_rank(const tfm_dist *d);  /* 0 .. size - 1; 0 for NULL */
+int tfm_dist_size(const tfm_dist *d);  /* 1 for NULL */
+
+/* all[r * bytes, (r + 1) * bytes) gets rank r's mine[0, bytes), on every
+ * rank.  A rank that comes first sleeps while it waits for the others (a
+ * test every 0.2 ms): a rank waits here while rank 0 validates or writes a
+ * checkpoint, and a spinning wait would take a CPU from it. */
+tfm_status tfm_dist_allgather(tfm_dist *d, const void *mine, size_t bytes, void *all,
+                              tfm_error *err);
+
+/* Replaces x[0, n) on every rank with the sum of every rank's x, in rank
+ * order (above), bit for bit the same on every rank.  In buckets of
+ * TFM_DIST_BUCKET floats; each bucket is cut into one slice per rank, rank
+ * r adds up slice r of every rank (MPI_Alltoallv) and then every rank
+ * collects the summed slices (MPI_Allgatherv): as many bytes sent as a ring
+ * MPI_Allreduce sends, 2 (size - 1) / size of x per rank.  All ranks call it
+ * with the same n. */
+#define TFM_DIST_BUCKET ((size_t)1 << 22)
+tfm_status tfm_dist_sum_floats(tfm_dist *d, float *x, size_t n, tfm_error *err);
+
+/* The lowest rank whose value differs from rank 0's, into *rank (-1: none):
+ * how the ranks check that they read the same data and start from the same
+ * weights. */
+tfm_status tfm_dist_first_difference(tfm_dist *d, uint64_t value, int *rank, tfm_error *err);
+/* *value becomes the largest of the ranks' values: how they agree on
+ * whether to stop. */
+tfm_status tfm_dist_max(tfm_dist *d, int64_t *value, tfm_error *err);
+
 /* ---- training ------------------------------------------------------------------- */
 
 typedef struct tfm_train_params {
