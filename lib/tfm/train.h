@@ -300,6 +300,8 @@ typedef struct tfm_train_params {
                               (tfm_train_workspace_set_threads) and the optimizer's
                               passes over the parameters.  Results do not depend
                               on it.  Default 1 */
+    tfm_dist *dist;        /* the processes an update is shared with (not owned;
+                              outlives the trainer).  Default NULL: this one alone */
 } tfm_train_params;
 
 tfm_train_params tfm_train_default_params(void);
@@ -321,6 +323,9 @@ typedef struct tfm_step_result {
                               (the batches are still consumed) */
     int bad_steps;         /* skipped updates in a row up to this one */
     int64_t epoch;         /* epoch of the last batch of the update (0-based) */
+    double wait_seconds;   /* across processes: spent waiting for the other ranks
+                              to finish their batches */
+    double reduce_seconds; /* ... and summing the gradients (tfm_dist_sum_floats) */
 } tfm_step_result;
 
 /* The whole state of training: the model, the gradient and optimizer
@@ -340,7 +345,26 @@ void tfm_trainer_free(tfm_trainer *t);
  * tfm_step_result), clipped, and applied by Adam at the scheduled rate; then
  * the moving average.  Fails with TFM_ERR_RANGE when max_bad_steps updates
  * in a row were skipped ("the loss or the gradients were not finite ..."):
- * the weights are those of the last good update. */
+ * the weights are those of the last good update.
+ *
+ * Each batch draws its dropout from a generator seeded by one draw of the
+ * trainer's, and the gradients of the batches are added in order, the first
+ * copied: ((g0 + g1) + g2) + ...  Across processes (p->dist) an update
+ * takes accum batches on every rank, accum x ranks in all: the next ones of
+ * the batch plan, rank r making batches r accum to (r + 1) accum - 1.
+ * Every rank walks the whole plan and draws every batch's seed, so the
+ * data position and the generators after an update depend on the batches
+ * per update, not on the ranks.  The ranks' gradients are summed in rank
+ * order (tfm_dist_sum_floats), and the loss and counts in r are the whole
+ * update's, on every rank.  So N processes with accum 1 make, bit for bit,
+ * the updates of one process with accum N (the same batches, dropout and
+ * sums in the same order); N processes with accum A > 1 make those of one
+ * with accum N A up to rounding (the same sums bracketed otherwise: (g0 +
+ * g1) + (g2 + g3) for ((g0 + g1) + g2) + g3).  A NaN or an infinity on one
+ * rank is in the sums, so every rank skips the update alike
+ * (debug_nan_step poisons the last rank's gradient).  A rank that fails
+ * tells the others in the exchange of the figures, and they fail too:
+ * "rank R could not make its part of the update". */
 tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err);
 
 /* Updates made so far (skipped ones not counted). */
