@@ -600,9 +600,11 @@ typedef enum tfm_run_event_kind {
     TFM_RUN_END,               /* the model is written: end, averaged, text its path */
 } tfm_run_event_kind;
 
+/* Across processes the ranks end for the weightiest reason any of them
+ * has, in this order: PATIENCE over STOPPED over LIMIT. */
 typedef enum tfm_run_end {
     TFM_RUN_LIMIT,             /* a limit of updates, epochs or time was reached */
-    TFM_RUN_STOPPED,           /* the stop flag was set */
+    TFM_RUN_STOPPED,           /* the stop flag was set (on this rank or another) */
     TFM_RUN_PATIENCE,          /* early stopping */
 } tfm_run_end;
 
@@ -628,6 +630,10 @@ typedef struct tfm_run_event {
     int averaged;                     /* END: checkpoints averaged (0: none) */
     double run_seconds;               /* END: this process's time of training */
     int64_t run_tokens;               /* END: target tokens of this process's updates */
+    int64_t run_updates;              /* END: and their number */
+    int ranks;                        /* END: processes training together (1: this one) */
+    double run_wait_seconds;          /* END: of run_seconds, waiting for other ranks */
+    double run_reduce_seconds;        /* END: and summing gradients across them */
 } tfm_run_event;
 
 /* What a run keeps in its checkpoints besides its options ("train.elapsed",
@@ -691,6 +697,19 @@ const tfm_trainer *tfm_run_trainer(const tfm_run *r);
 /* The run stops at the end of the update under way once *flag is non-zero
  * (a signal handler's sig_atomic_t), saving a checkpoint and the model. */
 void tfm_run_set_stop_flag(tfm_run *r, const volatile sig_atomic_t *flag);
+
+/* Trains across the processes of d (which outlives the run; NULL: this one
+ * alone), before tfm_run_train: every rank trains its share of each update
+ * (tfm_trainer_step), and rank 0 alone validates, writes the checkpoints,
+ * the best model, the log and the model, and reports validations.  The
+ * ranks check that they read the same training data and start from the
+ * same weights (TFM_ERR_FORMAT naming the first rank that does not), and
+ * stop together.  Every checkpoint records the number of processes
+ * ("train.ranks"); a run resumed on another number takes its own number x
+ * accum batches per update from the checkpoint's position on, with a
+ * warning when that differs from the checkpoint's (--accum can keep it:
+ * 2 processes' run resumed on 1 with --accum 2 continues exactly). */
+void tfm_run_set_dist(tfm_run *r, tfm_dist *d);
 
 /* Sets the BLAS's threads (threads), loads the data, makes (or resumes)
  * the trainer, opens the log (log) and trains to a limit, a stop or early
