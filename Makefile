@@ -97,6 +97,7 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(BUILD)/libtfm.a
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
 # The programs that link the trainer link Open MPI; the filters do not.
+$(BUILD)/tests/bench/allreduce.o: TFM_CFLAGS += $(MPI_CFLAGS)
 $(BUILD)/bin/train $(UNIT_BINS) $(TOOL_BINS) $(REPLAY_BINS) $(BENCH_BINS): LDLIBS += $(MPI_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libtfm.a
