@@ -49,18 +49,8 @@ mpirun_n() {
 # The job started last in the background (timeout's pid in $!) and its mpirun.
 mpirun_of() { ps -o pid= --ppid "$1" | head -1 | tr -d ' '; }
 
+# test_train.sh's small model (make_sequences and same_tensors: lib.sh).
 SMALL="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 -q"
-make_sequences() {
-    awk -v n="$1" -v seed="$2" 'BEGIN { srand(seed)
-        for (i = 0; i < n; i++) { len = 5 + int(rand() * 6); s = ""
-            for (k = 0; k < len; k++) s = s (k ? " " : "") (4 + int(rand() * 10))
-            print s } }'
-}
-tensors() {
-    n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
-    tail -c +"$((n + 9))" "$1"
-}
-same_tensors() { tensors "$1" >t1.bin && tensors "$2" >t2.bin && cmp -s t1.bin t2.bin; }
 differ() { ! "$@"; }
 # losses FILE: the columns of a log that the whole update decides (step,
 # epoch, loss, perplexity, rate, tokens), one line per update.
