@@ -242,7 +242,7 @@ typedef struct tfm_dist tfm_dist;
  * program (mpirun and srun --mpi=pmix set OMPI_COMM_WORLD_SIZE, PMIX_RANK
  * or PMI_RANK): MPI_Init_thread with MPI_THREAD_FUNNELED (only the thread
  * that made the group calls these functions).  Else a group of one, with no
- * MPI call.  argc and argv are main's (MPI may read them). */
+ * MPI call.  argc and argv are main's (MPI may read them), or NULL. */
 tfm_status tfm_dist_create(int *argc, char ***argv, tfm_dist **out, tfm_error *err);
 /* Waits for the other ranks (sleeping, not spinning) and leaves the group
  * (MPI_Finalize).  Call it only when the program succeeded: a rank that
