@@ -20,6 +20,7 @@
  * with a longer batch), it starts the exchange without blocking and tests
  * it every WAIT_NS, sleeping in between (DESIGN.md: idle threads block). */
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
