@@ -46,8 +46,15 @@ mpirun_n() {
     n=$1; shift
     timeout 120 env $MPI_ENV mpirun $ROOT_FLAG --oversubscribe -np "$n" "$@"
 }
-# The job started last in the background (timeout's pid in $!) and its mpirun.
-mpirun_of() { ps -o pid= --ppid "$1" | head -1 | tr -d ' '; }
+# children PID: the processes whose parent is PID (read from /proc: a
+# minimal Debian has no ps).
+children() {
+    cat /proc/[0-9]*/stat 2>/dev/null |
+        awk -v parent="$1" '{ pid = $1; sub(/.*\) /, ""); split($0, f, " ") } f[2] == parent { print pid }'
+}
+# mpirun_of PID: the mpirun of a job started in the background under
+# timeout (PID: timeout's, from $!).
+mpirun_of() { children "$1" | head -1; }
 
 # test_train.sh's small model (make_sequences and same_tensors: lib.sh).
 SMALL="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 -q"
@@ -121,8 +128,8 @@ expect_stderr "warning: batches per update: 1 here \\(1 processes x --accum 1\\)
 # pid_of_rank MPIRUN_PID R: the process of rank R (mpirun starts the ranks
 # here as its own children, each with OMPI_COMM_WORLD_RANK in its environment).
 pid_of_rank() {
-    for p in $(ps -o pid= --ppid "$1"); do
-        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+    for p in $(children "$1"); do
+        if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
             echo "$p"; return
         fi
     done
