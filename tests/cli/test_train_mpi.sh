@@ -28,6 +28,9 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 # Components stay loaded, so that a leak report can name them.
 export OMPI_MCA_mca_base_component_disable_dlclose=1
+# Shared memory without the single-copy path (process_vm_readv), which
+# containers often forbid; the tests need robustness, not speed.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 LEAK_CHECK=""
 case "$BIN" in *asan*)
     LEAK_CHECK="ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=1:fast_unwind_on_malloc=0"
