@@ -24,6 +24,11 @@ CFLAGS    ?= $(OPT) -g
 TFM_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
              -pthread -Ilib -DTFM_VERSION='"$(VERSION)"' $(SAN)
 LDLIBS     = -lopenblas -lutf8proc -lcjson -lm -pthread
+# Open MPI, for training across processes: lib/train/dist.c alone includes
+# mpi.h, and the programs that train (train, and the tests and tools that
+# link the trainer) link libmpi.  (Evaluated where used, after make deps.)
+MPI_CFLAGS = $(shell pkg-config --cflags ompi-c)
+MPI_LIBS   = $(shell pkg-config --libs ompi-c)
 FUZZ_SECONDS ?= 30
 
 ifeq ($(V),1)
@@ -35,7 +40,7 @@ endif
 # The Debian packages the build and the tests need; the benchmarks and the
 # fuzzers need a few more, installed by their own targets.
 DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
-                 python3-numpy libxml2-utils time
+                 libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time
 BENCH_PACKAGES = sentencepiece python3-torch time xz-utils
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
 
@@ -76,6 +81,12 @@ $(BUILD)/cmd/%.o: cmd/%.c $(LIB_HDR) $(CLI_HDR)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -Icmd/common -c $< -o $@
 
+$(BUILD)/lib/train/dist.o: lib/train/dist.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	@pkg-config --exists ompi-c || { echo "Open MPI (libopenmpi-dev) is missing: make deps installs it"; exit 1; }
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+
 $(BUILD)/libtfm.a: $(LIB_OBJ)
 	$(if $(Q),@echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -84,6 +95,10 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(BUILD)/libtfm.a
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
+
+# The programs that link the trainer link Open MPI; the filters do not.
+$(BUILD)/tests/bench/allreduce.o: TFM_CFLAGS += $(MPI_CFLAGS)
+$(BUILD)/bin/train $(UNIT_BINS) $(TOOL_BINS) $(REPLAY_BINS) $(BENCH_BINS): LDLIBS += $(MPI_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libtfm.a
 	@mkdir -p $(dir $@)
@@ -173,7 +188,7 @@ FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 
 $(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR)
 	@mkdir -p $(dir $@)
-	$(Q)clang $(FUZZ_FLAGS) -DTFM_VERSION='"$(VERSION)"' $< $(LIB_SRC) $(LDLIBS) -o $@
+	$(Q)clang $(FUZZ_FLAGS) $(MPI_CFLAGS) -DTFM_VERSION='"$(VERSION)"' $< $(LIB_SRC) $(LDLIBS) $(MPI_LIBS) -o $@
 
 fuzz: deps-fuzz $(FUZZ_BINS)
 	$(Q)for f in $(FUZZ_BINS); do \
@@ -210,7 +225,7 @@ install: all
 	install -m 644 $(MAN5) $(MANDIR)/man5
 	install -m 644 README.md $(DOCDIR)
 	install -m 644 examples/Makefile $(DOCDIR)/examples
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LDLIBS)|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LDLIBS) $(MPI_LIBS)|' \
 	  tfm.pc.in >$(LIBDIR)/pkgconfig/tfm.pc
 
 uninstall:

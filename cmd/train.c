@@ -11,10 +11,17 @@
  * and taken back on --resume, validation, checkpoints, early stopping and
  * averaging, and its log.  What is left here is printing: progress on
  * stderr, and a clean stop on SIGINT or SIGTERM (the handler sets a flag
- * the run polls; a checkpoint is saved at the next update's end). */
+ * the run polls; a checkpoint is saved at the next update's end).
+ *
+ * Started by mpirun or srun, the program is one rank of a data-parallel
+ * run (tfm_dist): rank 0 prints and writes as a lone process does; the
+ * other ranks print errors only, as "train: rank N: ...".  There SIGUSR1,
+ * which mpirun forwards to every rank, also asks for a clean stop (mpirun
+ * ends the ranks at once on SIGINT or SIGTERM). */
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +110,14 @@ static const char usage_format[] =
     "An update whose loss or gradient is NaN or infinite is skipped with a warning;\n"
     "after %s in a row training stops, keeping the last good checkpoint.  SIGINT or\n"
     "SIGTERM saves a checkpoint at the end of the update under way, then stops.\n"
+    "\n"
+    "Across processes: 'mpirun -np N train ...' (or srun --mpi=pmix) trains one model\n"
+    "on N processes, each taking --accum batches of every update (N x --accum in\n"
+    "all, so N processes equal one with --accum N) with --threads threads; rank 0\n"
+    "writes the model, checkpoints and log, the others print errors only.  Every\n"
+    "process must read the same data files and the same output folder.  mpirun\n"
+    "binds each process to one core: for --threads N > 1 give it --bind-to none (or\n"
+    "--map-by slot:PE=N).  SIGUSR1 to mpirun asks for the clean stop.\n"
     "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n"
     "Example:\n"
     "  train --preset small -m de-en.vocab --src train.de --tgt train.en \\\n"
@@ -237,7 +252,7 @@ static void on_signal(int sig)
     stop_signal = sig;
 }
 
-static void install_handlers(void)
+static void install_handlers(bool across_processes)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -247,12 +262,16 @@ static void install_handlers(void)
     sa.sa_flags = SA_RESETHAND;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* mpirun kills its ranks a second after it forwards SIGTERM, too soon
+     * for a checkpoint; it forwards SIGUSR1 and lets them be. */
+    if (across_processes) sigaction(SIGUSR1, &sa, NULL);
 }
 
 /* ---- printing what the run reports ----------------------------------------------------------- */
 
 typedef struct printer {
     const tfm_run *run;
+    int ranks;                 /* processes training together */
     double every;              /* --progress */
     bool tty;
     bool line_shown;           /* an updating line is on the terminal */
@@ -301,6 +320,19 @@ static const char *format_name(tfm_corpus_format f)
     return f == TFM_CORPUS_TEXT ? "text" : "ids";
 }
 
+/* mpirun binds each rank to one core by default (with two ranks or fewer):
+ * more threads than that would share it. */
+static void warn_of_binding(const printer *p)
+{
+    cpu_set_t set;
+    int threads = tfm_run_params_of(p->run)->threads;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) >= threads) return;
+    cli_warn(NULL, 0,
+             "--threads %d, but this process may run on %d CPU%s: give mpirun '--map-by "
+             "slot:PE=%d' (or '--bind-to none')",
+             threads, CPU_COUNT(&set), CPU_COUNT(&set) == 1 ? "" : "s", threads);
+}
+
 /* The model and the options, as training starts. */
 static void start(printer *p, const tfm_run_event *ev)
 {
@@ -319,9 +351,18 @@ static void start(printer *p, const tfm_run_event *ev)
         fprintf(stderr, "train: options:%s\n", text.len ? text.data : "");
         tfm_buf_free(&text);
     }
+    if (p->ranks > 1 && cli_verbosity >= 1) {
+        const tfm_run_params *o = tfm_run_params_of(p->run);
+        fprintf(stderr,
+                "train: %d processes of %d thread%s, each making %d batch%s of every update (%d "
+                "per update)\n",
+                p->ranks, o->threads, o->threads == 1 ? "" : "s", o->train.accum,
+                o->train.accum == 1 ? "" : "es", p->ranks * o->train.accum);
+    }
+    if (p->ranks > 1) warn_of_binding(p);
     p->tty = isatty(STDERR_FILENO) && cli_verbosity >= 1;
     p->last = ev->time;
-    install_handlers();
+    install_handlers(p->ranks > 1);
 }
 
 static void valid(printer *p, const tfm_run_event *ev)
@@ -353,6 +394,12 @@ static void end(printer *p, const tfm_run_event *ev)
             : ev->end == TFM_RUN_PATIENCE ? "stopped early" : "done",
             ev->step, ev->epoch, el, ev->run_tokens,
             ev->run_seconds > 0 ? (double)ev->run_tokens / ev->run_seconds : 0.0, ev->text);
+    if (ev->ranks > 1 && ev->run_updates > 0)
+        fprintf(stderr,
+                "train: %d processes: per update, %.1f ms waiting for the others and %.1f ms "
+                "summing the gradients\n",
+                ev->ranks, 1e3 * ev->run_wait_seconds / (double)ev->run_updates,
+                1e3 * ev->run_reduce_seconds / (double)ev->run_updates);
 }
 
 static void on_event(void *ctx, const tfm_run_event *ev)
@@ -411,12 +458,25 @@ int main(int argc, char **argv)
     printer p = {.every = isatty(STDERR_FILENO) ? 0.5 : 10.0};
     if (given[TFM_OPT_PROGRESS]) p.every = cli_parse_double("--progress", given[TFM_OPT_PROGRESS], 0.01, 1e9);
 
-    tfm_run *run;
+    /* One rank of several when mpirun or srun started us; else alone, and
+     * no MPI call is made. */
+    tfm_dist *dist;
     tfm_error err;
+    if (tfm_dist_create(&argc, &argv, &dist, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    p.ranks = tfm_dist_size(dist);
+    char rank_name[32];
+    if (tfm_dist_rank(dist) > 0) {
+        snprintf(rank_name, sizeof rank_name, "train: rank %d", tfm_dist_rank(dist));
+        cli_set_program(rank_name);
+        cli_verbosity = 0;
+    }
+
+    tfm_run *run;
     tfm_status st = tfm_run_create(given, on_event, &p, &run, &err);
     if (st == TFM_ERR_ARG) cli_usage_error("%s", err.msg);
     if (st != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     p.run = run;
+    tfm_run_set_dist(run, dist);
     const tfm_run_params *o = tfm_run_params_of(run);
     if (o->init_only) {
         if (tfm_run_init_model(run, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
@@ -424,6 +484,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "train: wrote an initialised model of %zu parameters to %s\n",
                     tfm_params_count(&o->model), o->output);
         tfm_run_free(run);
+        tfm_dist_free(dist);
         return CLI_EXIT_OK;
     }
     tfm_run_set_stop_flag(run, &stop_signal);
@@ -433,9 +494,13 @@ int main(int argc, char **argv)
         cli_fail(NULL, 0, "%s", err.msg);
     }
     tfm_run_free(run);
-    if (why == TFM_RUN_STOPPED) {
-        /* End as the signal would have ended us, so the caller sees it. */
-        int sig = stop_signal;
+    /* Only on success: a rank that fails exits without leaving the group,
+     * and the launcher then ends the others. */
+    tfm_dist_free(dist);
+    /* End as the signal would have ended us, so the caller sees it (not
+     * SIGUSR1, a request of mpirun's user, nor another rank's signal). */
+    int sig = stop_signal;
+    if (why == TFM_RUN_STOPPED && sig != 0 && sig != SIGUSR1) {
         signal(sig, SIG_DFL);
         raise(sig);
     }

@@ -21,7 +21,8 @@
  *   tfm/search.h greedy and beam search and sampling over the decoder,
  *                batches of encoder states decoded (tfm_decode_batch)
  *   tfm/train.h  training: data, batches, Adam and the schedule, checkpoints,
- *                the training run (tfm_run), pairs scored (tfm_score_pairs)
+ *                the training run (tfm_run), training across processes
+ *                (tfm_dist: Open MPI), pairs scored (tfm_score_pairs)
  *   tfm/view.h   attention as npy, TSV, SVG, terminal heatmaps, alignments,
  *                batches of pairs inspected (tfm_inspector)
  *

@@ -44,16 +44,43 @@ const char *cli_program(void)
     return program;
 }
 
+void cli_set_program(const char *name)
+{
+    program = name;
+}
+
+/* Appends to text[*n, size), keeping *n within it. */
+static void append_v(char *text, size_t size, size_t *n, const char *fmt, va_list ap)
+{
+    int k = vsnprintf(text + *n, size - *n, fmt, ap);
+    if (k > 0) *n += (size_t)k < size - *n ? (size_t)k : size - *n - 1;
+}
+
+static void append(char *text, size_t size, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *text, size_t size, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    append_v(text, size, n, fmt, ap);
+    va_end(ap);
+}
+
+/* The message is made whole and written at once, so that the lines of
+ * processes sharing a terminal (train's ranks under mpirun) do not mix. */
 static void vmessage(const char *file, size_t line, const char *kind, const char *fmt,
                      va_list ap)
 {
+    char text[4096];
+    size_t n = 0;
     fflush(stdout);
-    fprintf(stderr, "%s: ", program);
-    if (file && line) fprintf(stderr, "%s:%zu: ", file, line);
-    else if (file) fprintf(stderr, "%s: ", file);
-    if (kind) fputs(kind, stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    append(text, sizeof text - 1, &n, "%s: ", program);
+    if (file && line) append(text, sizeof text - 1, &n, "%s:%zu: ", file, line);
+    else if (file) append(text, sizeof text - 1, &n, "%s: ", file);
+    if (kind) append(text, sizeof text - 1, &n, "%s", kind);
+    append_v(text, sizeof text - 1, &n, fmt, ap);
+    text[n++] = '\n'; /* the room kept for it */
+    fwrite(text, 1, n, stderr);
 }
 
 void cli_error(const char *file, size_t line, const char *fmt, ...)

@@ -18,6 +18,9 @@ enum { CLI_EXIT_OK = 0, CLI_EXIT_FAILURE = 1, CLI_EXIT_USAGE = 2 };
  * may start the program again with its environment set: call it first). */
 void cli_init(const char *program_name, char **argv);
 const char *cli_program(void);
+/* Names the program in messages from now on (the name must outlive its
+ * use): train's ranks other than 0 are "train: rank N". */
+void cli_set_program(const char *name);
 
 /* Verbosity: -q sets it to 0 (errors only), -v to 2; warnings print at >= 1. */
 extern int cli_verbosity;

@@ -220,6 +220,63 @@ double tfm_sum_squares(const float *x, size_t n);
 /* An exponential moving average of the weights: ema = decay ema + (1 - decay) w. */
 void tfm_ema_update(float decay, size_t n, float *ema, const float *w);
 
+/* ---- training across processes (MPI) ------------------------------------------ */
+
+/* Data-parallel training: a program started by mpirun or srun is one of a
+ * group of processes ("ranks", numbered from 0), each holding the whole
+ * model.  An update is shared among them: each rank computes the gradient
+ * of its own batches, the gradients are summed across the ranks, and every
+ * rank applies the same update to its own copy of the weights, which so stay
+ * identical without being sent.  Only this part of the library calls MPI
+ * (Open MPI); a program that was not started by a launcher makes no MPI call
+ * at all and is a group of one, as is a NULL tfm_dist everywhere below.
+ *
+ * The sums are taken in rank order, the same on every rank and on every run:
+ * element i of the sum is ((x_0[i] + x_1[i]) + x_2[i]) + ... of the ranks'
+ * values, the order in which one process adds its accumulated batches
+ * (MPI_Allreduce promises neither an order nor the same result on every
+ * rank).  See tfm_trainer_step for what this makes equal. */
+typedef struct tfm_dist tfm_dist;
+
+/* Joins the group when the environment says a launcher started the
+ * program (mpirun and srun --mpi=pmix set OMPI_COMM_WORLD_SIZE, PMIX_RANK
+ * or PMI_RANK): MPI_Init_thread with MPI_THREAD_FUNNELED (only the thread
+ * that made the group calls these functions).  Else a group of one, with no
+ * MPI call.  argc and argv are main's (MPI may read them), or NULL. */
+tfm_status tfm_dist_create(int *argc, char ***argv, tfm_dist **out, tfm_error *err);
+/* Waits for the other ranks (sleeping, not spinning) and leaves the group
+ * (MPI_Finalize).  Call it only when the program succeeded: a rank that
+ * fails ends without it, which makes the launcher end the others. */
+void tfm_dist_free(tfm_dist *d);
+
+int tfm_dist_rank(const tfm_dist *d);  /* 0 .. size - 1; 0 for NULL */
+int tfm_dist_size(const tfm_dist *d);  /* 1 for NULL */
+
+/* all[r * bytes, (r + 1) * bytes) gets rank r's mine[0, bytes), on every
+ * rank.  A rank that comes first sleeps while it waits for the others (a
+ * test every 0.2 ms): a rank waits here while rank 0 validates or writes a
+ * checkpoint, and a spinning wait would take a CPU from it. */
+tfm_status tfm_dist_allgather(tfm_dist *d, const void *mine, size_t bytes, void *all,
+                              tfm_error *err);
+
+/* Replaces x[0, n) on every rank with the sum of every rank's x, in rank
+ * order (above), bit for bit the same on every rank.  In buckets of
+ * TFM_DIST_BUCKET floats; each bucket is cut into one slice per rank, rank
+ * r adds up slice r of every rank (MPI_Alltoallv) and then every rank
+ * collects the summed slices (MPI_Allgatherv): as many bytes sent as a ring
+ * MPI_Allreduce sends, 2 (size - 1) / size of x per rank.  All ranks call it
+ * with the same n. */
+#define TFM_DIST_BUCKET ((size_t)1 << 22)
+tfm_status tfm_dist_sum_floats(tfm_dist *d, float *x, size_t n, tfm_error *err);
+
+/* The lowest rank whose value differs from rank 0's, into *rank (-1: none):
+ * how the ranks check that they read the same data and start from the same
+ * weights. */
+tfm_status tfm_dist_first_difference(tfm_dist *d, uint64_t value, int *rank, tfm_error *err);
+/* *value becomes the largest of the ranks' values: how they agree on
+ * whether to stop. */
+tfm_status tfm_dist_max(tfm_dist *d, int64_t *value, tfm_error *err);
+
 /* ---- training ------------------------------------------------------------------- */
 
 typedef struct tfm_train_params {
@@ -243,6 +300,8 @@ typedef struct tfm_train_params {
                               (tfm_train_workspace_set_threads) and the optimizer's
                               passes over the parameters.  Results do not depend
                               on it.  Default 1 */
+    tfm_dist *dist;        /* the processes an update is shared with (not owned;
+                              outlives the trainer).  Default NULL: this one alone */
 } tfm_train_params;
 
 tfm_train_params tfm_train_default_params(void);
@@ -264,6 +323,9 @@ typedef struct tfm_step_result {
                               (the batches are still consumed) */
     int bad_steps;         /* skipped updates in a row up to this one */
     int64_t epoch;         /* epoch of the last batch of the update (0-based) */
+    double wait_seconds;   /* across processes: spent waiting for the other ranks
+                              to finish their batches */
+    double reduce_seconds; /* ... and summing the gradients (tfm_dist_sum_floats) */
 } tfm_step_result;
 
 /* The whole state of training: the model, the gradient and optimizer
@@ -283,7 +345,26 @@ void tfm_trainer_free(tfm_trainer *t);
  * tfm_step_result), clipped, and applied by Adam at the scheduled rate; then
  * the moving average.  Fails with TFM_ERR_RANGE when max_bad_steps updates
  * in a row were skipped ("the loss or the gradients were not finite ..."):
- * the weights are those of the last good update. */
+ * the weights are those of the last good update.
+ *
+ * Each batch draws its dropout from a generator seeded by one draw of the
+ * trainer's, and the gradients of the batches are added in order, the first
+ * copied: ((g0 + g1) + g2) + ...  Across processes (p->dist) an update
+ * takes accum batches on every rank, accum x ranks in all: the next ones of
+ * the batch plan, rank r making batches r accum to (r + 1) accum - 1.
+ * Every rank walks the whole plan and draws every batch's seed, so the
+ * data position and the generators after an update depend on the batches
+ * per update, not on the ranks.  The ranks' gradients are summed in rank
+ * order (tfm_dist_sum_floats), and the loss and counts in r are the whole
+ * update's, on every rank.  So N processes with accum 1 make, bit for bit,
+ * the updates of one process with accum N (the same batches, dropout and
+ * sums in the same order); N processes with accum A > 1 make those of one
+ * with accum N A up to rounding (the same sums bracketed otherwise: (g0 +
+ * g1) + (g2 + g3) for ((g0 + g1) + g2) + g3).  A NaN or an infinity on one
+ * rank is in the sums, so every rank skips the update alike
+ * (debug_nan_step poisons the last rank's gradient).  A rank that fails
+ * tells the others in the exchange of the figures, and they fail too:
+ * "rank R could not make its part of the update". */
 tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err);
 
 /* Updates made so far (skipped ones not counted). */
@@ -519,9 +600,11 @@ typedef enum tfm_run_event_kind {
     TFM_RUN_END,               /* the model is written: end, averaged, text its path */
 } tfm_run_event_kind;
 
+/* Across processes the ranks end for the weightiest reason any of them
+ * has, in this order: PATIENCE over STOPPED over LIMIT. */
 typedef enum tfm_run_end {
     TFM_RUN_LIMIT,             /* a limit of updates, epochs or time was reached */
-    TFM_RUN_STOPPED,           /* the stop flag was set */
+    TFM_RUN_STOPPED,           /* the stop flag was set (on this rank or another) */
     TFM_RUN_PATIENCE,          /* early stopping */
 } tfm_run_end;
 
@@ -547,6 +630,10 @@ typedef struct tfm_run_event {
     int averaged;                     /* END: checkpoints averaged (0: none) */
     double run_seconds;               /* END: this process's time of training */
     int64_t run_tokens;               /* END: target tokens of this process's updates */
+    int64_t run_updates;              /* END: and their number */
+    int ranks;                        /* END: processes training together (1: this one) */
+    double run_wait_seconds;          /* END: of run_seconds, waiting for other ranks */
+    double run_reduce_seconds;        /* END: and summing gradients across them */
 } tfm_run_event;
 
 /* What a run keeps in its checkpoints besides its options ("train.elapsed",
@@ -610,6 +697,19 @@ const tfm_trainer *tfm_run_trainer(const tfm_run *r);
 /* The run stops at the end of the update under way once *flag is non-zero
  * (a signal handler's sig_atomic_t), saving a checkpoint and the model. */
 void tfm_run_set_stop_flag(tfm_run *r, const volatile sig_atomic_t *flag);
+
+/* Trains across the processes of d (which outlives the run; NULL: this one
+ * alone), before tfm_run_train: every rank trains its share of each update
+ * (tfm_trainer_step), and rank 0 alone validates, writes the checkpoints,
+ * the best model, the log and the model, and reports validations.  The
+ * ranks check that they read the same training data and start from the
+ * same weights (TFM_ERR_FORMAT naming the first rank that does not), and
+ * stop together.  Every checkpoint records the number of processes
+ * ("train.ranks"); a run resumed on another number takes its own number x
+ * accum batches per update from the checkpoint's position on, with a
+ * warning when that differs from the checkpoint's (--accum can keep it:
+ * 2 processes' run resumed on 1 with --accum 2 continues exactly). */
+void tfm_run_set_dist(tfm_run *r, tfm_dist *d);
 
 /* Sets the BLAS's threads (threads), loads the data, makes (or resumes)
  * the trainer, opens the log (log) and trains to a limit, a stop or early

@@ -13,6 +13,13 @@
  * keeps the newest keep; and at the end saves a checkpoint and writes the
  * model, or the average of the last average_last checkpoints.
  *
+ * Across processes (tfm_run_set_dist) every rank trains, and rank 0 alone
+ * validates and writes: checkpoints, the best model, the log and the model.
+ * The ranks agree before each update whether to stop (one may get a signal
+ * or reach the time limit first; rank 0 alone knows of early stopping), and
+ * check at the start that they read the same data and start from the same
+ * weights.
+ *
  * Nothing here prints: what happens goes to the caller's report callback,
  * and failures return a status with a message that names the file. */
 #include <errno.h>
@@ -151,6 +158,7 @@ struct tfm_run {
     tfm_run_report *report;
     void *ctx;
     const volatile sig_atomic_t *stop;
+    tfm_dist *dist;            /* NULL: one process */
 
     tfm_buf prefix;            /* checkpoints are PREFIX-STEP */
     tfm_buf best;              /* MODEL.best */
@@ -165,6 +173,9 @@ struct tfm_run {
     double first_epoch;
     int64_t last_saved;        /* step of the newest checkpoint written or resumed from */
     int64_t run_tokens;        /* target tokens of this process's updates */
+    int64_t run_updates;       /* and their number, */
+    double run_wait, run_reduce; /* seconds waiting for the other ranks, summing gradients */
+    int checkpoint_ranks;      /* the processes that trained the checkpoint resumed from */
     tfm_train_log *log;        /* NULL: none, or given up after a write failed */
 };
 
@@ -225,6 +236,12 @@ static tfm_run_event event(const tfm_run *r, tfm_run_event_kind kind)
 static void emit(const tfm_run *r, const tfm_run_event *ev)
 {
     if (r->report) r->report(r->ctx, ev);
+}
+
+/* Rank 0 validates and writes files; the other ranks only train. */
+static bool writes(const tfm_run *r)
+{
+    return tfm_dist_rank(r->dist) == 0;
 }
 
 /* A failure of a call that reads a file is never a usage error. */
@@ -563,6 +580,9 @@ static tfm_status read_checkpoint(tfm_run *r, bool options_only, tfm_error *err)
         rs->best_step = (int64_t)v;
     if (state_number(f, path, "train.bad_validations", TFM_NUMBER_WHOLE, 0, INT_MAX, &v, &st, err))
         rs->bad_validations = (int)v;
+    r->checkpoint_ranks = 1; /* checkpoints of versions before training across processes */
+    if (state_number(f, path, "train.ranks", TFM_NUMBER_WHOLE, 1, 1 << 24, &v, &st, err))
+        r->checkpoint_ranks = (int)v;
     /* The model's own vocabulary (a model without one has its size). */
     bool has_vocab = tfm_safetensors_metadata(f, "vocab") != NULL;
     if (state_number(f, path, "src_vocab_size", TFM_NUMBER_WHOLE, 1, INT32_MAX, &v, &st, err))
@@ -587,8 +607,9 @@ static tfm_status merge_options(tfm_run *r, tfm_error *err)
             return tfm_error_set(err, TFM_ERR_ARG,
                                  "--%s cannot change when resuming: the model is the checkpoint's",
                                  name);
-        if (resume && tfm_run_options[i].kind == TFM_KIND_TRAIN && given && stored &&
-            strcmp(given, stored) != 0)
+        /* (--accum: check_batches_per_update, which knows the processes) */
+        if (resume && tfm_run_options[i].kind == TFM_KIND_TRAIN && i != TFM_OPT_ACCUM && given &&
+            stored && strcmp(given, stored) != 0)
             warn(r, "--%s=%s differs from the checkpoint's %s: the run will not be the same as "
                     "one never stopped",
                  name, given, stored);
@@ -691,12 +712,17 @@ void tfm_run_set_stop_flag(tfm_run *r, const volatile sig_atomic_t *flag)
     r->stop = flag;
 }
 
+void tfm_run_set_dist(tfm_run *r, tfm_dist *d)
+{
+    r->dist = d;
+}
+
 /* ---- metadata: the effective options and the run's state ---------------------------------- */
 
 typedef struct metadata {
     const char *kv[2 * (TFM_RUN_OPTION_COUNT + 8) + 1];
     char keys[TFM_RUN_OPTION_COUNT][48];
-    char state[4][64];
+    char state[5][64];
 } metadata;
 
 static const char *const *build_metadata(const tfm_run *r, metadata *m, double seconds)
@@ -722,12 +748,16 @@ static const char *const *build_metadata(const tfm_run *r, metadata *m, double s
     snprintf(m->state[3], sizeof m->state[3], "%d", r->rs.bad_validations);
     m->kv[n++] = "train.bad_validations";
     m->kv[n++] = m->state[3];
+    snprintf(m->state[4], sizeof m->state[4], "%d", tfm_dist_size(r->dist));
+    m->kv[n++] = "train.ranks";
+    m->kv[n++] = m->state[4];
     m->kv[n] = NULL;
     return m->kv;
 }
 
 tfm_status tfm_run_init_model(tfm_run *r, tfm_error *err)
 {
+    if (!writes(r)) return TFM_OK;
     tfm_model *m;
     tfm_status st = tfm_model_create(&r->p.model, r->vocab, r->p.seed + 1, &m, err);
     if (st != TFM_OK) return not_usage(st);
@@ -770,7 +800,7 @@ static tfm_status load_corpus(tfm_run *r, const char *src, const char *tgt, cons
 static tfm_status save_checkpoint(tfm_run *r, tfm_error *err)
 {
     int64_t step = tfm_trainer_steps(r->trainer);
-    if (step == r->last_saved) return TFM_OK;
+    if (step == r->last_saved || !writes(r)) return TFM_OK;
     metadata md;
     const char *const *kv = build_metadata(r, &md, elapsed(r));
     tfm_checkpoint_path(r->prefix.data, step, &r->scratch);
@@ -844,26 +874,41 @@ static tfm_status validate(tfm_run *r, bool *stop, tfm_error *err)
     return TFM_OK;
 }
 
+/* Why the run should end before the next update, as this rank sees it: a
+ * tfm_run_end, or -1 to go on. */
+static int64_t end_seen(const tfm_run *r, bool patience_out)
+{
+    const tfm_run_params *p = &r->p;
+    if (patience_out) return TFM_RUN_PATIENCE;
+    if (r->stop && *r->stop) return TFM_RUN_STOPPED;
+    int64_t step = tfm_trainer_steps(r->trainer);
+    if (p->max_steps > 0 && step >= p->max_steps) return TFM_RUN_LIMIT;
+    if (p->max_epochs > 0 && tfm_trainer_epoch(r->trainer) >= (double)p->max_epochs - 1e-12)
+        return TFM_RUN_LIMIT;
+    if (p->max_time > 0 && elapsed(r) >= p->max_time) return TFM_RUN_LIMIT;
+    return -1;
+}
+
 static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
 {
     const tfm_run_params *p = &r->p;
+    bool patience_out = false; /* rank 0's last validation exhausted the patience */
     for (;;) {
-        if (r->stop && *r->stop) {
-            *end = TFM_RUN_STOPPED;
+        /* All ranks stop at the same update, for the weightiest reason any
+         * of them has (tfm_run_end's order: early stop, signal, limit). */
+        int64_t why = end_seen(r, patience_out);
+        tfm_status st = tfm_dist_max(r->dist, &why, err);
+        if (st != TFM_OK) return st;
+        if (why >= 0) {
+            *end = (tfm_run_end)why;
             return TFM_OK;
         }
         int64_t step = tfm_trainer_steps(r->trainer);
-        *end = TFM_RUN_LIMIT;
-        if (p->max_steps > 0 && step >= p->max_steps) return TFM_OK;
-        if (p->max_epochs > 0 && tfm_trainer_epoch(r->trainer) >= (double)p->max_epochs - 1e-12)
-            return TFM_OK;
-        if (p->max_time > 0 && elapsed(r) >= p->max_time) return TFM_OK;
-
         tfm_step_result res;
         double t0 = tfm_run_clock();
-        tfm_status st = tfm_trainer_step(r->trainer, &res, err);
+        st = tfm_trainer_step(r->trainer, &res, err);
         if (st != TFM_OK) {
-            if (r->last_saved > 0) {
+            if (r->last_saved > 0 && writes(r)) {
                 tfm_checkpoint_path(r->prefix.data, r->last_saved, &r->scratch);
                 size_t len = strlen(err->msg);
                 snprintf(err->msg + len, sizeof err->msg - len, "; the last checkpoint is %s",
@@ -879,6 +924,9 @@ static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
             continue;
         }
         r->run_tokens += res.tgt_tokens;
+        r->run_updates++;
+        r->run_wait += res.wait_seconds;
+        r->run_reduce += res.reduce_seconds;
         tfm_run_event ev = event(r, TFM_RUN_STEP);
         double tokens = res.tgt_tokens > 0 ? (double)res.tgt_tokens : 1;
         ev.update = &res;
@@ -888,12 +936,8 @@ static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
         log_event(r, &ev);
         emit(r, &ev);
         step = tfm_trainer_steps(r->trainer);
-        bool stop = false;
-        if (r->valid && step % p->valid_every == 0 && (st = validate(r, &stop, err))) return st;
-        if (stop) {
-            *end = TFM_RUN_PATIENCE;
-            return TFM_OK;
-        }
+        if (r->valid && step % p->valid_every == 0 && (st = validate(r, &patience_out, err)))
+            return st;
         if (p->save_every > 0 && step % p->save_every == 0 && (st = save_checkpoint(r, err)))
             return st;
     }
@@ -907,6 +951,7 @@ static tfm_status write_model(tfm_run *r, int *averaged, tfm_error *err)
     const char *const *kv = build_metadata(r, &md, elapsed(r));
     const char *out = r->p.output;
     *averaged = 0;
+    if (!writes(r)) return TFM_OK;
     tfm_status st;
     if (r->p.average_last <= 0) {
         if ((st = tfm_trainer_save_model(r->trainer, out, kv, err))) tfm_error_prefix(err, "%s", out);
@@ -946,16 +991,61 @@ static tfm_status make_trainer(tfm_run *r, tfm_error *err)
     return tfm_trainer_create(m, r->data, &r->p.train, &r->trainer, err);
 }
 
+/* Every rank must train on the same data from the same weights: data files
+ * or checkpoints that are not shared between machines would otherwise send
+ * a rank its own way unnoticed. */
+static tfm_status check_ranks_agree(tfm_run *r, tfm_error *err)
+{
+    if (tfm_dist_size(r->dist) == 1) return TFM_OK;
+    int rank;
+    tfm_status st = tfm_dist_first_difference(r->dist, tfm_corpus_hash(r->data), &rank, err);
+    if (st == TFM_OK && rank >= 0)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "rank %d read other training data than rank 0 from %s and %s: every "
+                             "process must read the same files (a shared file system, or copies)",
+                             rank, r->p.src, r->p.tgt);
+    const tfm_model *m = tfm_trainer_model(r->trainer);
+    uint64_t state = tfm_hash_bytes(m->data, tfm_params_count(&m->config) * sizeof(float)) ^
+                     (uint64_t)m->step * 0x9e3779b97f4a7c15ULL;
+    if (st == TFM_OK) st = tfm_dist_first_difference(r->dist, state, &rank, err);
+    if (st == TFM_OK && rank >= 0)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "rank %d does not start from the weights rank 0 starts from%s%s: "
+                             "every process must resume from the same checkpoint (share the "
+                             "output or checkpoint folder)",
+                             rank, r->p.resume ? ", " : "", r->p.resume ? r->resume_path : "");
+    return st;
+}
+
+/* Resuming on another number of processes: an update takes ranks x accum
+ * batches, so the run stays the one it was only when the product stays. */
+static void check_batches_per_update(tfm_run *r)
+{
+    if (!r->p.resume) return;
+    long long before_accum = r->stored[TFM_OPT_ACCUM] ? atoll(r->stored[TFM_OPT_ACCUM]) : 1;
+    long long before = (long long)r->checkpoint_ranks * before_accum;
+    long long now = (long long)tfm_dist_size(r->dist) * r->p.train.accum;
+    if (before != now)
+        warn(r, "batches per update: %lld here (%d processes x --accum %d), %lld in the "
+                "checkpoint's run (%d x %lld): the run will not be the same as one never "
+                "stopped",
+             now, tfm_dist_size(r->dist), r->p.train.accum, before, r->checkpoint_ranks,
+             before_accum);
+}
+
 tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
 {
     *end = TFM_RUN_LIMIT;
     const tfm_run_params *p = &r->p;
     tfm_blas_threads(p->threads);
+    r->p.train.dist = r->dist;
     tfm_status st = load_corpus(r, p->src, p->tgt, "training", &r->data, err);
-    if (st == TFM_OK && p->valid_src)
+    if (st == TFM_OK && p->valid_src && writes(r))
         st = load_corpus(r, p->valid_src, p->valid_tgt, "validation", &r->valid, err);
     if (st == TFM_OK) st = make_trainer(r, err);
+    if (st == TFM_OK) st = check_ranks_agree(r, err);
     if (st != TFM_OK) return not_usage(st);
+    check_batches_per_update(r);
     tfm_vocab_free(r->vocab);
     r->vocab = NULL;
 
@@ -965,7 +1055,8 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     tfm_run_event ev = event(r, TFM_RUN_START);
     ev.text = p->resume ? r->resume_path : NULL;
     emit(r, &ev);
-    if (p->log && (st = tfm_train_log_open(p->log, p->resume, &r->log, err))) return st;
+    if (p->log && writes(r) && (st = tfm_train_log_open(p->log, p->resume, &r->log, err)))
+        return st;
 
     if ((st = train_loop(r, end, err))) return not_usage(st);
     /* A run that stops between validations is validated once more, so the
@@ -985,6 +1076,10 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     ev.text = p->output;
     ev.run_seconds = ev.time - r->started;
     ev.run_tokens = r->run_tokens;
+    ev.run_updates = r->run_updates;
+    ev.ranks = tfm_dist_size(r->dist);
+    ev.run_wait_seconds = r->run_wait;
+    ev.run_reduce_seconds = r->run_reduce;
     emit(r, &ev);
     return TFM_OK;
 }

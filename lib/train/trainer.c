@@ -3,11 +3,19 @@
  * (tfm_model_forward_backward, lib/nn) and the program around it
  * (cmd/train.c).
  *
- * An update: accum batches forward and backward into one gradient buffer
- * (the gradient of the summed loss), divided by the number of target tokens
- * (fairseq's normalisation, so the rate does not depend on the batch size),
- * checked for NaN and infinity, clipped to a global norm if asked, and
- * applied by Adam at the scheduled rate; then the moving average.
+ * An update: accum batches forward and backward, their gradients added in
+ * order into one buffer (the gradient of the summed loss); with several
+ * processes (tfm_dist), each rank's buffer summed across the ranks in rank
+ * order.  The sum is divided by the number of target tokens (fairseq's
+ * normalisation, so the rate does not depend on the batch size), checked
+ * for NaN and infinity, clipped to a global norm if asked, and applied by
+ * Adam at the scheduled rate; then the moving average.
+ *
+ * The batches of an update are the next accum x ranks of the batch plan;
+ * rank r takes batches r accum .. (r + 1) accum - 1 of them.  Every rank
+ * walks the whole plan and draws a dropout seed for every batch, so where
+ * the data and the generators stand after an update depends on the number
+ * of batches per update alone, not on which rank made which.
  *
  * The passes over all parameters (the norm, Adam, the average) run on
  * p.n_threads threads in fixed chunks of parameters; the norm adds the
@@ -32,7 +40,9 @@ struct tfm_trainer {
     const tfm_corpus *corpus;
     tfm_train_state s;           /* model, moments, average, generators */
     size_t n_params;
-    float *grads;                /* [n_params] */
+    float *grads;                /* [n_params] the update's gradient */
+    float *batch_grads;          /* [n_params] one batch's, with accum > 1; else NULL */
+    double *parts;               /* [ranks x PART_FIELDS] every rank's part of an update */
     double *chunk_sums;          /* [chunks of n_params] the squared norm per chunk */
     tfm_batcher *batcher;
     tfm_train_workspace *ws;
@@ -97,20 +107,38 @@ void tfm_trainer_free(tfm_trainer *t)
     tfm_train_workspace_free(t->ws);
     tfm_batcher_free(t->batcher);
     free(t->grads);
+    free(t->batch_grads);
+    free(t->parts);
     free(t->chunk_sums);
     tfm_train_state_free(&t->s);
     free(t);
 }
 
-/* Makes what every trainer has besides its state: the gradient buffer, the
+/* Figures of a rank's part of an update, exchanged as doubles (the counts
+ * are exact in a double up to 2^53). */
+enum { PART_LOSS, PART_NLL, PART_TGT_TOKENS, PART_SRC_TOKENS, PART_SENTENCES, PART_FAILED,
+       PART_FIELDS };
+
+/* A buffer of the parameters' size, on cache lines as the model's are. */
+static float *alloc_params(size_t n)
+{
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    float *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) memset(p, 0, n * sizeof(float));
+    return p;
+}
+
+/* Makes what every trainer has besides its state: the gradient buffers, the
  * batcher (at the state's position) and the workspace. */
 static tfm_status build(tfm_trainer *t, tfm_error *err)
 {
     t->n_params = tfm_params_count(&t->s.model->config);
-    size_t bytes = (t->n_params * sizeof(float) + 63) / 64 * 64;
-    t->grads = aligned_alloc(64, bytes ? bytes : 64);
-    if (!t->grads) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for the gradients");
-    memset(t->grads, 0, t->n_params * sizeof(float));
+    t->grads = alloc_params(t->n_params);
+    if (t->p.accum > 1) t->batch_grads = alloc_params(t->n_params);
+    if (!t->grads || (t->p.accum > 1 && !t->batch_grads))
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for the gradients");
+    t->parts = malloc((size_t)tfm_dist_size(t->p.dist) * PART_FIELDS * sizeof *t->parts);
+    if (!t->parts) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     /* + 1: never malloc(0) */
     t->chunk_sums = malloc((tfm_chunk_count(t->n_params, PARAM_CHUNK) + 1) * sizeof(double));
     if (!t->chunk_sums) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
@@ -237,6 +265,15 @@ static void sum_squares_chunk(void *ctx, size_t c, size_t lo, size_t hi)
     j->t->chunk_sums[c] = tfm_sum_squares(j->t->grads + lo, hi - lo);
 }
 
+/* grads += batch_grads, over the chunk's parameters. */
+static void add_batch_chunk(void *ctx, size_t c, size_t lo, size_t hi)
+{
+    const param_job *j = ctx;
+    float *sum = j->t->grads;
+    const float *g = j->t->batch_grads;
+    for (size_t i = lo; i < hi; i++) sum[i] += g[i];
+}
+
 /* Adam, then the moving average of the weights just updated. */
 static void update_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 {
@@ -270,32 +307,99 @@ static tfm_train_batch train_batch(const tfm_batch *b)
                              .tgt_lens = b->tgt_lens};
 }
 
-tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
+/* The gradient of this rank's batches of the update into t->grads, and
+ * their figures into part[].  With accum 1 the batch's backward pass adds
+ * into the zeroed t->grads itself; with more, each batch's gradient is made
+ * in batch_grads and added to the sum in order (the first copied), so that
+ * the sum does not depend on how the batches were shared out: ((g0 + g1) +
+ * g2) whether one process made all three or three processes one each. */
+static tfm_status backward_own_batches(tfm_trainer *t, double part[PART_FIELDS], int64_t *epoch,
+                                       tfm_error *err)
 {
-    memset(r, 0, sizeof *r);
-    /* one memset: it streams at the memory's speed, a second thread adds nothing */
-    memset(t->grads, 0, t->n_params * sizeof(float));
-    for (int a = 0; a < t->p.accum; a++) {
+    const int accum = t->p.accum;
+    const int first = tfm_dist_rank(t->p.dist) * accum;
+    const int batches = accum * tfm_dist_size(t->p.dist);
+    const size_t bytes = t->n_params * sizeof(float);
+    for (int k = 0; k < batches; k++) {
+        uint64_t seed = tfm_rng_u64(&t->s.dropout_rng);
         tfm_batch b;
         tfm_status st = tfm_batcher_next(t->batcher, &b, err);
         if (st != TFM_OK) return st;
+        *epoch = b.epoch;
+        if (k < first || k >= first + accum) continue; /* another rank's */
+        tfm_rng dropout;
+        tfm_rng_seed(&dropout, seed);
         tfm_train_batch tb = train_batch(&b);
         tfm_loss_sums sums;
-        st = tfm_model_forward_backward(t->ws, &tb, &t->s.dropout_rng, 1.0f, t->grads, &sums, err);
+        /* one memset: it streams at the memory's speed, a second thread adds nothing */
+        memset(accum == 1 ? t->grads : t->batch_grads, 0, bytes);
+        st = tfm_model_forward_backward(t->ws, &tb, &dropout, 1.0f,
+                                        accum == 1 ? t->grads : t->batch_grads, &sums, err);
         if (st != TFM_OK) return st;
-        r->loss_sum += sums.loss;
-        r->nll_sum += sums.nll;
-        r->tgt_tokens += sums.n_tokens;
-        r->src_tokens += b.src_tokens;
-        r->sentences += b.B;
-        r->epoch = b.epoch;
+        param_job job = {.t = t};
+        if (accum > 1 && k == first) memcpy(t->grads, t->batch_grads, bytes);
+        else if (accum > 1) for_params(t, add_batch_chunk, &job);
+        part[PART_LOSS] += sums.loss;
+        part[PART_NLL] += sums.nll;
+        part[PART_TGT_TOKENS] += (double)sums.n_tokens;
+        part[PART_SRC_TOKENS] += (double)b.src_tokens;
+        part[PART_SENTENCES] += b.B;
     }
+    return TFM_OK;
+}
+
+/* Every rank's part of the update, added in rank order into r: the whole
+ * update's figures on every rank.  A rank that failed (own) says so in its
+ * part, so that none waits for it; then every rank fails. */
+static tfm_status add_up_parts(tfm_trainer *t, double part[PART_FIELDS], tfm_status own,
+                               tfm_step_result *r, tfm_error *err)
+{
+    tfm_error exchange_err;
+    part[PART_FAILED] = own != TFM_OK;
+    double t0 = tfm_run_clock();
+    tfm_status st = tfm_dist_allgather(t->p.dist, part, PART_FIELDS * sizeof(double), t->parts,
+                                       own == TFM_OK ? err : &exchange_err);
+    r->wait_seconds = tfm_run_clock() - t0;
+    if (own != TFM_OK || st != TFM_OK) return own != TFM_OK ? own : st;
+    double tgt = 0, src = 0, sentences = 0;
+    for (int k = 0; k < tfm_dist_size(t->p.dist); k++) {
+        const double *p = t->parts + (size_t)k * PART_FIELDS;
+        if (p[PART_FAILED])
+            return tfm_error_set(err, TFM_ERR_IO,
+                                 "rank %d could not make its part of the update (its own message "
+                                 "says why)",
+                                 k);
+        r->loss_sum += p[PART_LOSS];
+        r->nll_sum += p[PART_NLL];
+        tgt += p[PART_TGT_TOKENS];
+        src += p[PART_SRC_TOKENS];
+        sentences += p[PART_SENTENCES];
+    }
+    r->tgt_tokens = (int64_t)tgt;
+    r->src_tokens = (int64_t)src;
+    r->sentences = (int)sentences;
+    return TFM_OK;
+}
+
+tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
+{
+    memset(r, 0, sizeof *r);
+    double part[PART_FIELDS] = {0};
+    tfm_status st = backward_own_batches(t, part, &r->epoch, err);
     int64_t step = t->s.model->step + 1;
-    if (t->p.debug_nan_step > 0 && step >= t->p.debug_nan_step &&
-        t->poisoned < t->p.debug_nan_count) {
+    /* A testing aid: a poisoned gradient on the last rank, which every rank
+     * must then skip alike. */
+    if (st == TFM_OK && t->p.debug_nan_step > 0 && step >= t->p.debug_nan_step &&
+        t->poisoned < t->p.debug_nan_count &&
+        tfm_dist_rank(t->p.dist) == tfm_dist_size(t->p.dist) - 1) {
         t->grads[t->n_params / 2] = NAN;
         t->poisoned++;
     }
+    if ((st = add_up_parts(t, part, st, r, err)) != TFM_OK) return st;
+    double t0 = tfm_run_clock();
+    if ((st = tfm_dist_sum_floats(t->p.dist, t->grads, t->n_params, err)) != TFM_OK) return st;
+    r->reduce_seconds = tfm_run_clock() - t0;
+
     double tokens = r->tgt_tokens > 0 ? (double)r->tgt_tokens : 1.0;
     r->grad_norm = sqrt(grad_sum_squares(t)) / tokens;
     r->lr = tfm_lr_schedule(t->p.lr_factor, t->s.model->config.d_model, t->p.warmup, step);

@@ -110,6 +110,13 @@ else
     skipped train "$BUILD/bin/train is not built"
 fi
 
+if [ -x "$BUILD/bin/train" ] && command -v mpirun >/dev/null 2>&1; then
+    section train_mpi "train across processes: 2 processes x 1 thread against 1 x 2, the gradient sum, a scaling estimate" \
+        sh tests/bench/train_mpi.sh "$BUILD"
+else
+    skipped train_mpi "$BUILD/bin/train is not built or mpirun is missing (make deps)"
+fi
+
 if [ -x "$BUILD/bin/score" ]; then
     section score "score: BLEU and chrF lines per second" sh tests/bench/score.sh "$BUILD"
 else

@@ -38,3 +38,20 @@ python_numpy() {
             echo "$py"; return; fi
     done
 }
+
+# ---- for the tests of train ----
+
+# make_sequences N SEED: N lines of 5..10 random ids from 4..13.
+make_sequences() {
+    awk -v n="$1" -v seed="$2" 'BEGIN { srand(seed)
+        for (i = 0; i < n; i++) { len = 5 + int(rand() * 6); s = ""
+            for (k = 0; k < len; k++) s = s (k ? " " : "") (4 + int(rand() * 10))
+            print s } }'
+}
+# tensors FILE: the data section of a safetensors file (after the 8-byte
+# header length and the header), the same bytes whenever the tensors are.
+tensors() {
+    n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
+    tail -c +"$((n + 9))" "$1"
+}
+same_tensors() { tensors "$1" >t1.bin && tensors "$2" >t2.bin && cmp -s t1.bin t2.bin; }

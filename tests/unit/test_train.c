@@ -954,6 +954,87 @@ static void test_trainer_nan(void)
 
 /* ---- the training run -------------------------------------------------------------- */
 
+/* An update of two batches is Adam applied to g0 + g1, each batch's
+ * gradient made on its own (from zero) and then added: the order that makes
+ * one process with accum N equal N processes with accum 1, bit for bit
+ * (tests/cli/test_train_mpi.sh).  Built here from the public API with a
+ * twin of the model and of the batcher (dropout off: no generator). */
+static void test_trainer_accumulation_order(void)
+{
+    tfm_corpus *data = copy_corpus(150, 3);
+    tfm_train_params p = tiny_train_params();
+    p.accum = 2;
+    tfm_config c = tiny_config(14);
+    c.dropout = 0;
+    tfm_model *a, *b;
+    tfm_error err;
+    tfm_trainer *t = NULL;
+    CHECK(tfm_model_create(&c, NULL, 3, &a, &err) == TFM_OK);
+    CHECK(tfm_model_create(&c, NULL, 3, &b, &err) == TFM_OK);
+    CHECK_MSG(tfm_trainer_create(a, data, &p, &t, &err) == TFM_OK, "%s", err.msg);
+    size_t n = tfm_params_count(&c);
+    float *g[2], *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    for (int k = 0; k < 2; k++) g[k] = calloc(n, sizeof(float));
+    tfm_batcher *twin;
+    tfm_train_workspace *ws;
+    CHECK(tfm_batcher_create(data, &p.batches, &twin, &err) == TFM_OK);
+    CHECK(tfm_train_workspace_create(b, &ws, &err) == TFM_OK);
+    int64_t tokens = 0;
+    for (int k = 0; k < 2; k++) {
+        tfm_batch batch;
+        CHECK(tfm_batcher_next(twin, &batch, &err) == TFM_OK);
+        tfm_train_batch tb = {batch.B, batch.src, batch.src_lens, batch.tgt, batch.tgt_lens};
+        tfm_loss_sums sums;
+        CHECK(tfm_model_forward_backward(ws, &tb, NULL, 1.0f, g[k], &sums, &err) == TFM_OK);
+        tokens += sums.n_tokens;
+    }
+    for (size_t i = 0; i < n; i++) g[0][i] += g[1][i];
+    double lr = tfm_lr_schedule(p.lr_factor, c.d_model, p.warmup, 1);
+    tfm_adam_update(&p.adam, 1, lr, (float)(1.0 / (double)tokens), n, b->data, g[0], m, v);
+    tfm_step_result r;
+    CHECK_MSG(tfm_trainer_step(t, &r, &err) == TFM_OK, "%s", err.msg);
+    CHECK(r.tgt_tokens == tokens);
+    CHECK_MSG(memcmp(tfm_trainer_model(t)->data, b->data, n * sizeof(float)) == 0,
+              "the update is not Adam of g0 + g1 made apart");
+    tfm_train_workspace_free(ws);
+    tfm_batcher_free(twin);
+    for (int k = 0; k < 2; k++) free(g[k]);
+    free(m);
+    free(v);
+    tfm_model_free(b);
+    tfm_trainer_free(t);
+    tfm_corpus_free(data);
+}
+
+/* Without a launcher (no mpirun in the environment) a tfm_dist is a group
+ * of one, as NULL is: every exchange leaves the values as they are. */
+static void test_dist_alone(void)
+{
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMIX_RANK");
+    unsetenv("PMI_RANK");
+    tfm_dist *d = NULL;
+    tfm_error err;
+    CHECK(tfm_dist_create(NULL, NULL, &d, &err) == TFM_OK);
+    tfm_dist *groups[2] = {d, NULL};
+    for (int i = 0; i < 2; i++) {
+        tfm_dist *g = groups[i];
+        CHECK(tfm_dist_rank(g) == 0 && tfm_dist_size(g) == 1);
+        double mine[3] = {1.5, -2, 3}, all[3] = {0};
+        CHECK(tfm_dist_allgather(g, mine, sizeof mine, all, &err) == TFM_OK);
+        CHECK(memcmp(mine, all, sizeof mine) == 0);
+        float x[5] = {1, 2, 3, -4, 0.5f}, y[5];
+        memcpy(y, x, sizeof x);
+        CHECK(tfm_dist_sum_floats(g, x, 5, &err) == TFM_OK && memcmp(x, y, sizeof x) == 0);
+        int64_t value = -7;
+        CHECK(tfm_dist_max(g, &value, &err) == TFM_OK && value == -7);
+        int rank = 5;
+        CHECK(tfm_dist_first_difference(g, 42, &rank, &err) == TFM_OK && rank == -1);
+    }
+    tfm_dist_free(d);
+    tfm_dist_free(NULL);
+}
+
 static void test_run_state_early_stopping(void)
 {
     /* Made-up validation scores (higher is better) with patience 2: the
@@ -1183,6 +1264,8 @@ int main(void)
     RUN(test_trainer_resume_exact);
     RUN(test_trainer_threads);
     RUN(test_trainer_nan);
+    RUN(test_trainer_accumulation_order);
+    RUN(test_dist_alone);
     RUN(test_run_state_early_stopping);
     RUN(test_run_defaults_and_usage);
     RUN(test_run_options_persist_and_resume);
