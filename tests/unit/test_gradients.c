@@ -192,23 +192,44 @@ static bool ref_visible(attention_mask m, int i, int j)
     return true;
 }
 
-/* out [n_q, H*Dh] (rows H*Dh apart): per head softmax(q k^T / sqrt(Dh)),
- * masked, dropped out with keep (NULL: none) and rate p, times v.  q rows
+/* Relative position tables in double: a^K and a^V [2K+1, Dh], K = clip
+ * (0: none, the tables are then not read). */
+typedef struct ref_relative {
+    const double *keys, *values;
+    int clip;
+} ref_relative;
+
+/* The row of the tables for key j seen from query position pos: Shaw et
+ * al.'s clip(j - pos, -K, K), shifted to 0 .. 2K. */
+static int ref_bucket(int j, int pos, int K)
+{
+    int d = j - pos;
+    return K + (d < -K ? -K : d > K ? K : d);
+}
+
+/* out [n_q, H*Dh] (rows H*Dh apart): per head softmax(q (k + a^K)^T /
+ * sqrt(Dh)), masked, dropped out with keep (NULL: none; laid out as the
+ * kernel keeps it, [H, n_q, band width]) and rate p, times v + a^V.  q rows
  * ldq apart; k and v rows ldk apart. */
 static void ref_attention(double *out, const double *q, int ldq, const double *k,
                           const double *v, int ldk, int n_q, int n_k, int H, int Dh,
-                          attention_mask m, const uint8_t *keep, double p)
+                          attention_mask m, ref_relative rel, const uint8_t *keep, double p)
 {
-    const int D = H * Dh;
+    const int D = H * Dh, K = rel.clip, width = attention_band_width(n_k, m);
     double *a = malloc(((size_t)n_k + 1) * sizeof *a);
     for (int h = 0; h < H; h++)
         for (int i = 0; i < n_q; i++) {
+            const int pos = m.q_pos + i;
             double mx = -INFINITY, sum = 0;
             for (int j = 0; j < n_k; j++) {
                 a[j] = -INFINITY;
                 if (!ref_visible(m, i, j)) continue;
                 double s = 0;
-                for (int c = 0; c < Dh; c++) s += q[i * ldq + h * Dh + c] * k[j * ldk + h * Dh + c];
+                for (int c = 0; c < Dh; c++) {
+                    double key = k[j * ldk + h * Dh + c];
+                    if (K) key += rel.keys[ref_bucket(j, pos, K) * Dh + c];
+                    s += q[i * ldq + h * Dh + c] * key;
+                }
                 a[j] = s / sqrt((double)Dh);
                 mx = fmax(mx, a[j]);
             }
@@ -216,13 +237,19 @@ static void ref_attention(double *out, const double *q, int ldq, const double *k
                 a[j] = a[j] == -INFINITY ? 0 : exp(a[j] - mx);
                 sum += a[j];
             }
+            const int first = attention_band_first(m, i, n_k);
             for (int j = 0; j < n_k; j++) {
                 a[j] = sum > 0 ? a[j] / sum : 0;
-                if (keep) a[j] *= keep[((size_t)h * n_q + i) * n_k + j] / (1 - p);
+                if (keep && a[j] != 0)
+                    a[j] *= keep[((size_t)h * n_q + i) * width + (j - first)] / (1 - p);
             }
             for (int c = 0; c < Dh; c++) {
                 double o = 0;
-                for (int j = 0; j < n_k; j++) o += a[j] * v[j * ldk + h * Dh + c];
+                for (int j = 0; j < n_k; j++) {
+                    double value = v[j * ldk + h * Dh + c];
+                    if (K) value += rel.values[ref_bucket(j, pos, K) * Dh + c];
+                    o += a[j] * value;
+                }
                 out[i * D + h * Dh + c] = o;
             }
         }
@@ -458,13 +485,16 @@ static void test_softmax_backward(void)
 /* One attention check: q rows and k, v rows in buffers laid out as the
  * model lays them out (a fused [n, 3D] q,k,v buffer for self-attention;
  * queries [n_q, D] and a [rows, 2D] k,v buffer for encoder-decoder
- * attention), with masks, dropout, and keys past n_k (padding rows of the
- * buffer) that must neither matter nor receive gradient. */
+ * attention), with masks, dropout, relative position tables, and keys past
+ * n_k (padding rows of the buffer) that must neither matter nor receive
+ * gradient. */
 typedef struct attention_case {
     int n_q, n_k, kv_rows, H, Dh;
     bool fused;
     attention_mask mask;
     double *qbuf, *kvbuf, *w; /* fused: qbuf is the q,k,v buffer and kvbuf NULL */
+    double *relk, *relv;      /* [2K+1, Dh] each, K = rel_clip (0: none) */
+    int rel_clip;
     const uint8_t *keep;
     double p;
 } attention_case;
@@ -495,29 +525,52 @@ static double attention_objective(void *p)
     int ldq, ldk;
     attention_case_pointers(c, c->qbuf, c->kvbuf, &q, &k, &v, &ldq, &ldk);
     double *out = malloc((size_t)c->n_q * D * sizeof *out);
-    ref_attention(out, q, ldq, k, v, ldk, c->n_q, c->n_k, c->H, c->Dh, c->mask, c->keep, c->p);
+    ref_relative rel = {c->relk, c->relv, c->rel_clip};
+    ref_attention(out, q, ldq, k, v, ldk, c->n_q, c->n_k, c->H, c->Dh, c->mask, rel, c->keep,
+                  c->p);
     double s = dot(out, c->w, (size_t)c->n_q * D);
     free(out);
     return s;
 }
 
-static void check_attention(const char *name, int n_q, int n_k, int kv_rows, bool fused,
-                            attention_mask mask, float p_drop, uint64_t seed)
+/* What one check_attention runs. */
+typedef struct attention_setup {
+    const char *name;
+    int n_q, n_k, kv_rows;
+    bool fused;
+    attention_mask mask;
+    float p_drop;
+    int rel_clip;
+    uint64_t seed;
+} attention_setup;
+
+static void check_attention(attention_setup t)
 {
     enum { H = 2, Dh = 3, D = H * Dh };
+    const char *name = t.name;
+    const int n_q = t.n_q, n_k = t.n_k, kv_rows = t.kv_rows, K = t.rel_clip;
+    const bool fused = t.fused;
+    const attention_mask mask = t.mask;
     tfm_rng rng;
-    tfm_rng_seed(&rng, seed);
+    tfm_rng_seed(&rng, t.seed);
     const size_t nqb = (size_t)(fused ? kv_rows * 3 * D : n_q * D);
     const size_t nkvb = fused ? 0 : (size_t)kv_rows * 2 * D;
+    const size_t nrel = (size_t)attention_relative_rows(K) * Dh;
     double *qbuf = malloc(nqb * sizeof *qbuf), *kvbuf = malloc((nkvb + 1) * sizeof *kvbuf);
     double *w = malloc((size_t)n_q * D * sizeof *w), *ref = malloc((size_t)n_q * D * sizeof *ref);
+    double *relk = malloc((nrel + 1) * sizeof *relk), *relv = malloc((nrel + 1) * sizeof *relv);
     fill_uniform(qbuf, nqb, -1.5, 1.5, &rng);
     fill_uniform(kvbuf, nkvb, -1.5, 1.5, &rng);
     fill_uniform(w, (size_t)n_q * D, -1, 1, &rng);
+    fill_uniform(relk, nrel, -1, 1, &rng);
+    fill_uniform(relv, nrel, -1, 1, &rng);
     float *qf = to_float(qbuf, nqb), *kvf = to_float(kvbuf, nkvb), *wf = to_float(w, (size_t)n_q * D);
+    float *relkf = to_float(relk, nrel), *relvf = to_float(relv, nrel);
 
     attention_case c = {n_q, n_k, kv_rows, H, Dh, fused, mask, qbuf, fused ? NULL : kvbuf, w,
-                        NULL, p_drop};
+                        relk, relv, K, NULL, t.p_drop};
+    const attention_relative rel = {relkf, relvf, K};
+    const attention_relative *relp = K ? &rel : NULL;
     float *q, *k, *v;
     int ldq, ldk;
     if (fused) {
@@ -525,41 +578,52 @@ static void check_attention(const char *name, int n_q, int n_k, int kv_rows, boo
     } else {
         q = qf, k = kvf, v = kvf + D, ldq = D, ldk = 2 * D;
     }
-    size_t ns = attention_scratch_size(n_q, n_k, mask);
-    if (ns < (size_t)n_q * n_k) ns = (size_t)n_q * n_k;
-    float *scratch = malloc(ns * sizeof *scratch);
-    float *att = malloc(((size_t)H * n_q * n_k + 1) * sizeof *att);
-    uint8_t *keep = malloc((size_t)H * n_q * n_k + 1);
+    size_t ns = attention_scratch_size(n_q, n_k, mask, K);
+    size_t nd = attention_dropout_scratch_size(n_q, n_k, mask, K);
+    float *scratch = malloc((ns > nd ? ns : nd) * sizeof *scratch);
+    const size_t n_att = attention_weights_size(n_q, n_k, H, mask);
+    float *att = malloc((n_att + 1) * sizeof *att);
+    uint8_t *keep = malloc(n_att + 1);
     float *out = malloc((size_t)n_q * D * sizeof *out);
-    attention_forward(out, D, q, ldq, k, ldk, v, ldk, n_q, n_k, H, Dh, mask, scratch, att);
-    if (p_drop > 0) {
-        attention_dropout_forward(out, D, v, ldk, att, keep, n_q, n_k, H, Dh, p_drop, &rng,
-                                  scratch);
+    attention_forward(out, D, q, ldq, k, ldk, v, ldk, n_q, n_k, H, Dh, mask, relp, scratch, att);
+    if (t.p_drop > 0) {
+        attention_dropout_forward(out, D, v, ldk, att, keep, n_q, n_k, H, Dh, mask, relp,
+                                  t.p_drop, &rng, scratch);
         c.keep = keep; /* the reference replays the mask drawn */
     }
     double *rq, *rk, *rv;
     int rldq, rldk;
     attention_case_pointers(&c, qbuf, kvbuf, &rq, &rk, &rv, &rldq, &rldk);
-    ref_attention(ref, rq, rldq, rk, rv, rldk, n_q, n_k, H, Dh, mask, c.keep, p_drop);
+    ref_attention(ref, rq, rldq, rk, rv, rldk, n_q, n_k, H, Dh, mask,
+                  (ref_relative){relk, relv, K}, c.keep, t.p_drop);
     CHECK_MSG(max_diff_fd(out, ref, (size_t)n_q * D) < 1e-5, "%s: forward off by %g", name,
               max_diff_fd(out, ref, (size_t)n_q * D));
 
     /* gradients into zeroed buffers laid out as the inputs */
     float *dqf = calloc(nqb, sizeof *dqf), *dkvf = calloc(nkvb + 1, sizeof *dkvf);
+    float *drelk = calloc(nrel + 1, sizeof *drelk), *drelv = calloc(nrel + 1, sizeof *drelv);
     float *dq, *dk, *dv;
     if (fused)
         dq = dqf, dk = dqf + D, dv = dqf + 2 * D;
     else
         dq = dqf, dk = dkvf, dv = dkvf + D;
-    float *bscratch = malloc(attention_backward_scratch_size(n_q, n_k) * sizeof *bscratch);
-    attention_backward(dq, dk, dv, wf, D, q, ldq, k, ldk, v, ldk, att, c.keep, p_drop, n_q, n_k,
-                       H, Dh, bscratch);
+    const attention_relative_grad drel = {drelk, drelv};
+    float *bscratch =
+        malloc(attention_backward_scratch_size(n_q, n_k, mask, K) * sizeof *bscratch);
+    attention_backward(dq, dk, dv, &drel, wf, D, q, ldq, k, ldk, v, ldk, att, c.keep, t.p_drop,
+                       n_q, n_k, H, Dh, mask, relp, bscratch);
     char what[96];
     snprintf(what, sizeof what, "%s: d%s", name, fused ? "qkv" : "q");
     CHECK_GRAD(what, dqf, qbuf, nqb, attention_objective, &c);
     if (!fused) {
         snprintf(what, sizeof what, "%s: dkv", name);
         CHECK_GRAD(what, dkvf, kvbuf, nkvb, attention_objective, &c);
+    }
+    if (K) {
+        snprintf(what, sizeof what, "%s: drelative_keys", name);
+        CHECK_GRAD(what, drelk, relk, nrel, attention_objective, &c);
+        snprintf(what, sizeof what, "%s: drelative_values", name);
+        CHECK_GRAD(what, drelv, relv, nrel, attention_objective, &c);
     }
     /* padding rows past n_k were never written */
     bool untouched = true;
@@ -571,32 +635,51 @@ static void check_attention(const char *name, int n_q, int n_k, int kv_rows, boo
     free(kvbuf);
     free(w);
     free(ref);
+    free(relk);
+    free(relv);
     free(qf);
     free(kvf);
     free(wf);
+    free(relkf);
+    free(relvf);
     free(scratch);
     free(att);
     free(keep);
     free(out);
     free(dqf);
     free(dkvf);
+    free(drelk);
+    free(drelv);
     free(bscratch);
 }
 
 static void test_attention_backward(void)
 {
+    const attention_mask full = {0, false, 0}, causal = {0, true, 0};
     /* self-attention through the fused q,k,v buffer */
-    check_attention("full", 5, 5, 5, true, (attention_mask){0, false, 0}, 0, 11);
-    check_attention("causal", 5, 5, 5, true, (attention_mask){0, true, 0}, 0, 12);
-    check_attention("causal window 2", 6, 6, 6, true, (attention_mask){0, true, 2}, 0, 13);
-    check_attention("window 1", 6, 6, 6, true, (attention_mask){0, false, 1}, 0, 14);
+    check_attention((attention_setup){"full", 5, 5, 5, true, full, 0, 0, 11});
+    check_attention((attention_setup){"causal", 5, 5, 5, true, causal, 0, 0, 12});
+    check_attention((attention_setup){"causal window 2", 6, 6, 6, true, {0, true, 2}, 0, 0, 13});
+    check_attention((attention_setup){"window 1", 6, 6, 6, true, {0, false, 1}, 0, 0, 14});
     /* encoder-decoder attention: n_q != n_k, keys from a [rows, 2D] buffer;
      * the padding mask: 3 real keys in a buffer of 5 rows */
-    check_attention("cross", 4, 6, 6, false, (attention_mask){0, false, 0}, 0, 15);
-    check_attention("cross, padded keys", 4, 3, 5, false, (attention_mask){0, false, 0}, 0, 16);
-    /* attention dropout with the mask it drew */
-    check_attention("causal + dropout", 5, 5, 5, true, (attention_mask){0, true, 0}, 0.3f, 17);
-    check_attention("cross + dropout", 3, 4, 4, false, (attention_mask){0, false, 0}, 0.5f, 18);
+    check_attention((attention_setup){"cross", 4, 6, 6, false, full, 0, 0, 15});
+    check_attention((attention_setup){"cross, padded keys", 4, 3, 5, false, full, 0, 0, 16});
+    /* attention dropout with the mask it drew, whole and banded */
+    check_attention((attention_setup){"causal + dropout", 5, 5, 5, true, causal, 0.3f, 0, 17});
+    check_attention((attention_setup){"cross + dropout", 3, 4, 4, false, full, 0.5f, 0, 18});
+    check_attention((attention_setup){"window 1 + dropout", 6, 6, 6, true, {0, false, 1}, 0.3f,
+                                      0, 19});
+    /* relative positions: distances clipped at 2 (so some are clipped), with
+     * each mask, and with dropout; a query block starting past position 0 */
+    check_attention((attention_setup){"relative 2", 6, 6, 6, true, full, 0, 2, 20});
+    check_attention((attention_setup){"relative 2, causal", 6, 6, 6, true, causal, 0, 2, 21});
+    check_attention((attention_setup){"relative 1, window 2", 7, 7, 7, true, {0, false, 2}, 0, 1,
+                                      22});
+    check_attention((attention_setup){"relative 3, causal window 1, dropout", 6, 6, 6, true,
+                                      {0, true, 1}, 0.3f, 3, 23});
+    check_attention((attention_setup){"relative 2, queries at 3", 3, 6, 6, true, {3, true, 0}, 0,
+                                      2, 24});
 }
 
 typedef struct embed_case {
@@ -867,14 +950,16 @@ typedef struct ref_model {
 #define TH(r, ptr) ((r)->theta + ((ptr) - (r)->m->data))
 
 /* x [n, D] = embeddings * sqrt(D) + positions (from the paper's formula,
- * or the learned table when there is one) */
+ * or the learned table when there is one, or none for relative positions
+ * alone) */
 static void ref_embed(const ref_model *r, double *x, const int32_t *ids, int n,
                       const float *table, const float *learned)
 {
     const int D = r->m->config.d_model;
     for (int i = 0; i < n; i++)
         for (int d = 0; d < D; d++) {
-            double pe = learned ? TH(r, learned)[i * D + d]
+            double pe = r->m->config.positions == TFM_POS_NONE ? 0
+                        : learned ? TH(r, learned)[i * D + d]
                         : d % 2 == 0 ? sin(i / pow(10000.0, (double)d / D))
                                      : cos(i / pow(10000.0, (double)(d - 1) / D));
             x[i * D + d] = TH(r, table)[ids[i] * D + d] * sqrt((double)D) + pe;
@@ -914,7 +999,11 @@ static void ref_mha(const ref_model *r, double *out, const double *qin, int nq,
     ref_linear(q, qin, nq, D, D, TH(r, a->q_proj.weight), TH(r, a->q_proj.bias));
     ref_linear(k, kvin, nk, D, D, TH(r, a->k_proj.weight), TH(r, a->k_proj.bias));
     ref_linear(v, kvin, nk, D, D, TH(r, a->v_proj.weight), TH(r, a->v_proj.bias));
-    ref_attention(ctx, q, D, k, v, D, nq, nk, H, D / H, mask, NULL, 0);
+    ref_relative rel = {NULL, NULL, 0};
+    if (a->relative_keys)
+        rel = (ref_relative){TH(r, a->relative_keys), TH(r, a->relative_values),
+                             r->m->config.relative_positions};
+    ref_attention(ctx, q, D, k, v, D, nq, nk, H, D / H, mask, rel, NULL, 0);
     ref_linear(out, ctx, nq, D, D, TH(r, a->out_proj.weight), TH(r, a->out_proj.bias));
     free(q);
     free(k);

@@ -114,23 +114,23 @@ static void run_distribution_checks(int window)
     tfm_train_batch batch = {B, sp, src_lens, tp, tgt_lens};
     CHECK(tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
     const int H = m->config.n_heads;
+    static float w[4 * 12 * 12]; /* [H, n_q, n_k] of the longest pair */
+    CHECK(H <= 4);
     for (int b = 0; b < B; b++) {
         for (int l = 0; l < m->config.n_encoder_layers; l++) {
-            const float *w;
             int n_q, n_k;
-            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_ENCODER, l, &w, &n_q, &n_k, &err) ==
+            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_ENCODER, l, w, &n_q, &n_k, &err) ==
                   TFM_OK);
             CHECK(n_q == src_lens[b] && n_k == src_lens[b]);
             check_rows(w, H, n_q, n_k, false, window);
         }
         for (int l = 0; l < m->config.n_decoder_layers; l++) {
-            const float *w;
             int n_q, n_k;
-            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_DECODER, l, &w, &n_q, &n_k, &err) ==
+            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_DECODER, l, w, &n_q, &n_k, &err) ==
                   TFM_OK);
             CHECK(n_q == tgt_lens[b] + 1 && n_k == tgt_lens[b] + 1);
             check_rows(w, H, n_q, n_k, true, window);
-            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_CROSS, l, &w, &n_q, &n_k, &err) ==
+            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_CROSS, l, w, &n_q, &n_k, &err) ==
                   TFM_OK);
             CHECK(n_q == tgt_lens[b] + 1 && n_k == src_lens[b]);
             check_rows(w, H, n_q, n_k, false, 0); /* cross-attention is never windowed */
@@ -183,22 +183,22 @@ static void test_errors(void)
     tfm_train_workspace *ws = NULL;
     tfm_error err;
     CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
-    const float *w;
+    float w[4 * 3 * 4];
     int n_q, n_k;
     tfm_tensor t;
     tfm_tensor_init(&t);
     /* nothing has run yet */
-    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, &w, &n_q, &n_k, &err) == TFM_ERR_ARG);
+    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, w, &n_q, &n_k, &err) == TFM_ERR_ARG);
     const int32_t ids[3] = {5, 6, 7};
     const int32_t *p = ids;
     const int len = 3;
     tfm_train_batch batch = {1, &p, &len, &p, &len};
     CHECK(tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
-    CHECK(tfm_model_attention(ws, 1, TFM_ATTENTION_CROSS, 0, &w, &n_q, &n_k, &err) ==
+    CHECK(tfm_model_attention(ws, 1, TFM_ATTENTION_CROSS, 0, w, &n_q, &n_k, &err) ==
           TFM_ERR_RANGE);
-    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 2, &w, &n_q, &n_k, &err) ==
+    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 2, w, &n_q, &n_k, &err) ==
           TFM_ERR_RANGE);
-    CHECK(tfm_model_attention(ws, 0, (tfm_attention_kind)7, 0, &w, &n_q, &n_k, &err) ==
+    CHECK(tfm_model_attention(ws, 0, (tfm_attention_kind)7, 0, w, &n_q, &n_k, &err) ==
           TFM_ERR_RANGE);
     CHECK(tfm_attention_gather(m, ws, 0, TFM_ATTENTION_ENCODER, 2, 0, &t, &err) == TFM_ERR_RANGE);
     CHECK_MSG(strstr(err.msg, "0 to 1") != NULL, "%s", err.msg);
@@ -210,7 +210,7 @@ static void test_errors(void)
     const int one = 1;
     tfm_train_batch bad_batch = {1, &bp, &one, &p, &len};
     CHECK(tfm_model_loss(ws, &bad_batch, false, NULL, NULL, NULL, NULL, &err) == TFM_ERR_RANGE);
-    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, &w, &n_q, &n_k, &err) == TFM_ERR_ARG);
+    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, w, &n_q, &n_k, &err) == TFM_ERR_ARG);
     tfm_tensor_free(&t);
     tfm_train_workspace_free(ws);
     tfm_model_free(m);
