@@ -494,11 +494,15 @@ static void test_sinusoid_values(void)
 static void test_incremental_equals_full(void)
 {
     enum { S = 6, T = 9 };
-    for (int combo = 0; combo < 32; combo++) {
-        bool pre = combo & 1, shared = combo & 8, packed = combo & 16;
-        tfm_pos_kind pos = (combo & 2) ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
+    for (int combo = 0; combo < 64; combo++) {
+        bool pre = combo & 1, shared = combo & 8, packed = combo & 16, relative = combo & 32;
+        /* relative positions (clipped at 3 of 9 target positions) alone or
+         * with sinusoids */
+        tfm_pos_kind pos = relative ? ((combo & 2) ? TFM_POS_SINUSOIDAL : TFM_POS_NONE)
+                           : (combo & 2) ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
         int window = (combo & 4) ? 2 : 0;
         tfm_config c = small_config(pre, pos, window, shared);
+        c.relative_positions = relative ? 3 : 0;
         tfm_model *m = test_nudged_model(&c, 100 + combo % 16);
         if (!m) return;
         tfm_error err;
@@ -526,8 +530,9 @@ static void test_incremental_equals_full(void)
             CHECK(tfm_decoder_step(d, &tgt[t], step, &err) == TFM_OK);
             worst = fmax(worst, max_abs_diff(step, full + (size_t)t * V, (size_t)V));
         }
-        CHECK_MSG(worst <= 1e-5, "pre %d learned %d window %d shared %d packed %d: differ by %g",
-                  pre, pos == TFM_POS_LEARNED, window, shared, packed, worst);
+        CHECK_MSG(worst <= 1e-5,
+                  "pre %d positions %d relative %d window %d shared %d packed %d: differ by %g",
+                  pre, (int)pos, c.relative_positions, window, shared, packed, worst);
         /* and the log-probs are a distribution */
         double sum = 0;
         for (int i = 0; i < V; i++) sum += exp(step[i]);
@@ -862,9 +867,14 @@ static void test_numpy_reference(void)
     snprintf(model_path, sizeof model_path, "%s/m.safetensors", dir);
     snprintf(out_path, sizeof out_path, "%s/out.f32", dir);
     enum { S = 7, T = 6, D = 16, V = 23 };
-    for (int variant = 0; variant < 2; variant++) {
-        tfm_config c = variant ? small_config(true, TFM_POS_LEARNED, 2, false)
-                               : small_config(false, TFM_POS_SINUSOIDAL, 0, true);
+    for (int variant = 0; variant < 4; variant++) {
+        /* 0, 1: absolute positions; 2: relative alone (clipped at 3, so
+         * the 7-token source clips); 3: learned + relative 2, window 2 */
+        tfm_config c = variant == 0   ? small_config(false, TFM_POS_SINUSOIDAL, 0, true)
+                       : variant == 1 ? small_config(true, TFM_POS_LEARNED, 2, false)
+                       : variant == 2 ? small_config(false, TFM_POS_NONE, 0, true)
+                                      : small_config(true, TFM_POS_LEARNED, 2, false);
+        c.relative_positions = variant == 2 ? 3 : variant == 3 ? 2 : 0;
         tfm_model *m = test_nudged_model(&c, 700 + variant);
         if (!m) return;
         tfm_error err;

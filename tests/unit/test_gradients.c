@@ -682,6 +682,170 @@ static void test_attention_backward(void)
                                       2, 24});
 }
 
+/* The gradients of ref_attention with q, k, v laid out [n, H*Dh] (rows
+ * H*Dh apart), worked out on the whole [n_q, n_k] matrix of each head with
+ * the mask applied entry by entry, as the backward pass did before it went
+ * band by band: dq, dk, dv [n, H*Dh] and drelk, drelv [2K+1, Dh] are
+ * overwritten; dout [n_q, H*Dh]. */
+static void ref_attention_backward(double *dq, double *dk, double *dv, double *drelk,
+                                   double *drelv, const double *dout, const double *q,
+                                   const double *k, const double *v, int n_q, int n_k, int H,
+                                   int Dh, attention_mask m, ref_relative rel,
+                                   const uint8_t *keep, double p)
+{
+    const int D = H * Dh, K = rel.clip, width = attention_band_width(n_k, m);
+    const double scale = 1 / sqrt((double)Dh);
+    memset(dq, 0, (size_t)n_q * D * sizeof *dq);
+    memset(dk, 0, (size_t)n_k * D * sizeof *dk);
+    memset(dv, 0, (size_t)n_k * D * sizeof *dv);
+    if (K) {
+        memset(drelk, 0, (size_t)(2 * K + 1) * Dh * sizeof *drelk);
+        memset(drelv, 0, (size_t)(2 * K + 1) * Dh * sizeof *drelv);
+    }
+    double *P = malloc((size_t)n_k * sizeof *P), *drop = malloc((size_t)n_k * sizeof *drop);
+    double *dP = malloc((size_t)n_k * sizeof *dP);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < n_q; i++) {
+            const int pos = m.q_pos + i, first = attention_band_first(m, i, n_k);
+            const double *qi = q + (size_t)i * D + h * Dh, *gi = dout + (size_t)i * D + h * Dh;
+            /* the forward's weights P and their dropout factors */
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < n_k; j++) {
+                P[j] = -INFINITY;
+                if (!ref_visible(m, i, j)) continue;
+                double s = 0;
+                for (int c = 0; c < Dh; c++)
+                    s += qi[c] * (k[(size_t)j * D + h * Dh + c] +
+                                  (K ? rel.keys[ref_bucket(j, pos, K) * Dh + c] : 0));
+                P[j] = s * scale;
+                mx = fmax(mx, P[j]);
+            }
+            for (int j = 0; j < n_k; j++) {
+                P[j] = P[j] == -INFINITY ? 0 : exp(P[j] - mx);
+                sum += P[j];
+            }
+            double dot_pd = 0;
+            for (int j = 0; j < n_k; j++) {
+                P[j] = sum > 0 ? P[j] / sum : 0;
+                drop[j] = !keep || P[j] == 0 ? 1
+                          : keep[((size_t)h * n_q + i) * width + (j - first)] / (1 - p);
+                /* dV += P' dO;  dP' = dO (v + a^V);  dP = dP' through the mask */
+                double dpj = 0;
+                for (int c = 0; c < Dh; c++) {
+                    double value = v[(size_t)j * D + h * Dh + c];
+                    if (K) {
+                        value += rel.values[ref_bucket(j, pos, K) * Dh + c];
+                        drelv[ref_bucket(j, pos, K) * Dh + c] += P[j] * drop[j] * gi[c];
+                    }
+                    dv[(size_t)j * D + h * Dh + c] += P[j] * drop[j] * gi[c];
+                    dpj += gi[c] * value;
+                }
+                dP[j] = dpj * drop[j];
+                dot_pd += dP[j] * P[j];
+            }
+            /* dS = P (dP - <dP, P>);  dq += dS (k + a^K) scale;  dk, da^K += dS q scale */
+            for (int j = 0; j < n_k; j++) {
+                double ds = P[j] * (dP[j] - dot_pd) * scale;
+                if (ds == 0) continue;
+                for (int c = 0; c < Dh; c++) {
+                    double key = k[(size_t)j * D + h * Dh + c];
+                    if (K) {
+                        key += rel.keys[ref_bucket(j, pos, K) * Dh + c];
+                        drelk[ref_bucket(j, pos, K) * Dh + c] += ds * qi[c];
+                    }
+                    dq[(size_t)i * D + h * Dh + c] += ds * key;
+                    dk[(size_t)j * D + h * Dh + c] += ds * qi[c];
+                }
+            }
+        }
+    free(P);
+    free(drop);
+    free(dP);
+}
+
+/* The largest |a - b| over n values, against the largest |b|. */
+static double rel_error(const float *a, const double *b, size_t n)
+{
+    double scale = 1e-30;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    return max_diff_fd(a, b, n) / scale;
+}
+
+/* Restricted attention over several query blocks (150 queries: blocks of
+ * 64 and more), kept as bands and differentiated band by band, equals the
+ * computation over whole masked matrices, forward and backward, with and
+ * without relative positions and dropout; so does full and causal
+ * attention, block by block. */
+static void test_windowed_backward_equals_dense(void)
+{
+    enum { N = 150, H = 2, Dh = 4, D = H * Dh, K = 3, NR = (2 * K + 1) * Dh };
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 77);
+    static double q[N * D], k[N * D], v[N * D], g[N * D], rk[NR], rv[NR], ref[N * D];
+    static double dq[N * D], dk[N * D], dv[N * D], drk[NR], drv[NR];
+    fill_uniform(q, N * D, -1.5, 1.5, &rng);
+    fill_uniform(k, N * D, -1.5, 1.5, &rng);
+    fill_uniform(v, N * D, -1, 1, &rng);
+    fill_uniform(g, N * D, -1, 1, &rng);
+    fill_uniform(rk, NR, -1, 1, &rng);
+    fill_uniform(rv, NR, -1, 1, &rng);
+    float *qf = to_float(q, N * D), *kf = to_float(k, N * D), *vf = to_float(v, N * D);
+    float *gf = to_float(g, N * D), *rkf = to_float(rk, NR), *rvf = to_float(rv, NR);
+    static float out[N * D], fdq[N * D], fdk[N * D], fdv[N * D], fdrk[NR], fdrv[NR];
+    static float att[H * N * N];
+    static uint8_t keep[H * N * N];
+    const int windows[] = {0, 1, 5, 70};
+    for (int wi = 0; wi < 4; wi++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int variant = 0; variant < 3; variant++) {
+                const int clip = variant >= 1 ? K : 0;
+                const float p = variant == 2 ? 0.2f : 0.0f;
+                const attention_mask m = {0, causal, windows[wi]};
+                const attention_relative rel = {rkf, rvf, clip};
+                const attention_relative *relp = clip ? &rel : NULL;
+                size_t ns = attention_scratch_size(N, N, m, clip);
+                size_t nd = attention_dropout_scratch_size(N, N, m, clip);
+                float *scratch = malloc((ns > nd ? ns : nd) * sizeof *scratch);
+                float *bscratch =
+                    malloc(attention_backward_scratch_size(N, N, m, clip) * sizeof *bscratch);
+                attention_forward(out, D, qf, D, kf, D, vf, D, N, N, H, Dh, m, relp, scratch,
+                                  att);
+                if (p > 0)
+                    attention_dropout_forward(out, D, vf, D, att, keep, N, N, H, Dh, m, relp, p,
+                                              &rng, scratch);
+                memset(fdq, 0, sizeof fdq);
+                memset(fdk, 0, sizeof fdk);
+                memset(fdv, 0, sizeof fdv);
+                memset(fdrk, 0, sizeof fdrk);
+                memset(fdrv, 0, sizeof fdrv);
+                const attention_relative_grad drel = {fdrk, fdrv};
+                attention_backward(fdq, fdk, fdv, &drel, gf, D, qf, D, kf, D, vf, D, att,
+                                   p > 0 ? keep : NULL, p, N, N, H, Dh, m, relp, bscratch);
+                const ref_relative rr = {rk, rv, clip};
+                ref_attention(ref, q, D, k, v, D, N, N, H, Dh, m, rr, p > 0 ? keep : NULL, p);
+                ref_attention_backward(dq, dk, dv, drk, drv, g, q, k, v, N, N, H, Dh, m, rr,
+                                       p > 0 ? keep : NULL, p);
+                double e = rel_error(out, ref, N * D);
+                e = fmax(e, rel_error(fdq, dq, N * D));
+                e = fmax(e, rel_error(fdk, dk, N * D));
+                e = fmax(e, rel_error(fdv, dv, N * D));
+                if (clip) e = fmax(e, fmax(rel_error(fdrk, drk, NR), rel_error(fdrv, drv, NR)));
+                CHECK_MSG(e < 2e-5, "window %d causal %d relative %d dropout %g: off by %g",
+                          windows[wi], causal, clip, (double)p, e);
+                /* a narrow window keeps a band, O(window n) floats */
+                if (windows[wi] == 1)
+                    CHECK(attention_weights_size(N, N, H, m) == (size_t)H * N * (causal ? 2 : 3));
+                free(scratch);
+                free(bscratch);
+            }
+    free(qf);
+    free(kf);
+    free(vf);
+    free(gf);
+    free(rkf);
+    free(rvf);
+}
+
 typedef struct embed_case {
     int N1, N2, D;
     const int32_t *ids1, *ids2;
@@ -1245,6 +1409,15 @@ static void test_model_gradient(void)
     check_model_gradient("post-norm, unshared, learned, window 1, 2 layers", &c, 23);
     c = tiny_config(true, true, TFM_POS_SINUSOIDAL, 2, 2);
     check_model_gradient("pre-norm, shared, sinusoidal, window 2, 2 layers", &c, 24);
+    /* relative positions clipped at 2 (pairs up to 5 apart), alone and with
+     * absolute ones and a window */
+    c = tiny_config(false, true, TFM_POS_NONE, 0, 1);
+    c.relative_positions = 2;
+    check_model_gradient("post-norm, shared, relative 2 alone", &c, 25);
+    c = tiny_config(true, false, TFM_POS_SINUSOIDAL, 1, 2);
+    c.relative_positions = 3;
+    check_model_gradient("pre-norm, unshared, sinusoidal + relative 3, window 1, 2 layers", &c,
+                         26);
 }
 
 /* With dropout on, the gradient of the loss under fixed masks, against
@@ -1377,13 +1550,19 @@ static void test_loss_matches_inference(void)
     check_against_inference("post-norm", &c, 41);
     c = tiny_config(true, false, TFM_POS_LEARNED, 2, 2);
     check_against_inference("pre-norm, learned, window 2", &c, 42);
+    c = tiny_config(false, true, TFM_POS_NONE, 0, 2);
+    c.relative_positions = 2;
+    check_against_inference("post-norm, relative 2 alone", &c, 43);
+    c = tiny_config(true, true, TFM_POS_LEARNED, 2, 2);
+    c.relative_positions = 1;
+    check_against_inference("pre-norm, learned + relative 1, window 2", &c, 44);
 }
 
 /* The loss and the gradient of a batch equal the sums over its pairs taken
  * one at a time, with empty sources and targets among them. */
-static void test_batched_equals_single(void)
+static void check_batched_equals_single(const tfm_config *cp)
 {
-    tfm_config c = tiny_config(true, true, TFM_POS_LEARNED, 0, 2);
+    tfm_config c = *cp;
     tfm_model *m = test_nudged_model(&c, 51);
     if (!m) return;
     const int src_lens[5] = {5, 0, 7, 2, 3}, tgt_lens[5] = {4, 3, 6, 0, 2};
@@ -1419,6 +1598,15 @@ static void test_batched_equals_single(void)
     free(singles);
     tfm_train_workspace_free(ws);
     tfm_model_free(m);
+}
+
+static void test_batched_equals_single(void)
+{
+    tfm_config c = tiny_config(true, true, TFM_POS_LEARNED, 0, 2);
+    check_batched_equals_single(&c);
+    c = tiny_config(false, true, TFM_POS_NONE, 2, 2);
+    c.relative_positions = 3;
+    check_batched_equals_single(&c);
 }
 
 /* Gradients accumulate and scale; dropout steps repeat exactly from the same
@@ -1530,10 +1718,11 @@ int openblas_get_num_threads(void);
  * is given back.  And the threaded result is right: it equals the sum over
  * the pairs taken one at a time (which the tiny tests check against finite
  * differences). */
-static void check_threads(const char *name, bool pre_norm, uint64_t seed)
+static void check_threads(const char *name, bool pre_norm, int relative, uint64_t seed)
 {
     tfm_config c = tiny_config(pre_norm, !pre_norm, pre_norm ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL,
                                pre_norm ? 3 : 0, 2);
+    c.relative_positions = relative;
     c.d_model = 32;
     c.d_ff = 64;
     c.n_heads = 4;
@@ -1615,8 +1804,10 @@ static void check_threads(const char *name, bool pre_norm, uint64_t seed)
 
 static void test_threads_bit_for_bit(void)
 {
-    check_threads("post-norm, shared, sinusoidal", false, 91);
-    check_threads("pre-norm, unshared, learned, window 3", true, 92);
+    check_threads("post-norm, shared, sinusoidal", false, 0, 91);
+    check_threads("pre-norm, unshared, learned, window 3", true, 0, 92);
+    /* each sentence's part of the relative tables' gradients added in order */
+    check_threads("pre-norm, unshared, learned + relative 4, window 3", true, 4, 93);
 }
 
 static void test_arguments(void)
@@ -1683,6 +1874,7 @@ int main(void)
     RUN(test_layer_norm_backward);
     RUN(test_softmax_backward);
     RUN(test_attention_backward);
+    RUN(test_windowed_backward_equals_dense);
     RUN(test_embedding_backward);
     RUN(test_dropout);
     RUN(test_bias_sums);
