@@ -305,7 +305,8 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
     const float scale = 1.0f / sqrtf((float)Dh);
     const int blk = query_block(n_q, mask), width = attention_band_width(n_k, mask);
     const size_t nb = block_scratch(n_q, n_k, mask);
-    float *P = scratch, *X = P + nb, *G = X + nb, *u = G + nb; /* three [blk, band] and [blk, 2K+1] */
+    /* three [blk, band] matrices, and [blk, 2K+1] for the relative tables */
+    float *P = scratch, *X = P + nb, *G = X + nb, *u = G + nb;
     for (int h = 0; h < H; h++) {
         for (int i0 = 0; i0 < n_q; i0 += blk) {
             const block bk = block_at(mask, i0, blk, n_q, n_k);
@@ -332,7 +333,8 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
                         1.0f, dvb, ldv);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, Dh, 1.0f, dO, ldo, vb, ldv,
                         0.0f, G, nk);
-            if (rel) relative_values_backward(G, drel->values, Pd, dO, ldo, m, nk, rel, Dh, bk.d0, u);
+            if (rel)
+                relative_values_backward(G, drel->values, Pd, dO, ldo, m, nk, rel, Dh, bk.d0, u);
             /* dP = Dropout'(dP') into X (P' is no longer needed); dS (unscaled)
              * into whichever of X and G dP is not */
             const float *dP = G;

@@ -437,8 +437,8 @@ tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int
     tfm_buf_init(&sinusoids);
     int n_sinusoids = 0;
     const float *positions;
-    if (!x ||
-        !positions_table(c->positions, p->tgt_positions, &sinusoids, &n_sinusoids, T, D, &positions)) {
+    if (!x || !positions_table(c->positions, p->tgt_positions, &sinusoids, &n_sinusoids, T, D,
+                               &positions)) {
         free(x);
         tfm_buf_free(&sinusoids);
         return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d tokens", T);

@@ -89,7 +89,9 @@ static void field_format(const field *f, const tfm_config *c, char *out, size_t 
     case FIELD_I32: snprintf(out, size, "%" PRId32, *(const int32_t *)at); break;
     case FIELD_FLOAT: snprintf(out, size, "%.9g", (double)*(const float *)at); break;
     case FIELD_BOOL: snprintf(out, size, "%s", *(const bool *)at ? "true" : "false"); break;
-    case FIELD_POSITIONS: snprintf(out, size, "%s", position_names[*(const tfm_pos_kind *)at]); break;
+    case FIELD_POSITIONS:
+        snprintf(out, size, "%s", position_names[*(const tfm_pos_kind *)at]);
+        break;
     case FIELD_NORM: snprintf(out, size, "%s", *(const bool *)at ? "pre" : "post"); break;
     }
 }
