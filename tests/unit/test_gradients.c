@@ -1426,9 +1426,9 @@ static void test_model_gradient(void)
  * ~1e-6 of the loss, so the step is 3e-3 and the tolerance 3% plus 1% of
  * the largest gradient: loose, but a mask missing from one backward path
  * changes gradients by O(1). */
-static void test_model_gradient_with_dropout(void)
+static void check_model_gradient_with_dropout(const char *name, const tfm_config *cp)
 {
-    tfm_config c = tiny_config(false, true, TFM_POS_LEARNED, 0, 1);
+    tfm_config c = *cp;
     c.dropout = 0.3f;
     c.attention_dropout = 0.2f;
     c.activation_dropout = 0.25f;
@@ -1478,16 +1478,25 @@ static void test_model_gradient_with_dropout(void)
             points++;
             if (fabs(g[j] - fd) > 0.03 * fabs(fd) + 0.01 * gmax) {
                 if (bad++ < 5)
-                    printf("  %s[%zu]: backward %.6g, finite difference %.6g\n", tl->names[i], j,
-                           g[j], fd);
+                    printf("  %s: %s[%zu]: backward %.6g, finite difference %.6g\n", name,
+                           tl->names[i], j, g[j], fd);
             }
         }
     }
-    CHECK_MSG(bad == 0, "%d of %d points off", bad, points);
+    CHECK_MSG(bad == 0, "%s: %d of %d points off", name, bad, points);
     free(tl);
     free(grads);
     tfm_train_workspace_free(ws);
     tfm_model_free(m);
+}
+
+static void test_model_gradient_with_dropout(void)
+{
+    tfm_config c = tiny_config(false, true, TFM_POS_LEARNED, 0, 1);
+    check_model_gradient_with_dropout("learned positions", &c);
+    c = tiny_config(false, true, TFM_POS_NONE, 2, 1);
+    c.relative_positions = 2;
+    check_model_gradient_with_dropout("relative 2 alone, window 2", &c);
 }
 
 /* ---- the training forward against the inference path, batching, the API ------------------- */
