@@ -1618,6 +1618,44 @@ static void test_batched_equals_single(void)
     check_batched_equals_single(&c);
 }
 
+/* Training with a window no shorter than the sentences is training with
+ * full attention (the same loss and gradients, to rounding), and with a
+ * short window it is not. */
+static void test_window_covering_equals_full(void)
+{
+    tfm_config c = tiny_config(true, true, TFM_POS_SINUSOIDAL, 0, 2);
+    c.relative_positions = 3;
+    tfm_model *m = test_nudged_model(&c, 81);
+    if (!m) return;
+    const int src_lens[3] = {5, 7, 3}, tgt_lens[3] = {4, 6, 2};
+    test_batch t;
+    make_batch(&t, &c, 3, src_lens, tgt_lens, 82);
+    tfm_train_workspace *ws;
+    tfm_error err;
+    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    const size_t n = tfm_params_count(&c);
+    const int windows[3] = {0, 8, 2};
+    float *g[3];
+    tfm_loss_sums sums[3];
+    for (int w = 0; w < 3; w++) {
+        m->config.attention_window = windows[w];
+        g[w] = calloc(n, sizeof(float));
+        CHECK(tfm_model_forward_backward(ws, &t.b, NULL, 1.0f, g[w], &sums[w], &err) == TFM_OK);
+    }
+    double same = 0, other = 0, gmax = max_abs(g[0], n);
+    for (size_t i = 0; i < n; i++) {
+        same = fmax(same, fabs(g[1][i] - g[0][i]));
+        other = fmax(other, fabs(g[2][i] - g[0][i]));
+    }
+    CHECK_NEAR(sums[1].loss, sums[0].loss, 1e-6 * sums[0].loss);
+    CHECK_MSG(same <= 1e-6 * gmax, "a covering window: gradients differ by %g (largest %g)", same,
+              gmax);
+    CHECK(fabs(sums[2].loss - sums[0].loss) > 1e-4 && other > 1e-3 * gmax);
+    for (int w = 0; w < 3; w++) free(g[w]);
+    tfm_train_workspace_free(ws);
+    tfm_model_free(m);
+}
+
 /* Gradients accumulate and scale; dropout steps repeat exactly from the same
  * seed; a <pad> label counts nowhere. */
 static void test_accumulate_scale_repeat(void)
@@ -1893,6 +1931,7 @@ int main(void)
     RUN(test_model_gradient_with_dropout);
     RUN(test_loss_matches_inference);
     RUN(test_batched_equals_single);
+    RUN(test_window_covering_equals_full);
     RUN(test_accumulate_scale_repeat);
     RUN(test_threads_bit_for_bit);
     RUN(test_arguments);
