@@ -2,10 +2,11 @@
 """forward_ref.py - an independent NumPy reimplementation of the model's
 forward pass, which tests/unit/test_forward.c checks the C code against.
 
-Written from the paper and tfm/model.h, not from the C code: it reads the
-model file (safetensors: an 8-byte little-endian header length, a JSON
-header, raw little-endian float32 tensors) with nothing but json and numpy,
-and computes in float64.
+Written from the papers (Vaswani et al. 2017; Shaw et al. 2018 for relative
+positions) and tfm/model.h, not from the C code: it reads the model file
+(safetensors: an 8-byte little-endian header length, a JSON header, raw
+little-endian float32 tensors) with nothing but json and numpy, and
+computes in float64.
 
 usage: forward_ref.py MODEL SRC_IDS TGT_IDS OUT
   SRC_IDS, TGT_IDS: comma-separated ids (TGT_IDS begins with <s>)

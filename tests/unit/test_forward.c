@@ -1,7 +1,8 @@
 /* test_forward.c - the forward pass used for inference: the layer kernels
  * against values worked out by hand (with NumPy), the softmax and the masks,
- * the incremental decoder against the full recomputation, batching and
- * padding invariance of the encoder and decoder, restricted attention, empty
+ * the incremental decoder against the full recomputation (every kind of
+ * positions, relative ones included), batching and padding invariance of
+ * the encoder and decoder, restricted attention and its band, empty
  * sentences, argument checks, and (when /usr/bin/python3 has NumPy) the
  * whole model against the independent reimplementation in forward_ref.py.
  *

@@ -1,7 +1,10 @@
 /* test_gradients.c - the backward pass: every layer's backward and the whole
- * model's gradient against central finite differences in double precision;
- * the training forward against the inference path; batching, padding,
- * dropout, accumulation and argument checks of the training API.
+ * model's gradient against central finite differences in double precision
+ * (relative position representations and restricted attention included);
+ * restricted attention, kept and differentiated band by band, against the
+ * same computation over whole masked matrices; the training forward against
+ * the inference path; batching, padding, dropout, accumulation and argument
+ * checks of the training API.
  *
  * How the double-precision check works.  The kernels compute in float (they
  * are cblas_sgemm calls), and finite differences of a float function are
