@@ -261,16 +261,40 @@ void attention_dropout_forward(float *out, int ldo, const float *v, int ldv, con
 
 /* ---- the backward pass ------------------------------------------------------------ */
 
+/* Whether the weights are kept as a band (not whole rows of n_k keys). */
+static bool kept_as_band(int n_k, attention_mask mask)
+{
+    return attention_band_width(n_k, mask) < n_k;
+}
+
 size_t attention_backward_scratch_size(int n_q, int n_k, attention_mask mask, int rel_clip)
 {
     if (n_q <= 0 || n_k <= 0) return 1;
-    return 3 * block_scratch(n_q, n_k, mask) + relative_scratch(n_q, mask, rel_clip);
+    /* two [blk, band] matrices, a third for the weights of a band */
+    const size_t blocks = kept_as_band(n_k, mask) ? 3 : 2;
+    return blocks * block_scratch(n_q, n_k, mask) + relative_scratch(n_q, mask, rel_clip);
 }
 
-/* x [m, nk] = y [m, nk] through the dropout mask of block bk (keep: its
- * kept rows, [m, width]), 0 where not visible: the same linear map as the
- * forward's dropout, applied to the weights or to their gradient. */
-static void block_dropout(float *x, const float *y, const uint8_t *keep, int width,
+/* The weights of block bk as an [m, nk] matrix, rows *ld apart: read in
+ * place from the kept rows (kept: the block's first, [m, width]) when they
+ * are whole rows of keys, else expanded from the band into w. */
+static const float *block_weights(float *w, const float *kept, int width, const block *bk,
+                                  attention_mask mask, int n_k, int *ld)
+{
+    if (!kept_as_band(n_k, mask)) {
+        *ld = width;
+        return kept + bk->klo;
+    }
+    block_load(w, kept, width, bk, mask, n_k);
+    *ld = bk->nk;
+    return w;
+}
+
+/* x [m, nk] = y [m, nk] (rows ldy apart) through the dropout mask of block
+ * bk (keep: its kept rows, [m, width]), 0 where not visible: the same
+ * linear map as the forward's dropout, applied to the weights or to their
+ * gradient. */
+static void block_dropout(float *x, const float *y, int ldy, const uint8_t *keep, int width,
                           const block *bk, attention_mask mask, int n_k, float p)
 {
     for (int r = 0; r < bk->m; r++) {
@@ -280,7 +304,7 @@ static void block_dropout(float *x, const float *y, const uint8_t *keep, int wid
         memset(xr, 0, sizeof(float) * bk->nk);
         if (b < a) continue;
         int c0 = bk->klo + a - attention_band_first(mask, bk->i0 + r, n_k);
-        dropout_backward(xr + a, y + (size_t)r * bk->nk + a, keep + (size_t)r * width + c0,
+        dropout_backward(xr + a, y + (size_t)r * ldy + a, keep + (size_t)r * width + c0,
                          (size_t)(b - a + 1), p);
     }
 }
@@ -305,8 +329,10 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
     const float scale = 1.0f / sqrtf((float)Dh);
     const int blk = query_block(n_q, mask), width = attention_band_width(n_k, mask);
     const size_t nb = block_scratch(n_q, n_k, mask);
-    /* three [blk, band] matrices, and [blk, 2K+1] for the relative tables */
-    float *P = scratch, *X = P + nb, *G = X + nb, *u = G + nb;
+    /* two [blk, band] matrices, a third for a band's weights, and [blk, 2K+1]
+     * for the relative tables (attention_backward_scratch_size) */
+    float *X = scratch, *G = X + nb, *band = G + nb;
+    float *u = kept_as_band(n_k, mask) ? band + nb : band;
     for (int h = 0; h < H; h++) {
         for (int i0 = 0; i0 < n_q; i0 += blk) {
             const block bk = block_at(mask, i0, blk, n_q, n_k);
@@ -321,26 +347,31 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
             float *dkb = dk + (size_t)bk.klo * ldk + (size_t)h * Dh;
             float *dvb = dv + (size_t)bk.klo * ldv + (size_t)h * Dh;
 
-            /* P, and P' into X when there is dropout (the same mask and scale) */
-            block_load(P, att + kept, width, &bk, mask, n_k);
+            /* P (rows ldp apart), and P' into X when there is dropout (the
+             * same mask and scale) */
+            int ldp;
+            const float *P = block_weights(band, att + kept, width, &bk, mask, n_k, &ldp);
             const float *Pd = P;
+            int ldpd = ldp;
             if (keep) {
-                block_dropout(X, P, keep + kept, width, &bk, mask, n_k, p);
+                block_dropout(X, P, ldp, keep + kept, width, &bk, mask, n_k, p);
                 Pd = X;
+                ldpd = nk;
             }
             /* dV_band += P'^T dO_block;  G = dP' = dO_block (V_band + a^V)^T */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, m, 1.0f, Pd, nk, dO, ldo,
-                        1.0f, dvb, ldv);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, m, 1.0f, Pd, ldpd, dO,
+                        ldo, 1.0f, dvb, ldv);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, Dh, 1.0f, dO, ldo, vb, ldv,
                         0.0f, G, nk);
             if (rel)
-                relative_values_backward(G, drel->values, Pd, dO, ldo, m, nk, rel, Dh, bk.d0, u);
+                relative_values_backward(G, drel->values, Pd, ldpd, dO, ldo, m, nk, rel, Dh,
+                                         bk.d0, u);
             /* dP = Dropout'(dP') into X (P' is no longer needed); dS (unscaled)
              * into whichever of X and G dP is not */
             const float *dP = G;
             float *dS = X;
             if (keep) {
-                block_dropout(X, G, keep + kept, width, &bk, mask, n_k, p);
+                block_dropout(X, G, nk, keep + kept, width, &bk, mask, n_k, p);
                 dP = X;
                 dS = G;
             }
@@ -349,7 +380,8 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
                 int a, b;
                 row_range(mask, &bk, r, n_k, &a, &b);
                 const size_t at = (size_t)r * nk + (size_t)a;
-                if (b >= a) softmax_backward(dS + at, dP + at, P + at, b - a + 1);
+                if (b >= a)
+                    softmax_backward(dS + at, dP + at, P + (size_t)r * ldp + a, b - a + 1);
             }
             /* dQ_block += scale dS (K_band + a^K);  dK_band += scale dS^T Q_block */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, nk, scale, dS, nk, kb,

@@ -267,8 +267,8 @@ void attention_row_forward(float *out, const float *q, const float *k, int ldk, 
  *   relative_logits:  scores [m, nk] (rows nk apart) += scale q_r a^K_bucket
  *   relative_values:  out [m, Dh] (rows ldo apart) += sum_c w_rc a^V_bucket,
  *                     w: [m, nk] the weights (rows nk apart)
- *   relative_values_backward: dvalues += the bucket sums of w, transposed,
- *                     times dout; dw [m, nk] += dout a^V_bucket
+ *   relative_values_backward: dvalues += the bucket sums of w (rows ldw
+ *                     apart), transposed, times dout; dw [m, nk] += dout a^V_bucket
  *   relative_logits_backward: dq [m, Dh] (rows ldq apart) and dkeys
  *                     accumulate the gradients through ds [m, nk], the
  *                     gradient of the (scaled) logits */
@@ -276,9 +276,9 @@ void relative_logits(float *scores, int m, int nk, const float *q, int ldq,
                      const attention_relative *rel, int Dh, float scale, int d0, float *u);
 void relative_values(float *out, int ldo, const float *w, int m, int nk,
                      const attention_relative *rel, int Dh, int d0, float *u);
-void relative_values_backward(float *dw, float *dvalues, const float *w, const float *dout,
-                              int ldo, int m, int nk, const attention_relative *rel, int Dh,
-                              int d0, float *u);
+void relative_values_backward(float *dw, float *dvalues, const float *w, int ldw,
+                              const float *dout, int ldo, int m, int nk,
+                              const attention_relative *rel, int Dh, int d0, float *u);
 void relative_logits_backward(float *dq, int ldq, float *dkeys, const float *ds, const float *q,
                               int m, int nk, const attention_relative *rel, int Dh, float scale,
                               int d0, float *u);

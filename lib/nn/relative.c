@@ -32,15 +32,15 @@ static void gather_add(float *s, const float *u, int m, int nk, int d0, int K)
             s[(size_t)r * nk + c] += u[(size_t)r * rows + bucket(d0 + c - r, K)];
 }
 
-/* u [m, 2K+1] = s [m, nk] summed by bucket: u[r][b] = sum of s[r][c] over
- * the c with bucket(d0 + c - r) == b. */
-static void bucket_sums(float *u, const float *s, int m, int nk, int d0, int K)
+/* u [m, 2K+1] = s [m, nk] (rows lds apart) summed by bucket: u[r][b] = sum
+ * of s[r][c] over the c with bucket(d0 + c - r) == b. */
+static void bucket_sums(float *u, const float *s, int lds, int m, int nk, int d0, int K)
 {
     const int rows = 2 * K + 1;
     memset(u, 0, sizeof(float) * m * rows);
     for (int r = 0; r < m; r++)
         for (int c = 0; c < nk; c++)
-            u[(size_t)r * rows + bucket(d0 + c - r, K)] += s[(size_t)r * nk + c];
+            u[(size_t)r * rows + bucket(d0 + c - r, K)] += s[(size_t)r * lds + c];
 }
 
 /* scores: [m, nk]; q: [m, Dh] (ldq); u: [m, 2K+1] */
@@ -59,19 +59,20 @@ void relative_values(float *out, int ldo, const float *w, int m, int nk,
                      const attention_relative *rel, int Dh, int d0, float *u)
 {
     const int rows = 2 * rel->clip + 1;
-    bucket_sums(u, w, m, nk, d0, rel->clip);
+    bucket_sums(u, w, nk, m, nk, d0, rel->clip);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, rows, 1.0f, u, rows,
                 rel->values, Dh, 1.0f, out, ldo);
 }
 
-/* dw, w: [m, nk]; dvalues: [2K+1, Dh]; dout: [m, Dh] (ldo); u: [m, 2K+1] */
-void relative_values_backward(float *dw, float *dvalues, const float *w, const float *dout,
-                              int ldo, int m, int nk, const attention_relative *rel, int Dh,
-                              int d0, float *u)
+/* dw: [m, nk]; w: [m, nk] (ldw); dvalues: [2K+1, Dh]; dout: [m, Dh] (ldo);
+ * u: [m, 2K+1] */
+void relative_values_backward(float *dw, float *dvalues, const float *w, int ldw,
+                              const float *dout, int ldo, int m, int nk,
+                              const attention_relative *rel, int Dh, int d0, float *u)
 {
     const int rows = 2 * rel->clip + 1;
     /* dvalues += (bucket sums of w)^T dout */
-    bucket_sums(u, w, m, nk, d0, rel->clip);
+    bucket_sums(u, w, ldw, m, nk, d0, rel->clip);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, Dh, m, 1.0f, u, rows, dout, ldo,
                 1.0f, dvalues, Dh);
     /* dw[r][c] += dout_r a^V_bucket */
@@ -86,7 +87,7 @@ void relative_logits_backward(float *dq, int ldq, float *dkeys, const float *ds,
                               int d0, float *u)
 {
     const int rows = 2 * rel->clip + 1;
-    bucket_sums(u, ds, m, nk, d0, rel->clip);
+    bucket_sums(u, ds, nk, m, nk, d0, rel->clip);
     /* dq += scale (bucket sums of ds) a^K;  dkeys += scale (bucket sums)^T q */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, rows, scale, u, rows,
                 rel->keys, Dh, 1.0f, dq, ldq);
