@@ -9,6 +9,8 @@
 #   make bench-quality  tfm against the PyTorch reference: 30 min of training
 #                   each on ../shared/data/enfr, test BLEU and chrF (~70 min)
 #   make bench-curves   learning curves against the reference (~2.5 hours)
+#   make bench-window   restricted self-attention against full: growth with the
+#                   sentence length, long decodes (the bench's window section)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
@@ -65,7 +67,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-curves fuzz install uninstall clean
+.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-curves bench-window fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a
 
@@ -171,6 +173,11 @@ bench: deps-bench all $(BENCH_BINS) $(TOOL_BINS)
 # training each, then test BLEU and chrF (about 70 minutes; QUALITY_MINUTES).
 bench-quality: deps-bench all
 	$(Q)sh tests/bench/quality.sh $(BUILD)
+
+# Restricted self-attention against full (tests/bench/window.sh; also a
+# section of make bench): time and memory against n, long decodes.
+bench-window: deps all $(BENCH_BINS) $(TOOL_BINS)
+	$(Q)sh tests/bench/window.sh $(BUILD)
 
 # Learning curves against the PyTorch reference: valid perplexity per 100
 # updates to 1,500, two seeds a side, dropout at every site (~2.5 hours).

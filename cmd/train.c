@@ -48,6 +48,11 @@ static const char usage_format[] =
     "                             override the preset\n"
     "      --pre-norm             x + Sublayer(LayerNorm(x)) instead of the paper's post-norm\n"
     "      --learned-positions    learned position embeddings instead of sinusoids\n"
+    "      --relative-positions=K relative position representations in every\n"
+    "                             self-attention, distances clipped at K (Shaw et al.;\n"
+    "                             16 in their paper), instead of absolute positions\n"
+    "      --absolute-positions   with --relative-positions: absolute positions as well\n"
+    "                             (sinusoids, or learned with --learned-positions)\n"
     "      --attention-window=R   self-attention restricted to R neighbours (0: full)\n"
     "      --dropout=P            on sublayer outputs and embeddings (preset's: 0.1)\n"
     "      --attention-dropout=P  on attention weights (0)\n"
@@ -340,11 +345,20 @@ static void start(printer *p, const tfm_run_event *ev)
         fprintf(stderr, "train: resuming from %s at update %" PRId64 "\n", ev->text, ev->step);
     const tfm_config *c = &tfm_trainer_model(tfm_run_trainer(p->run))->config;
     if (cli_verbosity >= 1) {
+        static const char *const absolute[] = {"sinusoidal ", "learned ", ""};
+        char positions[64];
+        if (c->relative_positions)
+            snprintf(positions, sizeof positions, "%s%srelative positions (clipped at %d)",
+                     absolute[c->positions], c->positions == TFM_POS_NONE ? "" : "and ",
+                     c->relative_positions);
+        else
+            snprintf(positions, sizeof positions, "%spositions", absolute[c->positions]);
         fprintf(stderr,
-                "train: model: d_model %d, d_ff %d, %d heads, %d+%d layers, %s-norm, vocabulary "
-                "%d, %zu parameters\n",
+                "train: model: d_model %d, d_ff %d, %d heads, %d+%d layers, %s-norm, %s, "
+                "vocabulary %d, %zu parameters\n",
                 c->d_model, c->d_ff, c->n_heads, c->n_encoder_layers, c->n_decoder_layers,
-                c->pre_norm ? "pre" : "post", (int)c->tgt_vocab_size, tfm_params_count(c));
+                c->pre_norm ? "pre" : "post", positions, (int)c->tgt_vocab_size,
+                tfm_params_count(c));
         tfm_buf text;
         tfm_buf_init(&text);
         if (tfm_run_options_format(p->run, &text) != TFM_OK) cli_fail(NULL, 0, "out of memory");

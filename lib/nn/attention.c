@@ -1,13 +1,20 @@
 /* attention.c - multi-head scaled dot-product attention (section 3.2 of the
  * paper): softmax(Q K^T / sqrt(Dh)) V for each head, with the causal mask, the
- * restricted (windowed) self-attention of Table 1, and keys limited to a
- * sentence's own length (the padding mask, by construction: a caller passes
- * only the real keys of a sentence).
+ * restricted (windowed) self-attention of Table 1, relative position
+ * representations (Shaw et al., 2018; their part is relative.c), and keys
+ * limited to a sentence's own length (the padding mask, by construction: a
+ * caller passes only the real keys of a sentence).
  *
  * The projections that make Q, K and V, and the output projection, are linear
  * layers run by the caller over a whole batch; this file is the part between
  * them, one sequence at a time: the forward pass, dropout on the attention
- * weights for training, and the backward pass. */
+ * weights for training, the backward pass, and one query against a cache
+ * for the incremental decoder.
+ *
+ * Every pass goes through the queries in blocks, and a block multiplies only
+ * the band of keys its mask lets it see: a window of r keys costs O(r n D)
+ * work in the forward and the backward pass alike, and the weights kept
+ * between them are the band alone (attention_band_width), O(r n) floats. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -52,17 +59,108 @@ static int block_keys(int n_q, int n_k, attention_mask m)
     return n_k;
 }
 
-size_t attention_scratch_size(int n_q, int n_k, attention_mask mask)
+/* A block of queries [i0, i0 + m) and the band of keys [klo, klo + nk) it
+ * sees; nk <= 0 when it sees none.  Query i0 + r against key klo + c is at
+ * distance d0 + c - r (for relative positions). */
+typedef struct block {
+    int i0, m, klo, nk, d0;
+} block;
+
+static block block_at(attention_mask mask, int i0, int blk, int n_q, int n_k)
 {
-    if (n_q <= 0 || n_k <= 0) return 1;
+    block b;
+    b.i0 = i0;
+    b.m = imin(blk, n_q - i0);
+    b.klo = key_lo(mask, i0);
+    b.nk = key_hi(mask, i0 + b.m - 1, n_k) - b.klo + 1;
+    b.d0 = b.klo - (mask.q_pos + i0);
+    return b;
+}
+
+/* The keys row r of block b sees, as columns [*a, *b] of the block's band
+ * (*b < *a: none). */
+static void row_range(attention_mask mask, const block *bk, int r, int n_k, int *a, int *b)
+{
+    *a = key_lo(mask, bk->i0 + r) - bk->klo;
+    *b = key_hi(mask, bk->i0 + r, n_k) - bk->klo;
+}
+
+/* ---- how the weights are kept ------------------------------------------------ */
+
+int attention_band_width(int n_k, attention_mask mask)
+{
+    if (mask.window <= 0) return n_k;
+    int span = mask.causal ? mask.window + 1 : 2 * mask.window + 1;
+    return span < n_k ? span : n_k;
+}
+
+int attention_band_first(attention_mask mask, int i, int n_k)
+{
+    return attention_band_width(n_k, mask) < n_k ? mask.q_pos + i - mask.window : 0;
+}
+
+size_t attention_weights_size(int n_q, int n_k, int H, attention_mask mask)
+{
+    if (n_q <= 0 || n_k <= 0) return 0;
+    return (size_t)H * (size_t)n_q * (size_t)attention_band_width(n_k, mask);
+}
+
+/* Block row s (the band [klo, klo + nk), visible columns [a, b]) into the
+ * kept row of query i: width floats from key `first`, 0 where not visible. */
+static void band_store(float *row, int width, int first, const float *s, int klo, int a, int b)
+{
+    memset(row, 0, sizeof(float) * width);
+    if (b >= a) memcpy(row + klo + a - first, s + a, sizeof(float) * (b - a + 1));
+}
+
+/* The inverse: the kept row back into a block row of nk floats. */
+static void band_load(float *s, int nk, int klo, const float *row, int first, int a, int b)
+{
+    memset(s, 0, sizeof(float) * nk);
+    if (b >= a) memcpy(s + a, row + klo + a - first, sizeof(float) * (b - a + 1));
+}
+
+/* dense: [H, n_q, n_k]; att: [H, n_q, width] */
+void attention_weights_expand(float *dense, const float *att, int n_q, int n_k, int H,
+                              attention_mask mask)
+{
+    const int width = attention_band_width(n_k, mask);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < n_q; i++) {
+            const size_t row = (size_t)h * n_q + i;
+            int first = attention_band_first(mask, i, n_k);
+            int a = key_lo(mask, i), b = key_hi(mask, i, n_k);
+            band_load(dense + row * n_k, n_k, 0, att + row * width, first, a, b);
+        }
+}
+
+/* ---- the forward pass ------------------------------------------------------------ */
+
+/* Floats of [blk, 2K+1] for the relative positions' products. */
+static size_t relative_scratch(int n_q, attention_mask mask, int rel_clip)
+{
+    return (size_t)query_block(n_q, mask) * (size_t)attention_relative_rows(rel_clip);
+}
+
+/* Floats of one block's [blk, band] matrix. */
+static size_t block_scratch(int n_q, int n_k, attention_mask mask)
+{
     return (size_t)query_block(n_q, mask) * (size_t)block_keys(n_q, n_k, mask);
 }
 
+size_t attention_scratch_size(int n_q, int n_k, attention_mask mask, int rel_clip)
+{
+    if (n_q <= 0 || n_k <= 0) return 1;
+    return block_scratch(n_q, n_k, mask) + relative_scratch(n_q, mask, rel_clip);
+}
+
 /* out: [n_q, H*Dh] (ldo), q: [n_q, H*Dh] (ldq), k: [n_k, H*Dh] (ldk),
- * v: [n_k, H*Dh] (ldv), scratch: attention_scratch_size(...), att: [H, n_q, n_k] or NULL */
+ * v: [n_k, H*Dh] (ldv), rel: [2K+1, Dh] tables or NULL,
+ * scratch: attention_scratch_size(...), att: [H, n_q, width] or NULL */
 void attention_forward(float *out, int ldo, const float *q, int ldq, const float *k, int ldk,
                        const float *v, int ldv, int n_q, int n_k, int H, int Dh,
-                       attention_mask mask, float *scratch, float *att)
+                       attention_mask mask, const attention_relative *rel, float *scratch,
+                       float *att)
 {
     if (n_q <= 0) return;
     if (n_k <= 0) {
@@ -70,27 +168,28 @@ void attention_forward(float *out, int ldo, const float *q, int ldq, const float
         return;
     }
     const float scale = 1.0f / sqrtf((float)Dh);
-    const int blk = query_block(n_q, mask);
+    const int blk = query_block(n_q, mask), width = attention_band_width(n_k, mask);
+    float *u = scratch + block_scratch(n_q, n_k, mask); /* [blk, 2K+1] */
     for (int h = 0; h < H; h++) {
         for (int i0 = 0; i0 < n_q; i0 += blk) {
-            int m = imin(blk, n_q - i0);
-            int klo = key_lo(mask, i0), khi = key_hi(mask, i0 + m - 1, n_k);
-            int nk = khi - klo + 1;
+            const block bk = block_at(mask, i0, blk, n_q, n_k);
+            const int m = bk.m, nk = bk.nk;
             float *o = out + (size_t)i0 * ldo + (size_t)h * Dh;
+            const float *qb = q + (size_t)i0 * ldq + (size_t)h * Dh;
+            float *att_h = att ? att + ((size_t)h * n_q + i0) * width : NULL;
             if (nk <= 0) { /* no query of the block sees a key */
                 for (int r = 0; r < m; r++) memset(o + (size_t)r * ldo, 0, sizeof(float) * Dh);
-                if (att)
-                    for (int r = 0; r < m; r++)
-                        memset(att + ((size_t)h * n_q + i0 + r) * n_k, 0, sizeof(float) * n_k);
+                if (att_h) memset(att_h, 0, sizeof(float) * m * width);
                 continue;
             }
-            /* scores [m, nk] = scale * Q_block K_band^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, Dh, scale,
-                        q + (size_t)i0 * ldq + (size_t)h * Dh, ldq,
-                        k + (size_t)klo * ldk + (size_t)h * Dh, ldk, 0.0f, scratch, nk);
+            /* scores [m, nk] = scale Q_block (K_band + a^K)^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, Dh, scale, qb, ldq,
+                        k + (size_t)bk.klo * ldk + (size_t)h * Dh, ldk, 0.0f, scratch, nk);
+            if (rel) relative_logits(scratch, m, nk, qb, ldq, rel, Dh, scale, bk.d0, u);
             for (int r = 0; r < m; r++) {
                 float *s = scratch + (size_t)r * nk;
-                int a = key_lo(mask, i0 + r) - klo, b = key_hi(mask, i0 + r, n_k) - klo;
+                int a, b;
+                row_range(mask, &bk, r, n_k, &a, &b);
                 if (b < a) { /* this query sees nothing: weight 0 everywhere */
                     memset(s, 0, sizeof(float) * nk);
                     continue;
@@ -98,94 +197,201 @@ void attention_forward(float *out, int ldo, const float *q, int ldq, const float
                 memset(s, 0, sizeof(float) * a);
                 memset(s + b + 1, 0, sizeof(float) * (nk - b - 1));
                 softmax_forward(s + a, b - a + 1);
+                if (att_h)
+                    band_store(att_h + (size_t)r * width, width,
+                               attention_band_first(mask, i0 + r, n_k), s, bk.klo, a, b);
             }
-            /* out_block [m, Dh] = weights [m, nk] V_band [nk, Dh] */
+            /* out_block [m, Dh] = weights [m, nk] (V_band [nk, Dh] + a^V) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, nk, 1.0f, scratch, nk,
-                        v + (size_t)klo * ldv + (size_t)h * Dh, ldv, 0.0f, o, ldo);
-            if (att) {
-                for (int r = 0; r < m; r++) {
-                    float *a = att + ((size_t)h * n_q + i0 + r) * n_k;
-                    memset(a, 0, sizeof(float) * n_k);
-                    memcpy(a + klo, scratch + (size_t)r * nk, sizeof(float) * nk);
-                }
-            }
+                        v + (size_t)bk.klo * ldv + (size_t)h * Dh, ldv, 0.0f, o, ldo);
+            if (rel) relative_values(o, ldo, scratch, m, nk, rel, Dh, bk.d0, u);
         }
     }
 }
 
-/* out: [n_q, H*Dh] (ldo); v: [n_k, H*Dh] (ldv); att: [H, n_q, n_k];
- * keep: [H, n_q, n_k] (drawn here); scratch: [n_q * n_k].  The weights stay
- * as they were (the backward pass needs them before dropout); the dropped
- * copy lives in scratch only for the product. */
+/* The kept rows of block bk (weights or a dropout mask's survivors, [m,
+ * width] from the block's first row) as the block's [m, nk] matrix in w. */
+static void block_load(float *w, const float *kept, int width, const block *bk,
+                       attention_mask mask, int n_k)
+{
+    for (int r = 0; r < bk->m; r++) {
+        int a, b;
+        row_range(mask, bk, r, n_k, &a, &b);
+        band_load(w + (size_t)r * bk->nk, bk->nk, bk->klo, kept + (size_t)r * width,
+                  attention_band_first(mask, bk->i0 + r, n_k), a, b);
+    }
+}
+
+size_t attention_dropout_scratch_size(int n_q, int n_k, attention_mask mask, int rel_clip)
+{
+    if (n_q <= 0 || n_k <= 0) return 1;
+    return (size_t)n_q * (size_t)attention_band_width(n_k, mask) +
+           attention_scratch_size(n_q, n_k, mask, rel_clip);
+}
+
+/* out: [n_q, H*Dh] (ldo); v: [n_k, H*Dh] (ldv); att, keep: [H, n_q, width]
+ * (keep drawn here); scratch: attention_dropout_scratch_size.  The weights
+ * stay as they were (the backward pass needs them before dropout); the
+ * dropped copy lives in scratch only for the products. */
 void attention_dropout_forward(float *out, int ldo, const float *v, int ldv, const float *att,
-                               uint8_t *keep, int n_q, int n_k, int H, int Dh, float p,
+                               uint8_t *keep, int n_q, int n_k, int H, int Dh,
+                               attention_mask mask, const attention_relative *rel, float p,
                                tfm_rng *rng, float *scratch)
 {
     if (n_q <= 0 || n_k <= 0) return;
-    const size_t n = (size_t)n_q * n_k;
+    const int blk = query_block(n_q, mask), width = attention_band_width(n_k, mask);
+    const size_t n = (size_t)n_q * width;
+    float *dropped = scratch;                             /* [n_q, width] */
+    float *w = dropped + n;                               /* [blk, band] */
+    float *u = w + block_scratch(n_q, n_k, mask);         /* [blk, 2K+1] */
     for (int h = 0; h < H; h++) {
-        memcpy(scratch, att + h * n, n * sizeof *scratch);
-        dropout_forward(scratch, keep + h * n, n, p, rng);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, Dh, n_k, 1.0f, scratch, n_k,
-                    v + (size_t)h * Dh, ldv, 0.0f, out + (size_t)h * Dh, ldo);
+        memcpy(dropped, att + h * n, n * sizeof *dropped);
+        dropout_forward(dropped, keep + h * n, n, p, rng);
+        for (int i0 = 0; i0 < n_q; i0 += blk) {
+            const block bk = block_at(mask, i0, blk, n_q, n_k);
+            float *o = out + (size_t)i0 * ldo + (size_t)h * Dh;
+            if (bk.nk <= 0) continue; /* attention_forward left zeros */
+            block_load(w, dropped + (size_t)i0 * width, width, &bk, mask, n_k);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bk.m, Dh, bk.nk, 1.0f, w,
+                        bk.nk, v + (size_t)bk.klo * ldv + (size_t)h * Dh, ldv, 0.0f, o, ldo);
+            if (rel) relative_values(o, ldo, w, bk.m, bk.nk, rel, Dh, bk.d0, u);
+        }
     }
 }
 
-size_t attention_backward_scratch_size(int n_q, int n_k)
+/* ---- the backward pass ------------------------------------------------------------ */
+
+/* Whether the weights are kept as a band (not whole rows of n_k keys). */
+static bool kept_as_band(int n_k, attention_mask mask)
+{
+    return attention_band_width(n_k, mask) < n_k;
+}
+
+size_t attention_backward_scratch_size(int n_q, int n_k, attention_mask mask, int rel_clip)
 {
     if (n_q <= 0 || n_k <= 0) return 1;
-    return 2 * (size_t)n_q * (size_t)n_k;
+    /* two [blk, band] matrices, a third for the weights of a band */
+    const size_t blocks = kept_as_band(n_k, mask) ? 3 : 2;
+    return blocks * block_scratch(n_q, n_k, mask) + relative_scratch(n_q, mask, rel_clip);
+}
+
+/* The weights of block bk as an [m, nk] matrix, rows *ld apart: read in
+ * place from the kept rows (kept: the block's first, [m, width]) when they
+ * are whole rows of keys, else expanded from the band into w. */
+static const float *block_weights(float *w, const float *kept, int width, const block *bk,
+                                  attention_mask mask, int n_k, int *ld)
+{
+    if (!kept_as_band(n_k, mask)) {
+        *ld = width;
+        return kept + bk->klo;
+    }
+    block_load(w, kept, width, bk, mask, n_k);
+    *ld = bk->nk;
+    return w;
+}
+
+/* x [m, nk] = y [m, nk] (rows ldy apart) through the dropout mask of block
+ * bk (keep: its kept rows, [m, width]), 0 where not visible: the same
+ * linear map as the forward's dropout, applied to the weights or to their
+ * gradient. */
+static void block_dropout(float *x, const float *y, int ldy, const uint8_t *keep, int width,
+                          const block *bk, attention_mask mask, int n_k, float p)
+{
+    for (int r = 0; r < bk->m; r++) {
+        int a, b;
+        row_range(mask, bk, r, n_k, &a, &b);
+        float *xr = x + (size_t)r * bk->nk;
+        memset(xr, 0, sizeof(float) * bk->nk);
+        if (b < a) continue;
+        int c0 = bk->klo + a - attention_band_first(mask, bk->i0 + r, n_k);
+        dropout_backward(xr + a, y + (size_t)r * ldy + a, keep + (size_t)r * width + c0,
+                         (size_t)(b - a + 1), p);
+    }
 }
 
 /* dq, q: [n_q, H*Dh] (ldq); dk, k: [n_k, H*Dh] (ldk); dv, v: [n_k, H*Dh] (ldv);
- * dout: [n_q, H*Dh] (ldo); att, keep: [H, n_q, n_k]; scratch:
- * attention_backward_scratch_size(n_q, n_k).  Per head, with P the weights,
- * P' = Dropout(P) (P itself without dropout), S the scaled scores
- * (P = softmax(S), S = Q K^T / sqrt(Dh)) and O = P' V:
- *   dV += P'^T dO          dP' = dO V^T         dP = Dropout'(dP')
- *   dS  = softmax'(P, dP)  dQ += dS K / sqrt(Dh)  dK += dS^T Q / sqrt(Dh)
- * The products run over the full [n_q, n_k] block of the head (weights are
- * stored whole, 0 where masked, so masked pairs contribute nothing); with a
- * window that is O(n^2) work, unlike the banded forward, which is the price
- * of keeping the backward one sgemm per product. */
-void attention_backward(float *dq, float *dk, float *dv, const float *dout, int ldo,
-                        const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                        const float *att, const uint8_t *keep, float p, int n_q, int n_k, int H,
-                        int Dh, float *scratch)
+ * dout: [n_q, H*Dh] (ldo); att, keep: [H, n_q, width]; rel, drel: [2K+1, Dh]
+ * tables or NULL; scratch: attention_backward_scratch_size.  Per head and
+ * block of queries, over the band of keys the block sees, with P the
+ * weights, P' = Dropout(P) (P itself without dropout), S the scaled scores
+ * (P = softmax(S), S = Q (K + A^K)^T / sqrt(Dh)) and O = P' (V + A^V):
+ *   dV += P'^T dO          dP' = dO (V + A^V)^T     dP = Dropout'(dP')
+ *   dS  = softmax'(P, dP)  dQ += dS (K + A^K) / sqrt(Dh)  dK += dS^T Q / sqrt(Dh)
+ * and the tables' gradients by bucket (relative.c).  Masked pairs have
+ * P = 0 and dS = 0, so they contribute nothing. */
+void attention_backward(float *dq, float *dk, float *dv, const attention_relative_grad *drel,
+                        const float *dout, int ldo, const float *q, int ldq, const float *k,
+                        int ldk, const float *v, int ldv, const float *att, const uint8_t *keep,
+                        float p, int n_q, int n_k, int H, int Dh, attention_mask mask,
+                        const attention_relative *rel, float *scratch)
 {
     if (n_q <= 0 || n_k <= 0) return;
     const float scale = 1.0f / sqrtf((float)Dh);
-    const size_t n = (size_t)n_q * n_k;
-    float *a = scratch, *b = scratch + n; /* two [n_q, n_k] blocks */
+    const int blk = query_block(n_q, mask), width = attention_band_width(n_k, mask);
+    const size_t nb = block_scratch(n_q, n_k, mask);
+    /* two [blk, band] matrices, a third for a band's weights, and [blk, 2K+1]
+     * for the relative tables (attention_backward_scratch_size) */
+    float *X = scratch, *G = X + nb, *band = G + nb;
+    float *u = kept_as_band(n_k, mask) ? band + nb : band;
     for (int h = 0; h < H; h++) {
-        const float *P = att + h * n;
-        const float *dO = dout + (size_t)h * Dh;
-        const float *dP = b;
-        /* dV_h += P'^T dO_h (P' into b when there is dropout) */
-        const float *Pd = P;
-        if (keep) {
-            memset(b, 0, n * sizeof *b);
-            dropout_backward(b, P, keep + h * n, n, p); /* the same mask and scale as forward */
-            Pd = b;
+        for (int i0 = 0; i0 < n_q; i0 += blk) {
+            const block bk = block_at(mask, i0, blk, n_q, n_k);
+            const int m = bk.m, nk = bk.nk;
+            if (nk <= 0) continue;
+            const size_t kept = ((size_t)h * n_q + i0) * width; /* the block's first kept row */
+            const float *dO = dout + (size_t)i0 * ldo + (size_t)h * Dh;
+            const float *qb = q + (size_t)i0 * ldq + (size_t)h * Dh;
+            const float *kb = k + (size_t)bk.klo * ldk + (size_t)h * Dh;
+            const float *vb = v + (size_t)bk.klo * ldv + (size_t)h * Dh;
+            float *dqb = dq + (size_t)i0 * ldq + (size_t)h * Dh;
+            float *dkb = dk + (size_t)bk.klo * ldk + (size_t)h * Dh;
+            float *dvb = dv + (size_t)bk.klo * ldv + (size_t)h * Dh;
+
+            /* P (rows ldp apart), and P' into X when there is dropout (the
+             * same mask and scale) */
+            int ldp;
+            const float *P = block_weights(band, att + kept, width, &bk, mask, n_k, &ldp);
+            const float *Pd = P;
+            int ldpd = ldp;
+            if (keep) {
+                block_dropout(X, P, ldp, keep + kept, width, &bk, mask, n_k, p);
+                Pd = X;
+                ldpd = nk;
+            }
+            /* dV_band += P'^T dO_block;  G = dP' = dO_block (V_band + a^V)^T */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, m, 1.0f, Pd, ldpd, dO,
+                        ldo, 1.0f, dvb, ldv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, Dh, 1.0f, dO, ldo, vb, ldv,
+                        0.0f, G, nk);
+            if (rel)
+                relative_values_backward(G, drel->values, Pd, ldpd, dO, ldo, m, nk, rel, Dh,
+                                         bk.d0, u);
+            /* dP = Dropout'(dP') into X (P' is no longer needed); dS (unscaled)
+             * into whichever of X and G dP is not */
+            const float *dP = G;
+            float *dS = X;
+            if (keep) {
+                block_dropout(X, G, nk, keep + kept, width, &bk, mask, n_k, p);
+                dP = X;
+                dS = G;
+            }
+            memset(dS, 0, sizeof(float) * m * nk);
+            for (int r = 0; r < m; r++) {
+                int a, b;
+                row_range(mask, &bk, r, n_k, &a, &b);
+                const size_t at = (size_t)r * nk + (size_t)a;
+                if (b >= a)
+                    softmax_backward(dS + at, dP + at, P + (size_t)r * ldp + a, b - a + 1);
+            }
+            /* dQ_block += scale dS (K_band + a^K);  dK_band += scale dS^T Q_block */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, nk, scale, dS, nk, kb,
+                        ldk, 1.0f, dqb, ldq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, m, scale, dS, nk, qb, ldq,
+                        1.0f, dkb, ldk);
+            if (rel)
+                relative_logits_backward(dqb, ldq, drel->keys, dS, qb, m, nk, rel, Dh, scale,
+                                         bk.d0, u);
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_k, Dh, n_q, 1.0f, Pd, n_k, dO, ldo,
-                    1.0f, dv + (size_t)h * Dh, ldv);
-        /* dP'_h = dO_h V_h^T into a; through the dropout mask into b */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_k, Dh, 1.0f, dO, ldo,
-                    v + (size_t)h * Dh, ldv, 0.0f, keep ? a : b, n_k);
-        if (keep) {
-            memset(b, 0, n * sizeof *b);
-            dropout_backward(b, a, keep + h * n, n, p);
-        }
-        /* dS_h (unscaled) into a, row by row */
-        memset(a, 0, n * sizeof *a);
-        for (int i = 0; i < n_q; i++)
-            softmax_backward(a + (size_t)i * n_k, dP + (size_t)i * n_k, P + (size_t)i * n_k, n_k);
-        /* dQ_h += scale dS K_h;  dK_h += scale dS^T Q_h */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, Dh, n_k, scale, a, n_k,
-                    k + (size_t)h * Dh, ldk, 1.0f, dq + (size_t)h * Dh, ldq);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_k, Dh, n_q, scale, a, n_k,
-                    q + (size_t)h * Dh, ldq, 1.0f, dk + (size_t)h * Dh, ldk);
     }
 }
 
@@ -284,7 +490,8 @@ NN_INLINE void weighted_sum_heads(float *out, const float *w, const float *v, in
         }
 }
 
-/* out, q: [H*Dh]; k: [n_k, H*Dh] (ldk); v: [n_k, H*Dh] (ldv); scratch: [H, n_k]
+/* out, q: [H*Dh]; k: [n_k, H*Dh] (ldk); v: [n_k, H*Dh] (ldv); rel: [2K+1, Dh]
+ * tables or NULL, key j at distance d0 + j; scratch: [H, n_k] and [2K+1]
  *
  * One query against its keys, all heads: decoding calls this for every row
  * and layer with a few dozen keys of Dh (64) floats per head, products too
@@ -292,14 +499,18 @@ NN_INLINE void weighted_sum_heads(float *out, const float *w, const float *v, in
  * written out (eight lanes; AVX2 where the CPU has it). */
 NN_MULTIVERSION
 void attention_row_forward(float *out, const float *q, const float *k, int ldk, const float *v,
-                           int ldv, int n_k, int H, int Dh, float *scratch)
+                           int ldv, int n_k, int H, int Dh, const attention_relative *rel,
+                           int d0, float *scratch)
 {
     if (n_k <= 0) {
         memset(out, 0, sizeof(float) * H * Dh);
         return;
     }
     const float scale = 1.0f / sqrtf((float)Dh);
+    float *u = scratch + (size_t)H * n_k; /* [2K+1] */
     scores_heads(scratch, q, k, ldk, n_k, H, Dh, scale); /* [H, n_k] = scale K_h q_h */
+    if (rel) relative_row_logits(scratch, q, n_k, H, Dh, rel, scale, d0, u);
     for (int h = 0; h < H; h++) softmax_forward(scratch + (size_t)h * n_k, n_k);
     weighted_sum_heads(out, scratch, v, ldv, n_k, H, Dh); /* [H Dh] = V_h^T weights */
+    if (rel) relative_row_values(out, scratch, n_k, H, Dh, rel, d0, u);
 }

@@ -84,7 +84,8 @@ typedef struct residual_acts {
 typedef struct attention_acts {
     float *q;      /* self: [N, 3D] each row's q, k, v; cross: [Nt, D] the queries */
     float *kv;     /* cross only: [Ns, 2D] keys and values of the encoder's output */
-    float *att;    /* the weights: sentence b's [H, n_q, n_k] at the packing's offset */
+    float *att;    /* the weights: sentence b's [H, n_q, width] at the packing's offset
+                      (attention_band_width: n_k, or a window's band) */
     uint8_t *keep; /* like att: the attention-dropout mask; NULL without it */
     float *ctx;    /* [N, D] the heads' outputs side by side: out_proj's input */
 } attention_acts;
@@ -145,6 +146,10 @@ typedef struct grad_acts {
     float *kv;      /* [Ns, 2D] k, v (cross) */
     float *hidden;  /* [N, F] */
     float *scratch; /* attention_backward's scratch, bwd_stride floats per thread */
+    float *rel_partials; /* relative positions only: [B, 2, 2K+1, Dh] each sentence's
+                            part of a layer's relative tables' gradients (keys, then
+                            values), added up in sentence order after (so the same on any
+                            number of threads); else NULL */
     float *ln_partials; /* [chunks of N rows, 2, D] a LayerNorm's weight and bias
                            gradients per chunk of rows, before they are added up */
 } grad_acts;

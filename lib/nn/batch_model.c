@@ -267,10 +267,10 @@ tfm_status tfm_model_forward_backward(tfm_train_workspace *ws, const tfm_train_b
 
 /* The weights are read where the forward pass saved them for the backward
  * pass (attention_acts.att), so inspection sees exactly what training and
- * scoring compute, with no second code path to keep in step. */
+ * scoring compute, with no second code path to keep in step; a window's
+ * band becomes a whole matrix here, for this sentence only. */
 tfm_status tfm_model_attention(const tfm_train_workspace *ws, int b, tfm_attention_kind kind,
-                               int layer, const float **weights, int *n_q, int *n_k,
-                               tfm_error *err)
+                               int layer, float *weights, int *n_q, int *n_k, tfm_error *err)
 {
     const tfm_config *c = &ws->m->config;
     const packing *pk = &ws->pk;
@@ -284,20 +284,25 @@ tfm_status tfm_model_attention(const tfm_train_workspace *ws, int b, tfm_attenti
     if (layer < 0 || layer >= layers)
         return tfm_error_set(err, TFM_ERR_RANGE, "attention: layer %d; the stack has 0 to %d",
                              layer, layers - 1);
+    attention_geometry geo;
+    const float *att;
     switch (kind) {
     case TFM_ATTENTION_ENCODER:
-        *weights = ws->a.enc[layer].attn.att + pk->enc_att[b];
-        *n_q = *n_k = pk->src_len[b];
+        geo = batch_encoder_geometry(ws);
+        att = ws->a.enc[layer].attn.att;
         break;
     case TFM_ATTENTION_DECODER:
-        *weights = ws->a.dec[layer].self.att + pk->dec_att[b];
-        *n_q = *n_k = pk->tgt_len[b];
+        geo = batch_decoder_geometry(ws);
+        att = ws->a.dec[layer].self.att;
         break;
-    case TFM_ATTENTION_CROSS:
-        *weights = ws->a.dec[layer].cross.att + pk->cross_att[b];
-        *n_q = pk->tgt_len[b];
-        *n_k = pk->src_len[b];
+    default:
+        geo = batch_cross_geometry(ws);
+        att = ws->a.dec[layer].cross.att;
         break;
     }
+    *n_q = geo.q_len[b];
+    *n_k = geo.k_len[b];
+    if (weights)
+        attention_weights_expand(weights, att + geo.att_off[b], *n_q, *n_k, c->n_heads, geo.mask);
     return TFM_OK;
 }

@@ -9,6 +9,14 @@
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
+/* Floats of scratch the forward pass of one attention needs (rel_clip: the
+ * relative tables' K, or 0), with attention dropout or without. */
+static size_t forward_scratch(int n_q, int n_k, attention_mask mask, int rel_clip, bool dropout)
+{
+    size_t n = attention_scratch_size(n_q, n_k, mask, rel_clip);
+    return dropout ? zmax(n, attention_dropout_scratch_size(n_q, n_k, mask, rel_clip)) : n;
+}
+
 static void layout_index(tfm_train_workspace *ws, batch_arena *k)
 {
     packing *pk = &ws->pk;
@@ -84,9 +92,11 @@ tfm_status batch_pack(tfm_train_workspace *ws, const tfm_train_batch *batch, tfm
     if (!batch_arena_build(&ws->index, layout_index, ws))
         return tfm_error_set(err, TFM_ERR_NOMEM, "training: out of memory for %d pairs", B);
 
-    const attention_mask enc_mask = {0, false, c->attention_window};
-    const attention_mask dec_mask = {0, true, c->attention_window};
-    const attention_mask cross_mask = {0, false, 0};
+    const attention_mask enc_mask = batch_encoder_geometry(ws).mask;
+    const attention_mask dec_mask = batch_decoder_geometry(ws).mask;
+    const attention_mask cross_mask = batch_cross_geometry(ws).mask;
+    const int K = c->relative_positions;
+    const bool att_drop = ws->p_att > 0;
     size_t so = 0, to = 0, ea = 0, da = 0, ca = 0, fwd = 1, bwd = 1;
     for (int b = 0; b < B; b++) {
         const int s = batch->src_lens[b], t = batch->tgt_lens[b] + 1;
@@ -106,16 +116,15 @@ tfm_status batch_pack(tfm_train_workspace *ws, const tfm_train_batch *batch, tfm
         pk->labels[to + t - 1] = c->eos_id;
         so += (size_t)s;
         to += (size_t)t;
-        ea += (size_t)H * s * s;
-        da += (size_t)H * t * t;
-        ca += (size_t)H * t * s;
-        /* attention_dropout_forward needs n_q * n_k */
-        fwd = zmax(fwd, zmax(attention_scratch_size(s, s, enc_mask), (size_t)s * s));
-        fwd = zmax(fwd, zmax(attention_scratch_size(t, t, dec_mask), (size_t)t * t));
-        fwd = zmax(fwd, zmax(attention_scratch_size(t, s, cross_mask), (size_t)t * s));
-        bwd = zmax(bwd, attention_backward_scratch_size(s, s));
-        bwd = zmax(bwd, attention_backward_scratch_size(t, t));
-        bwd = zmax(bwd, attention_backward_scratch_size(t, s));
+        ea += attention_weights_size(s, s, H, enc_mask);
+        da += attention_weights_size(t, t, H, dec_mask);
+        ca += attention_weights_size(t, s, H, cross_mask);
+        fwd = zmax(fwd, forward_scratch(s, s, enc_mask, K, att_drop));
+        fwd = zmax(fwd, forward_scratch(t, t, dec_mask, K, att_drop));
+        fwd = zmax(fwd, forward_scratch(t, s, cross_mask, 0, att_drop));
+        bwd = zmax(bwd, attention_backward_scratch_size(s, s, enc_mask, K));
+        bwd = zmax(bwd, attention_backward_scratch_size(t, t, dec_mask, K));
+        bwd = zmax(bwd, attention_backward_scratch_size(t, s, cross_mask, 0));
     }
     pk->n_enc_att = ea;
     pk->n_dec_att = da;
@@ -127,9 +136,11 @@ tfm_status batch_pack(tfm_train_workspace *ws, const tfm_train_batch *batch, tfm
     /* Both tables at once: sinusoids share one cache, which may move when
      * it grows, so it grows to cover both before either pointer is taken. */
     int n_pos = max_src > max_tgt ? max_src : max_tgt;
-    ws->src_pos = positions_table(p->src_positions, &ws->sinusoids, &ws->n_sinusoids, n_pos, D);
-    ws->tgt_pos = positions_table(p->tgt_positions, &ws->sinusoids, &ws->n_sinusoids, n_pos, D);
-    if (!ws->src_pos || !ws->tgt_pos || !batch_arena_build(&ws->act, batch_layout_acts, ws))
+    if (!positions_table(c->positions, p->src_positions, &ws->sinusoids, &ws->n_sinusoids, n_pos, D,
+                         &ws->src_pos) ||
+        !positions_table(c->positions, p->tgt_positions, &ws->sinusoids, &ws->n_sinusoids, n_pos, D,
+                         &ws->tgt_pos) ||
+        !batch_arena_build(&ws->act, batch_layout_acts, ws))
         return tfm_error_set(err, TFM_ERR_NOMEM,
                              "training: out of memory for the activations of %zu + %zu rows", Ns,
                              Nt);

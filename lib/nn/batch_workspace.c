@@ -155,6 +155,9 @@ void batch_layout_grads(tfm_train_workspace *ws, batch_arena *k)
     g->kv = BATCH_CARVE(k, Ns * 2 * D, float);
     g->hidden = BATCH_CARVE(k, N * F, float);
     g->scratch = BATCH_CARVE(k, pk->bwd_stride * (size_t)ws->n_threads, float);
+    const size_t rel = (size_t)attention_relative_rows(c->relative_positions);
+    const size_t Dh = D / (size_t)c->n_heads;
+    g->rel_partials = rel ? BATCH_CARVE(k, (size_t)pk->B * 2 * rel * Dh, float) : NULL;
     g->ln_partials = BATCH_CARVE(k, tfm_chunk_count(N, batch_row_chunk(D)) * 2 * D, float);
 }
 

@@ -59,6 +59,7 @@ tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err)
     c->n_decoder_layers = p->layers;
     c->max_positions = 1024;
     c->positions = TFM_POS_SINUSOIDAL;
+    c->relative_positions = 0;
     c->pre_norm = false;
     c->shared_embeddings = true;
     c->attention_window = 0;
@@ -109,10 +110,21 @@ tfm_status tfm_config_validate(const tfm_config *c, tfm_error *err)
     if ((st = check_int("n_decoder_layers", c->n_decoder_layers, 1, MAX_LAYERS, err))) return st;
     if ((st = check_int("max_positions", c->max_positions, 1, MAX_POSITIONS, err))) return st;
 
-    if (c->positions != TFM_POS_SINUSOIDAL && c->positions != TFM_POS_LEARNED)
+    if (c->positions != TFM_POS_SINUSOIDAL && c->positions != TFM_POS_LEARNED &&
+        c->positions != TFM_POS_NONE)
         return tfm_error_set(err, TFM_ERR_RANGE,
-                             "positions is %d, expected sinusoidal (%d) or learned (%d)",
-                             (int)c->positions, TFM_POS_SINUSOIDAL, TFM_POS_LEARNED);
+                             "positions is %d, expected sinusoidal (%d), learned (%d) or none (%d)",
+                             (int)c->positions, TFM_POS_SINUSOIDAL, TFM_POS_LEARNED,
+                             TFM_POS_NONE);
+    /* A distance is at most max_positions - 1: a larger K has rows no pair reaches. */
+    if ((st = check_int("relative_positions", c->relative_positions, 0, c->max_positions - 1,
+                        err)))
+        return st;
+    /* Attention alone is blind to order: without positions a sentence is a bag of words. */
+    if (c->positions == TFM_POS_NONE && c->relative_positions == 0)
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "positions is none and relative_positions is 0: the model would "
+                             "have no positions at all");
     /* The sinusoids come in sin/cos pairs, one pair per two dimensions. */
     if (c->positions == TFM_POS_SINUSOIDAL && c->d_model % 2 != 0)
         return tfm_error_set(err, TFM_ERR_RANGE,

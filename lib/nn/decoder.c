@@ -27,7 +27,7 @@
 
 struct tfm_decoder {
     const tfm_model *m;
-    const float *positions; /* [max_steps, D] at least: learned, or in sinusoids */
+    const float *positions; /* [max_steps, D] at least: learned, or in sinusoids; NULL: none */
     tfm_buf sinusoids;      /* [n_sinusoids, D] (see positions_table) */
     int n_sinusoids;
 
@@ -175,8 +175,9 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
     float *cross = nn_reserve(&d->cross, (size_t)NL * total * 2 * D, sizeof(float));
     d->max_steps = max_steps; /* the cache layout depends on it */
     d->n_slots = 0;           /* and so does the number of slots the buffer holds */
-    d->positions = positions_table(p->tgt_positions, &d->sinusoids, &d->n_sinusoids, max_steps, D);
-    if (!src || !rows || !slots || !cross || !reserve_slots(d, R) || !d->positions) {
+    if (!src || !rows || !slots || !cross || !reserve_slots(d, R) ||
+        !positions_table(c->positions, p->tgt_positions, &d->sinusoids, &d->n_sinusoids, max_steps,
+                         D, &d->positions)) {
         d->max_steps = 0;
         return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
     }
@@ -256,7 +257,8 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
                                  "[0, %d)",
                                  r, (int)tokens[r], V);
 
-    size_t n_scores = (size_t)c->n_heads * (size_t)(S > d->max_src ? S : d->max_src);
+    size_t n_scores = (size_t)c->n_heads * (size_t)(S > d->max_src ? S : d->max_src) +
+                      (size_t)attention_relative_rows(c->relative_positions);
     float *x = nn_reserve(&d->act, (size_t)R * (7 * (size_t)D + F) + n_scores, sizeof(float));
     if (!x) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
     float *y = x + (size_t)R * D;        /* [R, D] */
@@ -270,7 +272,8 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
     const int *src_off = (const int *)(const void *)d->src.data;
     const int *src_len = src_off + d->n_sentences;
     const float *cross = (const float *)(const void *)d->cross.data;
-    /* restricted self-attention: the position sees keys [t - window, t] */
+    /* restricted self-attention: the position sees keys [t - window, t], and
+     * only they are read of the cache */
     const int lo = c->attention_window > 0 && t > c->attention_window ? t - c->attention_window : 0;
 
     embedding_forward(x, tokens, p->tgt_embed, d->positions, t, 0, R, D);
@@ -287,12 +290,15 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
         packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, qs, L->self_attn.q_proj.weight,
                                  L->self_attn.q_proj.bias, R, D, 3 * D);
+        attention_relative rel_tables; /* the cached key at lo is at distance lo - t */
+        const attention_relative *rel =
+            attention_relative_of(&rel_tables, &L->self_attn, c->relative_positions);
         for (int r = 0; r < R; r++) {
             float *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
             memcpy(kv + (size_t)t * 2 * D, qkv + (size_t)r * 3 * D + D, 2 * (size_t)D * sizeof *kv);
             const float *band = kv + (size_t)lo * 2 * D;
             attention_row_forward(attn + (size_t)r * D, qkv + (size_t)r * 3 * D, band, 2 * D,
-                                  band + D, 2 * D, t - lo + 1, H, Dh, scores);
+                                  band + D, 2 * D, t - lo + 1, H, Dh, rel, lo - t, scores);
         }
         packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL, qs,
                                  L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, R, D, D);
@@ -309,7 +315,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
             int s = row_sentence[r];
             const float *kv = cross_l + (size_t)src_off[s] * 2 * D;
             attention_row_forward(attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, kv + D,
-                                  2 * D, src_len[s], H, Dh, scores);
+                                  2 * D, src_len[s], H, Dh, NULL, 0, scores);
         }
         packed_or_linear_forward(tmp, attn, P ? &P->cross_out : NULL, qs,
                                  L->encoder_attn.out_proj.weight, L->encoder_attn.out_proj.bias, R,
@@ -444,16 +450,17 @@ tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int
 
     const attention_mask self_mask = {.q_pos = 0, .causal = true, .window = c->attention_window};
     const attention_mask cross_mask = {.q_pos = 0, .causal = false, .window = 0};
-    size_t n_scratch = attention_scratch_size(T, T, self_mask);
-    size_t n_cross = attention_scratch_size(T, src_len, cross_mask);
+    size_t n_scratch = attention_scratch_size(T, T, self_mask, c->relative_positions);
+    size_t n_cross = attention_scratch_size(T, src_len, cross_mask, 0);
     if (n_cross > n_scratch) n_scratch = n_cross;
     const size_t Tz = (size_t)T, Sz = (size_t)src_len;
     float *x = malloc((Tz * (7 * (size_t)D + F) + Sz * 2 * D + n_scratch) * sizeof(float));
     tfm_buf sinusoids;
     tfm_buf_init(&sinusoids);
     int n_sinusoids = 0;
-    const float *positions = positions_table(p->tgt_positions, &sinusoids, &n_sinusoids, T, D);
-    if (!x || !positions) {
+    const float *positions;
+    if (!x || !positions_table(c->positions, p->tgt_positions, &sinusoids, &n_sinusoids, T, D,
+                               &positions)) {
         free(x);
         tfm_buf_free(&sinusoids);
         return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d tokens", T);
@@ -476,8 +483,11 @@ tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, T, D, eps, c->pre_norm);
         linear_forward(qkv, in, L->self_attn.q_proj.weight, L->self_attn.q_proj.bias, T, D,
                        3 * D);
+        attention_relative rel_tables;
+        const attention_relative *rel =
+            attention_relative_of(&rel_tables, &L->self_attn, c->relative_positions);
         attention_forward(attn, D, qkv, 3 * D, qkv + D, 3 * D, qkv + 2 * D, 3 * D, T, T, H, Dh,
-                          self_mask, scratch, NULL);
+                          self_mask, rel, scratch, NULL);
         linear_forward(tmp, attn, L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, T, D,
                        D);
         sublayer_output(x, tmp, ln->weight, ln->bias, T, D, eps, c->pre_norm);
@@ -490,7 +500,7 @@ tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int
         linear_forward(cross, states, L->encoder_attn.k_proj.weight, L->encoder_attn.k_proj.bias,
                        src_len, D, 2 * D);
         attention_forward(attn, D, q, D, cross, 2 * D, cross + D, 2 * D, T, src_len, H, Dh,
-                          cross_mask, scratch, NULL);
+                          cross_mask, NULL, scratch, NULL);
         linear_forward(tmp, attn, L->encoder_attn.out_proj.weight, L->encoder_attn.out_proj.bias,
                        T, D, D);
         sublayer_output(x, tmp, ln->weight, ln->bias, T, D, eps, c->pre_norm);

@@ -1,6 +1,6 @@
 /* embedding.c - token embeddings scaled by sqrt(D) plus position encodings
- * (section 3.4 and 3.5 of the paper): sinusoidal, or a learned table;
- * forward and backward. */
+ * (section 3.4 and 3.5 of the paper): sinusoidal, a learned table, or none
+ * (a model with relative positions only, relative.c); forward and backward. */
 #include <math.h>
 
 #include "nn/layers.h"
@@ -20,15 +20,19 @@ void positions_sinusoidal(float *table, int from, int n_pos, int D)
     }
 }
 
-/* out: [N, D]; ids: [N]; embed: [V, D]; positions: [n_pos, D] */
+/* out: [N, D]; ids: [N]; embed: [V, D]; positions: [n_pos, D] or NULL */
 void embedding_forward(float *out, const int32_t *ids, const float *embed,
                        const float *positions, int pos0, int pos_step, int N, int D)
 {
     float scale = sqrtf((float)D);
     for (int n = 0; n < N; n++) {
         const float *e = embed + (size_t)ids[n] * D;
-        const float *p = positions + (size_t)(pos0 + n * pos_step) * D;
         float *o = out + (size_t)n * D;
+        if (!positions) {
+            for (int i = 0; i < D; i++) o[i] = e[i] * scale;
+            continue;
+        }
+        const float *p = positions + (size_t)(pos0 + n * pos_step) * D;
         for (int i = 0; i < D; i++) o[i] = e[i] * scale + p[i];
     }
 }
@@ -53,14 +57,17 @@ void embedding_backward(float *dembed, float *dpositions, const int32_t *ids, co
 }
 
 /* cache: sinusoids [*cached, D] so far */
-const float *positions_table(const float *learned, tfm_buf *cache, int *cached, int n, int D)
+bool positions_table(tfm_pos_kind kind, const float *learned, tfm_buf *cache, int *cached, int n,
+                     int D, const float **table)
 {
-    if (learned) return learned;
-    float *table = nn_reserve(cache, (size_t)(n > *cached ? n : *cached) * D, sizeof(float));
-    if (!table) return NULL;
+    *table = kind == TFM_POS_LEARNED ? learned : NULL;
+    if (kind != TFM_POS_SINUSOIDAL) return true;
+    float *t = nn_reserve(cache, (size_t)(n > *cached ? n : *cached) * D, sizeof(float));
+    if (!t) return false;
     if (n > *cached) {
-        positions_sinusoidal(table, *cached, n, D);
+        positions_sinusoidal(t, *cached, n, D);
         *cached = n;
     }
-    return table;
+    *table = t;
+    return true;
 }

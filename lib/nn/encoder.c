@@ -77,11 +77,11 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
         return tfm_error_set(err, TFM_ERR_RANGE, "encoder: batch of %zu tokens is too large", N);
 
     const attention_mask mask = {.q_pos = 0, .causal = false, .window = c->attention_window};
-    size_t scratch_n = attention_scratch_size(max_len, max_len, mask);
+    size_t scratch_n = attention_scratch_size(max_len, max_len, mask, c->relative_positions);
     float *y = nn_reserve(&e->act, N * (6 * (size_t)D + F) + scratch_n, sizeof(float));
-    const float *positions =
-        positions_table(p->src_positions, &e->sinusoids, &e->n_sinusoids, max_len, D);
-    if (!y || !positions)
+    const float *positions;
+    if (!y || !positions_table(c->positions, p->src_positions, &e->sinusoids, &e->n_sinusoids,
+                               max_len, D, &positions))
         return tfm_error_set(err, TFM_ERR_NOMEM, "encoder: out of memory for %zu tokens", N);
     float *qkv = y + N * D;      /* [N, 3D] */
     float *attn = qkv + N * 3 * D; /* [N, D] */
@@ -114,10 +114,13 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
         const float *in = sublayer_input(y, x, ln->weight, ln->bias, n, D, eps, c->pre_norm);
         packed_or_linear_forward(qkv, in, P ? &P->self_qkv : NULL, qs, L->self_attn.q_proj.weight,
                                  L->self_attn.q_proj.bias, n, D, 3 * D);
+        attention_relative rel_tables;
+        const attention_relative *rel =
+            attention_relative_of(&rel_tables, &L->self_attn, c->relative_positions);
         for (int b = 0, off = 0; b < B; off += lens[b], b++) {
             const float *q = qkv + (size_t)off * 3 * D;
             attention_forward(attn + (size_t)off * D, D, q, 3 * D, q + D, 3 * D, q + 2 * D, 3 * D,
-                              lens[b], lens[b], H, Dh, mask, scratch, NULL);
+                              lens[b], lens[b], H, Dh, mask, rel, scratch, NULL);
         }
         packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL, qs,
                                  L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, n, D, D);

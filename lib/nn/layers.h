@@ -1,7 +1,7 @@
 /* nn/layers.h - the layer kernels of the Transformer, internal to lib/nn.
  *
  * One file per layer kind (linear.c, layer_norm.c, softmax.c, attention.c,
- * embedding.c, dropout.c, loss.c), each with its forward function and the
+ * relative.c, embedding.c, dropout.c, loss.c), each with its forward function and the
  * backward function beside it.  Kernels take raw float pointers and sizes,
  * allocate nothing and keep no state, so the encoder, the incremental
  * decoder, the full reference decoder and training all share them.
@@ -138,55 +138,158 @@ typedef struct attention_mask {
     int window;
 } attention_mask;
 
-/* Floats of scratch attention_forward needs for n_q queries and n_k keys. */
-size_t attention_scratch_size(int n_q, int n_k, attention_mask mask);
+/* Relative position representations (Shaw, Uszkoreit and Vaswani, 2018,
+ * equations 3 and 4): the key at position j, seen from the query at
+ * position i, has the row K + clip(j - i, -K, K) of two learned tables
+ * added, a^K to the key inside the logit and a^V to the value inside the
+ * weighted sum:
+ *   e_ij = q_i (k_j + a^K_ij)^T / sqrt(Dh),  z_i = sum_j alpha_ij (v_j + a^V_ij).
+ * One pair of tables per layer, shared by its heads (each head reads the
+ * whole row of Dh floats).  The kernels take NULL for no relative positions. */
+typedef struct attention_relative {
+    const float *keys;   /* [2K+1, Dh] a^K */
+    const float *values; /* [2K+1, Dh] a^V */
+    int clip;            /* K >= 1 */
+} attention_relative;
+
+/* The gradients of the two tables, [2K+1, Dh] each; they accumulate. */
+typedef struct attention_relative_grad {
+    float *keys, *values;
+} attention_relative_grad;
+
+/* The rows of a relative table: 2K + 1 (0 without relative positions). */
+static inline int attention_relative_rows(int clip) { return clip > 0 ? 2 * clip + 1 : 0; }
+
+/* The relative tables of attention a (K = clip), in *rel; NULL when it has
+ * none (encoder-decoder attention, or a model without relative positions). */
+static inline const attention_relative *attention_relative_of(attention_relative *rel,
+                                                              const tfm_attention *a, int clip)
+{
+    if (!a->relative_keys) return NULL;
+    *rel = (attention_relative){a->relative_keys, a->relative_values, clip};
+    return rel;
+}
+
+/* How the weights of one head are kept (for inspection and the backward
+ * pass): row i holds the keys [first(i), first(i) + width), 0 where
+ * masked or outside [0, n_k).  Full attention, or a window that reaches
+ * as far as n_k keys, keeps the whole [n_q, n_k] matrix (width n_k, first
+ * 0); a narrower window keeps its band only (width 2 window + 1, or
+ * window + 1 when causal; first(i) = q_pos + i - window), so restricted
+ * attention holds O(window * n) weights, never n x n. */
+int attention_band_width(int n_k, attention_mask mask);
+int attention_band_first(attention_mask mask, int i, int n_k);
+
+/* Floats of the weights of H heads: H * n_q * attention_band_width. */
+size_t attention_weights_size(int n_q, int n_k, int H, attention_mask mask);
+
+/* dense: [H, n_q, n_k] receives the weights att ([H, n_q, width], as
+ * attention_forward keeps them), 0 outside each row's band: the matrix
+ * inspect-attn shows. */
+void attention_weights_expand(float *dense, const float *att, int n_q, int n_k, int H,
+                              attention_mask mask);
+
+/* Floats of scratch attention_forward needs for n_q queries and n_k keys
+ * (rel_clip: the relative tables' K, 0 for none). */
+size_t attention_scratch_size(int n_q, int n_k, attention_mask mask, int rel_clip);
 
 /* Multi-head attention of one sequence: out_h = softmax(q_h k_h^T / sqrt(Dh)) v_h
- * for each head h, the column slice [h*Dh, (h+1)*Dh) of q, k, v and out.
+ * for each head h, the column slice [h*Dh, (h+1)*Dh) of q, k, v and out,
+ * with relative positions when rel is not NULL.
  *   out: [n_q, H*Dh] rows ldo apart      q: [n_q, H*Dh] rows ldq apart
  *   k:   [n_k, H*Dh] rows ldk apart      v: [n_k, H*Dh] rows ldv apart
- *   scratch: attention_scratch_size(n_q, n_k, mask) floats
- *   att: [H, n_q, n_k] or NULL; receives the attention weights, exactly 0
- *        where masked (for inspect-attn and the backward pass).
- * Scores and weighted sums are sgemm calls with leading dimensions.  With a
- * window the queries go in blocks and each block multiplies only the keys its
- * band reaches, so the work is O(window * n * D), not O(n^2 * D).  A query
- * that sees no key at all (n_k == 0) gets a zero output. */
+ *   rel: NULL, or the tables [2K+1, Dh] (keys q_pos + i and j are i and j's positions)
+ *   scratch: attention_scratch_size(n_q, n_k, mask, K) floats
+ *   att: [H, n_q, width] (attention_band_width) or NULL; receives the
+ *        attention weights, exactly 0 where masked (for inspect-attn and
+ *        the backward pass).
+ * The queries go in blocks, and each block multiplies only the keys its
+ * mask lets it see (sgemm calls with leading dimensions): with a window
+ * the work is O(window * n * D), not O(n^2 * D), and causal attention
+ * skips the keys after a block.  A query that sees no key at all
+ * (n_k == 0) gets a zero output. */
 void attention_forward(float *out, int ldo, const float *q, int ldq, const float *k, int ldk,
                        const float *v, int ldv, int n_q, int n_k, int H, int Dh,
-                       attention_mask mask, float *scratch, float *att);
+                       attention_mask mask, const attention_relative *rel, float *scratch,
+                       float *att);
 
-/* Dropout on the attention weights (training): att [H, n_q, n_k] as
- * attention_forward left it; draws keep [H, n_q, n_k] from rng and
- * recomputes out [n_q, H*Dh] (rows ldo apart) = Dropout(att_h) v_h per head,
- * att itself unchanged.  v: [n_k, H*Dh] rows ldv apart; scratch: n_q * n_k
- * floats.  p in (0, 1). */
+/* Floats of scratch attention_dropout_forward needs. */
+size_t attention_dropout_scratch_size(int n_q, int n_k, attention_mask mask, int rel_clip);
+
+/* Dropout on the attention weights (training): att [H, n_q, width] as
+ * attention_forward left it; draws keep (laid out as att) from rng, head
+ * by head and row by row, and recomputes out [n_q, H*Dh] (rows ldo apart)
+ * = Dropout(att_h) (v_h + a^V) per head, att itself unchanged.
+ * v: [n_k, H*Dh] rows ldv apart; rel: as attention_forward's; scratch:
+ * attention_dropout_scratch_size floats.  p in (0, 1). */
 void attention_dropout_forward(float *out, int ldo, const float *v, int ldv, const float *att,
-                               uint8_t *keep, int n_q, int n_k, int H, int Dh, float p,
+                               uint8_t *keep, int n_q, int n_k, int H, int Dh,
+                               attention_mask mask, const attention_relative *rel, float p,
                                tfm_rng *rng, float *scratch);
 
 /* Floats of scratch attention_backward needs. */
-size_t attention_backward_scratch_size(int n_q, int n_k);
+size_t attention_backward_scratch_size(int n_q, int n_k, attention_mask mask, int rel_clip);
 
 /* The gradients of attention_forward (and attention_dropout_forward) for one
  * sequence.  dq, dk, dv accumulate and are laid out as q, k, v (rows ldq,
  * ldk, ldv apart), so one [n, 3D] buffer takes the gradients of a fused
- * q,k,v matrix; dout: [n_q, H*Dh] rows ldo apart; q, k, v as the forward got
- * them; att: [H, n_q, n_k] the weights the forward saved (0 where masked:
- * the mask needs no other mention); keep: the dropout mask, or NULL without
- * attention dropout (p is then ignored); scratch:
- * attention_backward_scratch_size(n_q, n_k) floats.  Keys past n_k (a longer
- * buffer's padding) are never read or written. */
-void attention_backward(float *dq, float *dk, float *dv, const float *dout, int ldo,
-                        const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                        const float *att, const uint8_t *keep, float p, int n_q, int n_k, int H,
-                        int Dh, float *scratch);
+ * q,k,v matrix; drel: the relative tables' gradients (accumulate; NULL
+ * when rel is NULL); dout: [n_q, H*Dh] rows ldo apart; q, k, v, mask and
+ * rel as the forward got them; att: [H, n_q, width] the weights the
+ * forward kept; keep: the dropout mask, or NULL without attention dropout
+ * (p is then ignored); scratch: attention_backward_scratch_size floats.
+ * It goes block by block as the forward does, so a window costs
+ * O(window * n * D) here too.  Keys past n_k (a longer buffer's padding)
+ * are never read or written. */
+void attention_backward(float *dq, float *dk, float *dv, const attention_relative_grad *drel,
+                        const float *dout, int ldo, const float *q, int ldq, const float *k,
+                        int ldk, const float *v, int ldv, const float *att, const uint8_t *keep,
+                        float p, int n_q, int n_k, int H, int Dh, attention_mask mask,
+                        const attention_relative *rel, float *scratch);
 
 /* One query against n_k keys, all visible (the incremental decoder: the
  * caller slices the window).  out, q: [H*Dh]; k, v: [n_k, H*Dh] rows ldk,
- * ldv apart; scratch: H x n_k floats. */
+ * ldv apart; rel: NULL, or the tables with d0 the distance of key 0 from
+ * the query (key j is at distance d0 + j); scratch: H n_k + 2K + 1 floats. */
 void attention_row_forward(float *out, const float *q, const float *k, int ldk, const float *v,
-                           int ldv, int n_k, int H, int Dh, float *scratch);
+                           int ldv, int n_k, int H, int Dh, const attention_relative *rel,
+                           int d0, float *scratch);
+
+/* ---- relative.c: relative position representations --------------------------- */
+
+/* The parts of attention_forward and attention_backward that relative
+ * positions add, for a block of m queries (one head's column slice, rows
+ * ld apart) against a band of nk keys: query r against key c is at
+ * distance d0 + c - r.  Each needs u: [m, 2K+1] scratch.  Shaw et al.'s
+ * efficient form: the logits' part is one product q a^K^T [m, 2K+1]
+ * gathered into the [m, nk] scores by bucket, the values' part one product
+ * of the weights summed per bucket [m, 2K+1] with a^V.
+ *   relative_logits:  scores [m, nk] (rows nk apart) += scale q_r a^K_bucket
+ *   relative_values:  out [m, Dh] (rows ldo apart) += sum_c w_rc a^V_bucket,
+ *                     w: [m, nk] the weights (rows nk apart)
+ *   relative_values_backward: dvalues += the bucket sums of w (rows ldw
+ *                     apart), transposed, times dout; dw [m, nk] += dout a^V_bucket
+ *   relative_logits_backward: dq [m, Dh] (rows ldq apart) and dkeys
+ *                     accumulate the gradients through ds [m, nk], the
+ *                     gradient of the (scaled) logits */
+void relative_logits(float *scores, int m, int nk, const float *q, int ldq,
+                     const attention_relative *rel, int Dh, float scale, int d0, float *u);
+void relative_values(float *out, int ldo, const float *w, int m, int nk,
+                     const attention_relative *rel, int Dh, int d0, float *u);
+void relative_values_backward(float *dw, float *dvalues, const float *w, int ldw,
+                              const float *dout, int ldo, int m, int nk,
+                              const attention_relative *rel, int Dh, int d0, float *u);
+void relative_logits_backward(float *dq, int ldq, float *dkeys, const float *ds, const float *q,
+                              int m, int nk, const attention_relative *rel, int Dh, float scale,
+                              int d0, float *u);
+
+/* The same for one query and all its heads, without the BLAS (decoding's
+ * products are too small for it): scores [H, n] += scale q_h a^K_bucket(d0 + j);
+ * out [H*Dh] += per head, sum_j w[h n + j] a^V_bucket(d0 + j).  u: 2K+1 floats. */
+void relative_row_logits(float *scores, const float *q, int n, int H, int Dh,
+                         const attention_relative *rel, float scale, int d0, float *u);
+void relative_row_values(float *out, const float *w, int n, int H, int Dh,
+                         const attention_relative *rel, int d0, float *u);
 
 /* ---- embedding.c ------------------------------------------------------------ */
 
@@ -194,17 +297,19 @@ void attention_row_forward(float *out, const float *q, const float *k, int ldk, 
  * encoding: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(...). */
 void positions_sinusoidal(float *table, int from, int n_pos, int D);
 
-/* The position table covering positions [0, n): the learned table when
- * learned is not NULL, else sinusoids kept in cache, of which the first
- * *cached rows are computed already; the table grows (and *cached with it)
- * as longer sentences come, so a model allowing a million positions costs
- * only the positions used.  NULL when memory runs out. */
-const float *positions_table(const float *learned, tfm_buf *cache, int *cached, int n, int D);
+/* *table: the position table of kind covering positions [0, n): learned
+ * ([max_positions, D]) for TFM_POS_LEARNED, NULL for TFM_POS_NONE, else
+ * sinusoids kept in cache, of which the first *cached rows are computed
+ * already; the table grows (and *cached with it) as longer sentences come,
+ * so a model allowing a million positions costs only the positions used.
+ * false when memory runs out. */
+bool positions_table(tfm_pos_kind kind, const float *learned, tfm_buf *cache, int *cached, int n,
+                     int D, const float **table);
 
 /* out: [N, D]; ids: [N] (checked by the caller to be < V); embed: [V, D];
- * positions: [n_pos, D] (sinusoidal or learned).  Row i is at position
- * pos0 + i * pos_step (pos_step 1: a sentence; 0: decoder rows at one step):
- * out[i] = embed[ids[i]] * sqrt(D) + positions[pos0 + i * pos_step]. */
+ * positions: [n_pos, D] (sinusoidal or learned), or NULL: none.  Row i is
+ * at position pos0 + i * pos_step (pos_step 1: a sentence; 0: decoder rows
+ * at one step): out[i] = embed[ids[i]] * sqrt(D) + positions[pos0 + i * pos_step]. */
 void embedding_forward(float *out, const int32_t *ids, const float *embed,
                        const float *positions, int pos0, int pos_step, int N, int D);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/layers.h" /* tfm_packed_model_free */
+#include "nn/layers.h" /* tfm_packed_model_free, attention_relative_rows */
 #include "nn/model_internal.h"
 
 /* Tensors start on cache lines (see params.c). */
@@ -147,11 +147,19 @@ static void init_norm(const tfm_layer_norm *n, size_t D)
  * then start with a random part twice the variance, which the learned part
  * takes longer to outgrow.  Measured on English-French with the small preset
  * (tests/bench/quality.sh): the larger start lags the reference's valid
- * perplexity from about update 200 on; the fused bound matches it. */
-static void init_attention(tfm_rng *r, const tfm_attention *a, size_t D)
+ * perplexity from about update 200 on; the fused bound matches it.  The
+ * relative positions' tables, when there are, are Xavier uniform too, as
+ * [2K+1, Dh] matrices (tensor2tensor draws them uniform at a similar
+ * scale; an nn.Embedding's N(0, 1) would swamp the keys they add to). */
+static void init_attention(tfm_rng *r, const tfm_attention *a, size_t D, size_t rel_rows,
+                           size_t Dh)
 {
     init_xavier(r, a->q_proj.weight, 3 * D, D); /* q, k and v */
     init_linear(r, &a->out_proj, D, D);
+    if (rel_rows) {
+        init_xavier(r, a->relative_keys, rel_rows, Dh);
+        init_xavier(r, a->relative_values, rel_rows, Dh);
+    }
 }
 
 /* The initialisation of the reference implementations: Xavier uniform for
@@ -159,12 +167,14 @@ static void init_attention(tfm_rng *r, const tfm_attention *a, size_t D)
  * v as one [3D, D] matrix (init_attention), zero biases, LayerNorm 1 and 0, token
  * embeddings and the unshared output projection N(0, D^-0.5) as fairseq
  * (the projection's pad row is not zeroed: it is an output, not an input),
- * learned positions N(0, D^-0.5).  Draws follow the layout order. */
+ * learned positions N(0, D^-0.5), relative tables as init_attention says.
+ * Draws follow the layout order. */
 static void init_params(tfm_model *m, uint64_t seed)
 {
     const tfm_config *c = &m->config;
     const tfm_params *p = &m->params;
-    const size_t D = (size_t)c->d_model, F = (size_t)c->d_ff;
+    const size_t D = (size_t)c->d_model, F = (size_t)c->d_ff, Dh = D / (size_t)c->n_heads;
+    const size_t rel = (size_t)attention_relative_rows(c->relative_positions);
     tfm_rng rng;
     tfm_rng_seed(&rng, seed);
 
@@ -179,7 +189,7 @@ static void init_params(tfm_model *m, uint64_t seed)
     }
     for (int i = 0; i < c->n_encoder_layers; i++) {
         const tfm_encoder_layer *L = &p->encoder_layers[i];
-        init_attention(&rng, &L->self_attn, D);
+        init_attention(&rng, &L->self_attn, D, rel, Dh);
         init_norm(&L->self_attn_layer_norm, D);
         init_linear(&rng, &L->fc1, F, D);
         init_linear(&rng, &L->fc2, D, F);
@@ -187,9 +197,9 @@ static void init_params(tfm_model *m, uint64_t seed)
     }
     for (int i = 0; i < c->n_decoder_layers; i++) {
         const tfm_decoder_layer *L = &p->decoder_layers[i];
-        init_attention(&rng, &L->self_attn, D);
+        init_attention(&rng, &L->self_attn, D, rel, Dh);
         init_norm(&L->self_attn_layer_norm, D);
-        init_attention(&rng, &L->encoder_attn, D);
+        init_attention(&rng, &L->encoder_attn, D, 0, Dh);
         init_norm(&L->encoder_attn_layer_norm, D);
         init_linear(&rng, &L->fc1, F, D);
         init_linear(&rng, &L->fc2, D, F);

@@ -27,7 +27,7 @@ typedef enum field_kind {
     FIELD_I32,       /* int32_t */
     FIELD_FLOAT,     /* float, written with %.9g so that it reads back exactly */
     FIELD_BOOL,      /* "true" or "false" */
-    FIELD_POSITIONS, /* tfm_pos_kind: "sinusoidal" or "learned" */
+    FIELD_POSITIONS, /* tfm_pos_kind: "sinusoidal", "learned" or "none" */
     FIELD_NORM,      /* bool pre_norm: "pre" or "post" */
 } field_kind;
 
@@ -54,8 +54,10 @@ static const field fields[] = {
     FIELD(n_encoder_layers, FIELD_INT, "a positive integer"),
     FIELD(n_decoder_layers, FIELD_INT, "a positive integer"),
     FIELD(max_positions, FIELD_INT, "a positive integer"),
-    {"positions", FIELD_POSITIONS, offsetof(tfm_config, positions), "'sinusoidal' or 'learned'",
-     NULL},
+    {"positions", FIELD_POSITIONS, offsetof(tfm_config, positions),
+     "'sinusoidal', 'learned' or 'none'", NULL},
+    {"relative_positions", FIELD_INT, offsetof(tfm_config, relative_positions),
+     "a non-negative integer", "0"},
     {"norm", FIELD_NORM, offsetof(tfm_config, pre_norm), "'post' or 'pre'", NULL},
     FIELD(shared_embeddings, FIELD_BOOL, "'true' or 'false'"),
     FIELD(attention_window, FIELD_INT, "a non-negative integer"),
@@ -71,6 +73,10 @@ static const field fields[] = {
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 
+/* The names of the tfm_pos_kind values, in their order. */
+static const char *const position_names[] = {"sinusoidal", "learned", "none"};
+#define N_POSITION_KINDS 3
+
 #define MODEL_FORMAT "tfm-model"
 #define MODEL_FORMAT_VERSION "1"
 
@@ -84,8 +90,7 @@ static void field_format(const field *f, const tfm_config *c, char *out, size_t 
     case FIELD_FLOAT: snprintf(out, size, "%.9g", (double)*(const float *)at); break;
     case FIELD_BOOL: snprintf(out, size, "%s", *(const bool *)at ? "true" : "false"); break;
     case FIELD_POSITIONS:
-        snprintf(out, size, "%s",
-                 *(const tfm_pos_kind *)at == TFM_POS_LEARNED ? "learned" : "sinusoidal");
+        snprintf(out, size, "%s", position_names[*(const tfm_pos_kind *)at]);
         break;
     case FIELD_NORM: snprintf(out, size, "%s", *(const bool *)at ? "pre" : "post"); break;
     }
@@ -140,8 +145,11 @@ static tfm_status field_parse(const field *f, const char *s, tfm_config *c, tfm_
         break;
     }
     case FIELD_POSITIONS:
-        ok = strcmp(s, "sinusoidal") == 0 || strcmp(s, "learned") == 0;
-        if (ok) *(tfm_pos_kind *)at = s[0] == 'l' ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
+        for (int k = 0; k < N_POSITION_KINDS && !ok; k++)
+            if (strcmp(s, position_names[k]) == 0) {
+                *(tfm_pos_kind *)at = (tfm_pos_kind)k;
+                ok = true;
+            }
         break;
     }
     if (ok) return TFM_OK;

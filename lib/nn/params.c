@@ -16,13 +16,14 @@
  *   decoder.embed_positions.weight       [P, D]      (learned positions only)
  *   encoder.layers.i  for each encoder layer:
  *       self_attn  q,k,v weights [3D, D] together, then q,k,v biases [3D],
- *                  then out_proj weight [D, D] and bias [D]
+ *                  then out_proj weight [D, D] and bias [D], then (relative
+ *                  positions only) relative_keys and relative_values [2K+1, Dh]
  *       self_attn_layer_norm  weight [D], bias [D]
  *       fc1 weight [F, D], bias [F];  fc2 weight [D, F], bias [D]
  *       final_layer_norm
  *   decoder.layers.i  for each decoder layer: self_attn, self_attn_layer_norm,
- *       encoder_attn (laid out as self_attn), encoder_attn_layer_norm, fc1,
- *       fc2, final_layer_norm
+ *       encoder_attn (laid out as self_attn, never with relative tables),
+ *       encoder_attn_layer_norm, fc1, fc2, final_layer_norm
  *   encoder.layer_norm, decoder.layer_norm  (pre-norm only)
  *
  * Tensors are packed without padding: tfm_params_count is exactly the sum of
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/layers.h" /* attention_relative_rows */
 #include "tfm/model.h"
 
 /* ---- the layout -------------------------------------------------------------- */
@@ -68,8 +70,9 @@ static void place_norm(cursor *k, tfm_layer_norm *n, size_t D)
 }
 
 /* q, k, v weights as one [3D, D] block and their biases as one [3D] block,
- * so that one GEMM projects all three (see tfm_attention). */
-static void place_attention(cursor *k, tfm_attention *a, size_t D)
+ * so that one GEMM projects all three (see tfm_attention); then the
+ * relative tables, rel_rows x Dh each (rel_rows 0: none). */
+static void place_attention(cursor *k, tfm_attention *a, size_t D, size_t rel_rows, size_t Dh)
 {
     float *w = take(k, 3 * D * D);
     float *b = take(k, 3 * D);
@@ -80,6 +83,8 @@ static void place_attention(cursor *k, tfm_attention *a, size_t D)
     a->k_proj.bias = advance(b, D);
     a->v_proj.bias = advance(b, 2 * D);
     place_linear(k, &a->out_proj, D, D);
+    a->relative_keys = rel_rows ? take(k, rel_rows * Dh) : NULL;
+    a->relative_values = rel_rows ? take(k, rel_rows * Dh) : NULL;
 }
 
 /* Points p's members into base (may be NULL) and returns the number of
@@ -90,6 +95,8 @@ static size_t walk(const tfm_config *c, float *base, tfm_params *p)
     const size_t D = (size_t)c->d_model, F = (size_t)c->d_ff;
     const size_t Vs = (size_t)c->src_vocab_size, Vt = (size_t)c->tgt_vocab_size;
     const size_t P = (size_t)c->max_positions;
+    const size_t Dh = D / (size_t)c->n_heads;
+    const size_t rel = (size_t)attention_relative_rows(c->relative_positions);
     cursor k = {base, 0};
 
     p->src_embed = take(&k, Vs * D);
@@ -110,7 +117,7 @@ static size_t walk(const tfm_config *c, float *base, tfm_params *p)
     tfm_encoder_layer scratch_enc;
     for (int i = 0; i < c->n_encoder_layers; i++) {
         tfm_encoder_layer *L = p->encoder_layers ? &p->encoder_layers[i] : &scratch_enc;
-        place_attention(&k, &L->self_attn, D);
+        place_attention(&k, &L->self_attn, D, rel, Dh);
         place_norm(&k, &L->self_attn_layer_norm, D);
         place_linear(&k, &L->fc1, F, D);
         place_linear(&k, &L->fc2, D, F);
@@ -119,9 +126,9 @@ static size_t walk(const tfm_config *c, float *base, tfm_params *p)
     tfm_decoder_layer scratch_dec;
     for (int i = 0; i < c->n_decoder_layers; i++) {
         tfm_decoder_layer *L = p->decoder_layers ? &p->decoder_layers[i] : &scratch_dec;
-        place_attention(&k, &L->self_attn, D);
+        place_attention(&k, &L->self_attn, D, rel, Dh);
         place_norm(&k, &L->self_attn_layer_norm, D);
-        place_attention(&k, &L->encoder_attn, D);
+        place_attention(&k, &L->encoder_attn, D, 0, Dh);
         place_norm(&k, &L->encoder_attn_layer_norm, D);
         place_linear(&k, &L->fc1, F, D);
         place_linear(&k, &L->fc2, D, F);
@@ -196,9 +203,10 @@ static void visit_norm(const visitor *v, const char *prefix, const tfm_layer_nor
     emit(v, prefix, "bias", n->bias, D, 0);
 }
 
-/* In memory order: the three weights, the three biases, then out_proj. */
+/* In memory order: the three weights, the three biases, out_proj, then the
+ * relative tables when there are (rel_rows x Dh each). */
 static void visit_attention(const visitor *v, const char *prefix, const tfm_attention *a,
-                            int64_t D)
+                            int64_t D, int64_t rel_rows, int64_t Dh)
 {
     const char *names[3] = {"q_proj", "k_proj", "v_proj"};
     const tfm_linear *lin[3] = {&a->q_proj, &a->k_proj, &a->v_proj};
@@ -213,6 +221,10 @@ static void visit_attention(const visitor *v, const char *prefix, const tfm_atte
     }
     snprintf(sub, sizeof sub, "%s.out_proj", prefix);
     visit_linear(v, sub, &a->out_proj, D, D);
+    if (rel_rows) {
+        emit(v, prefix, "relative_keys.weight", a->relative_keys, rel_rows, Dh);
+        emit(v, prefix, "relative_values.weight", a->relative_values, rel_rows, Dh);
+    }
 }
 
 void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit_fn fn, void *ctx)
@@ -220,6 +232,7 @@ void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit
     const visitor v = {fn, ctx};
     const int64_t D = c->d_model, F = c->d_ff;
     const int64_t Vs = c->src_vocab_size, Vt = c->tgt_vocab_size, P = c->max_positions;
+    const int64_t Dh = D / c->n_heads, rel = attention_relative_rows(c->relative_positions);
 
     /* A shared matrix is one tensor, reported once, under the encoder's name. */
     emit(&v, "encoder.embed_tokens", "weight", p->src_embed, Vs, D);
@@ -236,7 +249,7 @@ void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit
     for (int i = 0; i < c->n_encoder_layers; i++) {
         const tfm_encoder_layer *L = &p->encoder_layers[i];
         snprintf(prefix, sizeof prefix, "encoder.layers.%d.self_attn", i);
-        visit_attention(&v, prefix, &L->self_attn, D);
+        visit_attention(&v, prefix, &L->self_attn, D, rel, Dh);
         snprintf(prefix, sizeof prefix, "encoder.layers.%d.self_attn_layer_norm", i);
         visit_norm(&v, prefix, &L->self_attn_layer_norm, D);
         snprintf(prefix, sizeof prefix, "encoder.layers.%d.fc1", i);
@@ -249,11 +262,11 @@ void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit
     for (int i = 0; i < c->n_decoder_layers; i++) {
         const tfm_decoder_layer *L = &p->decoder_layers[i];
         snprintf(prefix, sizeof prefix, "decoder.layers.%d.self_attn", i);
-        visit_attention(&v, prefix, &L->self_attn, D);
+        visit_attention(&v, prefix, &L->self_attn, D, rel, Dh);
         snprintf(prefix, sizeof prefix, "decoder.layers.%d.self_attn_layer_norm", i);
         visit_norm(&v, prefix, &L->self_attn_layer_norm, D);
         snprintf(prefix, sizeof prefix, "decoder.layers.%d.encoder_attn", i);
-        visit_attention(&v, prefix, &L->encoder_attn, D);
+        visit_attention(&v, prefix, &L->encoder_attn, D, 0, Dh);
         snprintf(prefix, sizeof prefix, "decoder.layers.%d.encoder_attn_layer_norm", i);
         visit_norm(&v, prefix, &L->encoder_attn_layer_norm, D);
         snprintf(prefix, sizeof prefix, "decoder.layers.%d.fc1", i);

@@ -20,9 +20,11 @@
 
 /* ---- configuration ---------------------------------------------------------- */
 
+/* The absolute positions added to the embeddings. */
 typedef enum tfm_pos_kind {
     TFM_POS_SINUSOIDAL = 0, /* PE(pos,2i) = sin(pos/10000^(2i/D)), PE(pos,2i+1) = cos(...) */
     TFM_POS_LEARNED = 1,    /* a learned [max_positions, D] table */
+    TFM_POS_NONE = 2,       /* none: the model has relative positions only */
 } tfm_pos_kind;
 
 typedef struct tfm_config {
@@ -34,7 +36,11 @@ typedef struct tfm_config {
     int n_encoder_layers;
     int n_decoder_layers;
     int max_positions;        /* longest sequence (source or target) the model takes */
-    tfm_pos_kind positions;
+    tfm_pos_kind positions;   /* absolute positions */
+    int relative_positions;   /* 0: none; K > 0: relative position representations
+                                 (Shaw et al., 2018) in every self-attention layer,
+                                 distances clipped to [-K, K]: a table of keys and one of
+                                 values, [2K+1, Dh] each, shared by the layer's heads */
     bool pre_norm;            /* x + Sublayer(LayerNorm(x)) and a final LayerNorm; else
                                  the paper's post-norm LayerNorm(x + Sublayer(x)) */
     bool shared_embeddings;   /* one matrix for source, target and the output projection
@@ -55,7 +61,7 @@ typedef struct tfm_config {
  * N is the number of encoder layers and of decoder layers.  All presets:
  * sinusoidal positions, post-norm, shared embeddings, max_positions 1024,
  * full attention, attention_dropout and activation_dropout 0 (the paper
- * names neither), label_smoothing 0.1, layer_norm_eps
+ * names neither), no relative positions, label_smoothing 0.1, layer_norm_eps
  * 1e-5, and the vocabulary's fixed special ids (TFM_ID_PAD ...).
  * Vocabulary sizes are left at 0 for the caller (they come from the
  * vocabulary).  Unknown names are TFM_ERR_ARG listing the known ones. */
@@ -65,8 +71,10 @@ extern const char *const tfm_config_preset_names[];
 
 /* Checks every field and their agreement: sizes positive and below limits
  * that keep size arithmetic safe, vocabulary sizes at least 4 (the
- * specials), D divisible by H, D even for sinusoidal positions, equal
- * vocabulary sizes for shared embeddings, rates in [0, 1), layer_norm_eps in
+ * specials), D divisible by H, D even for sinusoidal positions,
+ * relative_positions from 0 to max_positions - 1 (no distance is longer),
+ * some positions (absolute, relative or both), equal vocabulary sizes for
+ * shared embeddings, rates in [0, 1), layer_norm_eps in
  * (0, 1), distinct special ids inside both vocabularies.  TFM_ERR_RANGE with
  * a message naming the field (by its model-file metadata key). */
 tfm_status tfm_config_validate(const tfm_config *c, tfm_error *err);
@@ -88,6 +96,9 @@ typedef struct tfm_layer_norm {
  * all three for self-attention. */
 typedef struct tfm_attention {
     tfm_linear q_proj, k_proj, v_proj, out_proj;
+    float *relative_keys;   /* [2K+1, Dh] a^K of relative positions (self-attention
+                               with relative_positions K > 0), else NULL */
+    float *relative_values; /* [2K+1, Dh] a^V, else NULL */
 } tfm_attention;
 
 typedef struct tfm_encoder_layer {
@@ -478,7 +489,8 @@ typedef struct tfm_loss_sums {
  * step allocates nothing.  Memory grows with the batch: per source row and
  * encoder layer ~(8 D + F) floats, per target row and decoder layer
  * ~(12 D + F), the [target rows, V] logits once, and the attention weights,
- * H n_q n_k floats per sentence and attention (so a base model at 25,000
+ * H n_q n_k floats per sentence and attention, or H n (2r + 1) for a
+ * self-attention restricted to a window of r (so a base model at 25,000
  * tokens needs several GB); a large batch may be split into several calls
  * whose gradients accumulate.  The model must outlive the workspace; its
  * parameters may change between calls (the optimizer updates them in
@@ -552,14 +564,16 @@ typedef enum tfm_attention_kind {
 /* Pair b's weights of one kind in one layer (0-based, of the encoder stack
  * for TFM_ATTENTION_ENCODER, else of the decoder stack) after the last
  * forward pass of ws (tfm_model_loss or tfm_model_forward_backward).
- * *weights points at [H, n_q, n_k] floats inside the workspace, valid until
- * the next forward pass on it: row (h, i) is head h's softmax distribution
- * of query i over the keys (it sums to 1; exactly 0 where masked).  They are
- * the weights before attention dropout, which applies only in training.
- * n_k may be 0 (an empty source).  TFM_ERR_ARG when no forward pass has
- * succeeded on ws, TFM_ERR_RANGE for b, kind or layer out of range. */
+ * Sets *n_q and *n_k, and when weights is not NULL writes [H, n_q, n_k]
+ * floats there: row (h, i) is head h's softmax distribution of query i
+ * over the keys (it sums to 1; exactly 0 where masked).  The workspace
+ * keeps only the band of a restricted self-attention (O(r n) floats, not
+ * n x n); this is where it becomes a whole matrix, zeros outside the
+ * band, for one sentence.  They are the weights before attention dropout,
+ * which applies only in training.  n_k may be 0 (an empty source).
+ * TFM_ERR_ARG when no forward pass has succeeded on ws, TFM_ERR_RANGE for
+ * b, kind or layer out of range. */
 tfm_status tfm_model_attention(const tfm_train_workspace *ws, int b, tfm_attention_kind kind,
-                               int layer, const float **weights, int *n_q, int *n_k,
-                               tfm_error *err);
+                               int layer, float *weights, int *n_q, int *n_k, tfm_error *err);
 
 #endif

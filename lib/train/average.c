@@ -17,7 +17,8 @@ static bool same_network(const tfm_config *a, const tfm_config *b)
            a->d_model == b->d_model && a->d_ff == b->d_ff && a->n_heads == b->n_heads &&
            a->n_encoder_layers == b->n_encoder_layers &&
            a->n_decoder_layers == b->n_decoder_layers && a->max_positions == b->max_positions &&
-           a->positions == b->positions && a->pre_norm == b->pre_norm &&
+           a->positions == b->positions && a->relative_positions == b->relative_positions &&
+           a->pre_norm == b->pre_norm &&
            a->shared_embeddings == b->shared_embeddings &&
            a->attention_window == b->attention_window && a->layer_norm_eps == b->layer_norm_eps &&
            a->pad_id == b->pad_id && a->unk_id == b->unk_id && a->bos_id == b->bos_id &&

@@ -52,6 +52,8 @@ const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT] = {
     [TFM_OPT_MAX_POS] = {"max-positions", ARG, M},
     [TFM_OPT_PRE_NORM] = {"pre-norm", NO_ARG, M},
     [TFM_OPT_LEARNED_POS] = {"learned-positions", NO_ARG, M},
+    [TFM_OPT_RELATIVE_POS] = {"relative-positions", ARG, M},
+    [TFM_OPT_ABSOLUTE_POS] = {"absolute-positions", NO_ARG, M},
     [TFM_OPT_ATTN_WINDOW] = {"attention-window", ARG, M},
     [TFM_OPT_DROPOUT] = {"dropout", ARG, M},
     [TFM_OPT_ATTN_DROPOUT] = {"attention-dropout", ARG, M},
@@ -319,6 +321,39 @@ tfm_status tfm_parse_duration(const char *option, const char *text, double *seco
     return TFM_OK;
 }
 
+/* The positions: relative ones (--relative-positions K) replace the
+ * absolute ones unless --absolute-positions keeps them as well (sinusoids,
+ * or the learned table with --learned-positions); --learned-positions
+ * alone beside relative positions is a contradiction, not a guess. */
+static tfm_status resolve_positions(tfm_run *r, tfm_error *err)
+{
+    tfm_config *c = &r->p.model;
+    const bool absolute = flag_option(r, TFM_OPT_ABSOLUTE_POS);
+    if (!r->value[TFM_OPT_RELATIVE_POS]) {
+        if (absolute)
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "--absolute-positions goes with --relative-positions K "
+                                 "(without them, absolute positions are the only ones)");
+        return TFM_OK;
+    }
+    long long k;
+    tfm_status st = int_option(r, TFM_OPT_RELATIVE_POS, INT_MIN, INT_MAX, &k, err);
+    if (st) return st;
+    if (k < 0 || k > c->max_positions - 1)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--relative-positions %lld: the clipping distance goes from 1 to "
+                             "max_positions - 1 = %d (0: none)",
+                             k, c->max_positions - 1);
+    c->relative_positions = (int)k;
+    if (k == 0) return TFM_OK;
+    if (c->positions == TFM_POS_LEARNED && !absolute)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--learned-positions with --relative-positions: relative positions "
+                             "replace the absolute ones; add --absolute-positions to learn both");
+    if (!absolute) c->positions = TFM_POS_NONE;
+    return TFM_OK;
+}
+
 /* The model's options.  Their ranges are tfm_config_validate's: numbers are
  * only checked to be numbers here. */
 static tfm_status resolve_model(tfm_run *r, tfm_error *err)
@@ -355,7 +390,7 @@ static tfm_status resolve_model(tfm_run *r, tfm_error *err)
     }
     if (flag_option(r, TFM_OPT_PRE_NORM)) c->pre_norm = true;
     if (flag_option(r, TFM_OPT_LEARNED_POS)) c->positions = TFM_POS_LEARNED;
-    return TFM_OK;
+    return resolve_positions(r, err);
 }
 
 /* The typed parameters of the texts in effect. */

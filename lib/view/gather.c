@@ -2,6 +2,7 @@
  * pass's workspace into a tensor [layers, heads, queries, keys], with a
  * chosen layer (or all) and head (or all, or their mean); cropping for
  * drawing; and the mean matrix that alignments are read from. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tfm/view.h"
@@ -21,17 +22,20 @@ tfm_status tfm_attention_gather(const tfm_model *m, const tfm_train_workspace *w
     const int L = layer == TFM_VIEW_ALL ? depth : 1;
     const int Hout = head == TFM_VIEW_ALL ? H : 1;
 
+    int n_q, n_k;
+    st = tfm_model_attention(ws, b, kind, first, NULL, &n_q, &n_k, err);
+    if (st != TFM_OK) return st;
+    const int64_t shape[4] = {L, Hout, n_q, n_k};
+    const size_t per_head = (size_t)n_q * n_k;
+    /* one layer's heads, whole matrices (the workspace may keep bands only) */
+    float *w = malloc(((size_t)H * per_head + 1) * sizeof *w);
+    if (!w || tfm_tensor_reshape(out, TFM_F32, 4, shape) != TFM_OK) {
+        free(w);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "attention: out of memory");
+    }
     for (int l = 0; l < L; l++) {
-        const float *w;
-        int n_q, n_k;
-        tfm_status s = tfm_model_attention(ws, b, kind, first + l, &w, &n_q, &n_k, err);
-        if (s != TFM_OK) return s;
-        if (l == 0) {
-            const int64_t shape[4] = {L, Hout, n_q, n_k};
-            s = tfm_tensor_reshape(out, TFM_F32, 4, shape);
-            if (s != TFM_OK) return tfm_error_set(err, s, "attention: out of memory");
-        }
-        const size_t per_head = (size_t)n_q * n_k;
+        st = tfm_model_attention(ws, b, kind, first + l, w, &n_q, &n_k, err);
+        if (st != TFM_OK) break;
         float *dst = (float *)out->data + (size_t)l * Hout * per_head;
         if (head == TFM_VIEW_ALL) {
             memcpy(dst, w, (size_t)H * per_head * sizeof(float));
@@ -47,7 +51,8 @@ tfm_status tfm_attention_gather(const tfm_model *m, const tfm_train_workspace *w
             }
         }
     }
-    return TFM_OK;
+    free(w);
+    return st;
 }
 
 tfm_status tfm_attention_crop(const tfm_tensor *in, int n_q, int n_k, tfm_tensor *out,

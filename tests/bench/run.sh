@@ -10,7 +10,10 @@
 #     on the same input and thread count, where the peer is installed:
 #     tokenize against SentencePiece (tests/bench/tokenize.sh, on a corpus of
 #     50+ MB of real text that tests/bench/corpus.sh builds from Debian
-#     packages and caches in build/bench/corpus.txt).
+#     packages and caches in build/bench/corpus.txt);
+#   - and the growth of self-attention's cost with the sentence length, full
+#     against restricted to a window (tests/bench/window.sh: the paper's
+#     Table 1 by measurement).
 # The machines are small (2 CPUs) and shared: CPU seconds are reported beside
 # wall seconds, and only figures taken in the same run should be compared.
 #
@@ -94,6 +97,13 @@ fi
 if [ -x "$BUILD/bench/forward" ]; then
     section forward "the forward pass alone: encoder and decoder steps against sgemm" \
         "$BUILD/bench/forward"
+fi
+
+if [ -x "$BUILD/bench/window" ] && [ -x "$BUILD/bin/decode" ] && [ -x "$BUILD/tools/mkmodel" ]; then
+    section window "restricted self-attention against full: growth with n (Table 1), long decodes" \
+        sh tests/bench/window.sh "$BUILD"
+else
+    skipped window "bench/window, decode or tools/mkmodel is not built"
 fi
 
 if [ -x "$BUILD/bin/decode" ] && [ -x "$BUILD/tools/mkmodel" ]; then

@@ -112,6 +112,32 @@ for l in open("tgt.ids"):
 else
     skip "numpy not available: .npy records not checked"
 fi
+
+# A model with relative positions and a window of 2: the workspace keeps each
+# self-attention's band alone; the records are whole matrices, exactly 0
+# outside the band (|i - j| > 2 in the encoder, j < i - 2 or j > i in the
+# decoder) and distributions inside it.
+"$MK" --preset tiny --vocab v.vocab --seed 2 --relative-positions 3 --attention-window 2 \
+    -o band.st || fail "mkmodel --relative-positions 3 --attention-window 2"
+timeout $TMO "$IA" -m band.st --src src.ids --tgt tgt.ids -f npy --kind self --layer all \
+    --head all >band-self.npy 2>ia.err || fail "inspect-attn --kind self, a window: exit $?"
+timeout $TMO "$IA" -m band.st --src src.ids --tgt tgt.ids -f npy --kind dec-self --layer all \
+    --head all >band-dec.npy 2>ia.err || fail "inspect-attn --kind dec-self, a window: exit $?"
+if [ -n "$PY" ]; then
+    check "npy, a window of 2: whole matrices, 0 outside the band, distributions inside" "$PY" -c '
+import numpy as np
+fs, fd = open("band-self.npy", "rb"), open("band-dec.npy", "rb")
+for s, t in zip(open("src.ids"), open("tgt.ids")):
+    n = len(s.split()); S = n + 1 if n else 0; T = len(t.split()) + 1
+    for a, L, causal in ((np.load(fs), S, False), (np.load(fd), T, True)):
+        assert a.shape == (2, 4, L, L), a.shape
+        if not L: continue
+        i, j = np.indices((L, L))
+        band = (j <= i) & (j >= i - 2) if causal else abs(i - j) <= 2
+        assert (a[..., ~band] == 0).all() and (a[..., band] > 0).all()
+        assert np.abs(a.sum(-1) - 1).max() < 1e-5
+'
+fi
 check "npy --tokens: a line per record" test "$(wc -l <all.tok | tr -d ' ')" -eq "$npairs"
 check "npy --tokens: target+1 query labels (the last </s>), source+1 key labels" awk -F'\t' '
     NR == FNR { s[FNR] = split($0, x, " "); next }

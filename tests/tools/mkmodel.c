@@ -29,6 +29,8 @@ static const char usage_text[] =
     "  --d-model N, --d-ff N, --heads N, --layers N (encoder and decoder),\n"
     "  --encoder-layers N, --decoder-layers N, --max-positions N,\n"
     "  --pre-norm, --learned-positions   override the preset\n"
+    "  --relative-positions K relative positions clipped at K, without absolute ones\n"
+    "  --attention-window R   self-attention restricted to R neighbours\n"
     "  --no-eos               mark the model as trained without </s> ending sources\n"
     "  -o, --output FILE      the model file to write\n"
     "  -h, --help\n";
@@ -55,6 +57,7 @@ static int parse_int(const char *option, const char *text, long lo, long hi)
 enum {
     OPT_PRESET = 256, OPT_VOCAB, OPT_SEED, OPT_D_MODEL, OPT_D_FF, OPT_HEADS, OPT_LAYERS,
     OPT_ENC_LAYERS, OPT_DEC_LAYERS, OPT_MAX_POS, OPT_PRE_NORM, OPT_LEARNED, OPT_NO_EOS,
+    OPT_RELATIVE, OPT_WINDOW,
 };
 
 int main(int argc, char **argv)
@@ -73,6 +76,8 @@ int main(int argc, char **argv)
         {"pre-norm", no_argument, NULL, OPT_PRE_NORM},
         {"learned-positions", no_argument, NULL, OPT_LEARNED},
         {"no-eos", no_argument, NULL, OPT_NO_EOS},
+        {"relative-positions", required_argument, NULL, OPT_RELATIVE},
+        {"attention-window", required_argument, NULL, OPT_WINDOW},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -81,6 +86,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     /* Overrides, applied after the preset; -1 (or false) leaves it alone. */
     int d_model = -1, d_ff = -1, heads = -1, enc_layers = -1, dec_layers = -1, max_pos = -1;
+    int relative = 0, window = 0;
     bool pre_norm = false, learned = false, no_eos = false;
     int c;
     while ((c = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
@@ -100,6 +106,8 @@ int main(int argc, char **argv)
         case OPT_PRE_NORM: pre_norm = true; break;
         case OPT_LEARNED: learned = true; break;
         case OPT_NO_EOS: no_eos = true; break;
+        case OPT_RELATIVE: relative = parse_int("--relative-positions", optarg, 0, 1 << 20); break;
+        case OPT_WINDOW: window = parse_int("--attention-window", optarg, 0, 1 << 20); break;
         case 'o': out_path = optarg; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
@@ -121,6 +129,9 @@ int main(int argc, char **argv)
     if (max_pos > 0) config.max_positions = max_pos;
     if (pre_norm) config.pre_norm = true;
     if (learned) config.positions = TFM_POS_LEARNED;
+    if (relative) config.positions = TFM_POS_NONE;
+    config.relative_positions = relative;
+    config.attention_window = window;
 
     tfm_vocab *vocab;
     if (tfm_vocab_load(vocab_path, &vocab, &err) != TFM_OK) die(vocab_path, err.msg);

@@ -2,10 +2,11 @@
 """forward_ref.py - an independent NumPy reimplementation of the model's
 forward pass, which tests/unit/test_forward.c checks the C code against.
 
-Written from the paper and tfm/model.h, not from the C code: it reads the
-model file (safetensors: an 8-byte little-endian header length, a JSON
-header, raw little-endian float32 tensors) with nothing but json and numpy,
-and computes in float64.
+Written from the papers (Vaswani et al. 2017; Shaw et al. 2018 for relative
+positions) and tfm/model.h, not from the C code: it reads the model file
+(safetensors: an 8-byte little-endian header length, a JSON header, raw
+little-endian float32 tensors) with nothing but json and numpy, and
+computes in float64.
 
 usage: forward_ref.py MODEL SRC_IDS TGT_IDS OUT
   SRC_IDS, TGT_IDS: comma-separated ids (TGT_IDS begins with <s>)
@@ -49,24 +50,37 @@ def softmax(s):
     return e / e.sum(-1, keepdims=True)
 
 
-def attention(q, k, v, H, allowed):
-    """q [n, D], k, v [m, D], allowed [n, m] booleans."""
+def attention(q, k, v, H, allowed, rel=None):
+    """q [n, D], k, v [m, D], allowed [n, m] booleans; rel: None, or the
+    relative position tables (a_K, a_V, K), [2K+1, Dh] each, shared by the
+    heads (Shaw et al., 2018): with a_ij the row K + clip(j - i, -K, K),
+      e_ij = q_i (k_j + a^K_ij)^T / sqrt(Dh),  z_i = sum_j alpha_ij (v_j + a^V_ij)."""
     n, D = q.shape
+    m = k.shape[0]
     Dh = D // H
+    if rel is not None:
+        a_K, a_V, K = rel
+        bucket = np.clip(np.arange(m)[None, :] - np.arange(n)[:, None], -K, K) + K
+        A_K, A_V = a_K[bucket], a_V[bucket]  # [n, m, Dh]: a vector per pair
     out = np.zeros((n, D))
     for h in range(H):
         sl = slice(h * Dh, (h + 1) * Dh)
-        s = q[:, sl] @ k[:, sl].T / np.sqrt(Dh)
+        keys = k[None, :, sl] + (A_K if rel is not None else 0)  # [n or 1, m, Dh]
+        values = v[None, :, sl] + (A_V if rel is not None else 0)
+        s = np.einsum("id,ijd->ij", q[:, sl], np.broadcast_to(keys, (n, m, Dh))) / np.sqrt(Dh)
         s = np.where(allowed, s, -np.inf)
-        out[:, sl] = softmax(s) @ v[:, sl]
+        out[:, sl] = np.einsum("ij,ijd->id", softmax(s), np.broadcast_to(values, (n, m, Dh)))
     return out
 
 
-def mha(x_q, x_kv, W, prefix, H, allowed):
+def mha(x_q, x_kv, W, prefix, H, allowed, K=0):
     q = linear(x_q, W, prefix + ".q_proj")
     k = linear(x_kv, W, prefix + ".k_proj")
     v = linear(x_kv, W, prefix + ".v_proj")
-    return linear(attention(q, k, v, H, allowed), W, prefix + ".out_proj")
+    rel = None
+    if K > 0:
+        rel = (W[prefix + ".relative_keys.weight"], W[prefix + ".relative_values.weight"], K)
+    return linear(attention(q, k, v, H, allowed, rel), W, prefix + ".out_proj")
 
 
 def sinusoids(n, D):
@@ -93,15 +107,19 @@ def main():
     eps = float(meta["layer_norm_eps"])
     pre = meta["norm"] == "pre"
     r = int(meta["attention_window"])
+    K = int(meta.get("relative_positions", "0"))  # absent in older files: none
     shared = meta["shared_embeddings"] == "true"
-    learned = meta["positions"] == "learned"
+    positions = meta["positions"]  # sinusoidal, learned or none
     src_emb = W["encoder.embed_tokens.weight"]
     tgt_emb = src_emb if shared else W["decoder.embed_tokens.weight"]
     out_proj = src_emb if shared else W["decoder.output_projection.weight"]
 
     def embed(E, ids, side):
-        pe = W[side + ".embed_positions.weight"][: len(ids)] if learned else sinusoids(len(ids), D)
-        return E[ids] * np.sqrt(D) + pe
+        if positions == "none":
+            return E[ids] * np.sqrt(D)
+        if positions == "learned":
+            return E[ids] * np.sqrt(D) + W[side + ".embed_positions.weight"][: len(ids)]
+        return E[ids] * np.sqrt(D) + sinusoids(len(ids), D)
 
     def ffn(prefix):
         return lambda h: linear(np.maximum(0, linear(h, W, prefix + ".fc1")), W, prefix + ".fc2")
@@ -114,7 +132,7 @@ def main():
     L = int(meta["n_encoder_layers"])
     for l in range(L):
         p = "encoder.layers.%d" % l
-        x = sublayer(x, lambda h: mha(h, h, W, p + ".self_attn", H, enc_allowed), W,
+        x = sublayer(x, lambda h: mha(h, h, W, p + ".self_attn", H, enc_allowed, K), W,
                      p + ".self_attn_layer_norm", pre, eps)
         x = sublayer(x, ffn(p), W, p + ".final_layer_norm", pre, eps)
     if pre:
@@ -129,7 +147,7 @@ def main():
     L = int(meta["n_decoder_layers"])
     for l in range(L):
         p = "decoder.layers.%d" % l
-        y = sublayer(y, lambda h: mha(h, h, W, p + ".self_attn", H, dec_allowed), W,
+        y = sublayer(y, lambda h: mha(h, h, W, p + ".self_attn", H, dec_allowed, K), W,
                      p + ".self_attn_layer_norm", pre, eps)
         y = sublayer(y, lambda h: mha(h, states, W, p + ".encoder_attn", H, cross_allowed), W,
                      p + ".encoder_attn_layer_norm", pre, eps)

@@ -1,7 +1,8 @@
 /* test_forward.c - the forward pass used for inference: the layer kernels
  * against values worked out by hand (with NumPy), the softmax and the masks,
- * the incremental decoder against the full recomputation, batching and
- * padding invariance of the encoder and decoder, restricted attention, empty
+ * the incremental decoder against the full recomputation (every kind of
+ * positions, relative ones included), batching and padding invariance of
+ * the encoder and decoder, restricted attention and its band, empty
  * sentences, argument checks, and (when /usr/bin/python3 has NumPy) the
  * whole model against the independent reimplementation in forward_ref.py.
  *
@@ -145,15 +146,15 @@ static void test_attention_by_hand(void)
                               3.406672556, 4.406672556, 1.255234765, 1.255234765};
     float out[8], scratch[64], att[12];
     attention_mask m = {0, false, 0};
-    attention_forward(out, 4, hq, 4, hk, 4, hv, 4, 2, 3, 2, 2, m, scratch, att);
+    attention_forward(out, 4, hq, 4, hk, 4, hv, 4, 2, 3, 2, 2, m, NULL, scratch, att);
     for (int i = 0; i < 8; i++) CHECK_NEAR(out[i], full[i], 1e-6);
     CHECK_NEAR(att[0], 0.401112093, 1e-6);
     CHECK_NEAR(att[1], 0.197775815, 1e-6);
     CHECK_NEAR(att[6 + 1], 0.503489843, 1e-6); /* head 1, query 0, key 1 */
 
     attention_mask mc = {1, true, 0};
-    CHECK(attention_scratch_size(2, 3, mc) <= 64);
-    attention_forward(out, 4, hq, 4, hk, 4, hv, 4, 2, 3, 2, 2, mc, scratch, att);
+    CHECK(attention_scratch_size(2, 3, mc, 0) <= 64);
+    attention_forward(out, 4, hq, 4, hk, 4, hv, 4, 2, 3, 2, 2, mc, NULL, scratch, att);
     for (int i = 0; i < 8; i++) CHECK_NEAR(out[i], causal[i], 1e-6);
     CHECK(att[2] == 0.0f && att[6 + 2] == 0.0f); /* query 0 never sees key 2 */
     CHECK_NEAR(att[0], 0.669761549, 1e-6);
@@ -168,7 +169,7 @@ static void test_attention_by_hand(void)
             qkv[i * 12 + 8 + j] = hv[i * 4 + j];
         }
     for (int i = 0; i < 18; i++) wide[i] = -7;
-    attention_forward(wide + 4, 9, qkv, 12, qkv + 4, 12, qkv + 8, 12, 2, 3, 2, 2, m, scratch,
+    attention_forward(wide + 4, 9, qkv, 12, qkv + 4, 12, qkv + 8, 12, 2, 3, 2, 2, m, NULL, scratch,
                       NULL);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 4; j++) CHECK_NEAR(wide[i * 9 + 4 + j], full[i * 4 + j], 1e-6);
@@ -176,12 +177,12 @@ static void test_attention_by_hand(void)
 
     /* one query against its keys, as the incremental decoder does it */
     float row[4], scores[2 * 3]; /* [H, n_k] */
-    attention_row_forward(row, hq + 4, hk, 4, hv, 4, 3, 2, 2, scores);
+    attention_row_forward(row, hq + 4, hk, 4, hv, 4, 3, 2, 2, NULL, 0, scores);
     for (int j = 0; j < 4; j++) CHECK_NEAR(row[j], full[4 + j], 1e-6);
-    attention_row_forward(row, hq, hk, 4, hv, 4, 2, 2, 2, scores); /* keys 0..1 only */
+    attention_row_forward(row, hq, hk, 4, hv, 4, 2, 2, 2, NULL, 0, scores); /* keys 0..1 only */
     for (int j = 0; j < 4; j++) CHECK_NEAR(row[j], causal[j], 1e-6);
     /* no keys: zero output (a sentence with an empty source) */
-    attention_row_forward(row, hq, hk, 4, hv, 4, 0, 2, 2, scores);
+    attention_row_forward(row, hq, hk, 4, hv, 4, 0, 2, 2, NULL, 0, scores);
     for (int j = 0; j < 4; j++) CHECK(row[j] == 0.0f);
 }
 
@@ -376,7 +377,7 @@ static void test_logit_stats(void)
 static void test_masks_against_naive(void)
 {
     enum { N = 150, H = 2, Dh = 3, D = H * Dh };
-    static float q[N * D], k[N * D], v[N * D], out[N * D], att[H * N * N];
+    static float q[N * D], k[N * D], v[N * D], out[N * D], att[H * N * N], band[H * N * N];
     static double ref[N * D];
     tfm_rng rng;
     tfm_rng_seed(&rng, 7);
@@ -394,10 +395,17 @@ static void test_masks_against_naive(void)
                 /* causal queries sit at the end of the keys, as a decoder chunk would */
                 int q_pos = causal ? n_k - n_q : 0;
                 attention_mask m = {q_pos, causal, windows[wi]};
-                size_t ns = attention_scratch_size(n_q, n_k, m);
+                size_t ns = attention_scratch_size(n_q, n_k, m, 0);
                 float *scratch = malloc(ns * sizeof *scratch);
-                attention_forward(out, D, q, D, k, D, v, D, n_q, n_k, H, Dh, m, scratch, att);
+                /* the weights as kept (a window's band), then as a whole matrix */
+                attention_forward(out, D, q, D, k, D, v, D, n_q, n_k, H, Dh, m, NULL, scratch,
+                                  band);
+                attention_weights_expand(att, band, n_q, n_k, H, m);
                 free(scratch);
+                /* a band narrower than the keys is kept as a band */
+                int span = causal ? windows[wi] + 1 : 2 * windows[wi] + 1;
+                bool banded = windows[wi] > 0 && span < n_k;
+                CHECK(attention_band_width(n_k, m) == (banded ? span : n_k));
                 int bad_mask = 0, bad_sum = 0;
                 for (int h = 0; h < H; h++)
                     for (int i = 0; i < n_q; i++) {
@@ -454,11 +462,16 @@ static void test_sinusoid_values(void)
     tfm_buf cache;
     tfm_buf_init(&cache);
     int cached = 0;
-    CHECK(positions_table(NULL, &cache, &cached, 3, D) != NULL && cached == 3);
-    CHECK(positions_table(NULL, &cache, &cached, 2, D) != NULL && cached == 3);
-    const float *grown = positions_table(NULL, &cache, &cached, P, D);
+    const float *grown = NULL, *table = NULL;
+    CHECK(positions_table(TFM_POS_SINUSOIDAL, NULL, &cache, &cached, 3, D, &grown) && grown &&
+          cached == 3);
+    CHECK(positions_table(TFM_POS_SINUSOIDAL, NULL, &cache, &cached, 2, D, &grown) && grown &&
+          cached == 3);
+    CHECK(positions_table(TFM_POS_SINUSOIDAL, NULL, &cache, &cached, P, D, &grown));
     CHECK(grown && cached == P && max_abs_diff(grown, t, P * D) == 0);
-    CHECK(positions_table(t, &cache, &cached, 7, D) == t);
+    CHECK(positions_table(TFM_POS_LEARNED, t, &cache, &cached, 7, D, &table) && table == t);
+    /* relative positions only: no table, nothing added */
+    CHECK(positions_table(TFM_POS_NONE, NULL, &cache, &cached, 7, D, &table) && table == NULL);
     tfm_buf_free(&cache);
 
     /* the embedding: embed[id] * sqrt(D) + PE(pos) */
@@ -470,6 +483,8 @@ static void test_sinusoid_values(void)
     CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0) + t[6 * D + 4], 1e-6);
     embedding_forward(out, ids, E, t, 5, 0, 2, D); /* both rows at position 5 */
     CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0) + t[5 * D + 4], 1e-6);
+    embedding_forward(out, ids, E, NULL, 5, 1, 2, D); /* no absolute positions */
+    CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0), 1e-6);
 }
 
 /* ---- the model ------------------------------------------------------------------ */
@@ -480,11 +495,15 @@ static void test_sinusoid_values(void)
 static void test_incremental_equals_full(void)
 {
     enum { S = 6, T = 9 };
-    for (int combo = 0; combo < 32; combo++) {
-        bool pre = combo & 1, shared = combo & 8, packed = combo & 16;
-        tfm_pos_kind pos = (combo & 2) ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
+    for (int combo = 0; combo < 64; combo++) {
+        bool pre = combo & 1, shared = combo & 8, packed = combo & 16, relative = combo & 32;
+        /* relative positions (clipped at 3 of 9 target positions) alone or
+         * with sinusoids */
+        tfm_pos_kind pos = relative ? ((combo & 2) ? TFM_POS_SINUSOIDAL : TFM_POS_NONE)
+                           : (combo & 2) ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
         int window = (combo & 4) ? 2 : 0;
         tfm_config c = small_config(pre, pos, window, shared);
+        c.relative_positions = relative ? 3 : 0;
         tfm_model *m = test_nudged_model(&c, 100 + combo % 16);
         if (!m) return;
         tfm_error err;
@@ -512,8 +531,9 @@ static void test_incremental_equals_full(void)
             CHECK(tfm_decoder_step(d, &tgt[t], step, &err) == TFM_OK);
             worst = fmax(worst, max_abs_diff(step, full + (size_t)t * V, (size_t)V));
         }
-        CHECK_MSG(worst <= 1e-5, "pre %d learned %d window %d shared %d packed %d: differ by %g",
-                  pre, pos == TFM_POS_LEARNED, window, shared, packed, worst);
+        CHECK_MSG(worst <= 1e-5,
+                  "pre %d positions %d relative %d window %d shared %d packed %d: differ by %g",
+                  pre, (int)pos, c.relative_positions, window, shared, packed, worst);
         /* and the log-probs are a distribution */
         double sum = 0;
         for (int i = 0; i < V; i++) sum += exp(step[i]);
@@ -848,9 +868,14 @@ static void test_numpy_reference(void)
     snprintf(model_path, sizeof model_path, "%s/m.safetensors", dir);
     snprintf(out_path, sizeof out_path, "%s/out.f32", dir);
     enum { S = 7, T = 6, D = 16, V = 23 };
-    for (int variant = 0; variant < 2; variant++) {
-        tfm_config c = variant ? small_config(true, TFM_POS_LEARNED, 2, false)
-                               : small_config(false, TFM_POS_SINUSOIDAL, 0, true);
+    for (int variant = 0; variant < 4; variant++) {
+        /* 0, 1: absolute positions; 2: relative alone (clipped at 3, so
+         * the 7-token source clips); 3: learned + relative 2, window 2 */
+        tfm_config c = variant == 0   ? small_config(false, TFM_POS_SINUSOIDAL, 0, true)
+                       : variant == 1 ? small_config(true, TFM_POS_LEARNED, 2, false)
+                       : variant == 2 ? small_config(false, TFM_POS_NONE, 0, true)
+                                      : small_config(true, TFM_POS_LEARNED, 2, false);
+        c.relative_positions = variant == 2 ? 3 : variant == 3 ? 2 : 0;
         tfm_model *m = test_nudged_model(&c, 700 + variant);
         if (!m) return;
         tfm_error err;

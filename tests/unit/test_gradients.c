@@ -1,7 +1,10 @@
 /* test_gradients.c - the backward pass: every layer's backward and the whole
- * model's gradient against central finite differences in double precision;
- * the training forward against the inference path; batching, padding,
- * dropout, accumulation and argument checks of the training API.
+ * model's gradient against central finite differences in double precision
+ * (relative position representations and restricted attention included);
+ * restricted attention, kept and differentiated band by band, against the
+ * same computation over whole masked matrices; the training forward against
+ * the inference path; batching, padding, dropout, accumulation and argument
+ * checks of the training API.
  *
  * How the double-precision check works.  The kernels compute in float (they
  * are cblas_sgemm calls), and finite differences of a float function are
@@ -192,23 +195,44 @@ static bool ref_visible(attention_mask m, int i, int j)
     return true;
 }
 
-/* out [n_q, H*Dh] (rows H*Dh apart): per head softmax(q k^T / sqrt(Dh)),
- * masked, dropped out with keep (NULL: none) and rate p, times v.  q rows
+/* Relative position tables in double: a^K and a^V [2K+1, Dh], K = clip
+ * (0: none, the tables are then not read). */
+typedef struct ref_relative {
+    const double *keys, *values;
+    int clip;
+} ref_relative;
+
+/* The row of the tables for key j seen from query position pos: Shaw et
+ * al.'s clip(j - pos, -K, K), shifted to 0 .. 2K. */
+static int ref_bucket(int j, int pos, int K)
+{
+    int d = j - pos;
+    return K + (d < -K ? -K : d > K ? K : d);
+}
+
+/* out [n_q, H*Dh] (rows H*Dh apart): per head softmax(q (k + a^K)^T /
+ * sqrt(Dh)), masked, dropped out with keep (NULL: none; laid out as the
+ * kernel keeps it, [H, n_q, band width]) and rate p, times v + a^V.  q rows
  * ldq apart; k and v rows ldk apart. */
 static void ref_attention(double *out, const double *q, int ldq, const double *k,
                           const double *v, int ldk, int n_q, int n_k, int H, int Dh,
-                          attention_mask m, const uint8_t *keep, double p)
+                          attention_mask m, ref_relative rel, const uint8_t *keep, double p)
 {
-    const int D = H * Dh;
+    const int D = H * Dh, K = rel.clip, width = attention_band_width(n_k, m);
     double *a = malloc(((size_t)n_k + 1) * sizeof *a);
     for (int h = 0; h < H; h++)
         for (int i = 0; i < n_q; i++) {
+            const int pos = m.q_pos + i;
             double mx = -INFINITY, sum = 0;
             for (int j = 0; j < n_k; j++) {
                 a[j] = -INFINITY;
                 if (!ref_visible(m, i, j)) continue;
                 double s = 0;
-                for (int c = 0; c < Dh; c++) s += q[i * ldq + h * Dh + c] * k[j * ldk + h * Dh + c];
+                for (int c = 0; c < Dh; c++) {
+                    double key = k[j * ldk + h * Dh + c];
+                    if (K) key += rel.keys[ref_bucket(j, pos, K) * Dh + c];
+                    s += q[i * ldq + h * Dh + c] * key;
+                }
                 a[j] = s / sqrt((double)Dh);
                 mx = fmax(mx, a[j]);
             }
@@ -216,13 +240,19 @@ static void ref_attention(double *out, const double *q, int ldq, const double *k
                 a[j] = a[j] == -INFINITY ? 0 : exp(a[j] - mx);
                 sum += a[j];
             }
+            const int first = attention_band_first(m, i, n_k);
             for (int j = 0; j < n_k; j++) {
                 a[j] = sum > 0 ? a[j] / sum : 0;
-                if (keep) a[j] *= keep[((size_t)h * n_q + i) * n_k + j] / (1 - p);
+                if (keep && a[j] != 0)
+                    a[j] *= keep[((size_t)h * n_q + i) * width + (j - first)] / (1 - p);
             }
             for (int c = 0; c < Dh; c++) {
                 double o = 0;
-                for (int j = 0; j < n_k; j++) o += a[j] * v[j * ldk + h * Dh + c];
+                for (int j = 0; j < n_k; j++) {
+                    double value = v[j * ldk + h * Dh + c];
+                    if (K) value += rel.values[ref_bucket(j, pos, K) * Dh + c];
+                    o += a[j] * value;
+                }
                 out[i * D + h * Dh + c] = o;
             }
         }
@@ -458,13 +488,16 @@ static void test_softmax_backward(void)
 /* One attention check: q rows and k, v rows in buffers laid out as the
  * model lays them out (a fused [n, 3D] q,k,v buffer for self-attention;
  * queries [n_q, D] and a [rows, 2D] k,v buffer for encoder-decoder
- * attention), with masks, dropout, and keys past n_k (padding rows of the
- * buffer) that must neither matter nor receive gradient. */
+ * attention), with masks, dropout, relative position tables, and keys past
+ * n_k (padding rows of the buffer) that must neither matter nor receive
+ * gradient. */
 typedef struct attention_case {
     int n_q, n_k, kv_rows, H, Dh;
     bool fused;
     attention_mask mask;
     double *qbuf, *kvbuf, *w; /* fused: qbuf is the q,k,v buffer and kvbuf NULL */
+    double *relk, *relv;      /* [2K+1, Dh] each, K = rel_clip (0: none) */
+    int rel_clip;
     const uint8_t *keep;
     double p;
 } attention_case;
@@ -495,29 +528,52 @@ static double attention_objective(void *p)
     int ldq, ldk;
     attention_case_pointers(c, c->qbuf, c->kvbuf, &q, &k, &v, &ldq, &ldk);
     double *out = malloc((size_t)c->n_q * D * sizeof *out);
-    ref_attention(out, q, ldq, k, v, ldk, c->n_q, c->n_k, c->H, c->Dh, c->mask, c->keep, c->p);
+    ref_relative rel = {c->relk, c->relv, c->rel_clip};
+    ref_attention(out, q, ldq, k, v, ldk, c->n_q, c->n_k, c->H, c->Dh, c->mask, rel, c->keep,
+                  c->p);
     double s = dot(out, c->w, (size_t)c->n_q * D);
     free(out);
     return s;
 }
 
-static void check_attention(const char *name, int n_q, int n_k, int kv_rows, bool fused,
-                            attention_mask mask, float p_drop, uint64_t seed)
+/* What one check_attention runs. */
+typedef struct attention_setup {
+    const char *name;
+    int n_q, n_k, kv_rows;
+    bool fused;
+    attention_mask mask;
+    float p_drop;
+    int rel_clip;
+    uint64_t seed;
+} attention_setup;
+
+static void check_attention(attention_setup t)
 {
     enum { H = 2, Dh = 3, D = H * Dh };
+    const char *name = t.name;
+    const int n_q = t.n_q, n_k = t.n_k, kv_rows = t.kv_rows, K = t.rel_clip;
+    const bool fused = t.fused;
+    const attention_mask mask = t.mask;
     tfm_rng rng;
-    tfm_rng_seed(&rng, seed);
+    tfm_rng_seed(&rng, t.seed);
     const size_t nqb = (size_t)(fused ? kv_rows * 3 * D : n_q * D);
     const size_t nkvb = fused ? 0 : (size_t)kv_rows * 2 * D;
+    const size_t nrel = (size_t)attention_relative_rows(K) * Dh;
     double *qbuf = malloc(nqb * sizeof *qbuf), *kvbuf = malloc((nkvb + 1) * sizeof *kvbuf);
     double *w = malloc((size_t)n_q * D * sizeof *w), *ref = malloc((size_t)n_q * D * sizeof *ref);
+    double *relk = malloc((nrel + 1) * sizeof *relk), *relv = malloc((nrel + 1) * sizeof *relv);
     fill_uniform(qbuf, nqb, -1.5, 1.5, &rng);
     fill_uniform(kvbuf, nkvb, -1.5, 1.5, &rng);
     fill_uniform(w, (size_t)n_q * D, -1, 1, &rng);
+    fill_uniform(relk, nrel, -1, 1, &rng);
+    fill_uniform(relv, nrel, -1, 1, &rng);
     float *qf = to_float(qbuf, nqb), *kvf = to_float(kvbuf, nkvb), *wf = to_float(w, (size_t)n_q * D);
+    float *relkf = to_float(relk, nrel), *relvf = to_float(relv, nrel);
 
     attention_case c = {n_q, n_k, kv_rows, H, Dh, fused, mask, qbuf, fused ? NULL : kvbuf, w,
-                        NULL, p_drop};
+                        relk, relv, K, NULL, t.p_drop};
+    const attention_relative rel = {relkf, relvf, K};
+    const attention_relative *relp = K ? &rel : NULL;
     float *q, *k, *v;
     int ldq, ldk;
     if (fused) {
@@ -525,41 +581,52 @@ static void check_attention(const char *name, int n_q, int n_k, int kv_rows, boo
     } else {
         q = qf, k = kvf, v = kvf + D, ldq = D, ldk = 2 * D;
     }
-    size_t ns = attention_scratch_size(n_q, n_k, mask);
-    if (ns < (size_t)n_q * n_k) ns = (size_t)n_q * n_k;
-    float *scratch = malloc(ns * sizeof *scratch);
-    float *att = malloc(((size_t)H * n_q * n_k + 1) * sizeof *att);
-    uint8_t *keep = malloc((size_t)H * n_q * n_k + 1);
+    size_t ns = attention_scratch_size(n_q, n_k, mask, K);
+    size_t nd = attention_dropout_scratch_size(n_q, n_k, mask, K);
+    float *scratch = malloc((ns > nd ? ns : nd) * sizeof *scratch);
+    const size_t n_att = attention_weights_size(n_q, n_k, H, mask);
+    float *att = malloc((n_att + 1) * sizeof *att);
+    uint8_t *keep = malloc(n_att + 1);
     float *out = malloc((size_t)n_q * D * sizeof *out);
-    attention_forward(out, D, q, ldq, k, ldk, v, ldk, n_q, n_k, H, Dh, mask, scratch, att);
-    if (p_drop > 0) {
-        attention_dropout_forward(out, D, v, ldk, att, keep, n_q, n_k, H, Dh, p_drop, &rng,
-                                  scratch);
+    attention_forward(out, D, q, ldq, k, ldk, v, ldk, n_q, n_k, H, Dh, mask, relp, scratch, att);
+    if (t.p_drop > 0) {
+        attention_dropout_forward(out, D, v, ldk, att, keep, n_q, n_k, H, Dh, mask, relp,
+                                  t.p_drop, &rng, scratch);
         c.keep = keep; /* the reference replays the mask drawn */
     }
     double *rq, *rk, *rv;
     int rldq, rldk;
     attention_case_pointers(&c, qbuf, kvbuf, &rq, &rk, &rv, &rldq, &rldk);
-    ref_attention(ref, rq, rldq, rk, rv, rldk, n_q, n_k, H, Dh, mask, c.keep, p_drop);
+    ref_attention(ref, rq, rldq, rk, rv, rldk, n_q, n_k, H, Dh, mask,
+                  (ref_relative){relk, relv, K}, c.keep, t.p_drop);
     CHECK_MSG(max_diff_fd(out, ref, (size_t)n_q * D) < 1e-5, "%s: forward off by %g", name,
               max_diff_fd(out, ref, (size_t)n_q * D));
 
     /* gradients into zeroed buffers laid out as the inputs */
     float *dqf = calloc(nqb, sizeof *dqf), *dkvf = calloc(nkvb + 1, sizeof *dkvf);
+    float *drelk = calloc(nrel + 1, sizeof *drelk), *drelv = calloc(nrel + 1, sizeof *drelv);
     float *dq, *dk, *dv;
     if (fused)
         dq = dqf, dk = dqf + D, dv = dqf + 2 * D;
     else
         dq = dqf, dk = dkvf, dv = dkvf + D;
-    float *bscratch = malloc(attention_backward_scratch_size(n_q, n_k) * sizeof *bscratch);
-    attention_backward(dq, dk, dv, wf, D, q, ldq, k, ldk, v, ldk, att, c.keep, p_drop, n_q, n_k,
-                       H, Dh, bscratch);
+    const attention_relative_grad drel = {drelk, drelv};
+    float *bscratch =
+        malloc(attention_backward_scratch_size(n_q, n_k, mask, K) * sizeof *bscratch);
+    attention_backward(dq, dk, dv, &drel, wf, D, q, ldq, k, ldk, v, ldk, att, c.keep, t.p_drop,
+                       n_q, n_k, H, Dh, mask, relp, bscratch);
     char what[96];
     snprintf(what, sizeof what, "%s: d%s", name, fused ? "qkv" : "q");
     CHECK_GRAD(what, dqf, qbuf, nqb, attention_objective, &c);
     if (!fused) {
         snprintf(what, sizeof what, "%s: dkv", name);
         CHECK_GRAD(what, dkvf, kvbuf, nkvb, attention_objective, &c);
+    }
+    if (K) {
+        snprintf(what, sizeof what, "%s: drelative_keys", name);
+        CHECK_GRAD(what, drelk, relk, nrel, attention_objective, &c);
+        snprintf(what, sizeof what, "%s: drelative_values", name);
+        CHECK_GRAD(what, drelv, relv, nrel, attention_objective, &c);
     }
     /* padding rows past n_k were never written */
     bool untouched = true;
@@ -571,32 +638,215 @@ static void check_attention(const char *name, int n_q, int n_k, int kv_rows, boo
     free(kvbuf);
     free(w);
     free(ref);
+    free(relk);
+    free(relv);
     free(qf);
     free(kvf);
     free(wf);
+    free(relkf);
+    free(relvf);
     free(scratch);
     free(att);
     free(keep);
     free(out);
     free(dqf);
     free(dkvf);
+    free(drelk);
+    free(drelv);
     free(bscratch);
 }
 
 static void test_attention_backward(void)
 {
+    const attention_mask full = {0, false, 0}, causal = {0, true, 0};
     /* self-attention through the fused q,k,v buffer */
-    check_attention("full", 5, 5, 5, true, (attention_mask){0, false, 0}, 0, 11);
-    check_attention("causal", 5, 5, 5, true, (attention_mask){0, true, 0}, 0, 12);
-    check_attention("causal window 2", 6, 6, 6, true, (attention_mask){0, true, 2}, 0, 13);
-    check_attention("window 1", 6, 6, 6, true, (attention_mask){0, false, 1}, 0, 14);
+    check_attention((attention_setup){"full", 5, 5, 5, true, full, 0, 0, 11});
+    check_attention((attention_setup){"causal", 5, 5, 5, true, causal, 0, 0, 12});
+    check_attention((attention_setup){"causal window 2", 6, 6, 6, true, {0, true, 2}, 0, 0, 13});
+    check_attention((attention_setup){"window 1", 6, 6, 6, true, {0, false, 1}, 0, 0, 14});
     /* encoder-decoder attention: n_q != n_k, keys from a [rows, 2D] buffer;
      * the padding mask: 3 real keys in a buffer of 5 rows */
-    check_attention("cross", 4, 6, 6, false, (attention_mask){0, false, 0}, 0, 15);
-    check_attention("cross, padded keys", 4, 3, 5, false, (attention_mask){0, false, 0}, 0, 16);
-    /* attention dropout with the mask it drew */
-    check_attention("causal + dropout", 5, 5, 5, true, (attention_mask){0, true, 0}, 0.3f, 17);
-    check_attention("cross + dropout", 3, 4, 4, false, (attention_mask){0, false, 0}, 0.5f, 18);
+    check_attention((attention_setup){"cross", 4, 6, 6, false, full, 0, 0, 15});
+    check_attention((attention_setup){"cross, padded keys", 4, 3, 5, false, full, 0, 0, 16});
+    /* attention dropout with the mask it drew, whole and banded */
+    check_attention((attention_setup){"causal + dropout", 5, 5, 5, true, causal, 0.3f, 0, 17});
+    check_attention((attention_setup){"cross + dropout", 3, 4, 4, false, full, 0.5f, 0, 18});
+    check_attention((attention_setup){"window 1 + dropout", 6, 6, 6, true, {0, false, 1}, 0.3f,
+                                      0, 19});
+    /* relative positions: distances clipped at 2 (so some are clipped), with
+     * each mask, and with dropout; a query block starting past position 0 */
+    check_attention((attention_setup){"relative 2", 6, 6, 6, true, full, 0, 2, 20});
+    check_attention((attention_setup){"relative 2, causal", 6, 6, 6, true, causal, 0, 2, 21});
+    check_attention((attention_setup){"relative 1, window 2", 7, 7, 7, true, {0, false, 2}, 0, 1,
+                                      22});
+    check_attention((attention_setup){"relative 3, causal window 1, dropout", 6, 6, 6, true,
+                                      {0, true, 1}, 0.3f, 3, 23});
+    check_attention((attention_setup){"relative 2, queries at 3", 3, 6, 6, true, {3, true, 0}, 0,
+                                      2, 24});
+}
+
+/* The gradients of ref_attention with q, k, v laid out [n, H*Dh] (rows
+ * H*Dh apart), worked out on the whole [n_q, n_k] matrix of each head with
+ * the mask applied entry by entry, as the backward pass did before it went
+ * band by band: dq, dk, dv [n, H*Dh] and drelk, drelv [2K+1, Dh] are
+ * overwritten; dout [n_q, H*Dh]. */
+static void ref_attention_backward(double *dq, double *dk, double *dv, double *drelk,
+                                   double *drelv, const double *dout, const double *q,
+                                   const double *k, const double *v, int n_q, int n_k, int H,
+                                   int Dh, attention_mask m, ref_relative rel,
+                                   const uint8_t *keep, double p)
+{
+    const int D = H * Dh, K = rel.clip, width = attention_band_width(n_k, m);
+    const double scale = 1 / sqrt((double)Dh);
+    memset(dq, 0, (size_t)n_q * D * sizeof *dq);
+    memset(dk, 0, (size_t)n_k * D * sizeof *dk);
+    memset(dv, 0, (size_t)n_k * D * sizeof *dv);
+    if (K) {
+        memset(drelk, 0, (size_t)(2 * K + 1) * Dh * sizeof *drelk);
+        memset(drelv, 0, (size_t)(2 * K + 1) * Dh * sizeof *drelv);
+    }
+    double *P = malloc((size_t)n_k * sizeof *P), *drop = malloc((size_t)n_k * sizeof *drop);
+    double *dP = malloc((size_t)n_k * sizeof *dP);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < n_q; i++) {
+            const int pos = m.q_pos + i, first = attention_band_first(m, i, n_k);
+            const double *qi = q + (size_t)i * D + h * Dh, *gi = dout + (size_t)i * D + h * Dh;
+            /* the forward's weights P and their dropout factors */
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < n_k; j++) {
+                P[j] = -INFINITY;
+                if (!ref_visible(m, i, j)) continue;
+                double s = 0;
+                for (int c = 0; c < Dh; c++)
+                    s += qi[c] * (k[(size_t)j * D + h * Dh + c] +
+                                  (K ? rel.keys[ref_bucket(j, pos, K) * Dh + c] : 0));
+                P[j] = s * scale;
+                mx = fmax(mx, P[j]);
+            }
+            for (int j = 0; j < n_k; j++) {
+                P[j] = P[j] == -INFINITY ? 0 : exp(P[j] - mx);
+                sum += P[j];
+            }
+            double dot_pd = 0;
+            for (int j = 0; j < n_k; j++) {
+                P[j] = sum > 0 ? P[j] / sum : 0;
+                drop[j] = !keep || P[j] == 0 ? 1
+                          : keep[((size_t)h * n_q + i) * width + (j - first)] / (1 - p);
+                /* dV += P' dO;  dP' = dO (v + a^V);  dP = dP' through the mask */
+                double dpj = 0;
+                for (int c = 0; c < Dh; c++) {
+                    double value = v[(size_t)j * D + h * Dh + c];
+                    if (K) {
+                        value += rel.values[ref_bucket(j, pos, K) * Dh + c];
+                        drelv[ref_bucket(j, pos, K) * Dh + c] += P[j] * drop[j] * gi[c];
+                    }
+                    dv[(size_t)j * D + h * Dh + c] += P[j] * drop[j] * gi[c];
+                    dpj += gi[c] * value;
+                }
+                dP[j] = dpj * drop[j];
+                dot_pd += dP[j] * P[j];
+            }
+            /* dS = P (dP - <dP, P>);  dq += dS (k + a^K) scale;  dk, da^K += dS q scale */
+            for (int j = 0; j < n_k; j++) {
+                double ds = P[j] * (dP[j] - dot_pd) * scale;
+                if (ds == 0) continue;
+                for (int c = 0; c < Dh; c++) {
+                    double key = k[(size_t)j * D + h * Dh + c];
+                    if (K) {
+                        key += rel.keys[ref_bucket(j, pos, K) * Dh + c];
+                        drelk[ref_bucket(j, pos, K) * Dh + c] += ds * qi[c];
+                    }
+                    dq[(size_t)i * D + h * Dh + c] += ds * key;
+                    dk[(size_t)j * D + h * Dh + c] += ds * qi[c];
+                }
+            }
+        }
+    free(P);
+    free(drop);
+    free(dP);
+}
+
+/* The largest |a - b| over n values, against the largest |b|. */
+static double rel_error(const float *a, const double *b, size_t n)
+{
+    double scale = 1e-30;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+    return max_diff_fd(a, b, n) / scale;
+}
+
+/* Restricted attention over several query blocks (150 queries: blocks of
+ * 64 and more), kept as bands and differentiated band by band, equals the
+ * computation over whole masked matrices, forward and backward, with and
+ * without relative positions and dropout; so does full and causal
+ * attention, block by block. */
+static void test_windowed_backward_equals_dense(void)
+{
+    enum { N = 150, H = 2, Dh = 4, D = H * Dh, K = 3, NR = (2 * K + 1) * Dh };
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 77);
+    static double q[N * D], k[N * D], v[N * D], g[N * D], rk[NR], rv[NR], ref[N * D];
+    static double dq[N * D], dk[N * D], dv[N * D], drk[NR], drv[NR];
+    fill_uniform(q, N * D, -1.5, 1.5, &rng);
+    fill_uniform(k, N * D, -1.5, 1.5, &rng);
+    fill_uniform(v, N * D, -1, 1, &rng);
+    fill_uniform(g, N * D, -1, 1, &rng);
+    fill_uniform(rk, NR, -1, 1, &rng);
+    fill_uniform(rv, NR, -1, 1, &rng);
+    float *qf = to_float(q, N * D), *kf = to_float(k, N * D), *vf = to_float(v, N * D);
+    float *gf = to_float(g, N * D), *rkf = to_float(rk, NR), *rvf = to_float(rv, NR);
+    static float out[N * D], fdq[N * D], fdk[N * D], fdv[N * D], fdrk[NR], fdrv[NR];
+    static float att[H * N * N];
+    static uint8_t keep[H * N * N];
+    const int windows[] = {0, 1, 5, 70};
+    for (int wi = 0; wi < 4; wi++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int variant = 0; variant < 3; variant++) {
+                const int clip = variant >= 1 ? K : 0;
+                const float p = variant == 2 ? 0.2f : 0.0f;
+                const attention_mask m = {0, causal, windows[wi]};
+                const attention_relative rel = {rkf, rvf, clip};
+                const attention_relative *relp = clip ? &rel : NULL;
+                size_t ns = attention_scratch_size(N, N, m, clip);
+                size_t nd = attention_dropout_scratch_size(N, N, m, clip);
+                float *scratch = malloc((ns > nd ? ns : nd) * sizeof *scratch);
+                float *bscratch =
+                    malloc(attention_backward_scratch_size(N, N, m, clip) * sizeof *bscratch);
+                attention_forward(out, D, qf, D, kf, D, vf, D, N, N, H, Dh, m, relp, scratch,
+                                  att);
+                if (p > 0)
+                    attention_dropout_forward(out, D, vf, D, att, keep, N, N, H, Dh, m, relp, p,
+                                              &rng, scratch);
+                memset(fdq, 0, sizeof fdq);
+                memset(fdk, 0, sizeof fdk);
+                memset(fdv, 0, sizeof fdv);
+                memset(fdrk, 0, sizeof fdrk);
+                memset(fdrv, 0, sizeof fdrv);
+                const attention_relative_grad drel = {fdrk, fdrv};
+                attention_backward(fdq, fdk, fdv, &drel, gf, D, qf, D, kf, D, vf, D, att,
+                                   p > 0 ? keep : NULL, p, N, N, H, Dh, m, relp, bscratch);
+                const ref_relative rr = {rk, rv, clip};
+                ref_attention(ref, q, D, k, v, D, N, N, H, Dh, m, rr, p > 0 ? keep : NULL, p);
+                ref_attention_backward(dq, dk, dv, drk, drv, g, q, k, v, N, N, H, Dh, m, rr,
+                                       p > 0 ? keep : NULL, p);
+                double e = rel_error(out, ref, N * D);
+                e = fmax(e, rel_error(fdq, dq, N * D));
+                e = fmax(e, rel_error(fdk, dk, N * D));
+                e = fmax(e, rel_error(fdv, dv, N * D));
+                if (clip) e = fmax(e, fmax(rel_error(fdrk, drk, NR), rel_error(fdrv, drv, NR)));
+                CHECK_MSG(e < 2e-5, "window %d causal %d relative %d dropout %g: off by %g",
+                          windows[wi], causal, clip, (double)p, e);
+                /* a narrow window keeps a band, O(window n) floats */
+                if (windows[wi] == 1)
+                    CHECK(attention_weights_size(N, N, H, m) == (size_t)H * N * (causal ? 2 : 3));
+                free(scratch);
+                free(bscratch);
+            }
+    free(qf);
+    free(kf);
+    free(vf);
+    free(gf);
+    free(rkf);
+    free(rvf);
 }
 
 typedef struct embed_case {
@@ -867,14 +1117,16 @@ typedef struct ref_model {
 #define TH(r, ptr) ((r)->theta + ((ptr) - (r)->m->data))
 
 /* x [n, D] = embeddings * sqrt(D) + positions (from the paper's formula,
- * or the learned table when there is one) */
+ * or the learned table when there is one, or none for relative positions
+ * alone) */
 static void ref_embed(const ref_model *r, double *x, const int32_t *ids, int n,
                       const float *table, const float *learned)
 {
     const int D = r->m->config.d_model;
     for (int i = 0; i < n; i++)
         for (int d = 0; d < D; d++) {
-            double pe = learned ? TH(r, learned)[i * D + d]
+            double pe = r->m->config.positions == TFM_POS_NONE ? 0
+                        : learned ? TH(r, learned)[i * D + d]
                         : d % 2 == 0 ? sin(i / pow(10000.0, (double)d / D))
                                      : cos(i / pow(10000.0, (double)(d - 1) / D));
             x[i * D + d] = TH(r, table)[ids[i] * D + d] * sqrt((double)D) + pe;
@@ -914,7 +1166,11 @@ static void ref_mha(const ref_model *r, double *out, const double *qin, int nq,
     ref_linear(q, qin, nq, D, D, TH(r, a->q_proj.weight), TH(r, a->q_proj.bias));
     ref_linear(k, kvin, nk, D, D, TH(r, a->k_proj.weight), TH(r, a->k_proj.bias));
     ref_linear(v, kvin, nk, D, D, TH(r, a->v_proj.weight), TH(r, a->v_proj.bias));
-    ref_attention(ctx, q, D, k, v, D, nq, nk, H, D / H, mask, NULL, 0);
+    ref_relative rel = {NULL, NULL, 0};
+    if (a->relative_keys)
+        rel = (ref_relative){TH(r, a->relative_keys), TH(r, a->relative_values),
+                             r->m->config.relative_positions};
+    ref_attention(ctx, q, D, k, v, D, nq, nk, H, D / H, mask, rel, NULL, 0);
     ref_linear(out, ctx, nq, D, D, TH(r, a->out_proj.weight), TH(r, a->out_proj.bias));
     free(q);
     free(k);
@@ -1156,6 +1412,15 @@ static void test_model_gradient(void)
     check_model_gradient("post-norm, unshared, learned, window 1, 2 layers", &c, 23);
     c = tiny_config(true, true, TFM_POS_SINUSOIDAL, 2, 2);
     check_model_gradient("pre-norm, shared, sinusoidal, window 2, 2 layers", &c, 24);
+    /* relative positions clipped at 2 (pairs up to 5 apart), alone and with
+     * absolute ones and a window */
+    c = tiny_config(false, true, TFM_POS_NONE, 0, 1);
+    c.relative_positions = 2;
+    check_model_gradient("post-norm, shared, relative 2 alone", &c, 25);
+    c = tiny_config(true, false, TFM_POS_SINUSOIDAL, 1, 2);
+    c.relative_positions = 3;
+    check_model_gradient("pre-norm, unshared, sinusoidal + relative 3, window 1, 2 layers", &c,
+                         26);
 }
 
 /* With dropout on, the gradient of the loss under fixed masks, against
@@ -1164,9 +1429,9 @@ static void test_model_gradient(void)
  * ~1e-6 of the loss, so the step is 3e-3 and the tolerance 3% plus 1% of
  * the largest gradient: loose, but a mask missing from one backward path
  * changes gradients by O(1). */
-static void test_model_gradient_with_dropout(void)
+static void check_model_gradient_with_dropout(const char *name, const tfm_config *cp)
 {
-    tfm_config c = tiny_config(false, true, TFM_POS_LEARNED, 0, 1);
+    tfm_config c = *cp;
     c.dropout = 0.3f;
     c.attention_dropout = 0.2f;
     c.activation_dropout = 0.25f;
@@ -1216,16 +1481,25 @@ static void test_model_gradient_with_dropout(void)
             points++;
             if (fabs(g[j] - fd) > 0.03 * fabs(fd) + 0.01 * gmax) {
                 if (bad++ < 5)
-                    printf("  %s[%zu]: backward %.6g, finite difference %.6g\n", tl->names[i], j,
-                           g[j], fd);
+                    printf("  %s: %s[%zu]: backward %.6g, finite difference %.6g\n", name,
+                           tl->names[i], j, g[j], fd);
             }
         }
     }
-    CHECK_MSG(bad == 0, "%d of %d points off", bad, points);
+    CHECK_MSG(bad == 0, "%s: %d of %d points off", name, bad, points);
     free(tl);
     free(grads);
     tfm_train_workspace_free(ws);
     tfm_model_free(m);
+}
+
+static void test_model_gradient_with_dropout(void)
+{
+    tfm_config c = tiny_config(false, true, TFM_POS_LEARNED, 0, 1);
+    check_model_gradient_with_dropout("learned positions", &c);
+    c = tiny_config(false, true, TFM_POS_NONE, 2, 1);
+    c.relative_positions = 2;
+    check_model_gradient_with_dropout("relative 2 alone, window 2", &c);
 }
 
 /* ---- the training forward against the inference path, batching, the API ------------------- */
@@ -1288,13 +1562,19 @@ static void test_loss_matches_inference(void)
     check_against_inference("post-norm", &c, 41);
     c = tiny_config(true, false, TFM_POS_LEARNED, 2, 2);
     check_against_inference("pre-norm, learned, window 2", &c, 42);
+    c = tiny_config(false, true, TFM_POS_NONE, 0, 2);
+    c.relative_positions = 2;
+    check_against_inference("post-norm, relative 2 alone", &c, 43);
+    c = tiny_config(true, true, TFM_POS_LEARNED, 2, 2);
+    c.relative_positions = 1;
+    check_against_inference("pre-norm, learned + relative 1, window 2", &c, 44);
 }
 
 /* The loss and the gradient of a batch equal the sums over its pairs taken
  * one at a time, with empty sources and targets among them. */
-static void test_batched_equals_single(void)
+static void check_batched_equals_single(const tfm_config *cp)
 {
-    tfm_config c = tiny_config(true, true, TFM_POS_LEARNED, 0, 2);
+    tfm_config c = *cp;
     tfm_model *m = test_nudged_model(&c, 51);
     if (!m) return;
     const int src_lens[5] = {5, 0, 7, 2, 3}, tgt_lens[5] = {4, 3, 6, 0, 2};
@@ -1328,6 +1608,53 @@ static void test_batched_equals_single(void)
     CHECK(fwd.loss == all.loss && fwd.nll == all.nll);
     free(batched);
     free(singles);
+    tfm_train_workspace_free(ws);
+    tfm_model_free(m);
+}
+
+static void test_batched_equals_single(void)
+{
+    tfm_config c = tiny_config(true, true, TFM_POS_LEARNED, 0, 2);
+    check_batched_equals_single(&c);
+    c = tiny_config(false, true, TFM_POS_NONE, 2, 2);
+    c.relative_positions = 3;
+    check_batched_equals_single(&c);
+}
+
+/* Training with a window no shorter than the sentences is training with
+ * full attention (the same loss and gradients, to rounding), and with a
+ * short window it is not. */
+static void test_window_covering_equals_full(void)
+{
+    tfm_config c = tiny_config(true, true, TFM_POS_SINUSOIDAL, 0, 2);
+    c.relative_positions = 3;
+    tfm_model *m = test_nudged_model(&c, 81);
+    if (!m) return;
+    const int src_lens[3] = {5, 7, 3}, tgt_lens[3] = {4, 6, 2};
+    test_batch t;
+    make_batch(&t, &c, 3, src_lens, tgt_lens, 82);
+    tfm_train_workspace *ws;
+    tfm_error err;
+    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    const size_t n = tfm_params_count(&c);
+    const int windows[3] = {0, 8, 2};
+    float *g[3];
+    tfm_loss_sums sums[3];
+    for (int w = 0; w < 3; w++) {
+        m->config.attention_window = windows[w];
+        g[w] = calloc(n, sizeof(float));
+        CHECK(tfm_model_forward_backward(ws, &t.b, NULL, 1.0f, g[w], &sums[w], &err) == TFM_OK);
+    }
+    double same = 0, other = 0, gmax = max_abs(g[0], n);
+    for (size_t i = 0; i < n; i++) {
+        same = fmax(same, fabs(g[1][i] - g[0][i]));
+        other = fmax(other, fabs(g[2][i] - g[0][i]));
+    }
+    CHECK_NEAR(sums[1].loss, sums[0].loss, 1e-6 * sums[0].loss);
+    CHECK_MSG(same <= 1e-6 * gmax, "a covering window: gradients differ by %g (largest %g)", same,
+              gmax);
+    CHECK(fabs(sums[2].loss - sums[0].loss) > 1e-4 && other > 1e-3 * gmax);
+    for (int w = 0; w < 3; w++) free(g[w]);
     tfm_train_workspace_free(ws);
     tfm_model_free(m);
 }
@@ -1441,10 +1768,11 @@ int openblas_get_num_threads(void);
  * is given back.  And the threaded result is right: it equals the sum over
  * the pairs taken one at a time (which the tiny tests check against finite
  * differences). */
-static void check_threads(const char *name, bool pre_norm, uint64_t seed)
+static void check_threads(const char *name, bool pre_norm, int relative, uint64_t seed)
 {
     tfm_config c = tiny_config(pre_norm, !pre_norm, pre_norm ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL,
                                pre_norm ? 3 : 0, 2);
+    c.relative_positions = relative;
     c.d_model = 32;
     c.d_ff = 64;
     c.n_heads = 4;
@@ -1526,8 +1854,10 @@ static void check_threads(const char *name, bool pre_norm, uint64_t seed)
 
 static void test_threads_bit_for_bit(void)
 {
-    check_threads("post-norm, shared, sinusoidal", false, 91);
-    check_threads("pre-norm, unshared, learned, window 3", true, 92);
+    check_threads("post-norm, shared, sinusoidal", false, 0, 91);
+    check_threads("pre-norm, unshared, learned, window 3", true, 0, 92);
+    /* each sentence's part of the relative tables' gradients added in order */
+    check_threads("pre-norm, unshared, learned + relative 4, window 3", true, 4, 93);
 }
 
 static void test_arguments(void)
@@ -1594,6 +1924,7 @@ int main(void)
     RUN(test_layer_norm_backward);
     RUN(test_softmax_backward);
     RUN(test_attention_backward);
+    RUN(test_windowed_backward_equals_dense);
     RUN(test_embedding_backward);
     RUN(test_dropout);
     RUN(test_bias_sums);
@@ -1603,6 +1934,7 @@ int main(void)
     RUN(test_model_gradient_with_dropout);
     RUN(test_loss_matches_inference);
     RUN(test_batched_equals_single);
+    RUN(test_window_covering_equals_full);
     RUN(test_accumulate_scale_repeat);
     RUN(test_threads_bit_for_bit);
     RUN(test_arguments);

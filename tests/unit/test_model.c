@@ -135,6 +135,9 @@ static void test_validate(void)
     EXPECT_BAD((c.d_model = 9, c.n_heads = 3), "d_model"); /* odd, sinusoidal */
     EXPECT_BAD(c.tgt_vocab_size = 301, "shared_embeddings");
     EXPECT_BAD(c.attention_window = -1, "attention_window");
+    EXPECT_BAD(c.relative_positions = -1, "relative_positions");
+    EXPECT_BAD(c.relative_positions = c.max_positions, "relative_positions");
+    EXPECT_BAD(c.positions = TFM_POS_NONE, "positions is none and relative_positions is 0");
     EXPECT_BAD(c.dropout = 1.0f, "dropout");
     EXPECT_BAD(c.dropout = -0.1f, "dropout");
     EXPECT_BAD(c.dropout = NAN, "dropout");
@@ -162,6 +165,16 @@ static void test_validate(void)
     c.positions = TFM_POS_LEARNED;
     CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s", err.msg);
     CHECK(tfm_config_validate(&c, NULL) == TFM_OK);
+    /* relative positions alone, at the largest distance; odd d_model
+     * without sinusoids; with a window */
+    c = good;
+    c.positions = TFM_POS_NONE;
+    c.relative_positions = c.max_positions - 1;
+    c.attention_window = 2;
+    CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s", err.msg);
+    c.d_model = 9;
+    c.n_heads = 3;
+    CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s", err.msg);
 }
 
 /* ---- parameter layout ---------------------------------------------------------- */
@@ -203,11 +216,15 @@ static size_t expected_count(const tfm_config *c)
 {
     size_t D = (size_t)c->d_model, F = (size_t)c->d_ff, P = (size_t)c->max_positions;
     size_t attention = 4 * D * D + 4 * D, norm = 2 * D, ffn = 2 * D * F + F + D;
+    /* relative positions: two [2K+1, Dh] tables per self-attention */
+    size_t relative = c->relative_positions
+                          ? 2 * (2 * (size_t)c->relative_positions + 1) * (D / (size_t)c->n_heads)
+                          : 0;
     size_t n = (size_t)c->src_vocab_size * D;
     if (!c->shared_embeddings) n += 2 * (size_t)c->tgt_vocab_size * D;
     if (c->positions == TFM_POS_LEARNED) n += 2 * P * D;
-    n += (size_t)c->n_encoder_layers * (attention + ffn + 2 * norm);
-    n += (size_t)c->n_decoder_layers * (2 * attention + ffn + 3 * norm);
+    n += (size_t)c->n_encoder_layers * (attention + relative + ffn + 2 * norm);
+    n += (size_t)c->n_decoder_layers * (2 * attention + relative + ffn + 3 * norm);
     if (c->pre_norm) n += 2 * norm;
     return n;
 }
@@ -235,10 +252,11 @@ static void check_layout(const tfm_config *c)
     }
     CHECK_MSG(at == count, "%zu vs %zu", at, count);
 
+    const size_t rel = c->relative_positions ? 2 : 0;
     size_t expected_n = 1 + (c->shared_embeddings ? 0 : 2) +
                         (c->positions == TFM_POS_LEARNED ? 2 : 0) +
-                        (size_t)c->n_encoder_layers * 16 + (size_t)c->n_decoder_layers * 26 +
-                        (c->pre_norm ? 4 : 0);
+                        (size_t)c->n_encoder_layers * (16 + rel) +
+                        (size_t)c->n_decoder_layers * (26 + rel) + (c->pre_norm ? 4 : 0);
     CHECK_MSG((size_t)s.n == expected_n, "%d tensors, expected %zu", s.n, expected_n);
 
     /* The names and shapes of the reference implementations. */
@@ -298,6 +316,23 @@ static void check_layout(const tfm_config *c)
           strcmp(s.name[i + 3], "encoder.layers.0.self_attn.q_proj.bias") == 0 &&
           strcmp(s.name[i + 6], "encoder.layers.0.self_attn.out_proj.weight") == 0);
 
+    /* Relative positions: a table of keys and one of values [2K+1, Dh] after
+     * each self-attention's out_proj; none in encoder-decoder attention. */
+    i = seen_find(&s, "decoder.layers.1.self_attn.relative_keys.weight");
+    int j = seen_find(&s, "encoder.layers.0.self_attn.relative_values.weight");
+    if (c->relative_positions) {
+        const int64_t rows = 2 * c->relative_positions + 1, Dh = c->d_model / c->n_heads;
+        CHECK(i >= 0 && s.data[i] == p.decoder_layers[1].self_attn.relative_keys &&
+              s.shape[i][0] == rows && s.shape[i][1] == Dh);
+        CHECK(strcmp(s.name[i - 1], "decoder.layers.1.self_attn.out_proj.bias") == 0);
+        CHECK(j >= 0 && s.data[j] == p.encoder_layers[0].self_attn.relative_values &&
+              s.shape[j][0] == rows && s.shape[j][1] == Dh);
+        CHECK(!p.decoder_layers[0].encoder_attn.relative_keys);
+        CHECK(seen_find(&s, "decoder.layers.0.encoder_attn.relative_keys.weight") < 0);
+    } else {
+        CHECK(i < 0 && j < 0 && !p.encoder_layers[0].self_attn.relative_keys);
+    }
+
     /* Without a buffer: the same names and shapes, and no data. */
     tfm_params q;
     CHECK(tfm_params_layout(c, NULL, &q) == TFM_OK);
@@ -327,6 +362,10 @@ static void test_layout(void)
                 if (!shared) c.tgt_vocab_size = 280;
                 c.positions = learned ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
                 c.pre_norm = pre;
+                check_layout(&c);
+                /* with relative positions, with the absolute ones or alone */
+                c.relative_positions = 3;
+                if (!learned) c.positions = TFM_POS_NONE;
                 check_layout(&c);
             }
     tfm_config bad = small_config(300);
@@ -371,6 +410,7 @@ static void test_init(void)
     c.shared_embeddings = false;
     c.tgt_vocab_size = 280;
     c.positions = TFM_POS_LEARNED;
+    c.relative_positions = 8;
     c.pre_norm = true;
     tfm_model *m;
     tfm_error err;
@@ -413,7 +453,9 @@ static void test_init(void)
             CHECK_MSG(fabs(var / (a * a / 3.0) - 1.0) < 0.15, "%s var %g", name, var);
         }
     }
-    CHECK(n_xavier == 2 * 6 + 3 * 10);
+    /* per encoder layer: q,k,v, out_proj, fc1, fc2 and the two relative
+     * tables; per decoder layer two more (encoder_attn's) */
+    CHECK(n_xavier == 2 * 6 + 3 * 10 + 5 * 2);
 
     /* The pad row of both embeddings is zero, and of no other table. */
     stats pad = stats_of(m->params.src_embed + c.pad_id * c.d_model, (size_t)c.d_model);
@@ -488,8 +530,8 @@ static bool config_equal(const tfm_config *a, const tfm_config *b)
            a->d_model == b->d_model && a->d_ff == b->d_ff && a->n_heads == b->n_heads &&
            a->n_encoder_layers == b->n_encoder_layers &&
            a->n_decoder_layers == b->n_decoder_layers && a->max_positions == b->max_positions &&
-           a->positions == b->positions && a->pre_norm == b->pre_norm &&
-           a->shared_embeddings == b->shared_embeddings &&
+           a->positions == b->positions && a->relative_positions == b->relative_positions &&
+           a->pre_norm == b->pre_norm && a->shared_embeddings == b->shared_embeddings &&
            a->attention_window == b->attention_window && a->dropout == b->dropout &&
            a->attention_dropout == b->attention_dropout &&
            a->activation_dropout == b->activation_dropout &&
@@ -597,6 +639,12 @@ static void test_round_trip(void)
     c.d_model = 12;
     c.n_heads = 3;
     check_round_trip(&c, true, 1);
+    /* relative positions, alone and with learned absolute ones */
+    c.relative_positions = 4;
+    check_round_trip(&c, false, 2);
+    c.positions = TFM_POS_NONE;
+    c.relative_positions = 19;
+    check_round_trip(&c, true, 3);
 
     /* Saving never leaves a half-written file behind a failure: a bad
      * extra key fails before anything is written. */
@@ -732,6 +780,14 @@ static void test_bad_files(void)
     CHECK(tfm_model_load(tmp_path("older.safetensors"), &back, &err) == TFM_OK);
     CHECK(back && back->config.activation_dropout == 0.0f);
     tfm_model_free(back);
+    /* ... and before relative positions existed: none */
+    variant before_relative = meta("relative_positions", NULL);
+    write_variant(m, &before_relative, tmp_path("older.safetensors"));
+    back = NULL;
+    CHECK(tfm_model_load(tmp_path("older.safetensors"), &back, &err) == TFM_OK);
+    CHECK(back && back->config.relative_positions == 0 &&
+          back->config.positions == TFM_POS_SINUSOIDAL);
+    tfm_model_free(back);
 
     /* Tensors. */
     expect_load_fails(m, (variant){.reshape = "encoder.layers.0.fc1.weight"}, TFM_ERR_FORMAT,
@@ -777,6 +833,15 @@ static void test_bad_files(void)
     expect_load_fails(m, meta("shared_embeddings", "yes"), TFM_ERR_FORMAT,
                       "metadata 'shared_embeddings' is 'yes', expected 'true' or 'false'");
     expect_load_fails(m, meta("positions", "rotary"), TFM_ERR_FORMAT, "metadata 'positions'");
+    expect_load_fails(m, meta("positions", "none"), TFM_ERR_RANGE,
+                      "positions is none and relative_positions is 0");
+    expect_load_fails(m, meta("relative_positions", "-2"), TFM_ERR_RANGE,
+                      "relative_positions is -2");
+    expect_load_fails(m, meta("relative_positions", "2.5"), TFM_ERR_FORMAT,
+                      "metadata 'relative_positions' is '2.5', expected a non-negative integer");
+    /* the setting says relative positions, the tensors are not there */
+    expect_load_fails(m, meta("relative_positions", "3"), TFM_ERR_FORMAT,
+                      "missing tensor 'encoder.layers.0.self_attn.relative_keys.weight'");
     expect_load_fails(m, meta("norm", "sandwich"), TFM_ERR_FORMAT, "metadata 'norm'");
     expect_load_fails(m, meta("eos_id", NULL), TFM_ERR_FORMAT, "metadata 'eos_id' is missing");
     expect_load_fails(m, meta("eos_id", "1"), TFM_ERR_RANGE, "distinct");
@@ -800,6 +865,23 @@ static void test_bad_files(void)
     CHECK(tfm_model_load(tmp_path("novocab.safetensors"), &back, &err) == TFM_OK);
     CHECK(back && back->vocab == NULL);
     tfm_model_free(back);
+
+    /* A model with relative positions whose file lacks a table, or holds
+     * one of the wrong clipping distance, is refused naming it. */
+    tfm_config rc = small_config(264);
+    rc.relative_positions = 3;
+    rc.positions = TFM_POS_NONE;
+    tfm_model *rm;
+    CHECK(tfm_model_create(&rc, NULL, 5, &rm, &err) == TFM_OK);
+    expect_load_fails(rm, (variant){.skip = "decoder.layers.1.self_attn.relative_values.weight"},
+                      TFM_ERR_FORMAT,
+                      "missing tensor 'decoder.layers.1.self_attn.relative_values.weight'");
+    expect_load_fails(rm, meta("relative_positions", "2"), TFM_ERR_FORMAT,
+                      "tensor 'encoder.layers.0.self_attn.relative_keys.weight' has shape [7, 8], "
+                      "expected [5, 8]");
+    expect_load_fails(rm, meta("relative_positions", NULL), TFM_ERR_RANGE,
+                      "positions is none and relative_positions is 0");
+    tfm_model_free(rm);
 
     /* Files cut short anywhere fail cleanly. */
     const char *path = tmp_path("cut.safetensors");

@@ -44,13 +44,14 @@ enum { V = 40 };
 
 /* A tiny random model (the "tiny" preset, V tokens), every parameter
  * nudged so that no weight sits at a symmetric initial value. */
-static tfm_model *random_model(uint64_t seed, int window, const tfm_vocab *vocab)
+static tfm_model *random_model(uint64_t seed, int window, int relative, const tfm_vocab *vocab)
 {
     tfm_config c;
     tfm_error err;
     tfm_config_preset("tiny", &c, NULL);
     c.src_vocab_size = c.tgt_vocab_size = vocab ? tfm_vocab_size(vocab) : V;
     c.attention_window = window;
+    c.relative_positions = relative;
     tfm_model *m = NULL;
     if (tfm_model_create(&c, vocab, seed, &m, &err) != TFM_OK) {
         CHECK_MSG(false, "model: %s", err.msg);
@@ -92,9 +93,9 @@ static void check_rows(const float *w, int H, int n_q, int n_k, bool causal, int
 
 /* ---- the weights are distributions, masks are exact ---------------------------------- */
 
-static void run_distribution_checks(int window)
+static void run_distribution_checks(int window, int relative)
 {
-    tfm_model *m = random_model(5, window, NULL);
+    tfm_model *m = random_model(5, window, relative, NULL);
     if (!m) return;
     tfm_train_workspace *ws = NULL;
     tfm_error err;
@@ -114,23 +115,23 @@ static void run_distribution_checks(int window)
     tfm_train_batch batch = {B, sp, src_lens, tp, tgt_lens};
     CHECK(tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
     const int H = m->config.n_heads;
+    static float w[4 * 12 * 12]; /* [H, n_q, n_k] of the longest pair */
+    CHECK(H <= 4);
     for (int b = 0; b < B; b++) {
         for (int l = 0; l < m->config.n_encoder_layers; l++) {
-            const float *w;
             int n_q, n_k;
-            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_ENCODER, l, &w, &n_q, &n_k, &err) ==
+            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_ENCODER, l, w, &n_q, &n_k, &err) ==
                   TFM_OK);
             CHECK(n_q == src_lens[b] && n_k == src_lens[b]);
             check_rows(w, H, n_q, n_k, false, window);
         }
         for (int l = 0; l < m->config.n_decoder_layers; l++) {
-            const float *w;
             int n_q, n_k;
-            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_DECODER, l, &w, &n_q, &n_k, &err) ==
+            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_DECODER, l, w, &n_q, &n_k, &err) ==
                   TFM_OK);
             CHECK(n_q == tgt_lens[b] + 1 && n_k == tgt_lens[b] + 1);
             check_rows(w, H, n_q, n_k, true, window);
-            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_CROSS, l, &w, &n_q, &n_k, &err) ==
+            CHECK(tfm_model_attention(ws, b, TFM_ATTENTION_CROSS, l, w, &n_q, &n_k, &err) ==
                   TFM_OK);
             CHECK(n_q == tgt_lens[b] + 1 && n_k == src_lens[b]);
             check_rows(w, H, n_q, n_k, false, 0); /* cross-attention is never windowed */
@@ -173,32 +174,34 @@ static void run_distribution_checks(int window)
     tfm_model_free(m);
 }
 
-static void test_rows_are_distributions(void) { run_distribution_checks(0); }
-static void test_window_masks_are_exact(void) { run_distribution_checks(2); }
+static void test_rows_are_distributions(void) { run_distribution_checks(0, 0); }
+/* a window's band, kept alone, shows as a whole matrix with exact zeros */
+static void test_window_masks_are_exact(void) { run_distribution_checks(2, 0); }
+static void test_relative_positions_rows(void) { run_distribution_checks(2, 3); }
 
 static void test_errors(void)
 {
-    tfm_model *m = random_model(3, 0, NULL);
+    tfm_model *m = random_model(3, 0, 0, NULL);
     if (!m) return;
     tfm_train_workspace *ws = NULL;
     tfm_error err;
     CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
-    const float *w;
+    float w[4 * 3 * 4];
     int n_q, n_k;
     tfm_tensor t;
     tfm_tensor_init(&t);
     /* nothing has run yet */
-    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, &w, &n_q, &n_k, &err) == TFM_ERR_ARG);
+    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, w, &n_q, &n_k, &err) == TFM_ERR_ARG);
     const int32_t ids[3] = {5, 6, 7};
     const int32_t *p = ids;
     const int len = 3;
     tfm_train_batch batch = {1, &p, &len, &p, &len};
     CHECK(tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
-    CHECK(tfm_model_attention(ws, 1, TFM_ATTENTION_CROSS, 0, &w, &n_q, &n_k, &err) ==
+    CHECK(tfm_model_attention(ws, 1, TFM_ATTENTION_CROSS, 0, w, &n_q, &n_k, &err) ==
           TFM_ERR_RANGE);
-    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 2, &w, &n_q, &n_k, &err) ==
+    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 2, w, &n_q, &n_k, &err) ==
           TFM_ERR_RANGE);
-    CHECK(tfm_model_attention(ws, 0, (tfm_attention_kind)7, 0, &w, &n_q, &n_k, &err) ==
+    CHECK(tfm_model_attention(ws, 0, (tfm_attention_kind)7, 0, w, &n_q, &n_k, &err) ==
           TFM_ERR_RANGE);
     CHECK(tfm_attention_gather(m, ws, 0, TFM_ATTENTION_ENCODER, 2, 0, &t, &err) == TFM_ERR_RANGE);
     CHECK_MSG(strstr(err.msg, "0 to 1") != NULL, "%s", err.msg);
@@ -210,7 +213,7 @@ static void test_errors(void)
     const int one = 1;
     tfm_train_batch bad_batch = {1, &bp, &one, &p, &len};
     CHECK(tfm_model_loss(ws, &bad_batch, false, NULL, NULL, NULL, NULL, &err) == TFM_ERR_RANGE);
-    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, &w, &n_q, &n_k, &err) == TFM_ERR_ARG);
+    CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, w, &n_q, &n_k, &err) == TFM_ERR_ARG);
     tfm_tensor_free(&t);
     tfm_train_workspace_free(ws);
     tfm_model_free(m);
@@ -304,7 +307,7 @@ static void test_identity_alignment(void)
 
 static void check_search_logprobs(int beam)
 {
-    tfm_model *m = random_model(11, 0, NULL);
+    tfm_model *m = random_model(11, 0, 0, NULL);
     if (!m) return;
     const int D = m->config.d_model;
     enum { B = 4, MAXS = 9 };
@@ -639,7 +642,7 @@ static bool record_make(record_fixture *f)
     tfm_buf_init(&f->want);
     tfm_tensor_init(&f->w);
     f->vocab = test_vocab(&first);
-    f->m = f->vocab ? random_model(3, 0, f->vocab) : NULL;
+    f->m = f->vocab ? random_model(3, 0, 0, f->vocab) : NULL;
     CHECK(f->m != NULL);
     const int32_t src[4] = {first, first + 4, first + 5, TFM_ID_EOS}, tgt[2] = {first + 1, first + 7};
     memcpy(f->src, src, sizeof src);
@@ -731,7 +734,7 @@ static void test_record_labels(void)
     CHECK(strcmp(tfm_attention_kind_title(TFM_ATTENTION_DECODER), "decoder self-attention") == 0);
 
     /* a model without a vocabulary: the ids */
-    tfm_model *bare = random_model(4, 0, NULL);
+    tfm_model *bare = random_model(4, 0, 0, NULL);
     if (bare) {
         tfm_view_params p = tfm_view_default_params();
         p.format = TFM_VIEW_TSV;
@@ -920,7 +923,7 @@ static void test_selection(void)
     CHECK(!tfm_view_parse_head("2x", &v) && !tfm_view_parse_head("99999999999", &v));
     CHECK(v == 7);
 
-    tfm_model *m = random_model(5, 0, NULL); /* 2 layers each side, 4 heads */
+    tfm_model *m = random_model(5, 0, 0, NULL); /* 2 layers each side, 4 heads */
     if (!m) return;
     tfm_error err;
     CHECK(tfm_view_check_selection(m, TFM_ATTENTION_CROSS, TFM_VIEW_LAST, TFM_VIEW_MEAN, &err) == TFM_OK);
@@ -1085,6 +1088,7 @@ int main(void)
     test_tmpdir_init("test_view");
     RUN(test_rows_are_distributions);
     RUN(test_window_masks_are_exact);
+    RUN(test_relative_positions_rows);
     RUN(test_errors);
     RUN(test_identity_alignment);
     RUN(test_greedy_logprobs_match);
