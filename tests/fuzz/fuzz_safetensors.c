@@ -127,10 +127,15 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             all_supported = false;
         } else {
             require(st == TFM_OK, "get of its own shape failed");
-            require((uintptr_t)p % 4 == 0, "data not aligned");
+            require((uintptr_t)p % tfm_dtype_size(info.dtype) == 0, "data not aligned");
             require(info.nbytes == 0 || memcmp(p, section + offset, (size_t)info.nbytes) == 0,
                     "data differ from the file");
-            if (info.ndim > TFM_MAX_DIMS) {
+            if (info.dtype == TFM_I8 || info.dtype == TFM_BF16) {
+                /* quantized weights: read in place only, never into a tfm_tensor */
+                simple = false;
+                require(tfm_safetensors_read(f, info.name, &t, &err) == TFM_ERR_UNSUPPORTED,
+                        "read took a dtype a tfm_tensor does not hold");
+            } else if (info.ndim > TFM_MAX_DIMS) {
                 simple = false;
                 require(tfm_safetensors_read(f, info.name, &t, &err) == TFM_ERR_UNSUPPORTED,
                         "read took too many dimensions");
