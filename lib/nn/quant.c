@@ -3,7 +3,8 @@
  *
  * int8 (as CTranslate2 and fbgemm do it): each weight row W[n] is quantized
  * symmetrically with its own scale, s_w[n] = max_k |W[n][k]| / 127 and
- * q[n][k] = round(W[n][k] / s_w[n]) in [-127, 127]; each row x of the
+ * q[n][k] = round(W[n][k] * 127 / max_k |W[n][k]|) in [-127, 127] (ties to
+ * even: cvtps2dq's rounding, which the kernels use); each row x of the
  * activations the same way when the product runs, s_x = max_k |x[k]| / 127.
  * The products q_x . q_w are summed exactly in int32 and the result is
  *
