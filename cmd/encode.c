@@ -223,9 +223,7 @@ int main(int argc, char **argv)
     const tfm_config *c = &run.model->config;
     run.D = c->d_model;
     run.source.max_source = (size_t)cli_max_input(&opt.batch, run.model);
-    cli_info("model %s: d_model %d, %d encoder layers, %d heads, vocabulary %d; %d thread%s",
-             opt.model, c->d_model, c->n_encoder_layers, c->n_heads, (int)c->src_vocab_size,
-             threads, threads == 1 ? "" : "s");
+    cli_info_model(opt.model, run.model, threads, "thread");
     cli_info("matrix kernel: %s", tfm_model_kernel_name(run.model));
     for (int w = 0; w < threads; w++)
         if (tfm_encoder_create(run.model, &run.encoders[w], &err) != TFM_OK)

@@ -248,12 +248,9 @@ static int score_pairs(const options *opt)
      * the threads are the BLAS's own (one level). */
     tfm_blas_threads(opt->batch.threads);
     tfm_model *model = cli_load_model(opt->model);
-    const tfm_config *c = &model->config;
     if (opt->pairs.text && !model->vocab)
         cli_fail(opt->model, 0, "the model holds no vocabulary to tokenize --text with: give id lines");
-    cli_info("model %s: d_model %d, %d+%d layers, vocabulary %d/%d; %d BLAS thread%s", opt->model,
-             c->d_model, c->n_encoder_layers, c->n_decoder_layers, (int)c->src_vocab_size,
-             (int)c->tgt_vocab_size, opt->batch.threads, opt->batch.threads == 1 ? "" : "s");
+    cli_info_model(opt->model, model, opt->batch.threads, "BLAS thread");
     tfm_score_input in[2] = {{.name = opt->src}, {.name = opt->tgt}};
     cli_input fin[2];
     open_inputs(in, fin, 2);

@@ -345,22 +345,11 @@ static void start(printer *p, const tfm_run_event *ev)
         fprintf(stderr, "train: resuming from %s at update %" PRId64 "\n", ev->text, ev->step);
     const tfm_config *c = &tfm_trainer_model(tfm_run_trainer(p->run))->config;
     if (cli_verbosity >= 1) {
-        static const char *const absolute[] = {"sinusoidal ", "learned ", ""};
-        char positions[64];
-        if (c->relative_positions)
-            snprintf(positions, sizeof positions, "%s%srelative positions (clipped at %d)",
-                     absolute[c->positions], c->positions == TFM_POS_NONE ? "" : "and ",
-                     c->relative_positions);
-        else
-            snprintf(positions, sizeof positions, "%spositions", absolute[c->positions]);
-        fprintf(stderr,
-                "train: model: d_model %d, d_ff %d, %d heads, %d+%d layers, %s-norm, %s, "
-                "vocabulary %d, %zu parameters\n",
-                c->d_model, c->d_ff, c->n_heads, c->n_encoder_layers, c->n_decoder_layers,
-                c->pre_norm ? "pre" : "post", positions, (int)c->tgt_vocab_size,
-                tfm_params_count(c));
         tfm_buf text;
         tfm_buf_init(&text);
+        if (tfm_config_describe(c, &text) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+        fprintf(stderr, "train: model: %s\n", text.data);
+        tfm_buf_clear(&text);
         if (tfm_run_options_format(p->run, &text) != TFM_OK) cli_fail(NULL, 0, "out of memory");
         fprintf(stderr, "train: options:%s\n", text.len ? text.data : "");
         tfm_buf_free(&text);

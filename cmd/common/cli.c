@@ -166,6 +166,16 @@ tfm_model *cli_load_model(const char *path)
     return model;
 }
 
+void cli_info_model(const char *path, const tfm_model *m, int threads, const char *what)
+{
+    if (cli_verbosity < 1) return;
+    tfm_buf text;
+    tfm_buf_init(&text);
+    if (tfm_config_describe(&m->config, &text) == TFM_OK)
+        cli_info("model %s: %s; %d %s%s", path, text.data, threads, what, threads == 1 ? "" : "s");
+    tfm_buf_free(&text);
+}
+
 long long cli_parse_int(const char *option, const char *text, long long min, long long max)
 {
     char *end;

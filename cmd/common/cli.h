@@ -66,6 +66,10 @@ void cli_common_option(int c, const char *usage_text);
  * when the reason names it already). */
 tfm_model *cli_load_model(const char *path);
 
+/* With -v: "prog: model PATH: <tfm_config_describe>; N threads" (`what`
+ * names the threads, "thread" or "BLAS thread"). */
+void cli_info_model(const char *path, const tfm_model *m, int threads, const char *what);
+
 /* Checked number parsing for option values: the whole string must be a
  * number within [min, max], else a usage error naming the option. */
 long long cli_parse_int(const char *option, const char *text, long long min, long long max);

@@ -102,6 +102,45 @@ static void test_presets(void)
     CHECK(contains(err.msg, "huge") && contains(err.msg, "base") && contains(err.msg, "tiny"));
 }
 
+/* The description names every size, the norm, the positions, the
+ * vocabulary (both sides when they differ) and the parameter count. */
+static void test_describe(void)
+{
+    tfm_error err;
+    tfm_config c;
+    CHECK(tfm_config_preset("small", &c, &err) == TFM_OK);
+    c.src_vocab_size = c.tgt_vocab_size = 8000;
+    tfm_buf text;
+    tfm_buf_init(&text);
+    char want[256];
+    snprintf(want, sizeof want,
+             "d_model 256, d_ff 1024, 4 heads, 3+3 layers, post-norm, sinusoidal positions, "
+             "vocabulary 8000, %zu parameters", tfm_params_count(&c));
+    CHECK(tfm_config_describe(&c, &text) == TFM_OK);
+    CHECK_MSG(strcmp(text.data, want) == 0, "%s", text.data);
+
+    c.shared_embeddings = false;
+    c.tgt_vocab_size = 8100;
+    c.pre_norm = true;
+    c.n_decoder_layers = 1;
+    c.positions = TFM_POS_NONE;
+    c.relative_positions = 16;
+    CHECK(tfm_config_validate(&c, &err) == TFM_OK);
+    tfm_buf_clear(&text);
+    CHECK(tfm_config_describe(&c, &text) == TFM_OK);
+    CHECK_MSG(contains(text.data, ", 3+1 layers, pre-norm, relative positions (clipped at 16), "
+                                  "vocabulary 8000/8100, "), "%s", text.data);
+    c.positions = TFM_POS_LEARNED;
+    tfm_buf_clear(&text);
+    CHECK(tfm_config_describe(&c, &text) == TFM_OK);
+    CHECK_MSG(contains(text.data, ", learned and relative positions (clipped at 16), "), "%s",
+              text.data);
+    /* Appends, as the other formatters do. */
+    size_t len = text.len;
+    CHECK(tfm_config_describe(&c, &text) == TFM_OK && text.len == 2 * len);
+    tfm_buf_free(&text);
+}
+
 /* Each case breaks one field of a valid configuration; the message must
  * name that field. */
 static void test_validate(void)
@@ -1259,6 +1298,7 @@ int main(void)
 {
     test_tmpdir_init("test_model");
     RUN(test_presets);
+    RUN(test_describe);
     RUN(test_validate);
     RUN(test_layout);
     RUN(test_init);
