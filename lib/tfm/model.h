@@ -81,7 +81,7 @@ tfm_status tfm_config_validate(const tfm_config *c, tfm_error *err);
 
 /* Appends a one-line description of the model for people, as `train`,
  * `encode` and `score -m` print it: "d_model 256, d_ff 1024, 4 heads, 3+3
- * layers, post-norm, sinusoidal positions, vocabulary 8000, 9623552
+ * layers, post-norm, sinusoidal positions, vocabulary 8000, 7577600
  * parameters" (the vocabulary as "8000/8100" when the sides differ;
  * positions "relative positions (clipped at 16)", "learned and relative
  * positions (...)", ...).  c must be valid; TFM_ERR_NOMEM when memory runs
