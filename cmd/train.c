@@ -19,8 +19,6 @@
  * which mpirun forwards to every rank, also asks for a clean stop (mpirun
  * ends the ranks at once on SIGINT or SIGTERM). */
 #include <getopt.h>
-#include <inttypes.h>
-#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -236,17 +234,6 @@ static void parse_command_line(int argc, char **argv, const char *usage, const c
     if (optind < argc) cli_usage_error("unexpected argument '%s'", argv[optind]);
 }
 
-/* "1:02:03" */
-static void format_hms(double seconds, char *out, size_t size)
-{
-    if (!(seconds >= 0) || seconds > 1e9) {
-        snprintf(out, size, "-");
-        return;
-    }
-    long s = (long)(seconds + 0.5);
-    snprintf(out, size, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-}
-
 /* ---- signals -------------------------------------------------------------------------------- */
 
 /* The signal that asked the run to stop: a signal handler's one way out. */
@@ -276,13 +263,11 @@ static void install_handlers(bool across_processes)
 
 typedef struct printer {
     const tfm_run *run;
-    int ranks;                 /* processes training together */
     double every;              /* --progress */
     bool tty;
     bool line_shown;           /* an updating line is on the terminal */
-    double last;               /* time of the last report */
-    double loss, nll;          /* since the last report */
-    int64_t tokens;
+    tfm_run_progress progress;
+    tfm_buf text;
 } printer;
 
 /* Clears the updating line before another message. */
@@ -294,35 +279,20 @@ static void progress_clear(printer *p)
     }
 }
 
+/* The progress line: rewritten in place on a terminal, else a line each. */
 static void report(printer *p, const tfm_run_event *ev)
 {
-    double dt = ev->time - p->last;
-    double tokens = p->tokens > 0 ? (double)p->tokens : 1;
-    char el[32], eta[32];
-    format_hms(ev->elapsed, el, sizeof el);
-    format_hms(tfm_run_eta(p->run, ev->time), eta, sizeof eta);
-    if (cli_verbosity >= 1) {
-        char line[256];
-        snprintf(line, sizeof line,
-                 "step %" PRId64 " epoch %.2f loss %.3f ppl %.2f lr %.2e %.0f tok/s elapsed %s ETA %s",
-                 ev->step, ev->epoch, p->loss / tokens, exp(p->nll / tokens), ev->update->lr,
-                 dt > 0 ? (double)p->tokens / dt : 0, el, eta);
-        if (p->tty) {
-            fprintf(stderr, "\r%s\033[K", line);
-            p->line_shown = true;
-        } else {
-            fprintf(stderr, "train: %s\n", line);
-        }
-        fflush(stderr);
+    tfm_buf_clear(&p->text);
+    if (tfm_run_progress_line(&p->progress, p->run, ev, &p->text) != TFM_OK)
+        cli_fail(NULL, 0, "out of memory");
+    if (cli_verbosity < 1) return;
+    if (p->tty) {
+        fprintf(stderr, "\r%s\033[K", p->text.data);
+        p->line_shown = true;
+    } else {
+        fprintf(stderr, "%s: %s\n", cli_program(), p->text.data);
     }
-    p->last = ev->time;
-    p->loss = p->nll = 0;
-    p->tokens = 0;
-}
-
-static const char *format_name(tfm_corpus_format f)
-{
-    return f == TFM_CORPUS_TEXT ? "text" : "ids";
+    fflush(stderr);
 }
 
 /* mpirun binds each rank to one core by default (with two ranks or fewer):
@@ -338,108 +308,33 @@ static void warn_of_binding(const printer *p)
              threads, CPU_COUNT(&set), CPU_COUNT(&set) == 1 ? "" : "s", threads);
 }
 
-/* The model and the options, as training starts. */
-static void start(printer *p, const tfm_run_event *ev)
+/* Prints each line of the event's text as "train: LINE". */
+static void print_event(printer *p, const tfm_run_event *ev)
 {
-    if (ev->text && cli_verbosity >= 1)
-        fprintf(stderr, "train: resuming from %s at update %" PRId64 "\n", ev->text, ev->step);
-    const tfm_config *c = &tfm_trainer_model(tfm_run_trainer(p->run))->config;
-    if (cli_verbosity >= 1) {
-        tfm_buf text;
-        tfm_buf_init(&text);
-        if (tfm_config_describe(c, &text) != TFM_OK) cli_fail(NULL, 0, "out of memory");
-        fprintf(stderr, "train: model: %s\n", text.data);
-        tfm_buf_clear(&text);
-        if (tfm_run_options_format(p->run, &text) != TFM_OK) cli_fail(NULL, 0, "out of memory");
-        fprintf(stderr, "train: options:%s\n", text.len ? text.data : "");
-        tfm_buf_free(&text);
+    tfm_buf_clear(&p->text);
+    if (tfm_run_event_text(p->run, ev, &p->text) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    for (const char *line = p->text.data, *end; line && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        fprintf(stderr, "%s: %.*s\n", cli_program(), (int)(end - line), line);
     }
-    if (p->ranks > 1 && cli_verbosity >= 1) {
-        const tfm_run_params *o = tfm_run_params_of(p->run);
-        fprintf(stderr,
-                "train: %d processes of %d thread%s, each making %d batch%s of every update (%d "
-                "per update)\n",
-                p->ranks, o->threads, o->threads == 1 ? "" : "s", o->train.accum,
-                o->train.accum == 1 ? "" : "es", p->ranks * o->train.accum);
-    }
-    if (p->ranks > 1) warn_of_binding(p);
-    p->tty = isatty(STDERR_FILENO) && cli_verbosity >= 1;
-    p->last = ev->time;
-    install_handlers(p->ranks > 1);
-}
-
-static void valid(printer *p, const tfm_run_event *ev)
-{
-    const tfm_valid_result *v = ev->valid;
-    progress_clear(p);
-    if (cli_verbosity >= 1) {
-        fprintf(stderr, "train: valid step %" PRId64 " loss %.3f ppl %.2f", ev->step, ev->loss, ev->ppl);
-        if (v->decoded) fprintf(stderr, " bleu %.2f exact %.1f%%", v->bleu, 100 * v->exact);
-        fprintf(stderr, " (%.1fs)%s\n", ev->seconds,
-                ev->improved ? " best so far"
-                : tfm_run_params_of(p->run)->patience ? " no better" : "");
-    }
-}
-
-static void end(printer *p, const tfm_run_event *ev)
-{
-    progress_clear(p);
-    if (cli_verbosity < 1) return;
-    if (ev->averaged)
-        fprintf(stderr, "train: %s is the average of the last %d checkpoints\n", ev->text,
-                ev->averaged);
-    char el[32];
-    format_hms(ev->elapsed, el, sizeof el);
-    fprintf(stderr,
-            "train: %s after %" PRId64 " updates, %.2f epochs, %s (this run: %" PRId64
-            " target tokens, %.0f tokens/s); model written to %s\n",
-            ev->end == TFM_RUN_STOPPED ? "stopped by a signal"
-            : ev->end == TFM_RUN_PATIENCE ? "stopped early" : "done",
-            ev->step, ev->epoch, el, ev->run_tokens,
-            ev->run_seconds > 0 ? (double)ev->run_tokens / ev->run_seconds : 0.0, ev->text);
-    if (ev->ranks > 1 && ev->run_updates > 0)
-        fprintf(stderr,
-                "train: %d processes: per update, %.1f ms waiting for the others and %.1f ms "
-                "summing the gradients\n",
-                ev->ranks, 1e3 * ev->run_wait_seconds / (double)ev->run_updates,
-                1e3 * ev->run_reduce_seconds / (double)ev->run_updates);
 }
 
 static void on_event(void *ctx, const tfm_run_event *ev)
 {
     printer *p = ctx;
-    const tfm_step_result *u = ev->update;
-    const tfm_corpus_stats *d = ev->data;
-    switch (ev->kind) {
-    case TFM_RUN_WARNING:
-        progress_clear(p);
-        cli_warn(ev->file, 0, "%s", ev->text);
-        break;
-    case TFM_RUN_DATA:
-        if (cli_verbosity >= 1)
-            fprintf(stderr,
-                    "train: %s data: %zu pairs of %zu lines (%s, %s), %" PRId64 " source and %" PRId64
-                    " target tokens; skipped %zu with an empty side, %zu longer than %d tokens\n",
-                    ev->text, d->pairs, d->lines, format_name(d->src_format),
-                    format_name(d->tgt_format), d->src_tokens, d->tgt_tokens, d->empty,
-                    d->too_long, tfm_run_params_of(p->run)->corpus.max_length);
-        break;
-    case TFM_RUN_START: start(p, ev); break;
-    case TFM_RUN_STEP:
-        p->loss += u->loss_sum;
-        p->nll += u->nll_sum;
-        p->tokens += u->tgt_tokens;
-        if (ev->time - p->last >= p->every) report(p, ev);
-        break;
-    case TFM_RUN_VALID: valid(p, ev); break;
-    case TFM_RUN_EARLY_STOP:
-        if (cli_verbosity >= 1)
-            fprintf(stderr, "train: early stop: %d validations without improvement; the best "
-                            "(step %" PRId64 ") is %s\n",
-                    ev->bad_validations, ev->best_step, ev->best_path);
-        break;
-    case TFM_RUN_CHECKPOINT: cli_info("checkpoint %s", ev->text); break;
-    case TFM_RUN_END: end(p, ev); break;
+    if (ev->kind == TFM_RUN_STEP) {
+        tfm_run_progress_add(&p->progress, ev);
+        if (ev->time - p->progress.last >= p->every) report(p, ev);
+        return;
+    }
+    progress_clear(p);
+    if (ev->kind == TFM_RUN_WARNING) cli_warn(ev->file, 0, "%s", ev->text);
+    else if (cli_verbosity >= (ev->kind == TFM_RUN_CHECKPOINT ? 2 : 1)) print_event(p, ev);
+    if (ev->kind == TFM_RUN_START) {
+        if (ev->ranks > 1) warn_of_binding(p);
+        p->tty = isatty(STDERR_FILENO) && cli_verbosity >= 1;
+        p->progress = (tfm_run_progress){.last = ev->time};
+        install_handlers(ev->ranks > 1);
     }
 }
 
@@ -459,6 +354,7 @@ int main(int argc, char **argv)
     const char *given[TFM_RUN_OPTION_COUNT] = {0};
     parse_command_line(argc, argv, usage, given);
     printer p = {.every = isatty(STDERR_FILENO) ? 0.5 : 10.0};
+    tfm_buf_init(&p.text);
     if (given[TFM_OPT_PROGRESS]) p.every = cli_parse_double("--progress", given[TFM_OPT_PROGRESS], 0.01, 1e9);
 
     /* One rank of several when mpirun or srun started us; else alone, and
@@ -466,7 +362,6 @@ int main(int argc, char **argv)
     tfm_dist *dist;
     tfm_error err;
     if (tfm_dist_create(&argc, &argv, &dist, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
-    p.ranks = tfm_dist_size(dist);
     char rank_name[32];
     if (tfm_dist_rank(dist) > 0) {
         snprintf(rank_name, sizeof rank_name, "train: rank %d", tfm_dist_rank(dist));
@@ -488,6 +383,7 @@ int main(int argc, char **argv)
                     tfm_params_count(&o->model), o->output);
         tfm_run_free(run);
         tfm_dist_free(dist);
+        tfm_buf_free(&p.text);
         return CLI_EXIT_OK;
     }
     tfm_run_set_stop_flag(run, &stop_signal);
@@ -497,6 +393,7 @@ int main(int argc, char **argv)
         cli_fail(NULL, 0, "%s", err.msg);
     }
     tfm_run_free(run);
+    tfm_buf_free(&p.text);
     /* Only on success: a rank that fails exits without leaving the group,
      * and the launcher then ends the others. */
     tfm_dist_free(dist);

@@ -632,7 +632,7 @@ typedef struct tfm_run_event {
     double run_seconds;               /* END: this process's time of training */
     int64_t run_tokens;               /* END: target tokens of this process's updates */
     int64_t run_updates;              /* END: and their number */
-    int ranks;                        /* END: processes training together (1: this one) */
+    int ranks;                        /* processes training together (1: this one) */
     double run_wait_seconds;          /* END: of run_seconds, waiting for other ranks */
     double run_reduce_seconds;        /* END: and summing gradients across them */
 } tfm_run_event;
@@ -727,6 +727,36 @@ double tfm_run_clock(void);
 /* The time left at time t: the nearest of the limits, at this process's
  * pace so far; negative when unknown. */
 double tfm_run_eta(const tfm_run *r, double t);
+
+/* ---- a run's messages to a person ------------------------------------------------ */
+
+/* Appends what ev says to a person, as 'train' prints it on stderr: lines
+ * ending in '\n', without the program's name ("valid step 1000 loss 2.071
+ * ppl 7.93 (4.2s) best so far").  Nothing for STEP: see tfm_run_progress.
+ * A front end chooses what to show: train shows CHECKPOINT with -v only,
+ * and WARNING through its own warning printer (ev->file names the file). */
+tfm_status tfm_run_event_text(const tfm_run *r, const tfm_run_event *ev, tfm_buf *out);
+
+/* The progress line of the updates since the last one: their loss and
+ * perplexity per target token, the learning rate, the target tokens per
+ * second, the elapsed time and the time left (tfm_run_eta).  Start it with
+ * last = the START event's time. */
+typedef struct tfm_run_progress {
+    double last;               /* time of the last line */
+    double loss, nll;          /* sums since then ... */
+    int64_t tokens;            /* ... over so many target tokens */
+} tfm_run_progress;
+
+/* Adds a STEP event's figures (other events: nothing). */
+void tfm_run_progress_add(tfm_run_progress *p, const tfm_run_event *ev);
+/* Appends the line at STEP event ev, without '\n' ("step 1200 epoch 0.41
+ * loss 2.531 ppl 9.87 lr 7.00e-04 1502 tok/s elapsed 0:13:02 ETA 0:16:58"),
+ * and starts the sums anew. */
+tfm_status tfm_run_progress_line(tfm_run_progress *p, const tfm_run *r, const tfm_run_event *ev,
+                                 tfm_buf *out);
+
+/* Seconds as "1:02:03" (hours unbounded); "-" when negative or unknown. */
+void tfm_format_hms(double seconds, char *out, size_t size);
 
 /* "90", "90s", "1h30m", "2d", "1.5h": seconds (TFM_ERR_ARG naming option). */
 tfm_status tfm_parse_duration(const char *option, const char *text, double *seconds,

@@ -226,7 +226,7 @@ static void log_event(tfm_run *r, const tfm_run_event *ev)
 /* An event of the trainer's position now. */
 static tfm_run_event event(const tfm_run *r, tfm_run_event_kind kind)
 {
-    tfm_run_event ev = {.kind = kind, .time = tfm_run_clock()};
+    tfm_run_event ev = {.kind = kind, .time = tfm_run_clock(), .ranks = tfm_dist_size(r->dist)};
     if (r->trainer) {
         ev.step = tfm_trainer_steps(r->trainer);
         ev.epoch = tfm_trainer_epoch(r->trainer);
@@ -1112,7 +1112,6 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     ev.run_seconds = ev.time - r->started;
     ev.run_tokens = r->run_tokens;
     ev.run_updates = r->run_updates;
-    ev.ranks = tfm_dist_size(r->dist);
     ev.run_wait_seconds = r->run_wait;
     ev.run_reduce_seconds = r->run_reduce;
     emit(r, &ev);

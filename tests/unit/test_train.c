@@ -1242,6 +1242,105 @@ static void test_run_stop_flag(void)
     tfm_run_free(r);
 }
 
+/* What a run's events say to a person (lib/train/messages.c), gathered
+ * as train prints them. */
+typedef struct messages {
+    const tfm_run *run;
+    tfm_run_progress progress;
+    tfm_buf text;              /* the event texts, in order */
+    tfm_buf progress_lines;    /* one line per update, '\n' after each */
+} messages;
+
+static void record_messages(void *ctx, const tfm_run_event *ev)
+{
+    messages *m = ctx;
+    if (ev->kind == TFM_RUN_START) m->progress = (tfm_run_progress){.last = ev->time};
+    tfm_run_progress_add(&m->progress, ev);
+    if (ev->kind == TFM_RUN_STEP) {
+        CHECK(m->progress.tokens == ev->update->tgt_tokens && m->progress.tokens > 0);
+        CHECK(tfm_run_progress_line(&m->progress, m->run, ev, &m->progress_lines) == TFM_OK);
+        CHECK(m->progress.tokens == 0 && m->progress.loss == 0 && m->progress.last == ev->time);
+        tfm_buf_putc(&m->progress_lines, '\n');
+    }
+    CHECK(tfm_run_event_text(m->run, ev, &m->text) == TFM_OK);
+}
+
+static void test_run_messages(void)
+{
+    char hms[32];
+    tfm_format_hms(3723.4, hms, sizeof hms);
+    CHECK(!strcmp(hms, "1:02:03"));
+    tfm_format_hms(360000, hms, sizeof hms);
+    CHECK(!strcmp(hms, "100:00:00"));
+    tfm_format_hms(-1, hms, sizeof hms);
+    CHECK(!strcmp(hms, "-"));
+    tfm_format_hms(NAN, hms, sizeof hms);
+    CHECK(!strcmp(hms, "-"));
+
+    const char *given[TFM_RUN_OPTION_COUNT] = {0};
+    tiny_run_options(given);
+    given[TFM_OPT_MAX_STEPS] = "2";
+    given[TFM_OPT_VALID_SRC] = tmp_path("run.src");
+    given[TFM_OPT_VALID_TGT] = tmp_path("run.tgt");
+    given[TFM_OPT_VALID_EVERY] = "2";
+    given[TFM_OPT_PATIENCE] = "3";
+    given[TFM_OPT_OUTPUT] = tmp_path("messages.st");
+    messages m = {0};
+    tfm_buf_init(&m.text);
+    tfm_buf_init(&m.progress_lines);
+    tfm_run *r;
+    tfm_error err;
+    CHECK_MSG(tfm_run_create(given, record_messages, &m, &r, &err) == TFM_OK, "%s", err.msg);
+    if (!r) return;
+    m.run = r;
+    tfm_run_end end;
+    CHECK_MSG(tfm_run_train(r, &end, &err) == TFM_OK, "%s", err.msg);
+    tfm_run_free(r);
+    const char *t = m.text.data;
+    /* 22 source tokens: each source ends with </s>. */
+    CHECK_MSG(strstr(t, "training data: 6 pairs of 6 lines (ids, ids), 22 source and 16 target "
+                        "tokens; skipped 0 with an empty side, 0 longer than 256 tokens\n") &&
+                  strstr(t, "validation data: 6 pairs"),
+              "%s", t);
+    CHECK_MSG(strstr(t, "\nmodel: d_model 16, d_ff 32, 2 heads, 1+1 layers, post-norm, "
+                        "sinusoidal positions, vocabulary 14, "),
+              "%s", t);
+    CHECK_MSG(strstr(t, "\noptions: --preset=tiny --d-model=16 ") && strstr(t, " --max-steps=2 "),
+              "%s", t);
+    CHECK_MSG(strstr(t, "\nvalid step 2 loss ") && strstr(t, " best so far\n"), "%s", t);
+    CHECK_MSG(strstr(t, "checkpoint ") && strstr(t, "messages.st.ckpt-2\n"), "%s", t);
+    CHECK_MSG(strstr(t, "\ndone after 2 updates, ") && strstr(t, "model written to ") &&
+                  strstr(t, "messages.st\n"),
+              "%s", t);
+    CHECK_MSG(!strstr(t, "processes") && !strstr(t, "resuming"), "%s", t); /* alone, fresh */
+    const char *p = m.progress_lines.data;
+    CHECK_MSG(p && !strncmp(p, "step 1 epoch ", 13) && strstr(p, "\nstep 2 epoch ") &&
+                  strstr(p, " tok/s elapsed 0:00:0") && strstr(p, " ETA "),
+              "%s", p ? p : "(none)");
+
+    /* The events of a run across processes, and of one that ends early. */
+    tfm_buf_clear(&m.text);
+    tfm_run_event stop = {.kind = TFM_RUN_EARLY_STOP, .bad_validations = 3, .best_step = 40,
+                          .best_path = "m.st.best"};
+    tfm_run_event last = {.kind = TFM_RUN_END, .end = TFM_RUN_PATIENCE, .averaged = 2,
+                          .text = "m.st", .step = 70, .elapsed = 61, .run_seconds = 2,
+                          .run_tokens = 3000, .run_updates = 10, .ranks = 2,
+                          .run_wait_seconds = 0.1, .run_reduce_seconds = 0.05};
+    CHECK(tfm_run_event_text(NULL, &stop, &m.text) == TFM_OK);
+    CHECK(tfm_run_event_text(NULL, &last, &m.text) == TFM_OK);
+    CHECK_MSG(!strcmp(m.text.data,
+                      "early stop: 3 validations without improvement; the best (step 40) is "
+                      "m.st.best\n"
+                      "m.st is the average of the last 2 checkpoints\n"
+                      "stopped early after 70 updates, 0.00 epochs, 0:01:01 (this run: 3000 target "
+                      "tokens, 1500 tokens/s); model written to m.st\n"
+                      "2 processes: per update, 10.0 ms waiting for the others and 5.0 ms summing "
+                      "the gradients\n"),
+              "%s", m.text.data);
+    tfm_buf_free(&m.text);
+    tfm_buf_free(&m.progress_lines);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/tfm-test-train.XXXXXX",
@@ -1270,6 +1369,7 @@ int main(void)
     RUN(test_run_defaults_and_usage);
     RUN(test_run_options_persist_and_resume);
     RUN(test_run_stop_flag);
+    RUN(test_run_messages);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) printf("# could not remove %s\n", tmpdir);
