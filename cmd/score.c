@@ -377,8 +377,6 @@ static void check_model_options(options *opt, int n_files)
     p->batch_size = opt->batch.batch_size;
     p->batch_tokens = opt->batch.batch_tokens;
     if (p->nbest) opt->tgt = opt->nbest;
-    if (strcmp(opt->src, "-") == 0 && strcmp(opt->tgt, "-") == 0)
-        cli_usage_error("standard input ('-') can be only one of the inputs");
     tfm_error err;
     if (tfm_pair_scorer_params_validate(p, &err) != TFM_OK) cli_usage_error("%s", err.msg);
     p->strict = opt->strict;
@@ -410,9 +408,8 @@ static void check_metric_options(options *opt, char **files, int *n_files)
 int main(int argc, char **argv)
 {
     cli_init("score", argv);
-    options opt = {.files = tfm_file_scorer_default_params(), .pairs = tfm_pair_scorer_default_params(),
-                   .n_confidence = 1000, .n_paired = 1000};
-    opt.files.bootstrap.seed = 12345;
+    options opt = {.files = tfm_file_scorer_default_params(), .pairs = tfm_pair_scorer_default_params()};
+    opt.n_confidence = opt.n_paired = opt.files.bootstrap.n_samples;
     opt.batch = cli_batch_defaults(opt.pairs.batch_size, opt.pairs.batch_tokens);
     if (opt.batch.threads > 8) opt.batch.threads = 8;
     bool have_metric = argc > 1 && tfm_metric_parse_name(argv[1], &opt.files.metric);
