@@ -259,6 +259,7 @@ int main(int argc, char **argv)
     tfm_error err;
     tfm_model *model = cli_load_model_for(opt.model, &opt.batch);
     if (tfm_model_pack_for_decoding(model, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    tfm_model_release_quantized(model); /* the packs hold its matrices now */
     opt.decode.max_input = cli_max_input(&opt.batch, model);
     opt.decode.capacity = (size_t)opt.batch.batch_size * (size_t)threads;
     opt.decode.workers = threads;

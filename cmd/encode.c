@@ -220,6 +220,7 @@ int main(int argc, char **argv)
     run.source = tfm_pair_params_from_model(run.model);
     run.source.source_eos = run.source.source_eos && opt.eos;
     if (tfm_model_pack_for_encoding(run.model, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    tfm_model_release_quantized(run.model); /* the packs hold its matrices now */
     const tfm_config *c = &run.model->config;
     run.D = c->d_model;
     run.source.max_source = (size_t)cli_max_input(&opt.batch, run.model);

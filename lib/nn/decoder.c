@@ -41,6 +41,8 @@ struct tfm_decoder {
     tfm_buf src;            /* int [2, n_sentences]: row offset of each source, then its length */
     tfm_buf packed;         /* [total_src, D]: the sources, when not already contiguous */
     tfm_buf cross;          /* [L, total_src, 2D]: each layer's encoder-attention k and v */
+    tfm_buf cross_f32;      /* [total_src, 2D] floats: one layer's k and v before rounding */
+    bool kv_bf16;           /* cross and cache hold bfloat16, not floats (kv_is_bf16) */
 
     /* Per row: the sentence it decodes and the cache slot holding its
      * self-attention keys and values.  A slot is [L, max_steps, 2D] (each
@@ -70,6 +72,7 @@ tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *
     tfm_buf_init(&d->src);
     tfm_buf_init(&d->packed);
     tfm_buf_init(&d->cross);
+    tfm_buf_init(&d->cross_f32);
     tfm_buf_init(&d->act);
     tfm_buf_init(&d->stats);
     tfm_buf_init(&d->sums);
@@ -89,6 +92,7 @@ void tfm_decoder_free(tfm_decoder *d)
     tfm_buf_free(&d->src);
     tfm_buf_free(&d->packed);
     tfm_buf_free(&d->cross);
+    tfm_buf_free(&d->cross_f32);
     tfm_buf_free(&d->act);
     tfm_buf_free(&d->stats);
     tfm_buf_free(&d->sums);
@@ -103,26 +107,68 @@ void tfm_decoder_free(tfm_decoder *d)
 int tfm_decoder_rows(const tfm_decoder *d) { return d->R; }
 int tfm_decoder_position(const tfm_decoder *d) { return d->t; }
 
-/* Floats of one cache slot: [L, max_steps, 2D]. */
+/* A decoder whose model computes in int8 or bf16 keeps the keys and values
+ * of its attention (the cache and the sources') in bfloat16: half the
+ * memory, and half the bytes the attention of every step reads, which
+ * bound its time.  The attention's sums stay float32. */
+static bool kv_is_bf16(const tfm_model *m)
+{
+    return m->compute != TFM_COMPUTE_FLOAT32;
+}
+
+/* Bytes of one key or value element. */
+static size_t kv_bytes(const tfm_decoder *d)
+{
+    return d->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
+}
+
+/* Elements of one cache slot: [L, max_steps, 2D]. */
 static size_t slot_size(const tfm_decoder *d)
 {
     const tfm_config *c = &d->m->config;
     return (size_t)c->n_decoder_layers * d->max_steps * 2 * c->d_model;
 }
 
-/* Layer l of cache slot `slot`: [max_steps, 2D]. */
-static float *cache_at(tfm_decoder *d, int slot, int l)
+/* Layer l of cache slot `slot`: [max_steps, 2D] elements. */
+static void *cache_at(tfm_decoder *d, int slot, int l)
 {
     const int D = d->m->config.d_model;
-    float *base = (float *)(void *)d->cache.data;
-    return base + (size_t)slot * slot_size(d) + (size_t)l * d->max_steps * 2 * D;
+    size_t at = (size_t)slot * slot_size(d) + (size_t)l * d->max_steps * 2 * D;
+    return d->cache.data + at * kv_bytes(d);
+}
+
+/* Element e of the keys and values kv (the cache or the sources'). */
+static void *kv_at(const tfm_decoder *d, void *kv, size_t e)
+{
+    return (char *)kv + e * kv_bytes(d);
+}
+
+/* Stores n floats as keys and values at kv: copied, or rounded to bf16. */
+static void kv_store(const tfm_decoder *d, void *kv, const float *x, size_t n)
+{
+    if (d->kv_bf16) nn_round_bf16(kv, x, n);
+    else memcpy(kv, x, n * sizeof *x);
+}
+
+/* One query against n_k keys and values (ldkv elements apart, the values
+ * D elements after the keys), as attention_row_forward. */
+static void kv_attention(const tfm_decoder *d, float *out, const float *q, const void *kv,
+                         int ldkv, int n_k, const attention_relative *rel, int d0, float *scratch)
+{
+    const int D = d->m->config.d_model, H = d->m->config.n_heads;
+    if (d->kv_bf16)
+        attention_row_forward_bf16(out, q, kv, ldkv, (const uint16_t *)kv + D, ldkv, n_k, H,
+                                   D / H, rel, d0, scratch);
+    else
+        attention_row_forward(out, q, kv, ldkv, (const float *)kv + D, ldkv, n_k, H, D / H, rel,
+                              d0, scratch);
 }
 
 /* Makes the cache hold n slots (contents kept); false when memory runs out. */
 static bool reserve_slots(tfm_decoder *d, int n)
 {
     if (n <= d->n_slots) return true;
-    if (!nn_reserve(&d->cache, (size_t)n * slot_size(d), sizeof(float))) return false;
+    if (!nn_reserve(&d->cache, (size_t)n * slot_size(d), kv_bytes(d))) return false;
     d->n_slots = n;
     return true;
 }
@@ -172,10 +218,12 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
     int *src = nn_reserve(&d->src, 2 * (size_t)n_sentences, sizeof(int));
     int *rows = nn_reserve(&d->row_sentence, (size_t)R, sizeof(int));
     int *slots = nn_reserve(&d->row_slot, (size_t)R, sizeof(int));
-    float *cross = nn_reserve(&d->cross, (size_t)NL * total * 2 * D, sizeof(float));
+    d->kv_bf16 = kv_is_bf16(d->m);
+    void *cross = nn_reserve(&d->cross, (size_t)NL * total * 2 * D, kv_bytes(d));
+    float *cross_f32 = !d->kv_bf16 ? cross : nn_reserve(&d->cross_f32, total * 2 * D, sizeof(float));
     d->max_steps = max_steps; /* the cache layout depends on it */
     d->n_slots = 0;           /* and so does the number of slots the buffer holds */
-    if (!src || !rows || !slots || !cross || !reserve_slots(d, R) ||
+    if (!src || !rows || !slots || !cross || !cross_f32 || !reserve_slots(d, R) ||
         !positions_table(c->positions, p->tgt_positions, &d->sinusoids, &d->n_sinusoids, max_steps,
                          D, &d->positions)) {
         d->max_steps = 0;
@@ -223,9 +271,11 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
         assert(a->v_proj.weight == a->k_proj.weight + (size_t)D * D);
         assert(a->v_proj.bias == a->k_proj.bias + D);
         /* [total, 2D] = sources [total, D] x [k; v]^T ([2D, D]) */
-        packed_or_linear_forward(cross + (size_t)l * total * 2 * D, sources,
-                                 pd ? &pd[l].cross_kv : NULL, qs, a->k_proj.weight,
-                                 a->k_proj.bias, (int)total, D, 2 * D);
+        void *kv = kv_at(d, cross, (size_t)l * total * 2 * D);
+        float *kv_f32 = d->kv_bf16 ? cross_f32 : kv;
+        packed_or_linear_forward(kv_f32, sources, pd ? &pd[l].cross_kv : NULL, qs,
+                                 a->k_proj.weight, a->k_proj.bias, (int)total, D, 2 * D);
+        if (d->kv_bf16) kv_store(d, kv, kv_f32, total * 2 * D);
     }
     if (R > 0) memcpy(rows, row_sentence, (size_t)R * sizeof *rows);
     for (int r = 0; r < R; r++) slots[r] = r;
@@ -242,7 +292,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
 {
     const tfm_config *c = &d->m->config;
     const tfm_params *p = &d->m->params;
-    const int D = c->d_model, F = c->d_ff, H = c->n_heads, Dh = D / H, V = c->tgt_vocab_size;
+    const int D = c->d_model, F = c->d_ff, V = c->tgt_vocab_size;
     const int R = d->R, t = d->t, S = d->max_steps;
     const float eps = c->layer_norm_eps;
 
@@ -271,7 +321,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
     const int *row_slot = (const int *)(const void *)d->row_slot.data;
     const int *src_off = (const int *)(const void *)d->src.data;
     const int *src_len = src_off + d->n_sentences;
-    const float *cross = (const float *)(const void *)d->cross.data;
+    void *cross = d->cross.data;
     /* restricted self-attention: the position sees keys [t - window, t], and
      * only they are read of the cache */
     const int lo = c->attention_window > 0 && t > c->attention_window ? t - c->attention_window : 0;
@@ -294,11 +344,10 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         const attention_relative *rel =
             attention_relative_of(&rel_tables, &L->self_attn, c->relative_positions);
         for (int r = 0; r < R; r++) {
-            float *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
-            memcpy(kv + (size_t)t * 2 * D, qkv + (size_t)r * 3 * D + D, 2 * (size_t)D * sizeof *kv);
-            const float *band = kv + (size_t)lo * 2 * D;
-            attention_row_forward(attn + (size_t)r * D, qkv + (size_t)r * 3 * D, band, 2 * D,
-                                  band + D, 2 * D, t - lo + 1, H, Dh, rel, lo - t, scores);
+            void *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
+            kv_store(d, kv_at(d, kv, (size_t)t * 2 * D), qkv + (size_t)r * 3 * D + D, 2 * (size_t)D);
+            kv_attention(d, attn + (size_t)r * D, qkv + (size_t)r * 3 * D,
+                         kv_at(d, kv, (size_t)lo * 2 * D), 2 * D, t - lo + 1, rel, lo - t, scores);
         }
         packed_or_linear_forward(tmp, attn, P ? &P->self_out : NULL, qs,
                                  L->self_attn.out_proj.weight, L->self_attn.out_proj.bias, R, D, D);
@@ -310,12 +359,11 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         float *q = qkv; /* [R, D] */
         packed_or_linear_forward(q, in, P ? &P->cross_q : NULL, qs, L->encoder_attn.q_proj.weight,
                                  L->encoder_attn.q_proj.bias, R, D, D);
-        const float *cross_l = cross + (size_t)l * d->total_src * 2 * D;
         for (int r = 0; r < R; r++) {
             int s = row_sentence[r];
-            const float *kv = cross_l + (size_t)src_off[s] * 2 * D;
-            attention_row_forward(attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, kv + D,
-                                  2 * D, src_len[s], H, Dh, NULL, 0, scores);
+            const void *kv = kv_at(d, cross, ((size_t)l * d->total_src + (size_t)src_off[s]) * 2 * D);
+            kv_attention(d, attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, src_len[s], NULL, 0,
+                         scores);
         }
         packed_or_linear_forward(tmp, attn, P ? &P->cross_out : NULL, qs,
                                  L->encoder_attn.out_proj.weight, L->encoder_attn.out_proj.bias, R,
@@ -413,7 +461,7 @@ tfm_status tfm_decoder_reorder(tfm_decoder *d, int new_R, const int *parent, tfm
         slots[i] = free_slots[--n_free];
         for (int l = 0; l < NL && d->t > 0; l++)
             memcpy(cache_at(d, slots[i], l), cache_at(d, old_slots[parent[i]], l),
-                   (size_t)d->t * 2 * D * sizeof(float));
+                   (size_t)d->t * 2 * D * kv_bytes(d));
     }
     d->R = new_R;
     return TFM_OK;

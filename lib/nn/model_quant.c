@@ -234,6 +234,16 @@ void tfm_quantized_dequantize(tfm_model *m, bool embeddings_only)
     }
 }
 
+void tfm_model_release_quantized(tfm_model *m)
+{
+    tfm_quantized *qz = m->quantized;
+    if (m->float_weights || !qz) return;
+    free(qz->q);
+    free(qz->bf16);
+    qz->q = NULL;
+    qz->bf16 = NULL;
+}
+
 /* ---- the compute type ---------------------------------------------------------------------- */
 
 tfm_status tfm_model_set_compute_type(tfm_model *m, tfm_compute_type type, tfm_error *err)

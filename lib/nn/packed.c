@@ -506,8 +506,9 @@ static tfm_status pack_weight(const tfm_model *m, nn_packed_linear *p, const flo
     const nn_kernel kernel = nn_quant_best_kernel(m->compute);
     tfm_quantized_view v;
     if (!m->quantized || tfm_quantized_type(m->quantized) != m->compute ||
-        !tfm_quantized_find(m->quantized, (size_t)(weight - m->data), &v))
-        return TFM_ERR_ARG; /* tfm_model_set_compute_type prevents it */
+        !tfm_quantized_find(m->quantized, (size_t)(weight - m->data), &v) || (!v.q && !v.bf16))
+        return TFM_ERR_ARG; /* released (tfm_model_release_quantized); else
+                               tfm_model_set_compute_type prevents it */
     return m->compute == TFM_COMPUTE_INT8 ? nn_pack_int8(p, v.q, v.scale, bias, N, K, kernel)
                                            : nn_pack_bf16(p, v.bf16, bias, N, K, kernel);
 }
@@ -596,7 +597,7 @@ static tfm_status pack_stack(tfm_model *m, const tfm_encoder_layer *enc,
 static tfm_status pack_failed(const tfm_model *m, tfm_status st, const char *part, tfm_error *err)
 {
     if (st == TFM_ERR_NOMEM) return tfm_error_set(err, st, "out of memory packing %s", part);
-    return tfm_error_set(err, st, "packing %s: the model holds no %s weights", part,
+    return tfm_error_set(err, st, "packing %s: the model holds no %s weights (any more)", part,
                          tfm_compute_type_name(m->compute));
 }
 

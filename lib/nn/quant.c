@@ -90,9 +90,23 @@ uint16_t nn_bf16_round(float x)
     return (uint16_t)(u >> 16);
 }
 
-void nn_round_bf16(uint16_t *out, const float *x, size_t n)
+/* nn_bf16_round of every value, sixteen at a time with the same integer
+ * steps (vector extensions: AVX-512 or AVX2 where the CPU has it). */
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+NN_MULTIVERSION_512 void nn_round_bf16(uint16_t *out, const float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++) out[i] = nn_bf16_round(x[i]);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        u32x16 u;
+        memcpy(&u, x + i, sizeof u);
+        const u32x16 nan = (u32x16)((u & 0x7fffffffu) > 0x7f800000u); /* all ones where NaN */
+        const u32x16 rounded = u + (0x7fffu + ((u >> 16) & 1u));
+        const u32x16 r = (rounded & ~nan) | ((u | 0x00400000u) & nan);
+        const u16x16 b = __builtin_convertvector(r >> 16, u16x16);
+        memcpy(out + i, &b, sizeof b);
+    }
+    for (; i < n; i++) out[i] = nn_bf16_round(x[i]);
 }
 
 void nn_bf16_to_floats(float *out, const uint16_t *in, size_t n)

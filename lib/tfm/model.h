@@ -173,7 +173,9 @@ void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit
  *   int8     weights int8 with a float scale per output row, activations
  *            quantized per row when the product runs, int32 sums;
  *   bf16     weights and activations rounded to bfloat16, float32 sums.
- * Everything else (attention, norms, softmax, the search) stays float32. */
+ * Everything else (attention, norms, softmax, the search) stays float32,
+ * but for the decoder's keys and values (its cache), which int8 and bf16
+ * hold in bf16. */
 typedef enum tfm_compute_type {
     TFM_COMPUTE_DEFAULT = -1, /* for loading: the model's own (float32 unless quantized) */
     TFM_COMPUTE_FLOAT32 = 0,
@@ -249,6 +251,14 @@ tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err);
  * AVX-512BW", "int8 AVX2", "int8 C"; "bf16 AVX-512 BF16", "bf16 C". */
 const char *tfm_model_kernel_name(const tfm_model *m);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
+/* For a program that has packed all it will run (decode after
+ * _for_decoding, encode after _for_encoding): frees the int8 or bf16
+ * matrices of a model loaded for inference only (float_weights false),
+ * whose packs now hold their values, so they are not in memory twice (the
+ * decoder's and the encoder's: 48 MB of the base preset's int8).  The
+ * model still runs what is packed; packing more is then refused
+ * (TFM_ERR_ARG).  Nothing for a model with float weights. */
+void tfm_model_release_quantized(tfm_model *m);
 
 /* The type the linear layers of encoding and decoding multiply in, set
  * before packing (m->compute; a new model's is float32, a quantized model's

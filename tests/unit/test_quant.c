@@ -40,6 +40,31 @@ static void test_bf16_round(void)
     CHECK(isnan(nn_bf16_to_float(nn_bf16_round(NAN))));
     CHECK(nn_bf16_round(3.4e38f) == 0x7f80); /* rounds up past the largest bf16 */
     CHECK(nn_bf16_to_float(0x3f81) == 1.0f + 1.0f / 128.0f);
+
+    /* nn_round_bf16 (sixteen at a time, then one by one) rounds each value
+     * as nn_bf16_round does: ties, NaNs, infinities, subnormals, random
+     * values, at every offset and length of a 16-lane body and its tail. */
+    enum { N = 53 };
+    float x[N];
+    uint32_t u = 12345;
+    for (int i = 0; i < N; i++) {
+        u = u * 1664525u + 1013904223u;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        x[i] = f;
+    }
+    const float special[] = {1.0f + 1.0f / 256.0f, 1.0f + 3.0f / 256.0f, INFINITY, -INFINITY, NAN,
+                             -NAN, 1e-40f, -1e-45f, 0.0f, -0.0f, 3.4e38f, -1.5f};
+    memcpy(x + 3, special, sizeof special);
+    uint16_t got[N];
+    for (int lo = 0; lo < 4; lo++)
+        for (int n = 0; lo + n <= N; n += 7) {
+            memset(got, 0, sizeof got);
+            nn_round_bf16(got, x + lo, (size_t)n);
+            int bad = 0;
+            for (int i = 0; i < n; i++) bad += got[i] != nn_bf16_round(x[lo + i]);
+            CHECK_MSG(bad == 0, "offset %d, %d values: %d differ", lo, n, bad);
+        }
 }
 
 /* ---- the kernels ------------------------------------------------------------------------ */
