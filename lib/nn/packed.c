@@ -218,11 +218,46 @@ static void avx512_panel(float *out, size_t ldo, const void *x, size_t row_bytes
  * more passes.  Always 16 columns at a time, whatever the kernel: the same
  * sums in the same order for all of them (plain C with vector extensions:
  * the same IEEE operations whatever instructions compile them). */
+typedef double f64x4 __attribute__((vector_size(32)));
+typedef double f64x8 __attribute__((vector_size(64)));
+
+/* Lane by lane, the larger of a and b, a NaN in b never chosen (a NaN only
+ * where both are). */
+#define MAX_NOT_NAN(T, a, b)                                                                  \
+    (((T)(a) & (((T)((a) > (b))) | (T)((b) != (b)))) |                                         \
+     ((T)(b) & ~(((T)((a) > (b))) | (T)((b) != (b)))))
+
+/* The largest of 16 values, as the loop `m = v[0]; m = v[j] > m ? v[j] : m`
+ * finds it: a NaN first is the answer, a NaN elsewhere is passed over. */
+NN_INLINE float max16(const float *v)
+{
+    if (v[0] != v[0]) return v[0];
+    const nn_f32x16 x = nn_load16(v);
+    nn_f32x8 lo, hi;
+    memcpy(&lo, &x, sizeof lo);
+    memcpy(&hi, (const char *)&x + sizeof lo, sizeof hi);
+    const nn_i32x8 m8 = MAX_NOT_NAN(nn_i32x8, lo, hi);
+    nn_f32x8 f8;
+    memcpy(&f8, &m8, sizeof f8);
+    nn_f32x4 a, b;
+    memcpy(&a, &f8, sizeof a);
+    memcpy(&b, (const char *)&f8 + sizeof a, sizeof b);
+    typedef int32_t i32x4 __attribute__((vector_size(16)));
+    const i32x4 m4 = MAX_NOT_NAN(i32x4, a, b);
+    float m[4];
+    memcpy(m, &m4, sizeof m);
+    float r = m[0]; /* not a NaN: v[0] is not, and took part */
+    for (int j = 1; j < 4; j++) r = m[j] > r ? m[j] : r;
+    return r;
+}
+
 NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
                           double sum[NN_STATS_SUMS])
 {
     float bm = v[0]; /* the largest (exact in any order) */
-    for (int j = 1; j < cols; j++) bm = v[j] > bm ? v[j] : bm;
+    if (cols == STATS_GROUP) bm = max16(v);
+    else
+        for (int j = 1; j < cols; j++) bm = v[j] > bm ? v[j] : bm;
     if (bm > st->max) { /* strictly: an earlier column keeps a tie */
         int bj = 0;
         while (bj < cols - 1 && v[bj] != bm) bj++; /* the first of the largest */
@@ -238,8 +273,14 @@ NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
         nn_f32x8 e0, e1; /* the halves, added lane by lane */
         memcpy(&e0, &e16, sizeof e0);
         memcpy(&e1, (const char *)&e16 + sizeof e0, sizeof e1);
-        const nn_f32x8 e = e0 + e1;
-        for (int i = 0; i < NN_STATS_SUMS; i++) sum[i] += (double)e[i] + (double)e[i + 4];
+        /* sum[i] += (double)e[i] + (double)e[i + 4], the four lanes at once */
+        const f64x8 d = __builtin_convertvector(e0 + e1, f64x8);
+        f64x4 lo, hi, acc;
+        memcpy(&lo, &d, sizeof lo);
+        memcpy(&hi, (const char *)&d + sizeof lo, sizeof hi);
+        memcpy(&acc, sum, sizeof acc);
+        acc += lo + hi;
+        memcpy(sum, &acc, sizeof acc);
     } else {
         for (int j = 0; j < cols; j++) sum[0] += nn_exp1_nonpositive(v[j] - m);
     }

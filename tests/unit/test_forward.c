@@ -316,6 +316,61 @@ static void test_packed_linear(void)
 
 /* The packed kernels' slicing of many rows (more than a slice keeps in the
  * cache) changes nothing: 700 rows at once equal 700 rows one by one. */
+/* The statistics the packed kernels gather, against the rule written out
+ * here: the columns in groups of 16, a group's largest found by the loop
+ * m = v[0]; m = v[j] > m ? v[j] : m (so a NaN first in its group hides the
+ * group, a NaN elsewhere is passed over), taken when above the maximum so
+ * far, its first column the argmax.  Tied columns and NaN columns
+ * (weight rows of NaN) at the start, the middle and the end of groups. */
+static void test_stats_ties_and_nans(void)
+{
+    if (!nn_packed_kernel_runs(NN_KERNEL_AVX2)) {
+        SKIP(test_stats_ties_and_nans, "this CPU has no AVX2 and FMA: no packed kernel");
+        return;
+    }
+    enum { N = 53, K = 3, R = 4 };
+    static const int nan_cols[][3] = {{0, 17, 52}, {5, 16, 31}, {-1, -1, -1}, {1, 32, 47}};
+    const nn_kernel kernels[2] = {NN_KERNEL_AVX2, NN_KERNEL_AVX512};
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 13);
+    int wrong = 0;
+    for (int variant = 0; variant < 4; variant++)
+        for (int k = 0; k < 2; k++) {
+            if (!nn_packed_kernel_runs(kernels[k])) continue;
+            float w[N * K], x[R * K], out[R * N];
+            /* few distinct weights, so outputs tie */
+            for (int i = 0; i < N * K; i++) w[i] = (float)(int)(3 * tfm_rng_float(&rng));
+            for (int j = 0; j < 3; j++)
+                if (nan_cols[variant][j] >= 0)
+                    for (int i = 0; i < K; i++) w[nan_cols[variant][j] * K + i] = NAN;
+            for (int i = 0; i < R * K; i++) x[i] = (float)(int)(3 * tfm_rng_float(&rng));
+            nn_packed_linear p;
+            CHECK(nn_pack_linear_for(&p, w, NULL, N, K, kernels[k]) == TFM_OK);
+            tfm_logit_stats st[R];
+            double sums[R * NN_STATS_SUMS];
+            nn_packed_forward_stats(out, x, &p, R, NULL, st, sums);
+            for (int r = 0; r < R; r++) {
+                const float *v = out + (size_t)r * N;
+                float max = -INFINITY;
+                int argmax = 0;
+                for (int g = 0; g < N; g += 16) {
+                    const int cols = N - g < 16 ? N - g : 16;
+                    float m = v[g];
+                    for (int j = 1; j < cols; j++) m = v[g + j] > m ? v[g + j] : m;
+                    if (m > max) {
+                        int j = 0;
+                        while (j < cols - 1 && v[g + j] != m) j++;
+                        max = m;
+                        argmax = g + j;
+                    }
+                }
+                wrong += st[r].max != max || st[r].argmax != argmax;
+            }
+            nn_packed_linear_free(&p);
+        }
+    CHECK_MSG(wrong == 0, "%d rows' maximum or argmax break the rule", wrong);
+}
+
 static void test_packed_linear_many_rows(void)
 {
     const nn_kernel kernel = nn_packed_best_kernel();
@@ -1023,6 +1078,7 @@ int main(void)
     RUN(test_logit_stats);
     RUN(test_packed_linear);
     RUN(test_packed_linear_many_rows);
+    RUN(test_stats_ties_and_nans);
     RUN(test_masks_against_naive);
     RUN(test_sinusoid_values);
     RUN(test_incremental_equals_full);
