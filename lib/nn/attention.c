@@ -544,10 +544,131 @@ void attention_row_forward(float *out, const float *q, const float *k, int ldk, 
     row_attention(out, q, k, ldk, v, ldv, n_k, H, Dh, rel, d0, scratch, false);
 }
 
+/* ---- bf16 keys and values, Dh a multiple of 16 ----
+ *
+ * Sixteen bf16 values (32 bytes) read as eight 32-bit words hold the even
+ * values in their low halves and the odd ones in their high halves: a
+ * shift and a mask widen them into two float vectors, with no lane
+ * crossing.  So the query is split the same way once (each 16 values: the
+ * 8 even, then the 8 odd), the products run on split vectors, and the
+ * weighted sum stays split until it is joined at the end. */
+typedef uint32_t nn_u32x8u __attribute__((vector_size(32), aligned(2), may_alias));
+#define BF16_WORDS(p) ((nn_u32x8) * (const nn_u32x8u *)(const void *)(p))
+#define BF16_EVEN(w) ((nn_f32x8)((w) << 16))
+#define BF16_ODD(w) ((nn_f32x8)((w) & 0xffff0000u))
+
+/* The most H Dh the split path takes (its buffers are on the stack). */
+enum { SPLIT_MAX = 2048 };
+
+/* out [n] = x [n] with each 16 values' even ones first (n a multiple of 16);
+ * join undoes it. */
+NN_INLINE void split_even_odd(float *out, const float *x, int n)
+{
+    for (int i = 0; i < n; i += 16)
+        for (int j = 0; j < 8; j++) out[i + j] = x[i + 2 * j], out[i + 8 + j] = x[i + 2 * j + 1];
+}
+
+NN_INLINE void join_even_odd(float *out, const float *x, int n)
+{
+    for (int i = 0; i < n; i += 16)
+        for (int j = 0; j < 8; j++) out[i + 2 * j] = x[i + j], out[i + 2 * j + 1] = x[i + 8 + j];
+}
+
+/* s[i] = <k_i, q> for four bf16 keys of Dh values; qs split. */
+NN_INLINE void dot4_bf16(float s[4], const float *qs, const uint16_t *k0, const uint16_t *k1,
+                         const uint16_t *k2, const uint16_t *k3, int Dh)
+{
+    nn_f32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    for (int i = 0; i < Dh; i += 16) {
+        const nn_f32x8 qe = nn_load8(qs + i), qo = nn_load8(qs + i + 8);
+        nn_u32x8 w = BF16_WORDS(k0 + i);
+        a0 += BF16_EVEN(w) * qe + BF16_ODD(w) * qo;
+        w = BF16_WORDS(k1 + i);
+        a1 += BF16_EVEN(w) * qe + BF16_ODD(w) * qo;
+        w = BF16_WORDS(k2 + i);
+        a2 += BF16_EVEN(w) * qe + BF16_ODD(w) * qo;
+        w = BF16_WORDS(k3 + i);
+        a3 += BF16_EVEN(w) * qe + BF16_ODD(w) * qo;
+    }
+    s[0] = nn_sum8(&a0), s[1] = nn_sum8(&a1), s[2] = nn_sum8(&a2), s[3] = nn_sum8(&a3);
+}
+
+NN_INLINE float dot1_bf16(const float *qs, const uint16_t *k, int Dh)
+{
+    nn_f32x8 a = {0};
+    for (int i = 0; i < Dh; i += 16) {
+        const nn_u32x8 w = BF16_WORDS(k + i);
+        a += BF16_EVEN(w) * nn_load8(qs + i) + BF16_ODD(w) * nn_load8(qs + i + 8);
+    }
+    return nn_sum8(&a);
+}
+
+/* os [H Dh] (split) += per head, sum over j of w[h n + j] v_j. */
+NN_INLINE void weighted_sum_bf16(float *os, const float *w, const uint16_t *v, int ldv, int n,
+                                 int H, int Dh)
+{
+    int j = 0;
+    for (; j + 4 <= n; j += 4)
+        for (int h = 0; h < H; h++) {
+            const uint16_t *v0 = v + (size_t)j * ldv + (size_t)h * Dh, *v1 = v0 + ldv,
+                           *v2 = v1 + ldv, *v3 = v2 + ldv;
+            const float *wh = w + (size_t)h * n + j;
+            const float w0 = wh[0], w1 = wh[1], w2 = wh[2], w3 = wh[3];
+            float *o = os + (size_t)h * Dh;
+            for (int i = 0; i < Dh; i += 16) {
+                const nn_u32x8 x0 = BF16_WORDS(v0 + i), x1 = BF16_WORDS(v1 + i),
+                               x2 = BF16_WORDS(v2 + i), x3 = BF16_WORDS(v3 + i);
+                nn_store8(o + i, nn_load8(o + i) + ((w0 * BF16_EVEN(x0) + w1 * BF16_EVEN(x1)) +
+                                                    (w2 * BF16_EVEN(x2) + w3 * BF16_EVEN(x3))));
+                nn_store8(o + i + 8, nn_load8(o + i + 8) + ((w0 * BF16_ODD(x0) + w1 * BF16_ODD(x1)) +
+                                                            (w2 * BF16_ODD(x2) + w3 * BF16_ODD(x3))));
+            }
+        }
+    for (; j < n; j++)
+        for (int h = 0; h < H; h++) {
+            const uint16_t *vj = v + (size_t)j * ldv + (size_t)h * Dh;
+            const float wj = w[(size_t)h * n + j];
+            float *o = os + (size_t)h * Dh;
+            for (int i = 0; i < Dh; i += 16) {
+                const nn_u32x8 x = BF16_WORDS(vj + i);
+                nn_store8(o + i, nn_load8(o + i) + wj * BF16_EVEN(x));
+                nn_store8(o + i + 8, nn_load8(o + i + 8) + wj * BF16_ODD(x));
+            }
+        }
+}
+
 NN_MULTIVERSION
 void attention_row_forward_bf16(float *out, const float *q, const uint16_t *k, int ldk,
                                 const uint16_t *v, int ldv, int n_k, int H, int Dh,
                                 const attention_relative *rel, int d0, float *scratch)
 {
-    row_attention(out, q, k, ldk, v, ldv, n_k, H, Dh, rel, d0, scratch, true);
+    if (Dh % 16 != 0 || H * Dh > SPLIT_MAX || n_k <= 0) {
+        row_attention(out, q, k, ldk, v, ldv, n_k, H, Dh, rel, d0, scratch, true);
+        return;
+    }
+    float qs[SPLIT_MAX], os[SPLIT_MAX];
+    split_even_odd(qs, q, H * Dh);
+    const float scale = 1.0f / sqrtf((float)Dh);
+    float *u = scratch + (size_t)H * n_k; /* [2K+1] */
+    int j = 0;
+    for (; j + 4 <= n_k; j += 4) {
+        const uint16_t *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+        for (int h = 0; h < H; h++) {
+            const size_t off = (size_t)h * Dh;
+            float s[4];
+            dot4_bf16(s, qs + off, k0 + off, k1 + off, k2 + off, k3 + off, Dh);
+            float *o = scratch + (size_t)h * n_k + j;
+            o[0] = scale * s[0], o[1] = scale * s[1], o[2] = scale * s[2], o[3] = scale * s[3];
+        }
+    }
+    for (; j < n_k; j++)
+        for (int h = 0; h < H; h++)
+            scratch[(size_t)h * n_k + j] =
+                scale * dot1_bf16(qs + (size_t)h * Dh, k + (size_t)j * ldk + (size_t)h * Dh, Dh);
+    if (rel) relative_row_logits(scratch, q, n_k, H, Dh, rel, scale, d0, u);
+    for (int h = 0; h < H; h++) softmax_forward(scratch + (size_t)h * n_k, n_k);
+    memset(os, 0, sizeof(float) * H * Dh);
+    weighted_sum_bf16(os, scratch, v, ldv, n_k, H, Dh);
+    join_even_odd(out, os, H * Dh);
+    if (rel) relative_row_values(out, scratch, n_k, H, Dh, rel, d0, u);
 }

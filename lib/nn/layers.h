@@ -255,7 +255,10 @@ void attention_row_forward(float *out, const float *q, const float *k, int ldk, 
                            int ldv, int n_k, int H, int Dh, const attention_relative *rel,
                            int d0, float *scratch);
 /* The same with k and v in bfloat16 (the cache of a decoder computing in
- * int8 or bf16): each value widened exactly, then the same float32 sums. */
+ * int8 or bf16): each value widened exactly, float32 sums.  When Dh is a
+ * multiple of 16 (and H Dh at most 2048) the sums go in another order than
+ * attention_row_forward's (attention.c says why), so the two agree to
+ * float rounding, not bit for bit. */
 void attention_row_forward_bf16(float *out, const float *q, const uint16_t *k, int ldk,
                                 const uint16_t *v, int ldv, int n_k, int H, int Dh,
                                 const attention_relative *rel, int d0, float *scratch);

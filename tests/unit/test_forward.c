@@ -316,6 +316,43 @@ static void test_packed_linear(void)
 
 /* The packed kernels' slicing of many rows (more than a slice keeps in the
  * cache) changes nothing: 700 rows at once equal 700 rows one by one. */
+/* One query against bf16 keys and values (attention_row_forward_bf16)
+ * equals the float32 row attention of the same values widened, to float
+ * rounding: heads of 8 (the generic path), 16, 32 and 48 values (the split
+ * path), 1 to 13 keys, with and without relative positions. */
+static void test_row_attention_bf16(void)
+{
+    enum { MAXK = 13, MAXD = 96, CLIP = 3 };
+    static const int shapes[][2] = {{2, 8}, {1, 16}, {2, 32}, {2, 48}, {3, 32}};
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 41);
+    float q[MAXD], kf[MAXK * 2 * MAXD], want[MAXD], got[MAXD];
+    float scratch[3 * MAXK + 2 * CLIP + 1], rk[(2 * CLIP + 1) * 48], rv[(2 * CLIP + 1) * 48];
+    uint16_t kb[MAXK * 2 * MAXD];
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int H = shapes[si][0], Dh = shapes[si][1], D = H * Dh;
+        for (int n = 1; n <= MAXK; n++)
+            for (int with_rel = 0; with_rel < 2; with_rel++) {
+                for (int i = 0; i < D; i++) q[i] = 2 * tfm_rng_float(&rng) - 1;
+                for (int i = 0; i < n * 2 * D; i++) {
+                    kb[i] = nn_bf16_round(2 * tfm_rng_float(&rng) - 1);
+                    kf[i] = nn_bf16_to_float(kb[i]);
+                }
+                for (int i = 0; i < (2 * CLIP + 1) * Dh; i++)
+                    rk[i] = tfm_rng_float(&rng) - 0.5f, rv[i] = tfm_rng_float(&rng) - 0.5f;
+                const attention_relative rel = {rk, rv, CLIP};
+                const attention_relative *r = with_rel ? &rel : NULL;
+                attention_row_forward(want, q, kf, 2 * D, kf + D, 2 * D, n, H, Dh, r, 1 - n,
+                                      scratch);
+                attention_row_forward_bf16(got, q, kb, 2 * D, kb + D, 2 * D, n, H, Dh, r, 1 - n,
+                                           scratch);
+                worst = fmax(worst, max_abs_diff(got, want, (size_t)D));
+            }
+    }
+    CHECK_MSG(worst <= 1e-6, "bf16 and float32 row attention differ by %g", worst);
+}
+
 /* The statistics the packed kernels gather, against the rule written out
  * here: the columns in groups of 16, a group's largest found by the loop
  * m = v[0]; m = v[j] > m ? v[j] : m (so a NaN first in its group hides the
@@ -1079,6 +1116,7 @@ int main(void)
     RUN(test_packed_linear);
     RUN(test_packed_linear_many_rows);
     RUN(test_stats_ties_and_nans);
+    RUN(test_row_attention_bf16);
     RUN(test_masks_against_naive);
     RUN(test_sinusoid_values);
     RUN(test_incremental_equals_full);
