@@ -121,13 +121,17 @@ tfm_status tfm_quantized_alloc(const tfm_model *m, tfm_compute_type type, tfm_qu
         qz->n_mats = l.n;
         qz->n_rows = l.n_rows;
         l.mats = NULL;
+        /* every matrix is written, so the gaps' pages are few: huge pages
+         * take a fault per 2 MB instead of per 4 KB */
         if (type == TFM_COMPUTE_INT8) {
             qz->q = calloc(n, 1);
             qz->scale = calloc(l.n_rows, sizeof *qz->scale);
             ok = qz->q && qz->scale;
+            if (ok) tfm_advise_huge_pages(qz->q, n);
         } else {
             qz->bf16 = calloc(n, sizeof *qz->bf16);
             ok = qz->bf16 != NULL;
+            if (ok) tfm_advise_huge_pages(qz->bf16, n * sizeof *qz->bf16);
         }
     }
     free(l.mats);
