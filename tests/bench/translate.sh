@@ -90,7 +90,7 @@ V=$(($(wc -l <"$OUTDIR/v8k.vocab") - 1))
 # 2000 sources of exactly 25 ids: lines of at least 25 ids, cropped (cycled
 # when the corpus has too few).
 head -60000 "$corpus" | "$TOK" -m "$OUTDIR/v8k.vocab" |
-    awk 'NF >= 25 { for (i = 1; i <= 25; i++) l[n] = l[n] (i > 1 ? " " : "") $i; n++ }
+    awk 'BEGIN { n = 0 } NF >= 25 { for (i = 1; i <= 25; i++) l[n] = l[n] (i > 1 ? " " : "") $i; n++ }
          END { for (i = 0; i < 2000 && n > 0; i++) print l[i % n] }' >"$OUTDIR/src25.ids"
 [ -s "$OUTDIR/src25.ids" ] || { echo "translate bench: no 25-token sources in $corpus"; exit 1; }
 for preset in small base; do
