@@ -25,6 +25,16 @@ static void test_quantize_int8(void)
     float back[10];
     nn_dequantize_int8(back, q, scale, 2, 5);
     for (int i = 0; i < 10; i++) CHECK(fabsf(back[i] - (&w[0][0])[i]) <= scale[i / 5] / 2 + 1e-7f);
+
+    /* rows longer than a vector: each value (float)q * scale, as above */
+    enum { N = 3, K = 21 };
+    int8_t q2[N * K];
+    float s2[N] = {0.5f, -3.0f, 1e-3f}, w2[N * K];
+    for (int i = 0; i < N * K; i++) q2[i] = (int8_t)(i * 37 % 255 - 127);
+    nn_dequantize_int8(w2, q2, s2, N, K);
+    int bad = 0;
+    for (int i = 0; i < N * K; i++) bad += w2[i] != (float)q2[i] * s2[i / K];
+    CHECK_MSG(bad == 0, "%d values differ from (float)q * scale", bad);
 }
 
 static void test_bf16_round(void)
