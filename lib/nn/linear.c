@@ -49,9 +49,18 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
 }
 
 /* x: [n] */
-void relu_forward(float *x, size_t n)
+/* x > 0 ? x : 0 (a NaN becomes 0), sixteen lanes at a time by a mask. */
+NN_MULTIVERSION_512 void relu_forward(float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        nn_f32x16 v;
+        memcpy(&v, x + i, sizeof v);
+        const nn_i32x16 on = v > 0.0f;
+        v = (nn_f32x16)((nn_i32x16)v & on);
+        memcpy(x + i, &v, sizeof v);
+    }
+    for (; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 /* d, y: [n].  y > 0 exactly where the input was > 0, so the output alone

@@ -106,6 +106,29 @@ static void test_linear_by_hand(void)
     CHECK_NEAR(out[5], 0.5, 1e-6);
 }
 
+/* relu_forward (sixteen lanes at a time, then one by one) is x > 0 ? x : 0
+ * for every value: NaNs, signed zeros and infinities too, at every length. */
+static void test_relu(void)
+{
+    enum { N = 45 };
+    const float special[] = {NAN, -NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 1e-45f, -1e-45f, 3.0f};
+    float x[N], y[N];
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 3);
+    for (int n = 0; n <= N; n += 4) {
+        for (int i = 0; i < N; i++)
+            x[i] = i % 5 == 0 ? special[(i / 5) % 9] : 2 * tfm_rng_float(&rng) - 1;
+        memcpy(y, x, sizeof x);
+        relu_forward(y, (size_t)n);
+        int bad = 0;
+        for (int i = 0; i < N; i++) {
+            const float want = i < n ? (x[i] > 0.0f ? x[i] : 0.0f) : x[i];
+            bad += memcmp(&y[i], &want, sizeof want) != 0 && !(isnan(y[i]) && isnan(want));
+        }
+        CHECK_MSG(bad == 0, "%d of %d values differ", bad, n);
+    }
+}
+
 static void test_layer_norm_by_hand(void)
 {
     /* mean 2.5, biased variance 1.25; NumPy: (x - m) / sqrt(v + 1e-5) * w + b */
@@ -1109,6 +1132,7 @@ static void test_release_quantized(void)
 int main(void)
 {
     RUN(test_linear_by_hand);
+    RUN(test_relu);
     RUN(test_layer_norm_by_hand);
     RUN(test_attention_by_hand);
     RUN(test_softmax_large_logits);
