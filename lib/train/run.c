@@ -202,7 +202,8 @@ static void warn(tfm_run *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    tfm_run_event ev = {.kind = TFM_RUN_WARNING, .text = text, .time = tfm_run_clock()};
+    tfm_run_event ev = {.kind = TFM_RUN_WARNING, .text = text, .time = tfm_run_clock(),
+                        .ranks = tfm_dist_size(r->dist)};
     r->report(r->ctx, &ev);
 }
 
@@ -219,7 +220,7 @@ static void log_event(tfm_run *r, const tfm_run_event *ev)
     char text[600];
     snprintf(text, sizeof text, "%s; training goes on without the log", err.msg);
     tfm_run_event w = {.kind = TFM_RUN_WARNING, .text = text, .file = r->p.log,
-                       .time = tfm_run_clock()};
+                       .time = tfm_run_clock(), .ranks = tfm_dist_size(r->dist)};
     r->report(r->ctx, &w);
 }
 
