@@ -40,7 +40,8 @@ struct tfm_decoder {
     int t;                  /* the position the next step feeds */
     tfm_buf src;            /* int [2, n_sentences]: row offset of each source, then its length */
     tfm_buf packed;         /* [total_src, D]: the sources, when not already contiguous */
-    tfm_buf cross;          /* [L, total_src, 2D]: each layer's encoder-attention k and v */
+    tfm_buf cross;          /* [L, total_src, 2D]: each layer's encoder-attention k and v
+                               (floats, or bf16 when kv_bf16) */
     tfm_buf cross_f32;      /* [total_src, 2D] floats: one layer's k and v before rounding */
     bool kv_bf16;           /* cross and cache hold bfloat16, not floats (kv_is_bf16) */
 
@@ -52,7 +53,7 @@ struct tfm_decoder {
      * continuations copy it (into slots of rows that ended). */
     tfm_buf row_sentence;   /* int [R] */
     tfm_buf row_slot;       /* int [R] */
-    tfm_buf cache;          /* [n_slots, L, max_steps, 2D] */
+    tfm_buf cache;          /* [n_slots, L, max_steps, 2D] (floats, or bf16 when kv_bf16) */
     int n_slots;            /* slots allocated */
     tfm_buf scratch;        /* int: reorder's bookkeeping */
 
@@ -109,8 +110,8 @@ int tfm_decoder_position(const tfm_decoder *d) { return d->t; }
 
 /* A decoder whose model computes in int8 or bf16 keeps the keys and values
  * of its attention (the cache and the sources') in bfloat16: half the
- * memory, and half the bytes the attention of every step reads, which
- * bound its time.  The attention's sums stay float32. */
+ * memory, and half the bytes the attention of every step reads.  The
+ * attention's sums stay float32 (attention_row_forward_bf16). */
 static bool kv_is_bf16(const tfm_model *m)
 {
     return m->compute != TFM_COMPUTE_FLOAT32;
