@@ -64,6 +64,15 @@ static void fill_ids(int32_t *ids, int n, int32_t V, uint64_t seed)
 }
 
 /* Encodes one sentence alone. */
+/* A source [S] and a target [T] starting with <s>, ids of seed and seed + 1. */
+static void fill_pair(const tfm_config *c, int32_t *src, int S, int32_t *tgt, int T,
+                      uint64_t seed)
+{
+    fill_ids(src, S, c->src_vocab_size, seed);
+    fill_ids(tgt, T, c->tgt_vocab_size, seed + 1);
+    tgt[0] = c->bos_id;
+}
+
 static tfm_status encode_one(tfm_encoder *e, const int32_t *ids, int len, float *states)
 {
     tfm_error err;
@@ -1013,9 +1022,7 @@ static void test_numpy_reference(void)
         tfm_error err;
         CHECK(tfm_model_save(m, model_path, NULL, &err) == TFM_OK);
         int32_t src[S], tgt[T];
-        fill_ids(src, S, c.src_vocab_size, 11);
-        fill_ids(tgt, T, V, 12);
-        tgt[0] = c.bos_id;
+        fill_pair(&c, src, S, tgt, T, 11);
         char src_s[256] = "", tgt_s[256] = "";
         for (int i = 0; i < S; i++)
             snprintf(src_s + strlen(src_s), sizeof src_s - strlen(src_s), "%d,", (int)src[i]);
@@ -1089,9 +1096,7 @@ static void test_release_quantized(void)
     tfm_error err;
     CHECK(tfm_model_save(m, f32, NULL, &err) == TFM_OK);
     int32_t src[S], tgt[T];
-    fill_ids(src, S, c.src_vocab_size, 5);
-    fill_ids(tgt, T, V, 6);
-    tgt[0] = c.bos_id;
+    fill_pair(&c, src, S, tgt, T, 5);
     float states[S * 16];
     tfm_encoder *e;
     CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
