@@ -374,11 +374,7 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, qs, L->fc1.weight, L->fc1.bias, R,
-                                 D, F);
-        relu_forward(hidden, (size_t)R * F);
-        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, qs, L->fc2.weight, L->fc2.bias, R,
-                                 F, D);
+        packed_ffn_forward(tmp, hidden, in, P, qs, &L->fc1, &L->fc2, R, D, F);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
     }
     if (c->pre_norm)

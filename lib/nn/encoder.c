@@ -129,11 +129,7 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, n, D, eps, c->pre_norm);
-        packed_or_linear_forward(hidden, in, P ? &P->fc1 : NULL, qs, L->fc1.weight, L->fc1.bias, n,
-                                 D, F);
-        relu_forward(hidden, (size_t)n * F);
-        packed_or_linear_forward(tmp, hidden, P ? &P->fc2 : NULL, qs, L->fc2.weight, L->fc2.bias, n,
-                                 F, D);
+        packed_ffn_forward(tmp, hidden, in, P, qs, &L->fc1, &L->fc2, n, D, F);
         sublayer_output(x, tmp, ln->weight, ln->bias, n, D, eps, c->pre_norm);
     }
     if (c->pre_norm)

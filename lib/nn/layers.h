@@ -510,6 +510,14 @@ typedef struct tfm_packed_model tfm_packed_model;
 
 void tfm_packed_model_free(tfm_packed_model *pm);
 
+/* out [N, D] = FFN(inp [N, D]) = ReLU(inp fc1^T + b1) fc2^T + b2, with P's
+ * packed fc1 and fc2 when P is not NULL (scratch: tfm_packed_model's
+ * scratch_bytes), else linear_forward; hidden: [N, F] scratch.  The
+ * feed-forward of inference's encoder and decoder layers. */
+void packed_ffn_forward(float *out, float *hidden, const float *inp, const nn_packed_layer *P,
+                        void *scratch, const tfm_linear *fc1, const tfm_linear *fc2, int N, int D,
+                        int F);
+
 /* ---- four float lanes ------------------------------------------------------------ */
 
 /* GCC/Clang vector extensions: SSE (or NEON) code from plain C, without

@@ -514,6 +514,17 @@ void packed_or_linear_forward(float *out, const float *in, const nn_packed_linea
     else linear_forward(out, in, weight, bias, R, n_in, n_out);
 }
 
+void packed_ffn_forward(float *out, float *hidden, const float *inp, const nn_packed_layer *P,
+                        void *scratch, const tfm_linear *fc1, const tfm_linear *fc2, int N, int D,
+                        int F)
+{
+    packed_or_linear_forward(hidden, inp, P ? &P->fc1 : NULL, scratch, fc1->weight, fc1->bias, N,
+                             D, F);
+    relu_forward(hidden, (size_t)N * F);
+    packed_or_linear_forward(out, hidden, P ? &P->fc2 : NULL, scratch, fc2->weight, fc2->bias, N,
+                             F, D);
+}
+
 /* ---- a model's weights ---------------------------------------------------- */
 
 static void packed_layers_free(nn_packed_layer *layers, int n)
