@@ -287,9 +287,10 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
     return TFM_OK;
 }
 
-/* tokens: [R]; logits: [R, V_tgt]; stats: [R] */
-tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float *logits,
-                                   tfm_logit_stats *stats, tfm_error *err)
+/* tokens: [R]; logits: [R, V_tgt]; stats: [R], their log_sum only when
+ * log_sums (tfm_decoder_step_best's way leaves it out) */
+static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
+                       tfm_logit_stats *stats, bool log_sums, tfm_error *err)
 {
     const tfm_config *c = &d->m->config;
     const tfm_params *p = &d->m->params;
@@ -386,13 +387,25 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
     if (pd) {
         double *sums = nn_reserve(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
         if (!sums) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
-        nn_packed_forward_stats(logits, x, &pm->output, R, qs, stats, sums);
+        nn_packed_forward_stats(logits, x, &pm->output, R, qs, stats, log_sums ? sums : NULL);
     } else {
         linear_forward(logits, x, p->output_proj, NULL, R, D, V);
         logit_stats(logits, R, V, stats);
     }
     d->t++;
     return TFM_OK;
+}
+
+tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float *logits,
+                                   tfm_logit_stats *stats, tfm_error *err)
+{
+    return step(d, tokens, logits, stats, true, err);
+}
+
+tfm_status tfm_decoder_step_best(tfm_decoder *d, const int32_t *tokens, float *logits,
+                                 tfm_logit_stats *stats, tfm_error *err)
+{
+    return step(d, tokens, logits, stats, false, err);
 }
 
 /* tokens: [R]; log_probs: [R, V_tgt] */

@@ -427,7 +427,9 @@ void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, in
 /* nn_packed_forward and each row's logit statistics (as logit_stats gives
  * them, rounded differently: the sum is gathered panel by panel, rescaled as
  * the maximum grows), taken while the logits are in the cache.
- * stats: [R]; sums: [R, NN_STATS_SUMS] scratch. */
+ * stats: [R]; sums: [R, NN_STATS_SUMS] scratch, or NULL for the maximum and
+ * its argmax alone (no exponential taken; log_sum NaN, or computed when p
+ * is not packed). */
 enum { NN_STATS_SUMS = 4 };
 void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear *p, int R,
                              void *scratch, tfm_logit_stats *stats, double *sums);

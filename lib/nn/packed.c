@@ -210,14 +210,6 @@ static void avx512_panel(float *out, size_t ldo, const void *x, size_t row_bytes
 }
 #endif
 
-/* Folds a row's next values v [cols] (columns c0 ..; cols <= STATS_GROUP)
- * into its running log-softmax statistics: the maximum and its first index
- * so far, and in sum four partial sums of exp(value - max) over the values
- * so far (rescaled when the maximum grows), so the output projection's
- * logits are read while still in the first-level cache instead of in two
- * more passes.  Always 16 columns at a time, whatever the kernel: the same
- * sums in the same order for all of them (plain C with vector extensions:
- * the same IEEE operations whatever instructions compile them). */
 typedef double f64x4 __attribute__((vector_size(32)));
 typedef double f64x8 __attribute__((vector_size(64)));
 
@@ -251,6 +243,15 @@ NN_INLINE float max16(const float *v)
     return r;
 }
 
+/* Folds a row's next values v [cols] (columns c0 ..; cols <= STATS_GROUP)
+ * into its running log-softmax statistics: the maximum and its first index
+ * so far, and (sum not NULL) in sum four partial sums of exp(value - max)
+ * over the values so far (rescaled when the maximum grows), so the output
+ * projection's logits are read while still in the first-level cache
+ * instead of in two more passes.  Always 16 columns at a time, whatever
+ * the kernel: the same sums in the same order for all of them (plain C
+ * with vector extensions: the same IEEE operations whatever instructions
+ * compile them). */
 NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
                           double sum[NN_STATS_SUMS])
 {
@@ -261,11 +262,14 @@ NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
     if (bm > st->max) { /* strictly: an earlier column keeps a tie */
         int bj = 0;
         while (bj < cols - 1 && v[bj] != bm) bj++; /* the first of the largest */
-        const double rescale = exp((double)st->max - (double)bm);
-        for (int i = 0; i < NN_STATS_SUMS; i++) sum[i] *= rescale;
+        if (sum) {
+            const double rescale = exp((double)st->max - (double)bm);
+            for (int i = 0; i < NN_STATS_SUMS; i++) sum[i] *= rescale;
+        }
         st->max = bm;
         st->argmax = c0 + bj;
     }
+    if (!sum) return; /* the maximum and its argmax only */
     const float m = st->max;
     if (cols == STATS_GROUP) { /* four double lanes take the 16 values' exp */
         nn_f32x16 e16 = nn_load16(v) - m;
@@ -347,8 +351,8 @@ NN_MULTIVERSION_512 static void packed_walk(float *out, const float *x, const nn
     float *xs = (float *)(void *)((char *)xq + (size_t)slice * row_bytes);
     if (stats)
         for (int r = 0; r < R; r++) {
-            stats[r] = (tfm_logit_stats){.max = -INFINITY, .log_sum = 0, .argmax = 0};
-            for (int i = 0; i < NN_STATS_SUMS; i++) sums[(size_t)r * NN_STATS_SUMS + i] = 0;
+            stats[r] = (tfm_logit_stats){.max = -INFINITY, .log_sum = NAN, .argmax = 0};
+            for (int i = 0; sums && i < NN_STATS_SUMS; i++) sums[(size_t)r * NN_STATS_SUMS + i] = 0;
         }
     for (int r0 = 0; r0 < R; r0 += slice) {
         const int r1 = R - r0 < slice ? R : r0 + slice;
@@ -367,10 +371,10 @@ NN_MULTIVERSION_512 static void packed_walk(float *out, const float *x, const nn
                     for (int g = c0; g < c0 + cols; g += STATS_GROUP)
                         fold_stats(out + (size_t)i * N + g,
                                    c0 + cols - g < STATS_GROUP ? c0 + cols - g : STATS_GROUP, g,
-                                   &stats[i], sums + (size_t)i * NN_STATS_SUMS);
+                                   &stats[i], sums ? sums + (size_t)i * NN_STATS_SUMS : NULL);
         }
     }
-    if (stats)
+    if (stats && sums)
         for (int r = 0; r < R; r++) {
             const double *sum = sums + (size_t)r * NN_STATS_SUMS;
             stats[r].log_sum = (float)log((sum[0] + sum[1]) + (sum[2] + sum[3]));

@@ -68,6 +68,9 @@ tfm_status tfm_decode_batch_create(const tfm_model *m, const tfm_decode_params *
     if (!b) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     b->model = m;
     b->p = *p;
+    /* a score is printed with --scores and in n-best lists only: a greedy
+     * search without them needs no log-probs (tfm_search_params) */
+    b->p.search.log_probs = p->search.log_probs && (p->scores || p->search.nbest > 1);
     b->D = m->config.d_model;
     b->max_input = p->max_input > 0 ? p->max_input : m->config.max_positions;
     *out = b;

@@ -17,6 +17,8 @@ tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err)
     const int m = s->spp; /* rows (hypotheses) per sentence */
     const int R0 = n * m;
     const bool sampling = p->sampling && p->temperature > 0.0f && p->top_k != 1;
+    /* greedy without log-probs: the best token alone, no exponentials */
+    const bool best_only = !sampling && !p->log_probs;
 
     int *slot = search_work(s, 0, (size_t)R0, sizeof(int));      /* row -> its slot */
     int *parent = search_work(s, 1, (size_t)R0, sizeof(int));    /* rows kept, for reorder */
@@ -44,7 +46,8 @@ tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err)
     int R = R0;
     for (int t = 0; R > 0; t++) {
         for (int r = 0; r < R; r++) tokens[r] = t == 0 ? s->bos : s->ids[(size_t)slot[r] * S + t - 1];
-        st = tfm_decoder_step_logits(d, tokens, s->logits, s->stats, err);
+        st = best_only ? tfm_decoder_step_best(d, tokens, s->logits, s->stats, err)
+                       : tfm_decoder_step_logits(d, tokens, s->logits, s->stats, err);
         if (st != TFM_OK) return st;
 
         int kept = 0;
@@ -62,7 +65,9 @@ tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err)
                 search_constrain(s, sent, ids, t, row);
                 tok = search_best(row, V, &s->stats[r]);
             }
-            const float lp = sampling ? row[tok] : search_lp(&s->stats[r], row[tok]);
+            const float lp = sampling    ? row[tok]
+                             : best_only ? 0.0f
+                                         : search_lp(&s->stats[r], row[tok]);
             lps[t] = lp;
             log_prob[i] += lp;
             if (tok == s->eos) {

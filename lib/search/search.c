@@ -21,6 +21,7 @@ tfm_search_params tfm_search_default_params(void)
         .min_length = 0,
         .no_repeat_ngram_size = 0,
         .sampling = false,
+        .log_probs = true,
         .top_k = 0,
         .top_p = 1.0f,
         .temperature = 1.0f,

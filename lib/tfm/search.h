@@ -94,6 +94,9 @@ typedef struct tfm_search_params {
     float top_p;               /* sampling: nucleus mass in (0, 1]; 1: all */
     float temperature;         /* sampling: >= 0; 0 = most probable.  Default 1 */
     uint64_t seed;             /* sampling: the seed of sentences without their own */
+    bool log_probs;            /* the hypotheses' log-probs and scores are wanted.  Default
+                                  true; greedy search without them (false) takes the best
+                                  token alone (tfm_decoder_step_best) and gives 0 for them */
 } tfm_search_params;
 
 /* The paper's settings: beam 4, alpha 0.6, max_len = source length + 50,

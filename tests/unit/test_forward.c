@@ -1077,6 +1077,47 @@ static void decode_steps(const tfm_model *m, const float *states, int S, const i
     tfm_decoder_free(d);
 }
 
+/* tfm_decoder_step_best writes the logits and the maximum and argmax that
+ * tfm_decoder_step_logits writes, bit for bit, without the log-sum (NaN)
+ * when the decoder is packed. */
+static void test_step_best(void)
+{
+    enum { S = 5, T = 6 };
+    tfm_config c = small_config(true, TFM_POS_SINUSOIDAL, 0, true);
+    tfm_model *m = test_nudged_model(&c, 91);
+    if (!m) return;
+    tfm_error err;
+    CHECK(tfm_model_pack_for_decoding(m, &err) == TFM_OK);
+    const bool packed = m->packed && m->packed->decoder;
+    const int V = c.tgt_vocab_size;
+    int32_t src[S], tgt[T];
+    fill_pair(&c, src, S, tgt, T, 17);
+    float states[S * 16];
+    tfm_encoder *e;
+    tfm_decoder *d[2];
+    CHECK(tfm_encoder_create(m, &e, &err) == TFM_OK);
+    CHECK(encode_one(e, src, S, states) == TFM_OK);
+    const float *sp = states;
+    int src_len = S, row = 0, differ = 0;
+    for (int k = 0; k < 2; k++) {
+        CHECK(tfm_decoder_create(m, &d[k], &err) == TFM_OK);
+        CHECK(tfm_decoder_start(d[k], 1, &sp, &src_len, 1, &row, T, &err) == TFM_OK);
+    }
+    for (int t = 0; t < T; t++) {
+        float logits[2][23];
+        tfm_logit_stats st[2];
+        CHECK(tfm_decoder_step_logits(d[0], &tgt[t], logits[0], &st[0], &err) == TFM_OK);
+        CHECK(tfm_decoder_step_best(d[1], &tgt[t], logits[1], &st[1], &err) == TFM_OK);
+        differ += memcmp(logits[0], logits[1], sizeof(float) * V) != 0 ||
+                  st[0].max != st[1].max || st[0].argmax != st[1].argmax;
+        if (packed) CHECK(isnan(st[1].log_sum) && !isnan(st[0].log_sum));
+    }
+    CHECK_MSG(differ == 0, "%d steps differ", differ);
+    for (int k = 0; k < 2; k++) tfm_decoder_free(d[k]);
+    tfm_encoder_free(e);
+    tfm_model_free(m);
+}
+
 /* A model file in int8 (bf16) loaded for inference holds its matrices in
  * that type only; packed for decoding and then released
  * (tfm_model_release_quantized), it decodes as before, bit for bit, and
@@ -1152,6 +1193,7 @@ int main(void)
     RUN(test_encoder_batch_invariance);
     RUN(test_decoder_rows_and_reorder);
     RUN(test_release_quantized);
+    RUN(test_step_best);
     RUN(test_window_covering_equals_full);
     RUN(test_empty_sentences);
     RUN(test_bad_arguments);

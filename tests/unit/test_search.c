@@ -218,6 +218,40 @@ static void test_beam1_equals_greedy(void)
     }
 }
 
+/* Greedy search without log-probs (log_probs false: the decoder's
+ * tfm_decoder_step_best, no exponentials) picks the same ids as with them,
+ * packed and not, with constraints; its log-probs and scores are 0. */
+static void test_greedy_without_log_probs(void)
+{
+    const int n = 24;
+    for (int model = 0; model < 4; model++) {
+        fixture f;
+        if (!fixture_make(&f, 300 + model, n, 1.0f + 0.5f * model, model == 3)) return;
+        tfm_error err;
+        if (model % 2) CHECK(tfm_model_pack_for_decoding(f.m, &err) == TFM_OK);
+        tfm_search *s2 = NULL;
+        tfm_search_create(f.m, &s2, NULL);
+        tfm_search_params p = tfm_search_default_params(), q;
+        p.beam = 1;
+        p.max_length_offset = 15;
+        p.min_length = model;
+        p.no_repeat_ngram_size = model == 2 ? 2 : 0;
+        q = p;
+        q.log_probs = false;
+        tfm_search_input in = input_of(&f, 0, n);
+        if (run(f.s, f.d, &p, &in, SEARCH_ROWS) && run(s2, f.d, &q, &in, SEARCH_ROWS))
+            for (int i = 0; i < n; i++) {
+                tfm_nbest a = tfm_search_result(f.s, i), b = tfm_search_result(s2, i);
+                CHECK(a.n == 1 && b.n == 1);
+                CHECK_MSG(same_ids(&a.hyps[0], &b.hyps[0]), "model %d sentence %d", model, i);
+                CHECK(b.hyps[0].log_prob == 0 && b.hyps[0].score == 0);
+                for (int t = 0; t <= b.hyps[0].len; t++) CHECK(b.hyps[0].token_log_probs[t] == 0);
+            }
+        tfm_search_free(s2);
+        fixture_free(&f);
+    }
+}
+
 static void test_beam_not_below_greedy(void)
 {
     const int n = 32;
@@ -783,6 +817,7 @@ int main(void)
     openblas_set_num_threads(1);
     RUN(test_heap_selects_best);
     RUN(test_beam1_equals_greedy);
+    RUN(test_greedy_without_log_probs);
     RUN(test_beam_not_below_greedy);
     RUN(test_batch_equals_alone);
     RUN(test_scores_recomputed);
