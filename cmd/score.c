@@ -408,7 +408,8 @@ static void check_metric_options(options *opt, char **files, int *n_files)
 int main(int argc, char **argv)
 {
     cli_init("score", argv);
-    options opt = {.files = tfm_file_scorer_default_params(), .pairs = tfm_pair_scorer_default_params()};
+    options opt = {.files = tfm_file_scorer_default_params(),
+                   .pairs = tfm_pair_scorer_default_params()};
     opt.n_confidence = opt.n_paired = opt.files.bootstrap.n_samples;
     opt.batch = cli_batch_defaults(opt.pairs.batch_size, opt.pairs.batch_tokens);
     if (opt.batch.threads > 8) opt.batch.threads = 8;

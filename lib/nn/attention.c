@@ -402,7 +402,8 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
 #define KV_AT(p, e, bf16) ((const void *)((const char *)(p) + (size_t)(e) * ((bf16) ? 2 : 4)))
 /* eight elements from element i of p, as floats: */
 #define KV_LOAD8(p, i, bf16)                                                              \
-    ((bf16) ? nn_load8_bf16((const uint16_t *)(p) + (i)) : (nn_f32x8)nn_load8((const float *)(p) + (i)))
+    ((bf16) ? nn_load8_bf16((const uint16_t *)(p) + (i))                                  \
+            : (nn_f32x8)nn_load8((const float *)(p) + (i)))
 
 /* element i of p as a float */
 NN_INLINE float kv_load1(const void *p, int i, bool bf16)
@@ -620,8 +621,9 @@ NN_INLINE void weighted_sum_bf16(float *os, const float *w, const uint16_t *v, i
                                x2 = BF16_WORDS(v2 + i), x3 = BF16_WORDS(v3 + i);
                 nn_store8(o + i, nn_load8(o + i) + ((w0 * BF16_EVEN(x0) + w1 * BF16_EVEN(x1)) +
                                                     (w2 * BF16_EVEN(x2) + w3 * BF16_EVEN(x3))));
-                nn_store8(o + i + 8, nn_load8(o + i + 8) + ((w0 * BF16_ODD(x0) + w1 * BF16_ODD(x1)) +
-                                                            (w2 * BF16_ODD(x2) + w3 * BF16_ODD(x3))));
+                nn_store8(o + i + 8,
+                          nn_load8(o + i + 8) + ((w0 * BF16_ODD(x0) + w1 * BF16_ODD(x1)) +
+                                                 (w2 * BF16_ODD(x2) + w3 * BF16_ODD(x3))));
             }
         }
     for (; j < n; j++)

@@ -221,7 +221,8 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
     int *slots = nn_reserve(&d->row_slot, (size_t)R, sizeof(int));
     d->kv_bf16 = kv_is_bf16(d->m);
     void *cross = nn_reserve(&d->cross, (size_t)NL * total * 2 * D, kv_bytes(d));
-    float *cross_f32 = !d->kv_bf16 ? cross : nn_reserve(&d->cross_f32, total * 2 * D, sizeof(float));
+    float *cross_f32 =
+        !d->kv_bf16 ? cross : nn_reserve(&d->cross_f32, total * 2 * D, sizeof(float));
     d->max_steps = max_steps; /* the cache layout depends on it */
     d->n_slots = 0;           /* and so does the number of slots the buffer holds */
     if (!src || !rows || !slots || !cross || !cross_f32 || !reserve_slots(d, R) ||
@@ -347,7 +348,8 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
             attention_relative_of(&rel_tables, &L->self_attn, c->relative_positions);
         for (int r = 0; r < R; r++) {
             void *kv = cache_at(d, row_slot[r], l); /* [S, 2D] */
-            kv_store(d, kv_at(d, kv, (size_t)t * 2 * D), qkv + (size_t)r * 3 * D + D, 2 * (size_t)D);
+            kv_store(d, kv_at(d, kv, (size_t)t * 2 * D), qkv + (size_t)r * 3 * D + D,
+                     2 * (size_t)D);
             kv_attention(d, attn + (size_t)r * D, qkv + (size_t)r * 3 * D,
                          kv_at(d, kv, (size_t)lo * 2 * D), 2 * D, t - lo + 1, rel, lo - t, scores);
         }
@@ -363,7 +365,8 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
                                  L->encoder_attn.q_proj.bias, R, D, D);
         for (int r = 0; r < R; r++) {
             int s = row_sentence[r];
-            const void *kv = kv_at(d, cross, ((size_t)l * d->total_src + (size_t)src_off[s]) * 2 * D);
+            const void *kv =
+                kv_at(d, cross, ((size_t)l * d->total_src + (size_t)src_off[s]) * 2 * D);
             kv_attention(d, attn + (size_t)r * D, q + (size_t)r * D, kv, 2 * D, src_len[s], NULL, 0,
                          scores);
         }

@@ -48,8 +48,8 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
     }
 }
 
-/* x: [n] */
-/* x > 0 ? x : 0 (a NaN becomes 0), sixteen lanes at a time by a mask. */
+/* x: [n], in place: x > 0 ? x : 0 (a NaN becomes 0), sixteen lanes at a
+ * time by a mask. */
 NN_MULTIVERSION_512 void relu_forward(float *x, size_t n)
 {
     size_t i = 0;

@@ -110,8 +110,6 @@ static float logit_cut(const search_heap *h, double base, const tfm_logit_stats 
     return (float)(cut - margin);
 }
 
-/* One step of one sentence: rank, finish, continue.  Returns whether the
- * sentence goes on (its new rows are then written). */
 /* The first v in [from, V) whose value is not below cut (a NaN is not):
  * sixteen values at a time, blocks entirely below skipped with a few
  * vector compares, as most of a row's are. */
@@ -130,6 +128,8 @@ static int next_not_below(const float *row, int from, int V, float cut)
     return v;
 }
 
+/* One step of one sentence: rank, finish, continue.  Returns whether the
+ * sentence goes on (its new rows are then written). */
 static bool sentence_step(beam *b, beam_sentence *a, int t)
 {
     tfm_search *s = b->s;
@@ -163,7 +163,8 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
         const double base = logp[r];
         float cut = h.n == h.cap ? logit_cut(&h, base, st) : -INFINITY;
         /* most of the row is below the cut: it cannot get in */
-        for (int v = next_not_below(row, 0, V, cut); v < V; v = next_not_below(row, v + 1, V, cut)) {
+        for (int v = next_not_below(row, 0, V, cut); v < V;
+             v = next_not_below(row, v + 1, V, cut)) {
             search_heap_offer(&h, base + search_lp(st, row[v]), i, v);
             if (h.n == h.cap) cut = logit_cut(&h, base, st);
         }
