@@ -395,73 +395,55 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
     }
 }
 
-/* Keys and values are floats, or bfloat16 (bf16 true: a decoder's cache
- * when it computes in int8 or bf16).  The helpers below take them as
- * void pointers and bf16 as a constant of their caller, so each version
- * compiles to its own loads.  Element e of p: */
-#define KV_AT(p, e, bf16) ((const void *)((const char *)(p) + (size_t)(e) * ((bf16) ? 2 : 4)))
-/* eight elements from element i of p, as floats: */
-#define KV_LOAD8(p, i, bf16)                                                              \
-    ((bf16) ? nn_load8_bf16((const uint16_t *)(p) + (i))                                  \
-            : (nn_f32x8)nn_load8((const float *)(p) + (i)))
-
-/* element i of p as a float */
-NN_INLINE float kv_load1(const void *p, int i, bool bf16)
-{
-    return bf16 ? nn_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
-/* s[i] = <k_i, q> for four keys of Dh values: four independent sums hide
+/* s[i] = <k_i, q> for four keys of Dh floats: four independent sums hide
  * the adds' latency. */
-NN_INLINE void dot4(float s[4], const float *q, const void *k0, const void *k1, const void *k2,
-                    const void *k3, int Dh, bool bf16)
+NN_INLINE void dot4(float s[4], const float *q, const float *k0, const float *k1,
+                    const float *k2, const float *k3, int Dh)
 {
     const int body = Dh / 8 * 8;
     nn_f32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     for (int i = 0; i < body; i += 8) {
         nn_f32x8 qv = nn_load8(q + i);
-        a0 += KV_LOAD8(k0, i, bf16) * qv;
-        a1 += KV_LOAD8(k1, i, bf16) * qv;
-        a2 += KV_LOAD8(k2, i, bf16) * qv;
-        a3 += KV_LOAD8(k3, i, bf16) * qv;
+        a0 += nn_load8(k0 + i) * qv;
+        a1 += nn_load8(k1 + i) * qv;
+        a2 += nn_load8(k2 + i) * qv;
+        a3 += nn_load8(k3 + i) * qv;
     }
     s[0] = nn_sum8(&a0), s[1] = nn_sum8(&a1), s[2] = nn_sum8(&a2), s[3] = nn_sum8(&a3);
     for (int i = body; i < Dh; i++) {
-        s[0] += kv_load1(k0, i, bf16) * q[i];
-        s[1] += kv_load1(k1, i, bf16) * q[i];
-        s[2] += kv_load1(k2, i, bf16) * q[i];
-        s[3] += kv_load1(k3, i, bf16) * q[i];
+        s[0] += k0[i] * q[i];
+        s[1] += k1[i] * q[i];
+        s[2] += k2[i] * q[i];
+        s[3] += k3[i] * q[i];
     }
 }
 
-/* <k, q> for one key of Dh values. */
-NN_INLINE float dot1(const float *q, const void *k, int Dh, bool bf16)
+/* <k, q> for one key of Dh floats. */
+NN_INLINE float dot1(const float *q, const float *k, int Dh)
 {
     const int body = Dh / 8 * 8;
     nn_f32x8 a = {0};
-    for (int i = 0; i < body; i += 8) a += KV_LOAD8(k, i, bf16) * nn_load8(q + i);
+    for (int i = 0; i < body; i += 8) a += nn_load8(k + i) * nn_load8(q + i);
     float s = nn_sum8(&a);
-    for (int i = body; i < Dh; i++) s += kv_load1(k, i, bf16) * q[i];
+    for (int i = body; i < Dh; i++) s += k[i] * q[i];
     return s;
 }
 
-/* scores [H, n] = scale <k_j, q> per head (head h's Dh values at h Dh of
+/* scores [H, n] = scale <k_j, q> per head (head h's Dh floats at h Dh of
  * q and of each key k_j = k + j ldk).  Key by key, all heads of a key at
  * once, so each key's row is read front to back once: decoding's keys come
  * from caches larger than the caches, and whole rows stream faster than
  * one head's slice of every row, head after head. */
-NN_INLINE void scores_heads(float *scores, const float *q, const void *k, int ldk, int n, int H,
-                            int Dh, float scale, bool bf16)
+NN_INLINE void scores_heads(float *scores, const float *q, const float *k, int ldk, int n,
+                            int H, int Dh, float scale)
 {
     int j = 0;
     for (; j + 4 <= n; j += 4) {
-        const void *k0 = KV_AT(k, (size_t)j * ldk, bf16), *k1 = KV_AT(k0, ldk, bf16),
-                   *k2 = KV_AT(k1, ldk, bf16), *k3 = KV_AT(k2, ldk, bf16);
+        const float *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
         for (int h = 0; h < H; h++) {
             const size_t off = (size_t)h * Dh;
             float s[4];
-            dot4(s, q + off, KV_AT(k0, off, bf16), KV_AT(k1, off, bf16), KV_AT(k2, off, bf16),
-                 KV_AT(k3, off, bf16), Dh, bf16);
+            dot4(s, q + off, k0 + off, k1 + off, k2 + off, k3 + off, Dh);
             float *o = scores + (size_t)h * n + j;
             o[0] = scale * s[0], o[1] = scale * s[1], o[2] = scale * s[2], o[3] = scale * s[3];
         }
@@ -469,60 +451,56 @@ NN_INLINE void scores_heads(float *scores, const float *q, const void *k, int ld
     for (; j < n; j++)
         for (int h = 0; h < H; h++)
             scores[(size_t)h * n + j] =
-                scale * dot1(q + (size_t)h * Dh,
-                             KV_AT(k, (size_t)j * ldk + (size_t)h * Dh, bf16), Dh, bf16);
+                scale * dot1(q + (size_t)h * Dh, k + (size_t)j * ldk + (size_t)h * Dh, Dh);
 }
 
 /* out [H Dh] = per head, sum over j of w[h n + j] v_j (head h's slice of
  * v_j = v + j ldv): four values at a time, so out is loaded and stored once
  * per four; all heads of a value at once, as in scores_heads. */
-NN_INLINE void weighted_sum_heads(float *out, const float *w, const void *v, int ldv, int n,
-                                  int H, int Dh, bool bf16)
+NN_INLINE void weighted_sum_heads(float *out, const float *w, const float *v, int ldv, int n,
+                                  int H, int Dh)
 {
     const int body = Dh / 8 * 8;
     memset(out, 0, (size_t)H * Dh * sizeof *out);
     int j = 0;
     for (; j + 4 <= n; j += 4) {
         for (int h = 0; h < H; h++) {
-            const void *v0 = KV_AT(v, (size_t)j * ldv + (size_t)h * Dh, bf16),
-                       *v1 = KV_AT(v0, ldv, bf16), *v2 = KV_AT(v1, ldv, bf16),
-                       *v3 = KV_AT(v2, ldv, bf16);
+            const float *v0 = v + (size_t)j * ldv + (size_t)h * Dh, *v1 = v0 + ldv,
+                        *v2 = v1 + ldv, *v3 = v2 + ldv;
             const float *wh = w + (size_t)h * n + j;
             const float w0 = wh[0], w1 = wh[1], w2 = wh[2], w3 = wh[3];
             float *o = out + (size_t)h * Dh;
             for (int i = 0; i < body; i += 8) {
-                const nn_f32x8 sum =
-                    (w0 * KV_LOAD8(v0, i, bf16) + w1 * KV_LOAD8(v1, i, bf16)) +
-                    (w2 * KV_LOAD8(v2, i, bf16) + w3 * KV_LOAD8(v3, i, bf16));
+                const nn_f32x8 sum = (w0 * nn_load8(v0 + i) + w1 * nn_load8(v1 + i)) +
+                                     (w2 * nn_load8(v2 + i) + w3 * nn_load8(v3 + i));
                 nn_store8(o + i, nn_load8(o + i) + sum);
             }
             for (int i = body; i < Dh; i++)
-                o[i] += (w0 * kv_load1(v0, i, bf16) + w1 * kv_load1(v1, i, bf16)) +
-                        (w2 * kv_load1(v2, i, bf16) + w3 * kv_load1(v3, i, bf16));
+                o[i] += (w0 * v0[i] + w1 * v1[i]) + (w2 * v2[i] + w3 * v3[i]);
         }
     }
     for (; j < n; j++)
         for (int h = 0; h < H; h++) {
-            const void *vj = KV_AT(v, (size_t)j * ldv + (size_t)h * Dh, bf16);
+            const float *vj = v + (size_t)j * ldv + (size_t)h * Dh;
             const float wj = w[(size_t)h * n + j];
             float *o = out + (size_t)h * Dh;
             for (int i = 0; i < body; i += 8)
-                nn_store8(o + i, nn_load8(o + i) + wj * KV_LOAD8(vj, i, bf16));
-            for (int i = body; i < Dh; i++) o[i] += wj * kv_load1(vj, i, bf16);
+                nn_store8(o + i, nn_load8(o + i) + wj * nn_load8(vj + i));
+            for (int i = body; i < Dh; i++) o[i] += wj * vj[i];
         }
 }
 
-/* out, q: [H*Dh]; k: [n_k, H*Dh] (ldk); v: [n_k, H*Dh] (ldv), floats or
- * bf16; rel: [2K+1, Dh] tables or NULL, key j at distance d0 + j; scratch:
- * [H, n_k] and [2K+1]
+/* out, q: [H*Dh]; k: [n_k, H*Dh] (ldk); v: [n_k, H*Dh] (ldv); rel: [2K+1, Dh]
+ * tables or NULL, key j at distance d0 + j; scratch: [H, n_k] and [2K+1]
  *
  * One query against its keys, all heads: decoding calls this for every row
- * and layer with a few dozen keys of Dh (64) values per head, products too
+ * and layer with a few dozen keys of Dh (64) floats per head, products too
  * small for a BLAS call to pay for its own dispatch, so the loops are
  * written out (eight lanes; AVX2 where the CPU has it). */
-NN_INLINE void row_attention(float *out, const float *q, const void *k, int ldk, const void *v,
-                             int ldv, int n_k, int H, int Dh, const attention_relative *rel,
-                             int d0, float *scratch, bool bf16)
+NN_MULTIVERSION
+void attention_row_forward(float *out, const float *q, const float *k, int ldk, const float *v,
+                           int ldv, int n_k, int H, int Dh, const attention_relative *rel,
+                           int d0, float *scratch)
 {
     if (n_k <= 0) {
         memset(out, 0, sizeof(float) * H * Dh);
@@ -530,57 +508,57 @@ NN_INLINE void row_attention(float *out, const float *q, const void *k, int ldk,
     }
     const float scale = 1.0f / sqrtf((float)Dh);
     float *u = scratch + (size_t)H * n_k; /* [2K+1] */
-    scores_heads(scratch, q, k, ldk, n_k, H, Dh, scale, bf16); /* [H, n_k] = scale K_h q_h */
+    scores_heads(scratch, q, k, ldk, n_k, H, Dh, scale); /* [H, n_k] = scale K_h q_h */
     if (rel) relative_row_logits(scratch, q, n_k, H, Dh, rel, scale, d0, u);
     for (int h = 0; h < H; h++) softmax_forward(scratch + (size_t)h * n_k, n_k);
-    weighted_sum_heads(out, scratch, v, ldv, n_k, H, Dh, bf16); /* [H Dh] = V_h^T weights */
+    weighted_sum_heads(out, scratch, v, ldv, n_k, H, Dh); /* [H Dh] = V_h^T weights */
     if (rel) relative_row_values(out, scratch, n_k, H, Dh, rel, d0, u);
 }
 
-NN_MULTIVERSION
-void attention_row_forward(float *out, const float *q, const float *k, int ldk, const float *v,
-                           int ldv, int n_k, int H, int Dh, const attention_relative *rel,
-                           int d0, float *scratch)
-{
-    row_attention(out, q, k, ldk, v, ldv, n_k, H, Dh, rel, d0, scratch, false);
-}
-
-/* ---- bf16 keys and values, Dh a multiple of 16 ----
+/* ---- bf16 keys and values ----
  *
  * Sixteen bf16 values (32 bytes) read as eight 32-bit words hold the even
  * values in their low halves and the odd ones in their high halves: a
  * shift and a mask widen them into two float vectors, with no lane
- * crossing.  So the query is split the same way once (each 16 values: the
- * 8 even, then the 8 odd), the products run on split vectors, and the
- * weighted sum stays split until it is joined at the end. */
+ * crossing.  So the query is split the same way once (each 16 values of a
+ * head: the 8 even, then the 8 odd), the products run on split vectors,
+ * and the weighted sum stays split until it is joined at the end.  A head's
+ * last Dh % 16 values stay in order and go one at a time. */
+typedef uint32_t nn_u32x8 __attribute__((vector_size(32)));
 typedef uint32_t nn_u32x8u __attribute__((vector_size(32), aligned(2), may_alias));
 #define BF16_WORDS(p) ((nn_u32x8) * (const nn_u32x8u *)(const void *)(p))
 #define BF16_EVEN(w) ((nn_f32x8)((w) << 16))
 #define BF16_ODD(w) ((nn_f32x8)((w) & 0xffff0000u))
 
-/* The most H Dh the split path takes (its buffers are on the stack). */
-enum { SPLIT_MAX = 2048 };
-
-/* out [n] = x [n] with each 16 values' even ones first (n a multiple of 16);
- * join undoes it. */
-NN_INLINE void split_even_odd(float *out, const float *x, int n)
+/* out [H Dh] = x [H Dh] with each head's 16-value blocks split (their 8
+ * even values first), its tail as it is; join undoes it. */
+NN_INLINE void split_even_odd(float *out, const float *x, int H, int Dh)
 {
-    for (int i = 0; i < n; i += 16)
-        for (int j = 0; j < 8; j++) out[i + j] = x[i + 2 * j], out[i + 8 + j] = x[i + 2 * j + 1];
+    const int body = Dh / 16 * 16;
+    for (int h = 0; h < H; h++, out += Dh, x += Dh) {
+        for (int i = 0; i < body; i += 16)
+            for (int j = 0; j < 8; j++) out[i + j] = x[i + 2 * j], out[i + 8 + j] = x[i + 2 * j + 1];
+        for (int i = body; i < Dh; i++) out[i] = x[i];
+    }
 }
 
-NN_INLINE void join_even_odd(float *out, const float *x, int n)
+NN_INLINE void join_even_odd(float *out, const float *x, int H, int Dh)
 {
-    for (int i = 0; i < n; i += 16)
-        for (int j = 0; j < 8; j++) out[i + 2 * j] = x[i + j], out[i + 2 * j + 1] = x[i + 8 + j];
+    const int body = Dh / 16 * 16;
+    for (int h = 0; h < H; h++, out += Dh, x += Dh) {
+        for (int i = 0; i < body; i += 16)
+            for (int j = 0; j < 8; j++) out[i + 2 * j] = x[i + j], out[i + 2 * j + 1] = x[i + 8 + j];
+        for (int i = body; i < Dh; i++) out[i] = x[i];
+    }
 }
 
 /* s[i] = <k_i, q> for four bf16 keys of Dh values; qs split. */
 NN_INLINE void dot4_bf16(float s[4], const float *qs, const uint16_t *k0, const uint16_t *k1,
                          const uint16_t *k2, const uint16_t *k3, int Dh)
 {
+    const int body = Dh / 16 * 16;
     nn_f32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-    for (int i = 0; i < Dh; i += 16) {
+    for (int i = 0; i < body; i += 16) {
         const nn_f32x8 qe = nn_load8(qs + i), qo = nn_load8(qs + i + 8);
         nn_u32x8 w = BF16_WORDS(k0 + i);
         a0 += BF16_EVEN(w) * qe + BF16_ODD(w) * qo;
@@ -592,22 +570,33 @@ NN_INLINE void dot4_bf16(float s[4], const float *qs, const uint16_t *k0, const 
         a3 += BF16_EVEN(w) * qe + BF16_ODD(w) * qo;
     }
     s[0] = nn_sum8(&a0), s[1] = nn_sum8(&a1), s[2] = nn_sum8(&a2), s[3] = nn_sum8(&a3);
+    for (int i = body; i < Dh; i++) {
+        s[0] += nn_bf16_to_float(k0[i]) * qs[i];
+        s[1] += nn_bf16_to_float(k1[i]) * qs[i];
+        s[2] += nn_bf16_to_float(k2[i]) * qs[i];
+        s[3] += nn_bf16_to_float(k3[i]) * qs[i];
+    }
 }
 
 NN_INLINE float dot1_bf16(const float *qs, const uint16_t *k, int Dh)
 {
+    const int body = Dh / 16 * 16;
     nn_f32x8 a = {0};
-    for (int i = 0; i < Dh; i += 16) {
+    for (int i = 0; i < body; i += 16) {
         const nn_u32x8 w = BF16_WORDS(k + i);
         a += BF16_EVEN(w) * nn_load8(qs + i) + BF16_ODD(w) * nn_load8(qs + i + 8);
     }
-    return nn_sum8(&a);
+    float s = nn_sum8(&a);
+    for (int i = body; i < Dh; i++) s += nn_bf16_to_float(k[i]) * qs[i];
+    return s;
 }
 
-/* os [H Dh] (split) += per head, sum over j of w[h n + j] v_j. */
+/* os [H Dh] (split) = per head, sum over j of w[h n + j] v_j. */
 NN_INLINE void weighted_sum_bf16(float *os, const float *w, const uint16_t *v, int ldv, int n,
                                  int H, int Dh)
 {
+    const int body = Dh / 16 * 16;
+    memset(os, 0, (size_t)H * Dh * sizeof *os);
     int j = 0;
     for (; j + 4 <= n; j += 4)
         for (int h = 0; h < H; h++) {
@@ -616,7 +605,7 @@ NN_INLINE void weighted_sum_bf16(float *os, const float *w, const uint16_t *v, i
             const float *wh = w + (size_t)h * n + j;
             const float w0 = wh[0], w1 = wh[1], w2 = wh[2], w3 = wh[3];
             float *o = os + (size_t)h * Dh;
-            for (int i = 0; i < Dh; i += 16) {
+            for (int i = 0; i < body; i += 16) {
                 const nn_u32x8 x0 = BF16_WORDS(v0 + i), x1 = BF16_WORDS(v1 + i),
                                x2 = BF16_WORDS(v2 + i), x3 = BF16_WORDS(v3 + i);
                 nn_store8(o + i, nn_load8(o + i) + ((w0 * BF16_EVEN(x0) + w1 * BF16_EVEN(x1)) +
@@ -625,33 +614,39 @@ NN_INLINE void weighted_sum_bf16(float *os, const float *w, const uint16_t *v, i
                           nn_load8(o + i + 8) + ((w0 * BF16_ODD(x0) + w1 * BF16_ODD(x1)) +
                                                  (w2 * BF16_ODD(x2) + w3 * BF16_ODD(x3))));
             }
+            for (int i = body; i < Dh; i++)
+                o[i] += (w0 * nn_bf16_to_float(v0[i]) + w1 * nn_bf16_to_float(v1[i])) +
+                        (w2 * nn_bf16_to_float(v2[i]) + w3 * nn_bf16_to_float(v3[i]));
         }
     for (; j < n; j++)
         for (int h = 0; h < H; h++) {
             const uint16_t *vj = v + (size_t)j * ldv + (size_t)h * Dh;
             const float wj = w[(size_t)h * n + j];
             float *o = os + (size_t)h * Dh;
-            for (int i = 0; i < Dh; i += 16) {
+            for (int i = 0; i < body; i += 16) {
                 const nn_u32x8 x = BF16_WORDS(vj + i);
                 nn_store8(o + i, nn_load8(o + i) + wj * BF16_EVEN(x));
                 nn_store8(o + i + 8, nn_load8(o + i + 8) + wj * BF16_ODD(x));
             }
+            for (int i = body; i < Dh; i++) o[i] += wj * nn_bf16_to_float(vj[i]);
         }
 }
 
+/* As attention_row_forward, with k and v in bf16; scratch: [H, n_k], the
+ * split query and output [2, H Dh], and [2K+1]. */
 NN_MULTIVERSION
 void attention_row_forward_bf16(float *out, const float *q, const uint16_t *k, int ldk,
                                 const uint16_t *v, int ldv, int n_k, int H, int Dh,
                                 const attention_relative *rel, int d0, float *scratch)
 {
-    if (Dh % 16 != 0 || H * Dh > SPLIT_MAX || n_k <= 0) {
-        row_attention(out, q, k, ldk, v, ldv, n_k, H, Dh, rel, d0, scratch, true);
+    if (n_k <= 0) {
+        memset(out, 0, sizeof(float) * H * Dh);
         return;
     }
-    float qs[SPLIT_MAX], os[SPLIT_MAX];
-    split_even_odd(qs, q, H * Dh);
     const float scale = 1.0f / sqrtf((float)Dh);
-    float *u = scratch + (size_t)H * n_k; /* [2K+1] */
+    float *qs = scratch + (size_t)H * n_k, *os = qs + (size_t)H * Dh; /* [H Dh] each */
+    float *u = os + (size_t)H * Dh;                                    /* [2K+1] */
+    split_even_odd(qs, q, H, Dh);
     int j = 0;
     for (; j + 4 <= n_k; j += 4) {
         const uint16_t *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
@@ -669,8 +664,7 @@ void attention_row_forward_bf16(float *out, const float *q, const uint16_t *k, i
                 scale * dot1_bf16(qs + (size_t)h * Dh, k + (size_t)j * ldk + (size_t)h * Dh, Dh);
     if (rel) relative_row_logits(scratch, q, n_k, H, Dh, rel, scale, d0, u);
     for (int h = 0; h < H; h++) softmax_forward(scratch + (size_t)h * n_k, n_k);
-    memset(os, 0, sizeof(float) * H * Dh);
     weighted_sum_bf16(os, scratch, v, ldv, n_k, H, Dh);
-    join_even_odd(out, os, H * Dh);
+    join_even_odd(out, os, H, Dh);
     if (rel) relative_row_values(out, scratch, n_k, H, Dh, rel, d0, u);
 }

@@ -310,7 +310,10 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
                                  "[0, %d)",
                                  r, (int)tokens[r], V);
 
+    /* the row attention's scratch; with bf16 keys and values also its
+     * split query and output (attention_row_forward_bf16) */
     size_t n_scores = (size_t)c->n_heads * (size_t)(S > d->max_src ? S : d->max_src) +
+                      (d->kv_bf16 ? 2 * (size_t)D : 0) +
                       (size_t)attention_relative_rows(c->relative_positions);
     float *x = nn_reserve(&d->act, (size_t)R * (7 * (size_t)D + F) + n_scores, sizeof(float));
     if (!x) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);

@@ -255,10 +255,10 @@ void attention_row_forward(float *out, const float *q, const float *k, int ldk, 
                            int ldv, int n_k, int H, int Dh, const attention_relative *rel,
                            int d0, float *scratch);
 /* The same with k and v in bfloat16 (the cache of a decoder computing in
- * int8 or bf16): each value widened exactly, float32 sums.  When Dh is a
- * multiple of 16 (and H Dh at most 2048) the sums go in another order than
- * attention_row_forward's (attention.c says why), so the two agree to
- * float rounding, not bit for bit. */
+ * int8 or bf16): each value widened exactly, float32 sums, in another order
+ * than attention_row_forward's (attention.c says why), so the two agree to
+ * float rounding, not bit for bit.  scratch: H n_k + 2 H Dh + 2K + 1
+ * floats. */
 void attention_row_forward_bf16(float *out, const float *q, const uint16_t *k, int ldk,
                                 const uint16_t *v, int ldv, int n_k, int H, int Dh,
                                 const attention_relative *rel, int d0, float *scratch);
@@ -584,13 +584,6 @@ typedef float nn_f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float nn_f32x16u __attribute__((vector_size(64), aligned(4), may_alias));
 #define nn_load16(p) (*(const nn_f32x16u *)(const void *)(p))
 #define nn_store8(p, v) (*(nn_f32x8u *)(void *)(p) = (v))
-
-/* Eight bfloat16 values widened to floats (exactly: a bf16 is the upper
- * half of a float32). */
-typedef uint16_t nn_u16x8u __attribute__((vector_size(16), aligned(2), may_alias));
-typedef uint32_t nn_u32x8 __attribute__((vector_size(32)));
-#define nn_load8_bf16(p)                                                                      \
-    ((nn_f32x8)(__builtin_convertvector(*(const nn_u16x8u *)(const void *)(p), nn_u32x8) << 16))
 
 /* The sum of the eight lanes of *v, in a fixed order. */
 NN_INLINE float nn_sum8(const nn_f32x8 *v)

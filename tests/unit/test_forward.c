@@ -350,16 +350,18 @@ static void test_packed_linear(void)
  * cache) changes nothing: 700 rows at once equal 700 rows one by one. */
 /* One query against bf16 keys and values (attention_row_forward_bf16)
  * equals the float32 row attention of the same values widened, to float
- * rounding: heads of 8 (the generic path), 16, 32 and 48 values (the split
- * path), 1 to 13 keys, with and without relative positions. */
+ * rounding: heads of 8 values (a tail alone), 16, 32 and 48 (split blocks
+ * alone) and 24 (a block and a tail), 1 to 13 keys, with and without
+ * relative positions. */
 static void test_row_attention_bf16(void)
 {
     enum { MAXK = 13, MAXD = 96, CLIP = 3 };
-    static const int shapes[][2] = {{2, 8}, {1, 16}, {2, 32}, {2, 48}, {3, 32}};
+    static const int shapes[][2] = {{2, 8}, {1, 16}, {2, 24}, {2, 32}, {2, 48}, {3, 32}};
     tfm_rng rng;
     tfm_rng_seed(&rng, 41);
     float q[MAXD], kf[MAXK * 2 * MAXD], want[MAXD], got[MAXD];
-    float scratch[3 * MAXK + 2 * CLIP + 1], rk[(2 * CLIP + 1) * 48], rv[(2 * CLIP + 1) * 48];
+    float scratch[3 * MAXK + 2 * MAXD + 2 * CLIP + 1], rk[(2 * CLIP + 1) * 48],
+        rv[(2 * CLIP + 1) * 48];
     uint16_t kb[MAXK * 2 * MAXD];
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
