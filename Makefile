@@ -9,6 +9,8 @@
 #   make bench-quality  tfm against the PyTorch reference: 30 min of training
 #                   each on ../shared/data/enfr, test BLEU and chrF (~70 min)
 #   make bench-curves   learning curves against the reference (~2.5 hours)
+#   make bench-quant MODEL=M  a trained enfr model in int8 and bf16 against
+#                   float32: test BLEU, chrF, identical sentences (~2 min)
 #   make bench-window   restricted self-attention against full: growth with the
 #                   sentence length, long decodes (the bench's window section)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
@@ -67,7 +69,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-curves bench-window fuzz install uninstall clean
+.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-quant bench-curves bench-window fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a
 
@@ -173,6 +175,13 @@ bench: deps-bench all $(BENCH_BINS) $(TOOL_BINS)
 # training each, then test BLEU and chrF (about 70 minutes; QUALITY_MINUTES).
 bench-quality: deps-bench all
 	$(Q)sh tests/bench/quality.sh $(BUILD)
+
+# A float32 model trained on ../shared/data/enfr (bench-quality's
+# build/bench/quality/tfm-run.st, say) quantized to int8 and bf16: test BLEU
+# and chrF with beam 4, and the sentences identical to float32's.
+bench-quant: all
+	$(Q)test -n "$(MODEL)" || { echo "make bench-quant MODEL=FILE: a float32 model trained on enfr"; exit 2; }
+	$(Q)sh tests/bench/quant_quality.sh $(BUILD) "$(MODEL)"
 
 # Restricted self-attention against full (tests/bench/window.sh; also a
 # section of make bench): time and memory against n, long decodes.

@@ -17,6 +17,8 @@
 #   4. both translate the test set with beam 4 (length penalty 0.6) and are
 #      scored by 'score' (BLEU as sacreBLEU's 13a, chrF2) against the raw
 #      French references, after detokenising with the same vocabulary.
+#   5. tfm's model in int8 and bf16 against float32 (quant_quality.sh):
+#      test BLEU and chrF, sentences identical to float32's.
 #
 # Prints both valid-perplexity curves (by update), the updates, the target
 # tokens per second and the test scores side by side; keeps everything in
@@ -24,7 +26,7 @@
 # check`: it takes about 2 x QUALITY_MINUTES + 10 minutes.
 #
 # Environment: QUALITY_MINUTES (30), THREADS (2), SEED (1), TFM_RECIPE,
-# REF_SEED (1), SKIP_REF=1 (tfm only), SKIP_TFM=1 (reference only),
+# REF_SEED (1), SKIP_REF=1 (tfm only), SKIP_TFM=1 (reference only), SKIP_QUANT=1,
 # TAG (a name for this run's files, default "run"), BENCH_OUT (build/bench).
 #
 # Output lines (machine-readable):
@@ -153,3 +155,10 @@ print(r["steps"], "%.2f" % r["final_valid_ppl"], "%.0f" % r["tok_per_s"])' "$OUT
     echo "quality_updates side=$name tag=$TAG $updates"
     echo "quality_valid_ppl side=$name tag=$TAG $ppl"
 done
+
+# ---- 5. tfm's model in int8 and bf16 -------------------------------------------------
+if [ "${SKIP_QUANT:-0}" != 1 ] && [ -f "$OUT/tfm-$TAG.st" ]; then
+    echo
+    echo "== tfm's model quantized (tests/bench/quant_quality.sh)"
+    THREADS=$THREADS sh tests/bench/quant_quality.sh "$BUILD" "$OUT/tfm-$TAG.st"
+fi
