@@ -376,6 +376,8 @@ typedef enum nn_kernel {
     NN_KERNEL_INT8_AVX512BW, /* int8: AVX-512BW without VNNI (vpmaddubsw) */
     NN_KERNEL_INT8_VNNI,     /* int8: AVX-512 VNNI (vpdpbusd) */
     NN_KERNEL_BF16_C,        /* bf16: plain C (any CPU) */
+    NN_KERNEL_BF16_AVX2,     /* bf16: AVX2, weights widened to float32 */
+    NN_KERNEL_BF16_AVX512BW, /* bf16: AVX-512BW without BF16, weights widened */
     NN_KERNEL_BF16_AVX512,   /* bf16: AVX-512 BF16 (vdpbf16ps) */
 } nn_kernel;
 

@@ -415,9 +415,11 @@ bool nn_packed_kernel_runs(nn_kernel kernel)
     const bool bw = avx512 && __builtin_cpu_supports("avx512bw");
     switch (kernel) {
     case NN_KERNEL_AVX2:
-    case NN_KERNEL_INT8_AVX2: return avx2;
+    case NN_KERNEL_INT8_AVX2:
+    case NN_KERNEL_BF16_AVX2: return avx2;
     case NN_KERNEL_AVX512: return avx512;
-    case NN_KERNEL_INT8_AVX512BW: return bw;
+    case NN_KERNEL_INT8_AVX512BW:
+    case NN_KERNEL_BF16_AVX512BW: return bw;
     case NN_KERNEL_INT8_VNNI: return bw && __builtin_cpu_supports("avx512vnni");
     case NN_KERNEL_BF16_AVX512: return bw && __builtin_cpu_supports("avx512bf16");
     default: break;
@@ -431,12 +433,12 @@ nn_kernel nn_quant_best_kernel(tfm_compute_type type)
     const char *asked = getenv("TFM_ISA");
     if (asked && strcmp(asked, "none") == 0)
         return type == TFM_COMPUTE_BF16 ? NN_KERNEL_BF16_C : NN_KERNEL_INT8_C;
-    if (type == TFM_COMPUTE_BF16)
-        return nn_packed_kernel_runs(NN_KERNEL_BF16_AVX512) && !asked ? NN_KERNEL_BF16_AVX512
-                                                                       : NN_KERNEL_BF16_C;
     /* fastest first; TFM_ISA=avx512bw or avx2 starts the list lower */
-    static const nn_kernel order[] = {NN_KERNEL_INT8_VNNI, NN_KERNEL_INT8_AVX512BW,
-                                      NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_C};
+    static const nn_kernel int8[] = {NN_KERNEL_INT8_VNNI, NN_KERNEL_INT8_AVX512BW,
+                                     NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_C};
+    static const nn_kernel bf16[] = {NN_KERNEL_BF16_AVX512, NN_KERNEL_BF16_AVX512BW,
+                                     NN_KERNEL_BF16_AVX2, NN_KERNEL_BF16_C};
+    const nn_kernel *order = type == TFM_COMPUTE_BF16 ? bf16 : int8;
     size_t i = 0;
     if (asked && strcmp(asked, "avx512bw") == 0) i = 1;
     if (asked && strcmp(asked, "avx2") == 0) i = 2;
@@ -707,6 +709,8 @@ const char *tfm_model_kernel_name(const tfm_model *m)
     case NN_KERNEL_INT8_AVX2: return "int8 AVX2";
     case NN_KERNEL_INT8_C: return "int8 C";
     case NN_KERNEL_BF16_AVX512: return "bf16 AVX-512 BF16";
+    case NN_KERNEL_BF16_AVX512BW: return "bf16 AVX-512BW (widened to float32)";
+    case NN_KERNEL_BF16_AVX2: return "bf16 AVX2 (widened to float32)";
     case NN_KERNEL_BF16_C: return "bf16 C";
     case NN_KERNEL_SGEMM: break;
     }

@@ -27,9 +27,13 @@
  * in float32 (8-bit significands) and each addition rounded to nearest.  The
  * plain C kernel does the same two fused multiply-adds in that order; the
  * hardware flushes subnormals to zero, which the C kernel does not, so the
- * two agree except where a value below 1.2e-38 takes part.
+ * two agree except where a value below 1.2e-38 takes part.  CPUs without
+ * that instruction (AVX-512 before Cooper Lake, AVX2) widen the bf16
+ * weights to float32 as they load them and make the same two fused
+ * multiply-adds, with the rows prepared as floats (rounded to bf16, then
+ * widened): the C kernel's bits exactly.
  *
- * Layout (one for all int8 kernels, one for both bf16 kernels): W [N, K]
+ * Layout (one for all int8 kernels, one for all bf16 kernels): W [N, K]
  * becomes panels of QUANT_WIDTH (32) outputs; K is padded with zeros to a
  * multiple of 4 (int8) or 2 (bf16); panel p holds, for each group g of 4
  * (or 2) consecutive k, the 32 outputs' 4 (or 2) values side by side:
@@ -187,11 +191,20 @@ tfm_status nn_pack_bf16(nn_packed_linear *p, const uint16_t *w, const float *bia
 
 /* ---- preparing the rows ---------------------------------------------------------------- */
 
-/* The bytes a prepared row takes: K padded to its group, in int8 or bf16. */
+/* Whether a bf16 kernel reads its rows as floats (rounded to bf16 and
+ * widened back): the kernels that widen the weights too. */
+static bool reads_widened_rows(nn_kernel k)
+{
+    return k == NN_KERNEL_BF16_AVX2 || k == NN_KERNEL_BF16_AVX512BW;
+}
+
+/* The bytes a prepared row takes: K padded to its group, in int8, bf16 or
+ * (the widening kernels) float32. */
 size_t nn_quant_row_bytes(const nn_packed_linear *p)
 {
-    return nn_kernel_is_int8(p->kernel) ? (size_t)padded_k(p->K, 4)
-                                        : (size_t)padded_k(p->K, 2) * sizeof(uint16_t);
+    if (nn_kernel_is_int8(p->kernel)) return (size_t)padded_k(p->K, 4);
+    return (size_t)padded_k(p->K, 2) * (reads_widened_rows(p->kernel) ? sizeof(float)
+                                                                      : sizeof(uint16_t));
 }
 
 /* One row x [K] as an int8 kernel reads it: q [row_bytes] = round(x * 127 /
@@ -253,10 +266,24 @@ round_bf16_512(uint16_t *out, const float *x, size_t n)
 }
 #endif
 
+/* One row x [K] rounded to bf16 and widened back to float32, zero-padded
+ * to padded values: the row as the widening bf16 kernels read it. */
+static void prepare_widened_row(float *out, const float *x, size_t K, size_t padded)
+{
+    enum { CHUNK = 256 };
+    uint16_t rounded[CHUNK];
+    for (size_t k = 0; k < K; k += CHUNK) {
+        const size_t n = K - k < CHUNK ? K - k : CHUNK;
+        nn_round_bf16(rounded, x + k, n);
+        nn_bf16_to_floats(out + k, rounded, n);
+    }
+    for (size_t k = K; k < padded; k++) out[k] = 0.0f;
+}
+
 /* Rows x [rows, K] (ldx apart) as the kernel reads them, into xq (rows of
  * nn_quant_row_bytes, zero-padded) and, for int8, each row's scale into
- * xs [rows]; bf16 rounded to nearest.  The AVX-512 kernels prepare with
- * AVX-512 too (the same bytes). */
+ * xs [rows]; bf16 rounded to nearest (and widened, for the kernels that
+ * widen).  The AVX-512 kernels prepare with AVX-512 too (the same bytes). */
 void nn_quant_prepare(const nn_packed_linear *p, const float *x, size_t ldx, int rows, void *xq,
                       float *xs)
 {
@@ -279,6 +306,8 @@ void nn_quant_prepare(const nn_packed_linear *p, const float *x, size_t ldx, int
             }
 #endif
             xs[r] = prepare_int8_row((int8_t *)out, row, K, row_bytes, flip);
+        } else if (reads_widened_rows(p->kernel)) {
+            prepare_widened_row((float *)(void *)out, row, K, row_bytes / sizeof(float));
         } else {
             uint16_t *b = (uint16_t *)(void *)out;
 #ifdef HAVE_PREPARE512
@@ -342,6 +371,7 @@ static void bf16_block_c(float *out, size_t ldo, const void *xq, size_t row_byte
 #define AVX512BW_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw")))
 #define VNNI_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vnni")))
 #define BF16_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16")))
+#define AVX2_BF16_TARGET __attribute__((target("avx2,fma")))
 
 /* The rows of a block at most: 8 rows x 32 outputs in 16 zmm sums. */
 enum { QUANT_ROWS_512 = 8, QUANT_ROWS_AVX2 = 2 };
@@ -563,10 +593,133 @@ bf16_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float 
     }
     FOR_ROWS(BF16_STORE)
 #undef BF16_ROW
-#undef BF16_STORE
 }
 
 DEFINE_BLOCK(BF16_TARGET, bf16_block_avx512, bf16_rows)
+
+
+/* The kernels that widen (AVX-512 without its BF16 instruction, and AVX2).
+ * A group's 32-bit word holds an output's even weight in its low half and
+ * its odd weight in its high half, so word << 16 is the even weight as a
+ * float32 and word & 0xffff0000 the odd one.  The rows come as floats
+ * (bf16 values widened), and each pair makes bf16_block_c's two fused
+ * multiply-adds in its order: odd, then even. */
+#define ROW_FLOATS(i) const float *f##i = (const float *)(const void *)((const char *)xq + (MR > i ? i : 0) * row_bytes)
+#define ROWS_FLOATS ROW_FLOATS(0); ROW_FLOATS(1); ROW_FLOATS(2); ROW_FLOATS(3); ROW_FLOATS(4); ROW_FLOATS(5); ROW_FLOATS(6); ROW_FLOATS(7)
+
+/* AVX-512BW: MR rows x 32 outputs; per group, two loads, four widenings,
+ * 2 MR broadcasts and 4 MR fused multiply-adds. */
+AVX512BW_TARGET static inline __attribute__((always_inline)) void
+bf16_widened_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs,
+                  const nn_packed_linear *p, int pi, int cols, const int MR)
+{
+    const int G = (int)(row_bytes / (2 * sizeof(float)));
+    const uint16_t *panel = (const uint16_t *)p->panels + (size_t)pi * QUANT_WIDTH * 2 * G;
+    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
+    ROWS_FLOATS;
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
+           c61 = c00, c70 = c00, c71 = c00;
+#define WIDENED_ROW(i)                                                                     \
+    if (MR > i) {                                                                          \
+        const __m512 odd = _mm512_set1_ps(f##i[2 * g + 1]), even = _mm512_set1_ps(f##i[2 * g]); \
+        c##i##0 = _mm512_fmadd_ps(even, e0, _mm512_fmadd_ps(odd, o0, c##i##0));            \
+        c##i##1 = _mm512_fmadd_ps(even, e1, _mm512_fmadd_ps(odd, o1, c##i##1));            \
+    }
+    for (int g = 0; g < G; g++) {
+        const __m512i w0 = _mm512_loadu_si512(panel + (size_t)g * 64);
+        const __m512i w1 = _mm512_loadu_si512(panel + (size_t)g * 64 + 32);
+        const __m512 o0 = _mm512_castsi512_ps(_mm512_and_si512(w0, high));
+        const __m512 e0 = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16));
+        const __m512 o1 = _mm512_castsi512_ps(_mm512_and_si512(w1, high));
+        const __m512 e1 = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16));
+        FOR_ROWS(WIDENED_ROW)
+    }
+    const int n0 = pi * QUANT_WIDTH;
+    FOR_ROWS(BF16_STORE)
+#undef WIDENED_ROW
+#undef BF16_STORE
+}
+
+DEFINE_BLOCK(AVX512BW_TARGET, bf16_block_widened512, bf16_widened_rows)
+
+/* AVX2: the same, three rows at a time (the two fused multiply-adds of a
+ * pair wait for each other, so twelve sums in flight keep the units busy),
+ * the panel's 32 outputs in four registers of 8 per row. */
+#define AVX2_ROW_SUMS(i) __m256 c##i##0 = zero, c##i##1 = zero, c##i##2 = zero, c##i##3 = zero
+#define AVX2_WIDENED(i, b)                                                                 \
+    if (MR > i) {                                                                          \
+        c##i##b = _mm256_fmadd_ps(_mm256_broadcast_ss(f##i + 2 * g + 1), o, c##i##b);      \
+        c##i##b = _mm256_fmadd_ps(_mm256_broadcast_ss(f##i + 2 * g), e, c##i##b);          \
+    }
+#define AVX2_WIDENED_BLOCK(b)                                                              \
+    {                                                                                      \
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(panel + (size_t)g * 64 + 16 * b)); \
+        const __m256 o = _mm256_castsi256_ps(_mm256_and_si256(w, high));                  \
+        const __m256 e = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));                    \
+        AVX2_WIDENED(0, b) AVX2_WIDENED(1, b) AVX2_WIDENED(2, b)                           \
+    }
+#define AVX2_WIDENED_STORE(i)                                                              \
+    if (MR > i) {                                                                          \
+        store8_bf16(out + i * ldo, c##i##0, p, n0, cols);                                  \
+        store8_bf16(out + i * ldo + 8, c##i##1, p, n0 + 8, cols - 8);                      \
+        store8_bf16(out + i * ldo + 16, c##i##2, p, n0 + 16, cols - 16);                   \
+        store8_bf16(out + i * ldo + 24, c##i##3, p, n0 + 24, cols - 24);                   \
+    }
+
+/* Stores 8 float sums of outputs n .. plus their bias (cols of them). */
+AVX2_BF16_TARGET static inline void store8_bf16(float *out, __m256 sum, const nn_packed_linear *p,
+                                                int n, int cols)
+{
+    if (cols <= 0) return;
+    float v[8];
+    _mm256_storeu_ps(v, sum);
+    for (int j = 0; j < cols && j < 8; j++) out[j] = v[j] + (p->bias ? p->bias[n + j] : 0.0f);
+}
+
+AVX2_BF16_TARGET static inline __attribute__((always_inline)) void
+bf16_widened_rows_avx2(float *out, size_t ldo, const void *xq, size_t row_bytes,
+                       const nn_packed_linear *p, int pi, int cols, const int MR)
+{
+    const int G = (int)(row_bytes / (2 * sizeof(float))), n0 = pi * QUANT_WIDTH;
+    const uint16_t *panel = (const uint16_t *)p->panels + (size_t)pi * QUANT_WIDTH * 2 * G;
+    const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
+    const __m256 zero = _mm256_setzero_ps();
+    ROW_FLOATS(0);
+    ROW_FLOATS(1);
+    ROW_FLOATS(2);
+    AVX2_ROW_SUMS(0);
+    AVX2_ROW_SUMS(1);
+    AVX2_ROW_SUMS(2);
+    for (int g = 0; g < G; g++) {
+        AVX2_WIDENED_BLOCK(0)
+        AVX2_WIDENED_BLOCK(1)
+        AVX2_WIDENED_BLOCK(2)
+        AVX2_WIDENED_BLOCK(3)
+    }
+    AVX2_WIDENED_STORE(0)
+    AVX2_WIDENED_STORE(1)
+    AVX2_WIDENED_STORE(2)
+}
+
+AVX2_BF16_TARGET static void bf16_block_widened_avx2(float *out, size_t ldo, const void *xq,
+                                                     size_t row_bytes, const float *xs, int rows,
+                                                     const nn_packed_linear *p, int pi, int cols)
+{
+    for (int r0 = 0; r0 < rows; r0 += 3) {
+        float *o = out + (size_t)r0 * ldo;
+        const char *x = (const char *)xq + (size_t)r0 * row_bytes;
+        switch (rows - r0) {
+        case 1: bf16_widened_rows_avx2(o, ldo, x, row_bytes, p, pi, cols, 1); break;
+        case 2: bf16_widened_rows_avx2(o, ldo, x, row_bytes, p, pi, cols, 2); break;
+        default: bf16_widened_rows_avx2(o, ldo, x, row_bytes, p, pi, cols, 3); break;
+        }
+    }
+}
+#undef AVX2_ROW_SUMS
+#undef AVX2_WIDENED
+#undef AVX2_WIDENED_BLOCK
+#undef AVX2_WIDENED_STORE
 
 #endif
 
@@ -578,7 +731,11 @@ bool nn_kernel_is_int8(nn_kernel k)
            k == NN_KERNEL_INT8_VNNI;
 }
 
-bool nn_kernel_is_bf16(nn_kernel k) { return k == NN_KERNEL_BF16_C || k == NN_KERNEL_BF16_AVX512; }
+bool nn_kernel_is_bf16(nn_kernel k)
+{
+    return k == NN_KERNEL_BF16_C || k == NN_KERNEL_BF16_AVX2 || k == NN_KERNEL_BF16_AVX512BW ||
+           k == NN_KERNEL_BF16_AVX512;
+}
 
 nn_quant_block_fn *nn_quant_block(nn_kernel k, int *rows)
 {
@@ -589,6 +746,8 @@ nn_quant_block_fn *nn_quant_block(nn_kernel k, int *rows)
     case NN_KERNEL_INT8_AVX512BW: *rows = QUANT_ROWS_512; return int8_block_bw;
     case NN_KERNEL_INT8_AVX2: *rows = 2 * QUANT_ROWS_AVX2; return int8_block_avx2;
     case NN_KERNEL_BF16_AVX512: *rows = QUANT_ROWS_512; return bf16_block_avx512;
+    case NN_KERNEL_BF16_AVX512BW: *rows = QUANT_ROWS_512; return bf16_block_widened512;
+    case NN_KERNEL_BF16_AVX2: *rows = 6; return bf16_block_widened_avx2;
 #endif
     case NN_KERNEL_BF16_C: return bf16_block_c;
     default: return int8_block_c;

@@ -207,15 +207,30 @@ if [ "${SKIP_QUANT:-0}" != 1 ]; then
         set -- $(echo "$row" | tr ':' ' ')
         for ct in float32 bf16 int8; do COMPUTE=$ct QUANTIZED_FILES=1 run_ours "$1" "$2" "$3" "$4" "$ct"; done
     done
+    # For context, where AVX-512 runs: the kernels of CPUs without VNNI and
+    # AVX-512 BF16 (TFM_ISA=avx512bw: int8 by vpmaddubsw, bf16 widened to
+    # float32) and of AVX2 CPUs (TFM_ISA=avx2, float32 too).
+    if grep -q '^decode: matrix kernel: AVX-512' "$OUTDIR/kernel.txt"; then
+        for isa in avx512bw avx2; do
+            for row in small:greedy:64:640 small:greedy:1:64; do
+                set -- $(echo "$row" | tr ':' ' ')
+                for ct in float32 bf16 int8; do
+                    (TFM_ISA=$isa; export TFM_ISA
+                     COMPUTE=$ct QUANTIZED_FILES=1 run_ours "$1" "$2" "$3" "$4" "$ct-$isa")
+                done
+            done
+        done
+    fi
     : >"$OUTDIR/quant.txt"
-    awk '{ split($1, p, "-"); k = p[1] "-" p[2] "-" p[3]; if (p[4] == "float32") f[k] = $5 }
+    awk '{ n = split($1, p, "-"); isa = n >= 5 ? p[5] : ""; k = p[1] "-" p[2] "-" p[3] "-" isa }
+         p[4] == "float32" { f[k] = $5 }
          {
            if ((p[4] == "int8" || p[4] == "bf16") && f[k] > 0)
-               printf "translate_compute_ratio preset=%s search=%s batch=%s compute=%s tok_s=%.0f float32_tok_s=%.0f ratio=%.2f\n",
-                   p[1], p[2], p[3], p[4], $5, f[k], $5 / f[k] > "/dev/stderr" }' \
+               printf "translate_compute_ratio preset=%s search=%s batch=%s compute=%s tok_s=%.0f float32_tok_s=%.0f ratio=%.2f%s\n",
+                   p[1], p[2], p[3], p[4], $5, f[k], $5 / f[k], isa != "" ? " isa=" isa : "" > "/dev/stderr" }' \
         "$OUTDIR/results.txt" 2>>"$OUTDIR/quant.txt"
     grep '^translate_compute_ratio' "$OUTDIR/quant.txt" |
-        awk '{ printf "  %s %s %s %s: %s\n", $2, $3, $4, $5, $8 }'
+        awk '{ printf "  %s %s %s %s%s: %s\n", $2, $3, $4, $5, $9 != "" ? " " $9 : "", $8 }'
     # Peak memory of decoding the base model (greedy, batch 64): int8 and bf16
     # model files against the float32 one.
     if [ "${SKIP_BASE:-0}" != 1 ]; then

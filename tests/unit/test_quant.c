@@ -239,8 +239,9 @@ static void test_int8_kernels(void)
 
 static void test_bf16_kernels(void)
 {
-    const nn_kernel all[] = {NN_KERNEL_BF16_C, NN_KERNEL_BF16_AVX512};
-    check_kernels(all, 2, false);
+    const nn_kernel all[] = {NN_KERNEL_BF16_C, NN_KERNEL_BF16_AVX2, NN_KERNEL_BF16_AVX512BW,
+                             NN_KERNEL_BF16_AVX512};
+    check_kernels(all, 4, false);
 }
 
 /* Slicing many rows changes nothing: 700 rows at once equal one by one,
@@ -250,7 +251,8 @@ static void test_rows_and_stats(void)
 {
     enum { R = 700, N = 90, K = 1100 };
     const nn_kernel kernels[] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_AVX512BW,
-                                 NN_KERNEL_INT8_VNNI, NN_KERNEL_BF16_C, NN_KERNEL_BF16_AVX512};
+                                 NN_KERNEL_INT8_VNNI, NN_KERNEL_BF16_C, NN_KERNEL_BF16_AVX2,
+                                 NN_KERNEL_BF16_AVX512BW, NN_KERNEL_BF16_AVX512};
     tfm_rng rng;
     tfm_rng_seed(&rng, 22);
     float *w = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * R * K),
@@ -307,13 +309,22 @@ static void test_best_kernel(void)
     nn_kernel k = nn_quant_best_kernel(TFM_COMPUTE_INT8);
     CHECK(nn_kernel_is_int8(k) && nn_packed_kernel_runs(k));
     if (nn_packed_kernel_runs(NN_KERNEL_INT8_VNNI)) CHECK(k == NN_KERNEL_INT8_VNNI);
-    CHECK(nn_kernel_is_bf16(nn_quant_best_kernel(TFM_COMPUTE_BF16)));
+    k = nn_quant_best_kernel(TFM_COMPUTE_BF16);
+    CHECK(nn_kernel_is_bf16(k) && nn_packed_kernel_runs(k));
+    if (nn_packed_kernel_runs(NN_KERNEL_BF16_AVX512)) CHECK(k == NN_KERNEL_BF16_AVX512);
+    else if (nn_packed_kernel_runs(NN_KERNEL_BF16_AVX512BW)) CHECK(k == NN_KERNEL_BF16_AVX512BW);
+    else if (nn_packed_kernel_runs(NN_KERNEL_BF16_AVX2)) CHECK(k == NN_KERNEL_BF16_AVX2);
     setenv("TFM_ISA", "none", 1);
     CHECK(nn_quant_best_kernel(TFM_COMPUTE_INT8) == NN_KERNEL_INT8_C);
     CHECK(nn_quant_best_kernel(TFM_COMPUTE_BF16) == NN_KERNEL_BF16_C);
     setenv("TFM_ISA", "avx2", 1);
     k = nn_quant_best_kernel(TFM_COMPUTE_INT8);
     CHECK(k == NN_KERNEL_INT8_AVX2 || k == NN_KERNEL_INT8_C);
+    k = nn_quant_best_kernel(TFM_COMPUTE_BF16);
+    CHECK(k == (nn_packed_kernel_runs(NN_KERNEL_BF16_AVX2) ? NN_KERNEL_BF16_AVX2 : NN_KERNEL_BF16_C));
+    setenv("TFM_ISA", "avx512bw", 1);
+    k = nn_quant_best_kernel(TFM_COMPUTE_BF16);
+    CHECK(k == NN_KERNEL_BF16_AVX512BW || !nn_packed_kernel_runs(NN_KERNEL_BF16_AVX512BW));
     unsetenv("TFM_ISA");
 }
 
