@@ -394,6 +394,12 @@ AVX512BW_TARGET static inline void store16_int8(float *out, __m512i sum, float x
 #define ROW_PTR(i) const int32_t *x##i = (const int32_t *)((const char *)xq + (MR > i ? i : 0) * row_bytes)
 #define ROW_PTRS ROW_PTR(0); ROW_PTR(1); ROW_PTR(2); ROW_PTR(3); ROW_PTR(4); ROW_PTR(5); ROW_PTR(6); ROW_PTR(7)
 #define FOR_ROWS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+/* The 16 sums of an AVX-512 kernel, of type T, all zero: row i's two in
+ * ci0 (outputs 0-15 of the panel) and ci1 (16-31). */
+#define ROW_SUMS_512(T, zero)                                                              \
+    T c00 = zero, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,        \
+      c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00,         \
+      c70 = c00, c71 = c00
 
 /* A kernel's block function (nn_quant_block_fn): its rows function with the
  * number of rows a constant, so that each case compiles to its own code. */
@@ -425,9 +431,7 @@ vnni_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float 
     const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * row_bytes;
     const int G = (int)(row_bytes / 4);
     ROW_PTRS;
-    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
-            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
-            c61 = c00, c70 = c00, c71 = c00;
+    ROW_SUMS_512(__m512i, _mm512_setzero_si512());
 #define VNNI_ROW(i)                                                                        \
     if (MR > i) {                                                                          \
         const __m512i a = _mm512_set1_epi32(x##i[g]);                                      \
@@ -469,9 +473,7 @@ bw_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *x
     const int G = (int)(row_bytes / 4);
     const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
     ROW_PTRS;
-    __m512i c00 = zero, c01 = zero, c10 = zero, c11 = zero, c20 = zero, c21 = zero, c30 = zero,
-            c31 = zero, c40 = zero, c41 = zero, c50 = zero, c51 = zero, c60 = zero, c61 = zero,
-            c70 = zero, c71 = zero;
+    ROW_SUMS_512(__m512i, zero);
 #define BW_ROW(i)                                                                          \
     if (MR > i) {                                                                          \
         const __m512i a = _mm512_set1_epi32(x##i[g]);                                      \
@@ -570,9 +572,7 @@ bf16_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float 
     const uint16_t *panel = (const uint16_t *)p->panels + (size_t)pi * QUANT_WIDTH * (row_bytes / 2);
     const int G = (int)(row_bytes / 4);
     ROW_PTRS;
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
-           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
-           c61 = c00, c70 = c00, c71 = c00;
+    ROW_SUMS_512(__m512, _mm512_setzero_ps());
 #define BF16_ROW(i)                                                                        \
     if (MR > i) {                                                                          \
         const __m512bh a = (__m512bh)_mm512_set1_epi32(x##i[g]);                           \
@@ -617,9 +617,7 @@ bf16_widened_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, cons
     const uint16_t *panel = (const uint16_t *)p->panels + (size_t)pi * QUANT_WIDTH * 2 * G;
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
     ROWS_FLOATS;
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
-           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
-           c61 = c00, c70 = c00, c71 = c00;
+    ROW_SUMS_512(__m512, _mm512_setzero_ps());
 #define WIDENED_ROW(i)                                                                     \
     if (MR > i) {                                                                          \
         const __m512 odd = _mm512_set1_ps(f##i[2 * g + 1]), even = _mm512_set1_ps(f##i[2 * g]); \
