@@ -373,8 +373,9 @@ static void bf16_block_c(float *out, size_t ldo, const void *xq, size_t row_byte
 #define BF16_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16")))
 #define AVX2_BF16_TARGET __attribute__((target("avx2,fma")))
 
-/* The rows of a block at most: 8 rows x 32 outputs in 16 zmm sums. */
-enum { QUANT_ROWS_512 = 8, QUANT_ROWS_AVX2 = 2 };
+/* The rows a kernel takes at a time: 8 rows x 32 outputs in 16 zmm sums;
+ * AVX2, 2 rows in 8 ymm sums (int8), 3 in 12 (bf16 widened). */
+enum { QUANT_ROWS_512 = 8, QUANT_ROWS_AVX2 = 2, QUANT_ROWS_AVX2_WIDENED = 3 };
 
 /* Stores 16 int32 sums of outputs n0 + c .. as floats: fma(sum, s_x * s_w, bias). */
 AVX512BW_TARGET static inline void store16_int8(float *out, __m512i sum, float xs,
@@ -604,8 +605,11 @@ DEFINE_BLOCK(BF16_TARGET, bf16_block_avx512, bf16_rows)
  * float32 and word & 0xffff0000 the odd one.  The rows come as floats
  * (bf16 values widened), and each pair makes bf16_block_c's two fused
  * multiply-adds in its order: odd, then even. */
-#define ROW_FLOATS(i) const float *f##i = (const float *)(const void *)((const char *)xq + (MR > i ? i : 0) * row_bytes)
-#define ROWS_FLOATS ROW_FLOATS(0); ROW_FLOATS(1); ROW_FLOATS(2); ROW_FLOATS(3); ROW_FLOATS(4); ROW_FLOATS(5); ROW_FLOATS(6); ROW_FLOATS(7)
+#define ROW_FLOATS(i)                                                                      \
+    const float *f##i = (const float *)(const void *)((const char *)xq + (MR > i ? i : 0) * row_bytes)
+#define ROWS_FLOATS                                                                        \
+    ROW_FLOATS(0); ROW_FLOATS(1); ROW_FLOATS(2); ROW_FLOATS(3);                            \
+    ROW_FLOATS(4); ROW_FLOATS(5); ROW_FLOATS(6); ROW_FLOATS(7)
 
 /* AVX-512BW: MR rows x 32 outputs; per group, two loads, four widenings,
  * 2 MR broadcasts and 4 MR fused multiply-adds. */
@@ -641,9 +645,10 @@ bf16_widened_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, cons
 
 DEFINE_BLOCK(AVX512BW_TARGET, bf16_block_widened512, bf16_widened_rows)
 
-/* AVX2: the same, three rows at a time (the two fused multiply-adds of a
- * pair wait for each other, so twelve sums in flight keep the units busy),
- * the panel's 32 outputs in four registers of 8 per row. */
+/* AVX2: the same, QUANT_ROWS_AVX2_WIDENED (3) rows at a time (the two
+ * fused multiply-adds of a pair wait for each other, so twelve sums in
+ * flight keep the units busy), the panel's 32 outputs in four registers of
+ * 8 per row. */
 #define AVX2_ROW_SUMS(i) __m256 c##i##0 = zero, c##i##1 = zero, c##i##2 = zero, c##i##3 = zero
 #define AVX2_WIDENED(i, b)                                                                 \
     if (MR > i) {                                                                          \
@@ -652,7 +657,8 @@ DEFINE_BLOCK(AVX512BW_TARGET, bf16_block_widened512, bf16_widened_rows)
     }
 #define AVX2_WIDENED_BLOCK(b)                                                              \
     {                                                                                      \
-        const __m256i w = _mm256_loadu_si256((const __m256i *)(panel + (size_t)g * 64 + 16 * b)); \
+        const __m256i w =                                                                  \
+            _mm256_loadu_si256((const __m256i *)(panel + (size_t)g * 64 + 16 * b));        \
         const __m256 o = _mm256_castsi256_ps(_mm256_and_si256(w, high));                  \
         const __m256 e = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));                    \
         AVX2_WIDENED(0, b) AVX2_WIDENED(1, b) AVX2_WIDENED(2, b)                           \
@@ -704,7 +710,7 @@ AVX2_BF16_TARGET static void bf16_block_widened_avx2(float *out, size_t ldo, con
                                                      size_t row_bytes, const float *xs, int rows,
                                                      const nn_packed_linear *p, int pi, int cols)
 {
-    for (int r0 = 0; r0 < rows; r0 += 3) {
+    for (int r0 = 0; r0 < rows; r0 += QUANT_ROWS_AVX2_WIDENED) {
         float *o = out + (size_t)r0 * ldo;
         const char *x = (const char *)xq + (size_t)r0 * row_bytes;
         switch (rows - r0) {
@@ -745,7 +751,7 @@ nn_quant_block_fn *nn_quant_block(nn_kernel k, int *rows)
     case NN_KERNEL_INT8_AVX2: *rows = 2 * QUANT_ROWS_AVX2; return int8_block_avx2;
     case NN_KERNEL_BF16_AVX512: *rows = QUANT_ROWS_512; return bf16_block_avx512;
     case NN_KERNEL_BF16_AVX512BW: *rows = QUANT_ROWS_512; return bf16_block_widened512;
-    case NN_KERNEL_BF16_AVX2: *rows = 6; return bf16_block_widened_avx2;
+    case NN_KERNEL_BF16_AVX2: *rows = 2 * QUANT_ROWS_AVX2_WIDENED; return bf16_block_widened_avx2;
 #endif
     case NN_KERNEL_BF16_C: return bf16_block_c;
     default: return int8_block_c;
