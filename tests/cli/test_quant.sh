@@ -80,14 +80,19 @@ for isa in avx512bw avx2 none; do
     TFM_ISA=$isa translate int8.st int8.$isa.out
     check "int8: TFM_ISA=$isa gives the same bytes" cmp -s int8.$isa.out int8.out
 done
-TFM_ISA=none translate bf16.st bf16.none.out
-check "bf16: the C kernel gives the same bytes" cmp -s bf16.none.out bf16.out
+for isa in avx512bw avx2 none; do
+    TFM_ISA=$isa translate bf16.st bf16.$isa.out
+    check "bf16: TFM_ISA=$isa gives the same bytes" cmp -s bf16.$isa.out bf16.out
+done
 
 head -3 test.src | tokenize -m int8.st | encode -m int8.st >three.npy 2>/dev/null
 expect_status 0 "decode -v with an int8 model" decode -v -m int8.st three.npy
 expect_stderr "^decode: matrix kernel: int8 " "decode -v names the int8 kernel"
 expect_status 0 "decode -v with a bf16 model" decode -v -m bf16.st three.npy
 expect_stderr "^decode: matrix kernel: bf16 " "decode -v names the bf16 kernel"
+TFM_ISA=avx2 expect_status 0 "decode -v with a bf16 model, TFM_ISA=avx2" decode -v -m bf16.st three.npy
+expect_stderr "^decode: matrix kernel: bf16 (AVX2 \(widened to float32\)|C)$" \
+    "decode -v names the AVX2 bf16 kernel (or C, without AVX2)"
 
 # ---- the other programs read quantized models ---------------------------------------
 
