@@ -10,7 +10,7 @@
 #                   each on ../shared/data/enfr, test BLEU and chrF (~70 min)
 #   make bench-curves   learning curves against the reference (~2.5 hours)
 #   make bench-quant MODEL=M  a trained enfr model in int8 and bf16 against
-#                   float32: test BLEU, chrF, identical sentences (~2 min)
+#                   float32: test BLEU, chrF, identical sentences (~20 s, small)
 #   make bench-window   restricted self-attention against full: growth with the
 #                   sentence length, long decodes (the bench's window section)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
