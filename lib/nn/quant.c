@@ -154,14 +154,15 @@ tfm_status nn_pack_int8(nn_packed_linear *p, const int8_t *q, const float *scale
         return TFM_ERR_NOMEM;
     }
     for (size_t n = 0; n < (size_t)N; n++) {
-        int8_t *panel = panels + n / QUANT_WIDTH * QUANT_WIDTH * K4;
-        const size_t j = n % QUANT_WIDTH;
+        /* row n's groups of 4 go to column j of its panel, 128 bytes apart
+         * (the padding past K stays zero) */
+        int8_t *at = panels + n / QUANT_WIDTH * QUANT_WIDTH * K4 + n % QUANT_WIDTH * 4;
+        const int8_t *row = q + n * K;
+        size_t k = 0;
+        for (; k + 4 <= (size_t)K; k += 4, at += QUANT_WIDTH * 4) memcpy(at, row + k, 4);
+        if (k < (size_t)K) memcpy(at, row + k, K - k);
         int32_t sum = 0;
-        for (size_t k = 0; k < (size_t)K; k++) {
-            const int8_t v = q[n * K + k];
-            panel[(k / 4) * QUANT_WIDTH * 4 + j * 4 + k % 4] = v;
-            sum += v;
-        }
+        for (size_t i = 0; i < (size_t)K; i++) sum += row[i];
         s[n] = scale[n];
         sums[n] = sum;
     }
@@ -180,10 +181,12 @@ tfm_status nn_pack_bf16(nn_packed_linear *p, const uint16_t *w, const float *bia
     uint16_t *panels = calloc(n_panels * QUANT_WIDTH * K2 + 32, sizeof *panels);
     if (!panels) return TFM_ERR_NOMEM;
     for (size_t n = 0; n < (size_t)N; n++) {
-        uint16_t *panel = panels + n / QUANT_WIDTH * QUANT_WIDTH * K2;
-        const size_t j = n % QUANT_WIDTH;
-        for (size_t k = 0; k < (size_t)K; k++)
-            panel[(k / 2) * QUANT_WIDTH * 2 + j * 2 + k % 2] = w[n * K + k];
+        /* row n's pairs go to column j of its panel, 64 values apart */
+        uint16_t *at = panels + n / QUANT_WIDTH * QUANT_WIDTH * K2 + n % QUANT_WIDTH * 2;
+        const uint16_t *row = w + n * K;
+        size_t k = 0;
+        for (; k + 2 <= (size_t)K; k += 2, at += QUANT_WIDTH * 2) memcpy(at, row + k, 2 * sizeof *row);
+        if (k < (size_t)K) *at = row[k];
     }
     p->panels = panels;
     return TFM_OK;
