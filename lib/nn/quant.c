@@ -185,7 +185,8 @@ tfm_status nn_pack_bf16(nn_packed_linear *p, const uint16_t *w, const float *bia
         uint16_t *at = panels + n / QUANT_WIDTH * QUANT_WIDTH * K2 + n % QUANT_WIDTH * 2;
         const uint16_t *row = w + n * K;
         size_t k = 0;
-        for (; k + 2 <= (size_t)K; k += 2, at += QUANT_WIDTH * 2) memcpy(at, row + k, 2 * sizeof *row);
+        for (; k + 2 <= (size_t)K; k += 2, at += QUANT_WIDTH * 2)
+            memcpy(at, row + k, 2 * sizeof *row);
         if (k < (size_t)K) *at = row[k];
     }
     p->panels = panels;
