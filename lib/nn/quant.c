@@ -251,23 +251,6 @@ prepare_int8_row512(int8_t *q, const float *x, size_t K, size_t row_bytes, uint8
     for (; k < row_bytes; k++) q[k] = (int8_t)flip;
     return amax / 127.0f;
 }
-
-/* nn_round_bf16 of n values with AVX-512: the same integer rounding. */
-__attribute__((target("avx2,fma,avx512f,avx512bw"))) static void
-round_bf16_512(uint16_t *out, const float *x, size_t n)
-{
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512i u = _mm512_loadu_si512(x + i);
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
-        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
-        r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000)); /* quiet NaN */
-        _mm256_storeu_si256((__m256i *)(out + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
-    }
-    for (; i < n; i++) out[i] = nn_bf16_round(x[i]);
-}
 #endif
 
 /* One row x [K] rounded to bf16 and widened back to float32, zero-padded
@@ -286,15 +269,15 @@ static void prepare_widened_row(float *out, const float *x, size_t K, size_t pad
 
 /* Rows x [rows, K] (ldx apart) as the kernel reads them, into xq (rows of
  * nn_quant_row_bytes, zero-padded) and, for int8, each row's scale into
- * xs [rows]; bf16 rounded to nearest (and widened, for the kernels that
- * widen).  The AVX-512 kernels prepare with AVX-512 too (the same bytes). */
+ * xs [rows]; bf16 rounded to nearest by nn_round_bf16 (and widened, for
+ * the kernels that widen).  The AVX-512 int8 kernels prepare with AVX-512
+ * too (the same bytes). */
 void nn_quant_prepare(const nn_packed_linear *p, const float *x, size_t ldx, int rows, void *xq,
                       float *xs)
 {
     const size_t K = (size_t)p->K, row_bytes = nn_quant_row_bytes(p);
 #ifdef HAVE_PREPARE512
-    const bool wide = p->kernel == NN_KERNEL_INT8_VNNI || p->kernel == NN_KERNEL_INT8_AVX512BW ||
-                      p->kernel == NN_KERNEL_BF16_AVX512;
+    const bool wide = p->kernel == NN_KERNEL_INT8_VNNI || p->kernel == NN_KERNEL_INT8_AVX512BW;
 #else
     const bool wide = false;
 #endif
@@ -314,11 +297,7 @@ void nn_quant_prepare(const nn_packed_linear *p, const float *x, size_t ldx, int
             prepare_widened_row((float *)(void *)out, row, K, row_bytes / sizeof(float));
         } else {
             uint16_t *b = (uint16_t *)(void *)out;
-#ifdef HAVE_PREPARE512
-            if (wide) round_bf16_512(b, row, K);
-            else
-#endif
-                nn_round_bf16(b, row, K);
+            nn_round_bf16(b, row, K);
             if (K % 2) b[K] = 0;
         }
     }
