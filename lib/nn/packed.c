@@ -234,8 +234,7 @@ NN_INLINE float max16(const float *v)
     nn_f32x4 a, b;
     memcpy(&a, &f8, sizeof a);
     memcpy(&b, (const char *)&f8 + sizeof a, sizeof b);
-    typedef int32_t i32x4 __attribute__((vector_size(16)));
-    const i32x4 m4 = MAX_NOT_NAN(i32x4, a, b);
+    const nn_i32x4 m4 = MAX_NOT_NAN(nn_i32x4, a, b);
     float m[4];
     memcpy(m, &m4, sizeof m);
     float r = m[0]; /* not a NaN: v[0] is not, and took part */
