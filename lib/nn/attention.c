@@ -429,30 +429,37 @@ NN_INLINE float dot1(const float *q, const float *k, int Dh)
     return s;
 }
 
-/* scores [H, n] = scale <k_j, q> per head (head h's Dh floats at h Dh of
- * q and of each key k_j = k + j ldk).  Key by key, all heads of a key at
- * once, so each key's row is read front to back once: decoding's keys come
- * from caches larger than the caches, and whole rows stream faster than
- * one head's slice of every row, head after head. */
-NN_INLINE void scores_heads(float *scores, const float *q, const float *k, int ldk, int n,
-                            int H, int Dh, float scale)
-{
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const float *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
-        for (int h = 0; h < H; h++) {
-            const size_t off = (size_t)h * Dh;
-            float s[4];
-            dot4(s, q + off, k0 + off, k1 + off, k2 + off, k3 + off, Dh);
-            float *o = scores + (size_t)h * n + j;
-            o[0] = scale * s[0], o[1] = scale * s[1], o[2] = scale * s[2], o[3] = scale * s[3];
-        }
+/* name(scores, q, k, ldk, n, H, Dh, scale): scores [H, n] = scale <k_j, q>
+ * per head (head h's Dh values at h Dh of q and of each key k_j = k + j ldk,
+ * keys of type key_t), by dot4 (four keys at once) and dot1.  Key by key,
+ * all heads of a key at once, so each key's row is read front to back
+ * once: decoding's keys come from caches larger than the caches, and whole
+ * rows stream faster than one head's slice of every row, head after head.
+ * One loop for float keys (scores_heads) and bf16 keys (scores_heads_bf16). */
+#define DEFINE_SCORES_HEADS(name, key_t, dot4, dot1)                                          \
+    NN_INLINE void name(float *scores, const float *q, const key_t *k, int ldk, int n, int H,  \
+                        int Dh, float scale)                                                  \
+    {                                                                                         \
+        int j = 0;                                                                            \
+        for (; j + 4 <= n; j += 4) {                                                          \
+            const key_t *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk,            \
+                        *k3 = k2 + ldk;                                                       \
+            for (int h = 0; h < H; h++) {                                                     \
+                const size_t off = (size_t)h * Dh;                                            \
+                float s[4];                                                                   \
+                dot4(s, q + off, k0 + off, k1 + off, k2 + off, k3 + off, Dh);                 \
+                float *o = scores + (size_t)h * n + j;                                        \
+                o[0] = scale * s[0], o[1] = scale * s[1], o[2] = scale * s[2],                \
+                o[3] = scale * s[3];                                                          \
+            }                                                                                 \
+        }                                                                                     \
+        for (; j < n; j++)                                                                    \
+            for (int h = 0; h < H; h++)                                                       \
+                scores[(size_t)h * n + j] =                                                   \
+                    scale * dot1(q + (size_t)h * Dh, k + (size_t)j * ldk + (size_t)h * Dh, Dh); \
     }
-    for (; j < n; j++)
-        for (int h = 0; h < H; h++)
-            scores[(size_t)h * n + j] =
-                scale * dot1(q + (size_t)h * Dh, k + (size_t)j * ldk + (size_t)h * Dh, Dh);
-}
+
+DEFINE_SCORES_HEADS(scores_heads, float, dot4, dot1)
 
 /* out [H Dh] = per head, sum over j of w[h n + j] v_j (head h's slice of
  * v_j = v + j ldv): four values at a time, so out is loaded and stored once
@@ -591,6 +598,9 @@ NN_INLINE float dot1_bf16(const float *qs, const uint16_t *k, int Dh)
     return s;
 }
 
+/* scores [H, n] = scale <k_j, q> per head for bf16 keys, q split. */
+DEFINE_SCORES_HEADS(scores_heads_bf16, uint16_t, dot4_bf16, dot1_bf16)
+
 /* os [H Dh] (split) = per head, sum over j of w[h n + j] v_j. */
 NN_INLINE void weighted_sum_bf16(float *os, const float *w, const uint16_t *v, int ldv, int n,
                                  int H, int Dh)
@@ -647,21 +657,7 @@ void attention_row_forward_bf16(float *out, const float *q, const uint16_t *k, i
     float *qs = scratch + (size_t)H * n_k, *os = qs + (size_t)H * Dh; /* [H Dh] each */
     float *u = os + (size_t)H * Dh;                                    /* [2K+1] */
     split_even_odd(qs, q, H, Dh);
-    int j = 0;
-    for (; j + 4 <= n_k; j += 4) {
-        const uint16_t *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
-        for (int h = 0; h < H; h++) {
-            const size_t off = (size_t)h * Dh;
-            float s[4];
-            dot4_bf16(s, qs + off, k0 + off, k1 + off, k2 + off, k3 + off, Dh);
-            float *o = scratch + (size_t)h * n_k + j;
-            o[0] = scale * s[0], o[1] = scale * s[1], o[2] = scale * s[2], o[3] = scale * s[3];
-        }
-    }
-    for (; j < n_k; j++)
-        for (int h = 0; h < H; h++)
-            scratch[(size_t)h * n_k + j] =
-                scale * dot1_bf16(qs + (size_t)h * Dh, k + (size_t)j * ldk + (size_t)h * Dh, Dh);
+    scores_heads_bf16(scratch, qs, k, ldk, n_k, H, Dh, scale); /* [H, n_k] = scale K_h q_h */
     if (rel) relative_row_logits(scratch, q, n_k, H, Dh, rel, scale, d0, u);
     for (int h = 0; h < H; h++) softmax_forward(scratch + (size_t)h * n_k, n_k);
     weighted_sum_bf16(os, scratch, v, ldv, n_k, H, Dh);
