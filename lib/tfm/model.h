@@ -248,7 +248,8 @@ tfm_pair_params tfm_pair_params_from_model(const tfm_model *m);
 tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err);
 /* The kernel the packed weights use, for messages: "AVX-512", "AVX2" or
  * (none packed) "OpenBLAS sgemm" in float32; "int8 AVX-512 VNNI", "int8
- * AVX-512BW", "int8 AVX2", "int8 C"; "bf16 AVX-512 BF16", "bf16 C". */
+ * AVX-512BW", "int8 AVX2", "int8 C"; "bf16 AVX-512 BF16", "bf16 AVX-512BW
+ * (widened to float32)", "bf16 AVX2 (widened to float32)", "bf16 C". */
 const char *tfm_model_kernel_name(const tfm_model *m);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
 /* For a program that has packed all it will run (decode after
