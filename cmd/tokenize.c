@@ -5,6 +5,10 @@
  *   tokenize -d -m VOCAB [FILE...]                    id or piece lines -> text
  *   tokenize normalize [FILE...]                      text -> normalised text
  *
+ * With --placeholders, learning and encoding put the tokens <ph1> .. <ph32>
+ * in place of each line's placeholders (%s, {0}, <b>, ...), and decoding
+ * (--placeholders=SRC) puts back the placeholders of the source text's line.
+ *
  * The program only parses options, reads lines and prints: the work is in
  * lib/text (tfm_text_filter for encoding, decoding and normalising;
  * tfm_bpe_learner_read and tfm_bpe_learner_finish for learning). */
@@ -35,6 +39,17 @@ static const char usage_text[] =
     "      --seed=N               seed of the random choices (default 1)\n"
     "      --threads=N            threads to use (default: the number of CPUs)\n"
     "      --strict               invalid UTF-8 is an error, not replaced by U+FFFD\n"
+    "      --placeholders         encode each placeholder (%s, {0}, <b>, &amp;, ...) as\n"
+    "                             the token <phN>; needs a vocabulary learnt with\n"
+    "                             'tokenize learn --placeholders'\n"
+    "  -d --placeholders=SRC      decode each <phN> as the text of placeholder N of the\n"
+    "                             same line of SRC, the source text; a <phN> that line\n"
+    "                             lacks is dropped with a warning ('-d --placeholders\n"
+    "                             SRC' also works)\n"
+    "      --placeholder-classes=LIST  the placeholders to look for: 'all' (default),\n"
+    "                             'none' or some of printf,python,qt,braces,dollar,\n"
+    "                             tags,entities; the same when learning, encoding\n"
+    "                             and decoding\n"
     "\n"
     "Learning ('tokenize learn'):\n"
     "      --vocab-size=N         pieces in the vocabulary, specials and bytes included\n"
@@ -45,6 +60,8 @@ static const char usage_text[] =
     "      --max-piece-length=N   longest piece in characters (16)\n"
     "      --input-sentence-size=N  learn from a random sample of N lines (0: all)\n"
     "      --user-symbols=A,B,... symbols always kept whole as one piece\n"
+    "      --placeholders         reserve the pieces <ph1> .. <ph32> and learn from the\n"
+    "                             lines with their placeholders replaced by them\n"
     "      --soft-vocab-limit     a corpus too small for N pieces gives fewer pieces\n"
     "                             instead of an error\n"
     "  -o, --output-file=FILE     write the vocabulary to FILE (atomically) instead\n"
@@ -59,11 +76,16 @@ static const char usage_text[] =
     CLI_COMMON_HELP
     "\n"
     "Invalid UTF-8 is replaced by U+FFFD with a warning naming the line. For every\n"
-    "line X, 'tokenize -d' of 'tokenize' of X equals 'tokenize normalize' of X.\n"
+    "line X, 'tokenize -d' of 'tokenize' of X equals 'tokenize normalize' of X;\n"
+    "with placeholders, the placeholders come back as they are in X (man tokenize,\n"
+    "PLACEHOLDERS).\n"
     "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n"
     "Example:\n"
     "  tokenize learn --vocab-size 8000 train.de train.en -o de-en.vocab\n"
-    "  tokenize -m de-en.vocab < test.de | tokenize -d -m de-en.vocab\n";
+    "  tokenize -m de-en.vocab < test.de | tokenize -d -m de-en.vocab\n"
+    "  tokenize learn --placeholders --vocab-size 8000 po.src po.tgt -o po.vocab\n"
+    "  tokenize --placeholders -m po.vocab < in.txt |\n"
+    "    tokenize -d --placeholders=in.txt -m po.vocab\n";
 
 enum {
     OPT_OUTPUT = 256,
@@ -80,6 +102,8 @@ enum {
     OPT_SENTENCE_SIZE,
     OPT_USER_SYMBOLS,
     OPT_SOFT_LIMIT,
+    OPT_PLACEHOLDERS,
+    OPT_PLACEHOLDER_CLASSES,
 };
 
 static const struct option long_options[] = {
@@ -99,6 +123,8 @@ static const struct option long_options[] = {
     {"input-sentence-size", required_argument, NULL, OPT_SENTENCE_SIZE},
     {"user-symbols", required_argument, NULL, OPT_USER_SYMBOLS},
     {"soft-vocab-limit", no_argument, NULL, OPT_SOFT_LIMIT},
+    {"placeholders", optional_argument, NULL, OPT_PLACEHOLDERS},
+    {"placeholder-classes", required_argument, NULL, OPT_PLACEHOLDER_CLASSES},
     {"output-file", required_argument, NULL, 'o'},
     CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -116,6 +142,12 @@ typedef struct options {
     const char *learn_only_option; /* the first option only 'learn' takes, as given */
     bool normalize_option_used;    /* --normalize or --case-fold */
     bool vocab_size_given;
+    bool placeholders;             /* --placeholders */
+    const char *placeholder_source; /* --placeholders=SRC */
+    const char *after_placeholders; /* the argument after a bare --placeholders: SRC
+                                       when decoding, an input otherwise */
+    bool placeholder_classes_given;
+    unsigned placeholder_classes;
 } options;
 
 /* Prints the library's error for a line of an input, or for a file whose
@@ -163,27 +195,57 @@ static void flush_output(void *ctx)
     cli_flush();
 }
 
-/* Runs one input through the filter (ctx). */
+/* Placeholder tokens dropped from a decoded line (ctx: the file's name). */
+static void placeholders_dropped(void *ctx, size_t line, size_t n)
+{
+    cli_warn(ctx, line, "%zu placeholder token%s that the source line does not have dropped", n,
+             n == 1 ? "" : "s");
+}
+
+typedef struct filter_job {
+    tfm_text_filter *filter;
+    const char *source;     /* --placeholders=SRC, or NULL */
+} filter_job;
+
+/* Runs one input through the filter. */
 static void filter_file(void *ctx, const char *name)
 {
+    filter_job *job = ctx;
     cli_input in;
     cli_input_open(&in, name);
     tfm_batch_failure f;
-    if (tfm_text_filter_run(ctx, in.lines, write_line, flush_output, (void *)name, &f) != TFM_OK)
+    if (tfm_text_filter_run(job->filter, in.lines, write_line, flush_output, (void *)name, &f) !=
+        TFM_OK) {
+        if (job->source && tfm_text_filter_source_ended(job->filter)) {
+            cli_flush();
+            cli_fail(job->source, 0, "has fewer lines than the input: %s goes on at line %zu",
+                     name, f.item + 1);
+        }
         fail_in(name, &f);
+    }
     cli_input_close(&in);
 }
 
 static int run_filter(const options *opt, int argc, char **argv)
 {
     tfm_vocab *vocab = opt->model ? load_vocab(opt->model) : NULL;
-    tfm_text_filter *filter;
+    tfm_filter_params p = opt->filter;
+    cli_input source = {0};
+    if (opt->placeholder_source) {
+        cli_input_open(&source, opt->placeholder_source);
+        p.placeholder_source = source.lines;
+        p.placeholders_dropped = placeholders_dropped;
+    }
+    filter_job job = {.source = opt->placeholder_source};
     tfm_error err;
-    if (tfm_text_filter_create(vocab, &opt->filter, &filter, &err) != TFM_OK)
+    if (tfm_text_filter_create(vocab, &p, &job.filter, &err) != TFM_OK)
         fail_with(opt->model, 0, &err);
-    cli_each_input(argc, argv, filter_file, filter);
+    cli_each_input(argc, argv, filter_file, &job);
     cli_flush();
-    tfm_text_filter_free(filter);
+    if (tfm_text_filter_finish(job.filter, &err) != TFM_OK)
+        fail_with(opt->placeholder_source, 0, &err);
+    if (opt->placeholder_source) cli_input_close(&source);
+    tfm_text_filter_free(job.filter);
     tfm_vocab_free(vocab);
     return CLI_EXIT_OK;
 }
@@ -350,6 +412,22 @@ static void parse_options(int argc, char **argv, options *opt)
             learn_only = true;
             break;
         case OPT_SOFT_LIMIT: opt->learn.soft_vocab_limit = true; learn_only = true; break;
+        case OPT_PLACEHOLDERS:
+            opt->placeholders = true;
+            opt->placeholder_source = optarg;
+            /* "-d --placeholders SRC": getopt cannot give an optional argument
+             * that follows a space, and the mode may be set later. */
+            opt->after_placeholders = NULL;
+            if (!optarg && optind < argc && argv[optind][0] != '-')
+                opt->after_placeholders = argv[optind];
+            break;
+        case OPT_PLACEHOLDER_CLASSES: {
+            tfm_error err;
+            if (tfm_placeholder_classes_parse(optarg, &opt->placeholder_classes, &err) != TFM_OK)
+                cli_usage_error("--placeholder-classes: %s", err.msg);
+            opt->placeholder_classes_given = true;
+            break;
+        }
         default: cli_common_option(c, usage_text);
         }
         if (learn_only && !opt->learn_only_option) opt->learn_only_option = argv[optind - 1];
@@ -384,6 +462,38 @@ int main(int argc, char **argv)
     static const tfm_filter_op ops[] = {[MODE_ENCODE] = TFM_FILTER_ENCODE,
                                         [MODE_DECODE] = TFM_FILTER_DECODE,
                                         [MODE_NORMALIZE] = TFM_FILTER_NORMALIZE};
+    if (opt.placeholder_classes_given && !opt.placeholders)
+        cli_usage_error("--placeholder-classes goes with --placeholders");
+    if (opt.placeholders && opt.mode == MODE_NORMALIZE)
+        cli_usage_error("--placeholders is an option of learning, encoding and decoding");
+    if (opt.placeholders && opt.mode == MODE_DECODE && !opt.placeholder_source &&
+        opt.after_placeholders) {
+        /* Take it out of the inputs, which getopt has moved to the end. */
+        for (int i = optind; i < argc; i++) {
+            if (argv[i] != opt.after_placeholders) continue;
+            opt.placeholder_source = argv[i];
+            for (int k = i; k + 1 < argc; k++) argv[k] = argv[k + 1];
+            argc--;
+            break;
+        }
+    }
+    if (opt.placeholders && opt.mode == MODE_DECODE && !opt.placeholder_source)
+        cli_usage_error("-d --placeholders needs the source text: --placeholders=SRC");
+    if (opt.placeholder_source && opt.mode != MODE_DECODE)
+        cli_usage_error("--placeholders=SRC is for decoding (-d); learning and encoding "
+                        "take --placeholders alone");
+    if (opt.placeholder_source && opt.placeholder_source[0] == 0)
+        cli_usage_error("--placeholders=SRC: empty file name");
+    if (opt.placeholder_source && strcmp(opt.placeholder_source, "-") == 0) {
+        bool stdin_input = optind >= argc;
+        for (int i = optind; i < argc; i++) stdin_input |= strcmp(argv[i], "-") == 0;
+        if (stdin_input)
+            cli_usage_error("--placeholders=-: standard input cannot be both the source text "
+                            "and the input");
+    }
+    opt.filter.placeholders = opt.learn.placeholders = opt.placeholders;
+    if (opt.placeholder_classes_given)
+        opt.filter.placeholder_classes = opt.learn.placeholder_classes = opt.placeholder_classes;
     opt.filter.op = ops[opt.mode];
     opt.filter.norm = opt.learn.norm; /* normalize without -m */
     int status = opt.mode == MODE_LEARN ? run_learn(&opt, argc, argv) : run_filter(&opt, argc, argv);

@@ -7,7 +7,8 @@
  * with several of them; a run that is not valid UTF-8 (a model can emit any
  * sequence of ids) is repaired to U+FFFD so the output is always valid.
  * <s>, </s> and <pad> are dropped; <unk> shows as U+2047 '⁇', as in
- * SentencePiece. */
+ * SentencePiece.  tfm_bpe_decode_placeholders, the same loop, writes each
+ * placeholder token <phN> as the text of placeholder N of the source line. */
 #include <string.h>
 
 #include "text/encode_internal.h"
@@ -45,8 +46,17 @@ static tfm_status flush_bytes(tfm_buf *bytes, tfm_buf *out)
     return st;
 }
 
-tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
-                          tfm_error *err)
+/* Where placeholder tokens take their text from (tfm_bpe_decode_placeholders). */
+typedef struct placeholder_source {
+    const char *line;
+    const tfm_placeholders *ph;
+    size_t dropped; /* tokens the line has no placeholder for */
+} placeholder_source;
+
+/* The loop of both decoders: src NULL decodes placeholder tokens as the
+ * user pieces they are. */
+static tfm_status decode_ids(const tfm_vocab *v, const int32_t *ids, size_t n,
+                             placeholder_source *src, tfm_buf *out, tfm_error *err)
 {
     tfm_buf_clear(out);
     int32_t size = tfm_vocab_size(v);
@@ -82,6 +92,19 @@ tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_
             }
             continue;
         }
+        int index = src && type == TFM_PIECE_USER ? tfm_placeholder_piece_index(text, len) : 0;
+        if (index > 0) {
+            /* The source's text, raw: it is valid UTF-8 without controls. */
+            size_t ph_len;
+            const char *ph_text = tfm_placeholders_text(src->line, src->ph, index, &ph_len);
+            if (!ph_text) {
+                src->dropped++;
+                continue;
+            }
+            st = tfm_buf_append(out, ph_text, ph_len);
+            first = false;
+            continue;
+        }
         st = append_piece(out, text, len, first);
         first = false;
     }
@@ -89,4 +112,26 @@ tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_
     tfm_buf_free(&bytes);
     if (st != TFM_OK) return tfm_error_set(err, st, "out of memory decoding %zu ids", n);
     return TFM_OK;
+}
+
+tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
+                          tfm_error *err)
+{
+    return decode_ids(v, ids, n, NULL, out, err);
+}
+
+tfm_status tfm_bpe_decode_placeholders(const tfm_vocab *v, const int32_t *ids, size_t n,
+                                       const char *src_line, size_t src_len,
+                                       const tfm_placeholders *ph, tfm_buf *out,
+                                       size_t *n_dropped, tfm_error *err)
+{
+    for (size_t k = 0; k < ph->n; k++)
+        if (ph->items[k].start > src_len || ph->items[k].len > src_len - ph->items[k].start)
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "placeholder %zu lies outside the source line of %zu bytes",
+                                 k + 1, src_len);
+    placeholder_source src = {.line = src_line, .ph = ph, .dropped = 0};
+    tfm_status st = decode_ids(v, ids, n, &src, out, err);
+    if (n_dropped) *n_dropped = src.dropped;
+    return st;
 }

@@ -8,6 +8,10 @@
  * characters that may never be in a piece (controls, tabs, other spaces,
  * U+FFFD, a literal U+2581, ...) and characters the vocabulary never saw.
  * User-defined symbols found in the text are emitted whole, longest first.
+ * With placeholders (tfm_bpe_encode_placeholders), the text between them is
+ * normalised on its own and each placeholder's token is put at its offset,
+ * ending the word before it; the placeholder tokens are then not looked for
+ * in the text, so only real placeholders give them.
  *
  * Inside a word the merges are applied as in SentencePiece: repeatedly the
  * adjacent pair whose merged piece scores highest (learnt earliest) is
@@ -44,6 +48,7 @@ typedef struct user_symbol {
     char *text; /* with each '▁' turned back into a space, as in the text */
     size_t len;
     int32_t id;
+    bool placeholder; /* a placeholder token <phN> */
 } user_symbol;
 
 struct tfm_bpe {
@@ -135,6 +140,7 @@ static tfm_status add_user(tfm_bpe *b, int32_t id, const char *text, size_t len)
     }
     u->len = n;
     u->id = id;
+    u->placeholder = tfm_placeholder_piece_index(text, len) > 0;
     b->user_first[(unsigned char)u->text[0]] = true;
     b->n_users++;
     return TFM_OK;
@@ -416,12 +422,14 @@ static void trim_scratch(tfm_bpe *b)
     if (b->text.cap > (size_t)SCRATCH_KEEP * 16) tfm_buf_free(&b->text);
 }
 
-/* The length of the longest user symbol at text[i..len), or 0. */
+/* The length of the longest user symbol at text[i..len), or 0; with
+ * skip_placeholders, the placeholder tokens <phN> are not looked for. */
 static size_t match_user(const tfm_bpe *b, const char *text, size_t len, size_t i,
-                         int32_t *id)
+                         bool skip_placeholders, int32_t *id)
 {
     for (int k = 0; k < b->n_users; k++) {
         const user_symbol *u = &b->users[k];
+        if (skip_placeholders && u->placeholder) continue;
         if (u->len > len - i || memcmp(text + i, u->text, u->len) != 0) continue;
         /* Only whole characters: a symbol may not end inside one. */
         if (i + u->len < len && ((unsigned char)text[i + u->len] & 0xC0) == 0x80) continue;
@@ -439,37 +447,55 @@ static inline int32_t char_piece(const tfm_bpe *b, int32_t cp)
     return id ? (int32_t)*id : -1;
 }
 
-tfm_status tfm_bpe_encode(tfm_bpe *b, const tfm_bpe_encode_params *p, const char *line,
-                          size_t len, tfm_ids *out, size_t *n_repaired, tfm_error *err)
+/* Checks the dropout settings of p (may be NULL) and gives them. */
+static tfm_status encode_settings(const tfm_bpe_encode_params *p, float *dropout, tfm_rng **rng,
+                                  tfm_error *err)
 {
-    tfm_ids_clear(out);
-    float dropout = p ? p->dropout : 0.0f;
-    tfm_rng *rng = p ? p->rng : NULL;
-    if (!(dropout >= 0.0f && dropout <= 1.0f))
-        return tfm_error_set(err, TFM_ERR_ARG, "dropout %g is not in [0, 1]", (double)dropout);
-    if (dropout > 0 && !rng)
+    *dropout = p ? p->dropout : 0.0f;
+    *rng = p ? p->rng : NULL;
+    if (!(*dropout >= 0.0f && *dropout <= 1.0f))
+        return tfm_error_set(err, TFM_ERR_ARG, "dropout %g is not in [0, 1]", (double)*dropout);
+    if (*dropout > 0 && !*rng)
         return tfm_error_set(err, TFM_ERR_ARG, "dropout %g needs a random generator",
-                             (double)dropout);
+                             (double)*dropout);
+    return TFM_OK;
+}
 
-    tfm_norm_params norm = *tfm_vocab_norm(b->vocab);
-    norm.strict = p ? p->strict : false;
-    tfm_buf *t = &b->text;
-    tfm_buf_clear(t);
-    if (tfm_buf_putc(t, ' ') != TFM_OK)
-        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory encoding a line");
-    tfm_status st = tfm_normalize_append(&norm, line, len, t, n_repaired, err);
-    if (st != TFM_OK) return st;
-    if (t->len == 1) return TFM_OK; /* an empty line has no ids */
+/* Tokens that go at given offsets of the text whatever it holds there: the
+ * placeholders (at[0..n), ascending, with their ids). */
+typedef struct forced_tokens {
+    const size_t *at;
+    const int32_t *id;
+    size_t n;
+} forced_tokens;
 
-    const char *s = t->data;
+/* Encodes b->text (" " + the normalised line) into out.  With forced
+ * tokens, each ends the word before it, and user symbols that are
+ * placeholder tokens are not matched in the text. */
+static tfm_status encode_text(tfm_bpe *b, float dropout, tfm_rng *rng, const forced_tokens *ft,
+                              tfm_ids *out)
+{
+    const char *s = b->text.data;
     const unsigned char *u = (const unsigned char *)s;
-    size_t n = t->len;
+    size_t n = b->text.len;
     size_t word = 0; /* where the open word starts (when sym_len > 0) */
+    size_t next = 0; /* the next forced token */
+    tfm_status st = TFM_OK;
     b->sym_len = 0;
     for (size_t i = 0; i < n && st == TFM_OK;) {
         int32_t id;
         size_t m;
-        if (b->user_first[u[i]] && (m = match_user(b, s, n, i, &id)) > 0) {
+        size_t limit = n; /* a user symbol may not reach over a forced token */
+        if (ft) {
+            while (next < ft->n && ft->at[next] == i && st == TFM_OK) {
+                st = flush_word(b, s + word, i - word, dropout, rng, out);
+                if (st == TFM_OK) st = tfm_ids_push(out, ft->id[next]);
+                next++;
+            }
+            if (st != TFM_OK) break;
+            if (next < ft->n) limit = ft->at[next];
+        }
+        if (b->user_first[u[i]] && (m = match_user(b, s, limit, i, ft != NULL, &id)) > 0) {
             st = flush_word(b, s + word, i - word, dropout, rng, out);
             if (st == TFM_OK) st = tfm_ids_push(out, id);
             i += m;
@@ -504,9 +530,95 @@ tfm_status tfm_bpe_encode(tfm_bpe *b, const tfm_bpe_encode_params *p, const char
         i += (size_t)k;
     }
     if (st == TFM_OK) st = flush_word(b, s + word, n - word, dropout, rng, out);
+    for (; ft && next < ft->n && st == TFM_OK; next++) /* tokens at the very end */
+        st = tfm_ids_push(out, ft->id[next]);
     trim_scratch(b);
+    return st;
+}
+
+tfm_status tfm_bpe_encode(tfm_bpe *b, const tfm_bpe_encode_params *p, const char *line,
+                          size_t len, tfm_ids *out, size_t *n_repaired, tfm_error *err)
+{
+    tfm_ids_clear(out);
+    float dropout;
+    tfm_rng *rng;
+    tfm_status st = encode_settings(p, &dropout, &rng, err);
+    if (st != TFM_OK) return st;
+
+    tfm_norm_params norm = *tfm_vocab_norm(b->vocab);
+    norm.strict = p ? p->strict : false;
+    tfm_buf *t = &b->text;
+    tfm_buf_clear(t);
+    if (tfm_buf_putc(t, ' ') != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory encoding a line");
+    st = tfm_normalize_append(&norm, line, len, t, n_repaired, err);
+    if (st != TFM_OK) return st;
+    if (t->len == 1) return TFM_OK; /* an empty line has no ids */
+    st = encode_text(b, dropout, rng, NULL, out);
     if (st != TFM_OK) return tfm_error_set(err, st, "out of memory encoding a line");
     return TFM_OK;
+}
+
+tfm_status tfm_bpe_encode_placeholders(tfm_bpe *b, const tfm_bpe_encode_params *p,
+                                       const char *line, size_t len, const tfm_placeholders *ph,
+                                       tfm_ids *out, size_t *n_repaired, tfm_error *err)
+{
+    tfm_ids_clear(out);
+    if (n_repaired) *n_repaired = 0;
+    float dropout;
+    tfm_rng *rng;
+    tfm_status st = encode_settings(p, &dropout, &rng, err);
+    if (st != TFM_OK) return st;
+    /* The ids of the numbered placeholders, in line order. */
+    size_t *at = NULL;
+    int32_t *ids = NULL;
+    size_t n_forced = 0;
+    if (ph->n > 0) {
+        at = malloc(ph->n * sizeof *at);
+        ids = malloc(ph->n * sizeof *ids);
+        if (!at || !ids) {
+            free(at);
+            free(ids);
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory encoding a line");
+        }
+    }
+    for (size_t k = 0; k < ph->n && st == TFM_OK; k++) {
+        int index = ph->items[k].index;
+        if (index == 0) continue;
+        int32_t id = tfm_vocab_placeholder_id(b->vocab, index);
+        if (id < 0)
+            st = tfm_error_set(err, TFM_ERR_FORMAT,
+                               "the vocabulary has no placeholder token <ph%d>: learn it with "
+                               "'tokenize learn --placeholders'",
+                               index);
+        ids[n_forced++] = id;
+    }
+    tfm_norm_params norm = *tfm_vocab_norm(b->vocab);
+    norm.strict = p ? p->strict : false;
+    tfm_buf *t = &b->text;
+    tfm_buf_clear(t);
+    if (st == TFM_OK && tfm_buf_putc(t, ' ') != TFM_OK)
+        st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory encoding a line");
+    size_t *all_at = ph->n > 0 ? malloc(ph->n * sizeof *all_at) : NULL;
+    if (st == TFM_OK && ph->n > 0 && !all_at)
+        st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory encoding a line");
+    if (st == TFM_OK)
+        st = tfm_normalize_placeholders(&norm, line, len, ph, t, all_at, n_repaired, err);
+    if (st == TFM_OK) {
+        /* The offsets of the numbered ones, in the order of ids. */
+        size_t f = 0;
+        for (size_t k = 0; k < ph->n; k++)
+            if (ph->items[k].index != 0) at[f++] = all_at[k];
+        if (t->len > 1 || n_forced > 0) {
+            forced_tokens ft = {at, ids, n_forced};
+            st = encode_text(b, dropout, rng, &ft, out);
+            if (st != TFM_OK) tfm_error_set(err, st, "out of memory encoding a line");
+        }
+    }
+    free(all_at);
+    free(at);
+    free(ids);
+    return st;
 }
 
 /* ---- pieces and ids ------------------------------------------------------------ */

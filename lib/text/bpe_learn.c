@@ -15,6 +15,10 @@
  * out whole in the same way: they are pieces of their own (a '▁' in one
  * matches a space, the dummy prefix included).  This is the encoder's
  * segmentation (bpe_encode.c), so the counts are of the words it will see.
+ * With placeholders, the 32 tokens <ph1> .. <ph32> are user symbols after
+ * the given ones, and each line's placeholders are replaced by them before
+ * it is split (the text between them normalised on its own, as
+ * tfm_bpe_encode_placeholders does), so no merge is spent on "%s".
  *
  * Lines are normalised and split on the learner's threads (add_batch): each
  * thread counts its share of the lines into a map of its own, and the maps
@@ -24,6 +28,7 @@
  * With input_sentence_size set, the learner keeps a uniform sample of the
  * raw lines instead (reservoir sampling, Vitter's algorithm R) and counts
  * their words only at the end. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +49,8 @@ tfm_bpe_learn_params tfm_bpe_learn_default_params(void)
         .n_threads = tfm_cpu_count(),
         .user_symbols = NULL,
         .n_user_symbols = 0,
+        .placeholders = false,
+        .placeholder_classes = TFM_PH_ALL,
         .progress = NULL,
         .progress_ctx = NULL,
     };
@@ -58,6 +65,7 @@ typedef struct word_splitter {
     const size_t *user_lens;
     int n_user;
     bool user_first_byte[256]; /* could a user symbol start with this byte? */
+    unsigned placeholders;     /* TFM_PH_* classes replaced by their tokens (0: none) */
 } word_splitter;
 
 struct tfm_bpe_learner {
@@ -68,6 +76,7 @@ struct tfm_bpe_learner {
     word_splitter split;
     tfm_strmap *words;       /* word (UTF-8, '▁' form) -> count */
     tfm_buf norm_buf, word_buf;
+    tfm_placeholders ph;     /* scratch of tfm_bpe_learner_add */
     int64_t n_lines;         /* lines added so far */
     /* Sampling (input_sentence_size > 0): the reservoir of raw lines. */
     tfm_rng rng;
@@ -144,16 +153,25 @@ static tfm_status count_line_words(const word_splitter *s, const char *text, siz
 
 /* Normalises a raw line into norm, behind the dummy-prefix space, and
  * counts its words (words NULL: only normalises, to check the line and
- * count repairs). */
+ * count repairs).  With placeholders, each is replaced by its token first
+ * (ph: scratch). */
 static tfm_status count_raw_line(const word_splitter *s, const char *line, size_t len,
-                                 tfm_buf *norm, tfm_buf *word, tfm_strmap *words,
-                                 size_t *n_repaired, tfm_error *err)
+                                 tfm_buf *norm, tfm_buf *word, tfm_placeholders *ph,
+                                 tfm_strmap *words, size_t *n_repaired, tfm_error *err)
 {
     size_t repaired = 0;
     tfm_buf_clear(norm);
     if (tfm_buf_putc(norm, ' ') != TFM_OK)
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory counting words");
-    tfm_status st = tfm_normalize_append(&s->norm, line, len, norm, &repaired, err);
+    tfm_status st;
+    if (s->placeholders) {
+        /* Each placeholder as its token, a user symbol: the encoder's text. */
+        st = tfm_placeholders_scan(line, len, s->placeholders, ph, err);
+        if (st == TFM_OK)
+            st = tfm_normalize_placeholders(&s->norm, line, len, ph, norm, NULL, &repaired, err);
+    } else {
+        st = tfm_normalize_append(&s->norm, line, len, norm, &repaired, err);
+    }
     if (st != TFM_OK) return st;
     if (n_repaired) *n_repaired += repaired;
     if (!words) return TFM_OK; /* only checking */
@@ -203,18 +221,21 @@ static void count_chunk_run(void *ctx, size_t c)
     tfm_buf norm, word;
     tfm_buf_init(&norm);
     tfm_buf_init(&word);
+    tfm_placeholders ph;
+    tfm_placeholders_init(&ph);
     if (!job->check_only) ch->words = tfm_strmap_create((ch->end - ch->begin) * 4 + 16);
     if (!job->check_only && !ch->words) {
         ch->status = tfm_error_set(&ch->err, TFM_ERR_NOMEM, "out of memory counting words");
         ch->bad_line = ch->begin;
     }
     for (size_t i = ch->begin; i < ch->end && ch->status == TFM_OK; i++) {
-        ch->status = count_raw_line(job->split, job->lines[i], job->lens[i], &norm, &word,
+        ch->status = count_raw_line(job->split, job->lines[i], job->lens[i], &norm, &word, &ph,
                                     ch->words, &ch->n_repaired, &ch->err);
         if (ch->status != TFM_OK) ch->bad_line = i;
     }
     tfm_buf_free(&norm);
     tfm_buf_free(&word);
+    tfm_placeholders_free(&ph);
 }
 
 /* Counts the words of n lines into words, on n_threads threads (words
@@ -325,12 +346,56 @@ static tfm_status check_params(const tfm_bpe_learn_params *p, tfm_error *err)
     return TFM_OK;
 }
 
-tfm_status tfm_bpe_learner_create(const tfm_bpe_learn_params *p, tfm_bpe_learner **out,
+static tfm_status create_learner(const tfm_bpe_learn_params *p, tfm_bpe_learner **out,
+                                 tfm_error *err);
+
+/* The user symbols with <ph1> .. <ph32> after them: an array of n + 32
+ * pointers, the new ones at its end in tokens[][8]. */
+static const char **with_placeholder_symbols(const tfm_bpe_learn_params *p,
+                                             char tokens[TFM_PH_TOKENS][8])
+{
+    int n = p->n_user_symbols > 0 ? p->n_user_symbols : 0;
+    const char **all = calloc((size_t)n + TFM_PH_TOKENS, sizeof *all);
+    if (!all) return NULL;
+    for (int i = 0; i < n; i++) all[i] = p->user_symbols[i];
+    for (int k = 0; k < TFM_PH_TOKENS; k++) {
+        snprintf(tokens[k], 8, "<ph%d>", k + 1);
+        all[n + k] = tokens[k];
+    }
+    return all;
+}
+
+tfm_status tfm_bpe_learner_create(const tfm_bpe_learn_params *params, tfm_bpe_learner **out,
                                   tfm_error *err)
 {
     *out = NULL;
+    tfm_bpe_learn_params q = *params;
+    const tfm_bpe_learn_params *p = &q;
+    char tokens[TFM_PH_TOKENS][8];
+    const char **symbols = NULL;
+    if (params->placeholders && params->n_user_symbols >= 0 &&
+        !(params->n_user_symbols > 0 && !params->user_symbols)) {
+        symbols = with_placeholder_symbols(params, tokens);
+        if (!symbols) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        q.user_symbols = symbols;
+        q.n_user_symbols = params->n_user_symbols + TFM_PH_TOKENS;
+    }
     tfm_status st = check_params(p, err);
-    if (st != TFM_OK) return st;
+    if (st == TFM_OK && p->placeholders && (p->placeholder_classes & ~(unsigned)TFM_PH_ALL))
+        st = tfm_error_set(err, TFM_ERR_ARG, "unknown placeholder classes 0x%x",
+                           p->placeholder_classes);
+    if (st != TFM_OK) {
+        free(symbols);
+        return st;
+    }
+    st = create_learner(p, out, err);
+    free(symbols); /* the learner has copies */
+    return st;
+}
+
+static tfm_status create_learner(const tfm_bpe_learn_params *p, tfm_bpe_learner **out,
+                                 tfm_error *err)
+{
     tfm_bpe_learner *l = calloc(1, sizeof *l);
     if (!l) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     l->p = *p;
@@ -370,10 +435,12 @@ tfm_status tfm_bpe_learner_create(const tfm_bpe_learn_params *p, tfm_bpe_learner
     l->split.user_symbols = (const char *const *)l->user_match;
     l->split.user_lens = l->user_lens;
     l->split.n_user = nu;
+    l->split.placeholders = p->placeholders ? p->placeholder_classes : 0;
     for (int i = 0; i < nu; i++)
         l->split.user_first_byte[(unsigned char)l->user_match[i][0]] = true;
     tfm_buf_init(&l->norm_buf);
     tfm_buf_init(&l->word_buf);
+    tfm_placeholders_init(&l->ph);
     tfm_rng_seed(&l->rng, p->seed);
     *out = l;
     return TFM_OK;
@@ -392,6 +459,7 @@ void tfm_bpe_learner_free(tfm_bpe_learner *l)
     tfm_strmap_free(l->words);
     tfm_buf_free(&l->norm_buf);
     tfm_buf_free(&l->word_buf);
+    tfm_placeholders_free(&l->ph);
     for (int64_t i = 0; i < l->n_sample; i++) free(l->sample[i]);
     free(l->sample);
     free(l->sample_lens);
@@ -446,7 +514,7 @@ tfm_status tfm_bpe_learner_add(tfm_bpe_learner *l, const char *line, size_t len,
     if (l->finished) return tfm_error_set(err, TFM_ERR_ARG, "lines added after finish");
     /* With sampling the line is kept raw, but checked now as when counting. */
     bool sampling = l->p.input_sentence_size > 0;
-    tfm_status st = count_raw_line(&l->split, line, len, &l->norm_buf, &l->word_buf,
+    tfm_status st = count_raw_line(&l->split, line, len, &l->norm_buf, &l->word_buf, &l->ph,
                                    sampling ? NULL : l->words, n_repaired, err);
     if (st == TFM_OK && sampling) st = sample_line(l, line, len, err);
     if (st != TFM_OK) return st;

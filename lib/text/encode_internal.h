@@ -14,4 +14,18 @@
 tfm_status tfm_normalize_append(const tfm_norm_params *p, const char *in, size_t len,
                                 tfm_buf *out, size_t *n_repaired, tfm_error *err);
 
+/* N when text[0..len) is the placeholder token "<phN>" (1 <= N <= 32), else 0. */
+int tfm_placeholder_piece_index(const char *text, size_t len);
+
+/* Normalises line[0..len) around its numbered placeholders (p: its scan) and
+ * appends the result to out: the text between placeholders is normalised
+ * piece by piece, so normalisation never reaches into a placeholder.  With
+ * at (p->n entries), at[k] is set, for each numbered placeholder k, to the
+ * offset in out where its token goes, and nothing stands for it in out;
+ * without (NULL), its token's text "<phN>" is written in its place.  A
+ * strict failure names the byte of the whole line. */
+tfm_status tfm_normalize_placeholders(const tfm_norm_params *norm, const char *line, size_t len,
+                                      const tfm_placeholders *p, tfm_buf *out, size_t *at,
+                                      size_t *n_repaired, tfm_error *err);
+
 #endif

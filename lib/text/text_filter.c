@@ -6,7 +6,10 @@
  * tfm_batch_loop; a line that fails is reported after the lines before it
  * are written.  Encoding is spread over threads, an encoder each; each line
  * draws its dropout from a generator of its own, seeded by the seed and the
- * line's number, so the output does not depend on the thread count. */
+ * line's number, so the output does not depend on the thread count.
+ * With placeholders, a line is scanned for them and encoded with their
+ * tokens; decoding reads the source text in step with the input, a line
+ * each, and puts the source line's placeholders back. */
 #include <stdlib.h>
 
 #include "text/line_batch_internal.h"
@@ -21,10 +24,14 @@ struct tfm_text_filter {
     int workers;
     tfm_bpe **encoders;      /* [workers], encode */
     tfm_ids *ids;            /* [workers], encode and decode */
+    tfm_placeholders *ph;    /* [workers], with placeholders */
+    size_t *dropped_by;      /* [workers]: placeholder tokens dropped from the last line */
+    bool source_ended;       /* the placeholder source ended before the input */
     uint64_t lines_before;   /* lines of earlier runs */
     /* The results of the batch being worked on, a slot per line. */
     tfm_buf *out;            /* [LINE_BATCH_LINES] */
     size_t *repaired;
+    size_t *dropped;
     tfm_status *status;
     tfm_error *errors;
 };
@@ -42,7 +49,8 @@ tfm_filter_params tfm_filter_default_params(void)
 {
     return (tfm_filter_params){.op = TFM_FILTER_ENCODE, .output = TFM_LINE_IDS,
                                .input = TFM_LINE_AUTO, .seed = 1,
-                               .norm = tfm_norm_default_params(), .threads = tfm_cpu_count()};
+                               .norm = tfm_norm_default_params(), .threads = tfm_cpu_count(),
+                               .placeholder_classes = TFM_PH_ALL};
 }
 
 tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p,
@@ -53,6 +61,15 @@ tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p
         return tfm_error_set(err, TFM_ERR_ARG, "filter: no such operation");
     if (!v && p->op != TFM_FILTER_NORMALIZE)
         return tfm_error_set(err, TFM_ERR_ARG, "filter: encoding and decoding need a vocabulary");
+    if (p->placeholders && p->op != TFM_FILTER_NORMALIZE) {
+        if (tfm_vocab_placeholder_id(v, 1) < 0)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "the vocabulary has no placeholder tokens: learn it with "
+                                 "'tokenize learn --placeholders'");
+        if (p->op == TFM_FILTER_DECODE && !p->placeholder_source)
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "filter: decoding placeholders needs the source text");
+    }
     tfm_text_filter *f = calloc(1, sizeof *f);
     if (!f) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     f->p = *p;
@@ -62,11 +79,15 @@ tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p
     f->workers = p->op == TFM_FILTER_ENCODE && p->threads > 1 ? p->threads : 1;
     f->encoders = calloc((size_t)f->workers, sizeof *f->encoders);
     f->ids = calloc((size_t)f->workers, sizeof *f->ids);
+    f->ph = calloc((size_t)f->workers, sizeof *f->ph);
+    f->dropped_by = calloc((size_t)f->workers, sizeof *f->dropped_by);
+    f->dropped = calloc(LINE_BATCH_LINES, sizeof *f->dropped);
     f->out = calloc(LINE_BATCH_LINES, sizeof *f->out);
     f->repaired = calloc(LINE_BATCH_LINES, sizeof *f->repaired);
     f->status = calloc(LINE_BATCH_LINES, sizeof *f->status);
     f->errors = calloc(LINE_BATCH_LINES, sizeof *f->errors);
-    if (!f->encoders || !f->ids || !f->out || !f->repaired || !f->status || !f->errors) {
+    if (!f->encoders || !f->ids || !f->ph || !f->dropped_by || !f->dropped || !f->out ||
+        !f->repaired || !f->status || !f->errors) {
         tfm_text_filter_free(f);
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
@@ -87,10 +108,14 @@ void tfm_text_filter_free(tfm_text_filter *f)
     for (int w = 0; w < f->workers; w++) {
         if (f->encoders) tfm_bpe_free(f->encoders[w]);
         if (f->ids) tfm_ids_free(&f->ids[w]);
+        if (f->ph) tfm_placeholders_free(&f->ph[w]);
     }
     for (size_t i = 0; f->out && i < LINE_BATCH_LINES; i++) tfm_buf_free(&f->out[i]);
     free(f->encoders);
     free(f->ids);
+    free(f->ph);
+    free(f->dropped_by);
+    free(f->dropped);
     free(f->out);
     free(f->repaired);
     free(f->status);
@@ -114,7 +139,16 @@ static tfm_status encode_line(tfm_text_filter *f, int worker, uint64_t index, co
     tfm_bpe_encode_params ep = {.dropout = f->p.dropout, .rng = &rng, .strict = f->p.strict};
     tfm_ids *ids = &f->ids[worker];
     tfm_buf_clear(out);
-    tfm_status s = tfm_bpe_encode(f->encoders[worker], &ep, line, len, ids, repaired, err);
+    tfm_status s;
+    if (f->p.placeholders) {
+        tfm_placeholders *ph = &f->ph[worker];
+        s = tfm_placeholders_scan(line, len, f->p.placeholder_classes, ph, err);
+        if (s == TFM_OK)
+            s = tfm_bpe_encode_placeholders(f->encoders[worker], &ep, line, len, ph, ids,
+                                            repaired, err);
+    } else {
+        s = tfm_bpe_encode(f->encoders[worker], &ep, line, len, ids, repaired, err);
+    }
     if (s != TFM_OK) return s;
     if (f->p.output == TFM_LINE_PIECES)
         return tfm_bpe_ids_to_pieces(f->vocab, ids->data, ids->len, out, err);
@@ -125,11 +159,58 @@ static tfm_status decode_line(tfm_text_filter *f, int worker, const char *line, 
                               tfm_buf *out, tfm_error *err)
 {
     tfm_ids *ids = &f->ids[worker];
+    f->dropped_by[worker] = 0;
+    /* The source line first, so that the two stay in step. */
+    const char *src = NULL;
+    size_t src_len = 0;
+    if (f->p.placeholders) {
+        tfm_status s = tfm_lines_next(f->p.placeholder_source, &src, &src_len, err);
+        if (s == TFM_EOF) {
+            f->source_ended = true;
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "the source text of the placeholders has only %zu lines",
+                                 tfm_lines_number(f->p.placeholder_source));
+        }
+        if (s != TFM_OK) return s;
+        s = tfm_placeholders_scan(src, src_len, f->p.placeholder_classes, &f->ph[worker], err);
+        if (s != TFM_OK) return s;
+    }
     const bool id_line =
         f->p.input == TFM_LINE_IDS || (f->p.input == TFM_LINE_AUTO && looks_like_ids(line, len));
     tfm_status s = id_line ? tfm_ids_parse(line, len, tfm_vocab_size(f->vocab), ids, err)
                            : tfm_bpe_pieces_to_ids(f->vocab, line, len, ids, err);
-    return s == TFM_OK ? tfm_bpe_decode(f->vocab, ids->data, ids->len, out, err) : s;
+    if (s != TFM_OK) return s;
+    if (!f->p.placeholders) return tfm_bpe_decode(f->vocab, ids->data, ids->len, out, err);
+    return tfm_bpe_decode_placeholders(f->vocab, ids->data, ids->len, src, src_len,
+                                       &f->ph[worker], out, &f->dropped_by[worker], err);
+}
+
+bool tfm_text_filter_source_ended(const tfm_text_filter *f)
+{
+    return f->source_ended;
+}
+
+size_t tfm_text_filter_dropped(const tfm_text_filter *f, int worker)
+{
+    return worker >= 0 && worker < f->workers ? f->dropped_by[worker] : 0;
+}
+
+tfm_status tfm_text_filter_finish(tfm_text_filter *f, tfm_error *err)
+{
+    if (!f->p.placeholders || f->p.op != TFM_FILTER_DECODE || f->source_ended) return TFM_OK;
+    const char *line;
+    size_t len;
+    tfm_status s = tfm_lines_next(f->p.placeholder_source, &line, &len, err);
+    if (s == TFM_EOF) {
+        f->source_ended = true;
+        return TFM_OK;
+    }
+    if (s != TFM_OK) return s;
+    return tfm_error_set(err, TFM_ERR_FORMAT,
+                         "line %zu: the source text of the placeholders has more lines than "
+                         "the input (%zu)",
+                         tfm_lines_number(f->p.placeholder_source),
+                         tfm_lines_number(f->p.placeholder_source) - 1);
 }
 
 tfm_status tfm_text_filter_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
@@ -155,10 +236,12 @@ static tfm_status filter_lines(void *ctx, int worker, size_t lo, size_t hi, tfm_
     filter_run *r = ctx;
     tfm_text_filter *f = r->f;
     const uint64_t first = f->lines_before + r->b.first_line - 1;
-    for (size_t i = lo; i < hi; i++)
+    for (size_t i = lo; i < hi; i++) {
         f->status[i] = tfm_text_filter_line(f, worker, first + i, line_batch_line(&r->b, i),
                                             r->b.len[i], &f->out[i], &f->repaired[i],
                                             &f->errors[i]);
+        f->dropped[i] = f->dropped_by[worker];
+    }
     return TFM_OK;
 }
 
@@ -171,6 +254,8 @@ static tfm_status write_slot(void *ctx, size_t slot, tfm_error *err)
         *err = f->errors[slot];
         return f->status[slot];
     }
+    if (f->dropped[slot] > 0 && f->p.placeholders_dropped)
+        f->p.placeholders_dropped(r->ctx, r->b.first_line + slot, f->dropped[slot]);
     const tfm_buf *out = &f->out[slot];
     return r->write(r->ctx, r->b.first_line + slot, out->data ? out->data : "", out->len,
                     f->repaired[slot], err);

@@ -163,6 +163,10 @@ typedef struct tfm_bpe_learn_params {
     int n_threads;               /* the result does not depend on it */
     const char *const *user_symbols; /* kept whole; may be NULL; copied by create */
     int n_user_symbols;
+    bool placeholders;           /* the user symbols <ph1> .. <ph32> follow those above,
+                                    and each line's placeholders are replaced by them
+                                    before it is learnt from (see "placeholders") */
+    unsigned placeholder_classes; /* TFM_PH_* bits scanned for (default TFM_PH_ALL) */
     /* Called now and then on long runs: stage is "reading", "counting" or
      * "merging"; done / total in that stage's units (lines, lines, pieces;
      * total 0 when not known).  May be NULL. */
@@ -171,7 +175,7 @@ typedef struct tfm_bpe_learn_params {
 } tfm_bpe_learn_params;
 
 /* vocab_size 8000, NFKC, coverage 0.9995, pieces of at most 16 characters,
- * no sampling, seed 1, one thread per CPU, no user symbols. */
+ * no sampling, seed 1, one thread per CPU, no user symbols, no placeholders. */
 tfm_bpe_learn_params tfm_bpe_learn_default_params(void);
 
 /* A learner is fed lines, then asked for a vocabulary.  With
@@ -187,8 +191,11 @@ tfm_bpe_learn_params tfm_bpe_learn_default_params(void);
  * are not learnt over.  A merged piece has '▁' only first, one script class
  * (TFM_CLASS_ANY aside) and at most max_piece_length characters; ties go
  * to the smaller ids, so the result is the same for any thread count.
+ * With placeholders, each line's placeholders are replaced by their tokens
+ * first (the text between them normalised on its own, as the encoder does),
+ * so no merge is learnt over them.
  * create fails with TFM_ERR_RANGE when vocab_size is below
- * 4 + n_user_symbols + 256 + 1, and with TFM_ERR_ARG for a user symbol that
+ * 4 + n_user_symbols (+ 32 with placeholders) + 256 + 1, and with TFM_ERR_ARG for a user symbol that
  * is not a valid piece (see tfm_vocab_add), holds a character that is not
  * pieceable (other than '▁'), or is a special or byte piece's text. */
 typedef struct tfm_bpe_learner tfm_bpe_learner;
@@ -271,6 +278,106 @@ tfm_status tfm_bpe_pieces_to_ids(const tfm_vocab *v, const char *line, size_t le
 tfm_status tfm_bpe_decode(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
                           tfm_error *err);
 
+/* ---- placeholders -------------------------------------------------------------------- */
+
+/* Placeholders are the parts of a software string that a translation must
+ * carry over exactly: printf conversions, %(name)s, %1, {name}, ${var},
+ * XML tags, entities.  A vocabulary learnt with them (tfm_bpe_learn_params
+ * .placeholders) holds TFM_PH_TOKENS reserved user pieces <ph1> .. <ph32>;
+ * encoding puts the token <phN> in place of each placeholder numbered N, and
+ * decoding puts back the text of placeholder N of the source line.  The
+ * scanning rules are in lib/text/placeholder.c and tokenize(1).
+ *
+ * Numbering: the distinct placeholder texts of a line, sorted bytewise
+ * (memcmp order, the shorter first on a common prefix), are numbered from 1;
+ * "%s of %d" gives %d 1 and %s 2, "%s and %s" gives both 1.  The number
+ * depends only on the set of texts, so a line and its translation holding
+ * the same placeholders number them alike without seeing each other.  A
+ * text ranked above TFM_PH_TOKENS is number 0: it stays plain text.  The
+ * classes scanned for must be the same at every step (learning, encoding,
+ * decoding). */
+enum { /* placeholder classes, a bit each */
+    TFM_PH_PRINTF = 1 << 0,   /* %s %d %1$s %.2f %-10lu %08x %qs %zu %%: C/gettext c-format */
+    TFM_PH_PYTHON = 1 << 1,   /* %(name)s */
+    TFM_PH_QT = 1 << 2,       /* %1 .. %99 (Qt, KDE) */
+    TFM_PH_BRACES = 1 << 3,   /* {name} {0} {} {name:fmt} (Python str.format, C#) */
+    TFM_PH_DOLLAR = 1 << 4,   /* ${var} */
+    TFM_PH_TAGS = 1 << 5,     /* <b> </b> <br/> <a href="x">: XML/HTML tags */
+    TFM_PH_ENTITIES = 1 << 6, /* &amp; &#123; &#x1F; */
+    TFM_PH_ALL = 127,
+};
+enum { TFM_PH_TOKENS = 32 };
+
+typedef struct tfm_placeholder {
+    size_t start, len;   /* bytes of the line */
+    unsigned kind;       /* one TFM_PH_* bit */
+    int index;           /* 1 .. TFM_PH_TOKENS: the token <ph index>; 0: kept as text */
+    bool ordered;        /* a printf conversion whose argument is taken in order (not
+                            positional %N$, not %%): translations must keep these in the
+                            source's order, or msgfmt --check-format rejects them */
+} tfm_placeholder;
+
+/* The placeholders of a line, in the order they occur (items[0..n)), and
+ * the number of distinct texts among them (numbered or not). */
+typedef struct tfm_placeholders {
+    tfm_placeholder *items;
+    size_t n, cap;
+    int n_distinct;
+} tfm_placeholders;
+
+void tfm_placeholders_init(tfm_placeholders *p);
+void tfm_placeholders_free(tfm_placeholders *p); /* the items; the struct is the caller's */
+
+/* Parses "printf,python,qt,braces,dollar,tags,entities" (any of them, comma
+ * separated) or "all" or "none" into TFM_PH_* bits; an unknown name is
+ * TFM_ERR_ARG naming it. */
+tfm_status tfm_placeholder_classes_parse(const char *list, unsigned *classes, tfm_error *err);
+
+/* Finds the placeholders of the classes asked for in line[0..len) and
+ * numbers them; out (from tfm_placeholders_init) is overwritten.  Any bytes
+ * may be in the line; a placeholder's text is always valid UTF-8 without a
+ * control character (tab and newline included). */
+tfm_status tfm_placeholders_scan(const char *line, size_t len, unsigned classes,
+                                 tfm_placeholders *out, tfm_error *err);
+
+/* The id of the user piece "<ph index>" in v, or -1 (a vocabulary without
+ * placeholder tokens, or index outside 1 .. TFM_PH_TOKENS). */
+int32_t tfm_vocab_placeholder_id(const tfm_vocab *v, int index);
+
+/* The line with each numbered placeholder replaced by "<phN>", into out
+ * (cleared first).  p: the line's tfm_placeholders_scan. */
+tfm_status tfm_placeholders_replace(const char *line, size_t len, const tfm_placeholders *p,
+                                    tfm_buf *out, tfm_error *err);
+
+/* The text of the placeholder numbered index in line (its first
+ * occurrence), *len bytes (len may be NULL), or NULL when none is. */
+const char *tfm_placeholders_text(const char *line, const tfm_placeholders *p, int index,
+                                  size_t *len);
+
+/* tfm_bpe_encode with the numbered placeholders of p (the line's scan) as
+ * their tokens: the text between them is normalised and encoded as usual,
+ * each placeholder is the id of <phN> alone (never split, never merged with
+ * its neighbours).  Only placeholders give placeholder ids: a "<ph1>" that
+ * normalisation makes out of other characters is spelled as text.  Where
+ * normalisation changes nothing at a placeholder's edges, the ids are those
+ * of tfm_bpe_encode on tfm_placeholders_replace's text.  A vocabulary
+ * without the tokens the line needs is TFM_ERR_FORMAT. */
+tfm_status tfm_bpe_encode_placeholders(tfm_bpe *b, const tfm_bpe_encode_params *p,
+                                       const char *line, size_t len, const tfm_placeholders *ph,
+                                       tfm_ids *out, size_t *n_repaired, tfm_error *err);
+
+/* tfm_bpe_decode that puts back placeholders: each <phN> id becomes the text
+ * of placeholder N of src_line (ph: its scan), as it is in src_line (raw,
+ * not normalised); a <phN> that src_line does not have is dropped and
+ * counted in *n_dropped (may be NULL).  So for a line x encoded with
+ * tfm_bpe_encode_placeholders, decoding gives normalize(x) with each
+ * numbered placeholder as it was in x (the same as normalize(x) when
+ * normalisation changes no placeholder and nothing at their edges). */
+tfm_status tfm_bpe_decode_placeholders(const tfm_vocab *v, const int32_t *ids, size_t n,
+                                       const char *src_line, size_t src_len,
+                                       const tfm_placeholders *ph, tfm_buf *out,
+                                       size_t *n_dropped, tfm_error *err);
+
 /* ---- line filters -------------------------------------------------------------------- */
 
 /* A filter turns each line of a stream into one output line, in order, as
@@ -310,6 +417,18 @@ typedef struct tfm_filter_params {
                                is not read: p.strict is) */
     int threads;            /* encode: threads to use (default: one per CPU); decode and
                                normalize run on one */
+    /* Placeholders (see "placeholders" above): encode with
+     * tfm_bpe_encode_placeholders, decode with tfm_bpe_decode_placeholders.
+     * The vocabulary must hold <ph1> .. <ph32> (create fails otherwise). */
+    bool placeholders;
+    unsigned placeholder_classes;   /* TFM_PH_* bits (default TFM_PH_ALL) */
+    tfm_line_reader *placeholder_source; /* decode: the source text, whose line k gives
+                                       the placeholders of input line k, counted over every
+                                       run.  Not owned; it must outlive the filter */
+    /* decode: called before line `line` (1-based in the run's reader) is
+     * written when its ids held n placeholder tokens its source line does not
+     * have, which were dropped; ctx is the run's.  May be NULL. */
+    void (*placeholders_dropped)(void *ctx, size_t line, size_t n);
 } tfm_filter_params;
 
 tfm_filter_params tfm_filter_default_params(void);
@@ -330,6 +449,16 @@ void tfm_text_filter_free(tfm_text_filter *f);
  * tfm_ids_parse, tfm_bpe_pieces_to_ids, tfm_bpe_decode, tfm_normalize. */
 tfm_status tfm_text_filter_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
                                 size_t len, tfm_buf *out, size_t *repaired, tfm_error *err);
+/* Decoding with placeholders, tfm_text_filter_line reads the next line of
+ * the placeholder source for each line; a source that has ended is
+ * TFM_ERR_FORMAT, and tfm_text_filter_source_ended is then true.  After the
+ * last line, tfm_text_filter_finish checks that the source has ended too
+ * (TFM_ERR_FORMAT, "line N: ...", when it goes on; TFM_OK otherwise and
+ * when there is no source). */
+bool tfm_text_filter_source_ended(const tfm_text_filter *f);
+tfm_status tfm_text_filter_finish(tfm_text_filter *f, tfm_error *err);
+/* The placeholder tokens dropped from the last line worker decoded. */
+size_t tfm_text_filter_dropped(const tfm_text_filter *f, int worker);
 
 /* Receives line `line` (1-based number in the reader) of a run's output, in
  * order: its text (len bytes, no newline) and the invalid UTF-8 sequences
