@@ -32,6 +32,17 @@ static const char usage_text[] =
     "      --no-repeat-ngram=N    never repeat an N-gram within a hypothesis (0: off)\n"
     "      --prefix=FILE          force a target prefix: one line of ids per record of\n"
     "                             the input; an empty line forces nothing\n"
+    "      --constraints=FILE     lexically constrained beam search: line k holds the\n"
+    "                             constraints of record k, separated by TABs, each a\n"
+    "                             sequence of ids that the output must contain (in any\n"
+    "                             order), alternatives separated by '|'; an empty line\n"
+    "                             constrains nothing\n"
+    "      --placeholders=SOURCE  keep the placeholders of each source line (line k of\n"
+    "                             SOURCE, the source text): every placeholder token of\n"
+    "                             the line exactly as often as there, no other, printf\n"
+    "                             conversions in order (a model whose vocabulary was\n"
+    "                             learnt with 'tokenize learn --placeholders')\n"
+    "      --placeholder-classes=LIST  the classes tokenize used (default all)\n"
     "\n"
     "Sampling (any of these samples instead of searching):\n"
     "      --sample               sample from the model's distribution\n"
@@ -47,6 +58,14 @@ static const char usage_text[] =
     "                             'INDEX ||| IDS ||| F0= LOG-PROB ||| SCORE'\n"
     "      --scores               append a TAB and the score of each line's hypothesis:\n"
     "                             its log-probability divided by the length penalty\n"
+    "      --alignment[=KIND]     after each hypothesis's ids, ' ||| ' and its word\n"
+    "                             alignment to the source, read off the last decoder\n"
+    "                             layer's cross-attention (the mean of its heads) as\n"
+    "                             inspect-attn reads it: 'hard' (the default): 'i-j'\n"
+    "                             pairs, source-target, 0-based, as 'inspect-attn -f\n"
+    "                             align'; 'soft': each target token's distribution\n"
+    "                             over the source, and the final </s>'s (Marian's\n"
+    "                             form).  Costs one more decoder pass of the output\n"
     "\n"
     "Resources:\n"
     "      --batch-size=N         sentences each thread decodes together, at most\n"
@@ -72,7 +91,8 @@ static const char usage_text[] =
 enum {
     OPT_GREEDY = 256, OPT_LENGTH_PENALTY, OPT_MAX_LENGTH_OFFSET, OPT_MAX_LENGTH, OPT_MIN_LENGTH,
     OPT_NO_REPEAT, OPT_PREFIX, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMPERATURE, OPT_SEED,
-    OPT_NBEST, OPT_SCORES,
+    OPT_NBEST, OPT_SCORES, OPT_CONSTRAINTS, OPT_PLACEHOLDERS, OPT_PLACEHOLDER_CLASSES,
+    OPT_ALIGNMENT,
 };
 
 static const struct option long_options[] = {
@@ -85,6 +105,9 @@ static const struct option long_options[] = {
     {"min-length", required_argument, NULL, OPT_MIN_LENGTH},
     {"no-repeat-ngram", required_argument, NULL, OPT_NO_REPEAT},
     {"prefix", required_argument, NULL, OPT_PREFIX},
+    {"constraints", required_argument, NULL, OPT_CONSTRAINTS},
+    {"placeholders", required_argument, NULL, OPT_PLACEHOLDERS},
+    {"placeholder-classes", required_argument, NULL, OPT_PLACEHOLDER_CLASSES},
     {"sample", no_argument, NULL, OPT_SAMPLE},
     {"sample-topk", required_argument, NULL, OPT_TOPK},
     {"sample-topp", required_argument, NULL, OPT_TOPP},
@@ -92,6 +115,7 @@ static const struct option long_options[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"nbest", required_argument, NULL, OPT_NBEST},
     {"scores", no_argument, NULL, OPT_SCORES},
+    {"alignment", optional_argument, NULL, OPT_ALIGNMENT},
     CLI_FILTER_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -101,6 +125,9 @@ typedef struct options {
     tfm_decode_params decode;
     bool beam_given;
     const char *prefix_file;
+    const char *constraints_file;
+    const char *placeholders_file;    /* the source text */
+    unsigned placeholder_classes;
     cli_batch_options batch;
 } options;
 
@@ -110,12 +137,26 @@ typedef struct decode_run {
     tfm_npy_stream stream;       /* the input being read, and its name */
     const char *name;
     tfm_line_reader *prefix_reader;
+    tfm_line_reader *constraints_reader;
+    tfm_line_reader *placeholders_reader;
+    size_t unmet;                /* records whose constraints could not be met */
     const char *failed_file;     /* where a record could not be read: file and line */
     size_t failed_line;
     size_t out_tokens;           /* ids written (best hypotheses), for -v */
 } decode_run;
 
 /* ---- the batch loop's steps (tfm_batch_loop) ------------------------------------------ */
+
+/* The name of the file a side of the records comes from. */
+static const char *side_file(const options *opt, tfm_decode_side side, const char *stream)
+{
+    switch (side) {
+    case TFM_SIDE_PREFIX: return opt->prefix_file;
+    case TFM_SIDE_CONSTRAINTS: return opt->constraints_file;
+    case TFM_SIDE_PLACEHOLDERS: return opt->placeholders_file;
+    default: return stream;
+    }
+}
 
 /* Reads the next record into slot `slot` of the batch, with its prefix line
  * (--prefix); a cropped record is warned about, a failure located. */
@@ -129,7 +170,7 @@ static tfm_status read_record(void *ctx, size_t slot, size_t *cost, tfm_error *e
                  "cropped to the first %d", rec.number, (long long)rec.rows_in_file,
                  (int)rec.rows, (int)rec.rows);
     if (s != TFM_OK && s != TFM_EOF) {
-        run->failed_file = rec.in_prefixes ? run->opt.prefix_file : run->name;
+        run->failed_file = side_file(&run->opt, rec.side, run->name);
         run->failed_line = rec.line;
     }
     *cost = (size_t)rec.rows;
@@ -156,6 +197,11 @@ static tfm_status write_sentence(void *ctx, size_t slot, tfm_error *err)
     decode_run *run = ctx;
     int best_len;
     const tfm_buf *out = tfm_decode_batch_output(run->b, slot, &best_len);
+    if (tfm_decode_batch_unmet(run->b, slot)) {
+        run->unmet++;
+        cli_warn(run->name, 0, "record %zu: its constraints cannot all be met within the length "
+                 "limit; the unconstrained translation is written", tfm_decode_batch_index(run->b, slot) + 1);
+    }
     cli_write(out->data, out->len);
     run->out_tokens += (size_t)best_len;
     return TFM_OK;
@@ -185,7 +231,28 @@ static void decode_file(void *ctx, const char *name)
     if (fp != stdin) fclose(fp);
 }
 
+/* Opens a side file read in step with the records (none: -1, no reader). */
+static int open_side(const char *path, tfm_line_reader **reader)
+{
+    *reader = NULL;
+    if (!path) return -1;
+    int fd = cli_open_input(path);
+    *reader = tfm_lines_create(fd);
+    if (!*reader) cli_fail(NULL, 0, "out of memory");
+    return fd;
+}
+
+static void close_side(int fd, tfm_line_reader *reader)
+{
+    if (!reader) return;
+    tfm_lines_free(reader);
+    cli_close_input(fd);
+}
+
 /* ---- options and the run ------------------------------------------------------------------- */
+
+/* --alignment's words, in the order of tfm_alignment after TFM_ALIGNMENT_NONE. */
+static const char *const alignment_names[] = {"hard", "soft", NULL};
 
 static void parse_options(int argc, char **argv, options *opt)
 {
@@ -215,6 +282,14 @@ static void parse_options(int argc, char **argv, options *opt)
             sp->no_repeat_ngram_size = (int)cli_parse_int("--no-repeat-ngram", optarg, 0, 1 << 20);
             break;
         case OPT_PREFIX: opt->prefix_file = optarg; break;
+        case OPT_CONSTRAINTS: opt->constraints_file = optarg; break;
+        case OPT_PLACEHOLDERS: opt->placeholders_file = optarg; break;
+        case OPT_PLACEHOLDER_CLASSES: {
+            tfm_error err;
+            if (tfm_placeholder_classes_parse(optarg, &opt->placeholder_classes, &err) != TFM_OK)
+                cli_usage_error("--placeholder-classes: %s", err.msg);
+            break;
+        }
         case OPT_SAMPLE: sp->sampling = true; break;
         case OPT_TOPK:
             sp->top_k = (int)cli_parse_int("--sample-topk", optarg, 0, 1 << 24);
@@ -231,11 +306,18 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_SEED: sp->seed = (uint64_t)cli_parse_int("--seed", optarg, 0, INT64_MAX); break;
         case OPT_NBEST: sp->nbest = (int)cli_parse_int("--nbest", optarg, 1, 1024); break;
         case OPT_SCORES: opt->decode.scores = true; break;
+        case OPT_ALIGNMENT: /* in the order of tfm_alignment, after none */
+            opt->decode.alignment = !optarg ? TFM_ALIGNMENT_HARD
+                : (tfm_alignment)(1 + cli_parse_choice("--alignment", optarg, alignment_names));
+            break;
         default:
             if (!cli_batch_option(c, optarg, &opt->batch)) cli_common_option(c, usage_text);
         }
     }
     if (!opt->model) cli_usage_error("a model is required: -m MODEL");
+    if ((opt->constraints_file || opt->placeholders_file) && sp->sampling)
+        cli_usage_error("--constraints and --placeholders steer beam or greedy search, not "
+                        "sampling");
     tfm_error err;
     if (tfm_decode_params_validate(&opt->decode, opt->beam_given, &err) != TFM_OK)
         cli_usage_error("%s", err.msg);
@@ -244,7 +326,8 @@ static void parse_options(int argc, char **argv, options *opt)
 int main(int argc, char **argv)
 {
     cli_init("decode", argv);
-    options opt = {.decode = tfm_decode_default_params(), .batch = cli_batch_defaults(64, 4096)};
+    options opt = {.decode = tfm_decode_default_params(), .batch = cli_batch_defaults(64, 4096),
+                   .placeholder_classes = TFM_PH_ALL};
     parse_options(argc, argv, &opt);
     const tfm_search_params *sp = &opt.decode.search;
     const int threads = opt.batch.threads;
@@ -275,11 +358,21 @@ int main(int argc, char **argv)
     cli_info("matrix kernel: %s", tfm_model_kernel_name(model));
     if (tfm_decode_batch_create(model, &opt.decode, &run.b, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);
-    int prefix_fd = -1;
-    if (opt.prefix_file) {
-        prefix_fd = cli_open_input(opt.prefix_file);
-        run.prefix_reader = tfm_lines_create(prefix_fd);
-        if (!run.prefix_reader) cli_fail(NULL, 0, "out of memory");
+    int prefix_fd = open_side(opt.prefix_file, &run.prefix_reader);
+    int constraints_fd = open_side(opt.constraints_file, &run.constraints_reader);
+    int placeholders_fd = open_side(opt.placeholders_file, &run.placeholders_reader);
+    tfm_vocab *vocab = NULL;
+    if (opt.constraints_file || opt.placeholders_file) {
+        if (opt.placeholders_file && tfm_model_load_vocab(opt.model, &vocab, &err) != TFM_OK)
+            cli_fail(opt.model, 0, "%s", err.msg);
+        if (vocab && tfm_vocab_placeholder_id(vocab, 1) < 0)
+            cli_fail(opt.model, 0, "--placeholders: the model's vocabulary has no placeholder "
+                     "tokens (<ph1> ...): learn it with 'tokenize learn --placeholders'");
+        tfm_decode_sides sides = {.constraints = run.constraints_reader,
+                                  .placeholders = run.placeholders_reader, .vocab = vocab,
+                                  .placeholder_classes = opt.placeholder_classes};
+        if (tfm_decode_batch_sides(run.b, &sides, &err) != TFM_OK)
+            cli_fail(NULL, 0, "%s", err.msg);
     }
 
     cli_each_input(argc, argv, decode_file, &run);
@@ -288,15 +381,21 @@ int main(int argc, char **argv)
     size_t records = tfm_decode_batch_records(run.b), line;
     if (tfm_decode_batch_finish(run.b, run.prefix_reader, &line, &err) != TFM_OK)
         cli_fail(opt.prefix_file, line, "%s", err.msg);
-    if (run.prefix_reader) {
-        tfm_lines_free(run.prefix_reader);
-        cli_close_input(prefix_fd);
-    }
+    tfm_decode_side side;
+    if (tfm_decode_batch_finish_sides(run.b, &side, &line, &err) != TFM_OK)
+        cli_fail(side_file(&opt, side, NULL), line, "%s", err.msg);
+    close_side(prefix_fd, run.prefix_reader);
+    close_side(constraints_fd, run.constraints_reader);
+    close_side(placeholders_fd, run.placeholders_reader);
+    if (run.unmet > 0)
+        cli_info("%zu record%s kept unconstrained translations: their constraints could not be "
+                 "met", run.unmet, run.unmet == 1 ? "" : "s");
     double t = cli_seconds() - t0;
     cli_info("decoded %zu sentences into %zu tokens in %.2f s (%.1f sentences/s, %.0f tokens/s)",
              records, run.out_tokens, t, t > 0 ? (double)records / t : 0.0,
              t > 0 ? (double)run.out_tokens / t : 0.0);
     tfm_decode_batch_free(run.b);
+    tfm_vocab_free(vocab);
     tfm_model_free(model);
     return CLI_EXIT_OK;
 }

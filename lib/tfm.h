@@ -16,8 +16,9 @@
  *   tfm/metrics.h  BLEU, chrF and TER as sacreBLEU computes them, files
  *                scored in step (tfm_file_scorer), n-best lists
  *   tfm/model.h  the Transformer: configuration, parameters, model files, the
- *                batched encoder, the incremental decoder, training's forward
- *                and backward passes, attention weights for inspection
+ *                batched encoder, the incremental decoder, the cross-attention
+ *                of chosen targets (tfm_aligner), training's forward and
+ *                backward passes, attention weights for inspection
  *   tfm/search.h greedy and beam search and sampling over the decoder,
  *                batches of encoder states decoded (tfm_decode_batch)
  *   tfm/train.h  training: data, batches, Adam and the schedule, checkpoints,

@@ -99,35 +99,6 @@ static void finish(beam *b, int sent, int from, int t, float eos_lp, double logp
     bubble_up(list, at);
 }
 
-/* The lowest logit of a row (base: its hypothesis's log-prob; st: its stats)
- * whose candidate could still enter the full heap h, lowered by a margin far
- * above the rounding of search_lp, so the exact test (search_heap_offer)
- * decides every case near the edge. */
-static float logit_cut(const search_heap *h, double base, const tfm_logit_stats *st)
-{
-    double cut = h->c[0].score - base + st->max + st->log_sum;
-    double margin = 1e-3 * (1.0 + fabs(cut) + fabs(st->max) + fabs(st->log_sum));
-    return (float)(cut - margin);
-}
-
-/* The first v in [from, V) whose value is not below cut (a NaN is not):
- * sixteen values at a time, blocks entirely below skipped with a few
- * vector compares, as most of a row's are. */
-static int next_not_below(const float *row, int from, int V, float cut)
-{
-    typedef float f32x4 __attribute__((vector_size(16)));
-    typedef int32_t i32x4 __attribute__((vector_size(16)));
-    int v = from;
-    for (; v + 16 <= V; v += 16) {
-        f32x4 x[4];
-        memcpy(x, row + v, sizeof x);
-        const i32x4 below = (x[0] < cut) & (x[1] < cut) & (x[2] < cut) & (x[3] < cut);
-        if (!(below[0] & below[1] & below[2] & below[3])) break; /* a lane is not below */
-    }
-    while (v < V && row[v] < cut) v++;
-    return v;
-}
-
 /* One step of one sentence: rank, finish, continue.  Returns whether the
  * sentence goes on (its new rows are then written). */
 static bool sentence_step(beam *b, beam_sentence *a, int t)
@@ -161,12 +132,12 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
         const float *row = logits + (size_t)r * V;
         const tfm_logit_stats *st = &stats[r];
         const double base = logp[r];
-        float cut = h.n == h.cap ? logit_cut(&h, base, st) : -INFINITY;
+        float cut = h.n == h.cap ? search_logit_cut(&h, base, st) : -INFINITY;
         /* most of the row is below the cut: it cannot get in */
-        for (int v = next_not_below(row, 0, V, cut); v < V;
-             v = next_not_below(row, v + 1, V, cut)) {
+        for (int v = search_next_not_below(row, 0, V, cut); v < V;
+             v = search_next_not_below(row, v + 1, V, cut)) {
             search_heap_offer(&h, base + search_lp(st, row[v]), i, v);
-            if (h.n == h.cap) cut = logit_cut(&h, base, st);
+            if (h.n == h.cap) cut = search_logit_cut(&h, base, st);
         }
     }
     search_heap_sort(&h);

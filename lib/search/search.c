@@ -82,9 +82,9 @@ tfm_status tfm_search_create(const tfm_model *m, tfm_search **out, tfm_error *er
     s->bos = m->config.bos_id;
     s->eos = m->config.eos_id;
     tfm_buf *bufs[] = {&s->b_max_len, &s->b_count, &s->b_hyps, &s->b_ids, &s->b_lps,
-                       &s->b_logits, &s->b_stats};
+                       &s->b_logits, &s->b_stats, &s->b_met};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tfm_buf_init(bufs[i]);
-    for (int i = 0; i < 8; i++) tfm_buf_init(&s->work[i]);
+    for (int i = 0; i < SEARCH_WORK; i++) tfm_buf_init(&s->work[i]);
     *out = s;
     return TFM_OK;
 }
@@ -93,10 +93,15 @@ void tfm_search_free(tfm_search *s)
 {
     if (!s) return;
     tfm_buf *bufs[] = {&s->b_max_len, &s->b_count, &s->b_hyps, &s->b_ids, &s->b_lps,
-                       &s->b_logits, &s->b_stats};
+                       &s->b_logits, &s->b_stats, &s->b_met};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tfm_buf_free(bufs[i]);
-    for (int i = 0; i < 8; i++) tfm_buf_free(&s->work[i]);
+    for (int i = 0; i < SEARCH_WORK; i++) tfm_buf_free(&s->work[i]);
     free(s);
+}
+
+bool tfm_search_met(const tfm_search *s, int i)
+{
+    return i >= 0 && i < s->n ? s->met[i] : true;
 }
 
 tfm_nbest tfm_search_result(const tfm_search *s, int i)
@@ -139,6 +144,11 @@ static int prefix_len(const tfm_search_input *in, int sent)
     return in->prefix_lens[sent];
 }
 
+int search_prefix_len(const tfm_search *s, int sent)
+{
+    return prefix_len(s->in, sent);
+}
+
 tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_search_input *in,
                         int spp, int rows_per_sentence, tfm_error *err)
 {
@@ -156,7 +166,11 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
 
     int *max_len = reserve(&s->b_max_len, (size_t)n, sizeof(int));
     int *count = reserve(&s->b_count, (size_t)n, sizeof(int));
-    if (!max_len || !count) return tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory");
+    bool *met = reserve(&s->b_met, (size_t)n, sizeof(bool));
+    if (!max_len || !count || !met)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory");
+    for (int i = 0; i < n; i++) met[i] = true;
+    s->met = met;
     int S = 1;
     for (int i = 0; i < n; i++) {
         int src_len = in->src_lens[i];
@@ -218,8 +232,15 @@ tfm_status search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
     s->n = 0;
     tfm_status st = tfm_search_params_validate(p, err);
     if (st != TFM_OK) return st;
+    if (in->constraints && p->sampling)
+        return tfm_error_set(err, TFM_ERR_ARG, "search: constraints need beam or greedy search, "
+                             "not sampling");
     if (algo == SEARCH_AUTO) algo = p->sampling || p->beam == 1 ? SEARCH_ROWS : SEARCH_BEAM;
-    if (algo == SEARCH_ROWS) {
+    if (in->constraints) {
+        /* k finished slots and k rows per sentence, beam 1 (greedy) too */
+        st = search_setup(s, p, in, p->beam, p->beam, err);
+        if (st == TFM_OK && in->n_sentences > 0) st = search_constrained(s, d, err);
+    } else if (algo == SEARCH_ROWS) {
         int m = p->sampling ? p->nbest : 1; /* rows and slots per sentence */
         st = search_setup(s, p, in, m, m, err);
         if (st == TFM_OK && in->n_sentences > 0) st = search_rows(s, d, err);
@@ -328,6 +349,37 @@ void search_hyp_write(const tfm_search *s, tfm_hypothesis *h, const int32_t *ids
     h->len = len;
     h->log_prob = (float)log_prob;
     h->score = search_score(s, len, log_prob);
+}
+
+/* ---- skipping what cannot get in ------------------------------------------------------ */
+
+/* The lowest logit of a row (base: its hypothesis's log-prob; st: its stats)
+ * whose candidate could still enter the full heap h, lowered by a margin far
+ * above the rounding of search_lp, so the exact test (search_heap_offer)
+ * decides every case near the edge. */
+float search_logit_cut(const search_heap *h, double base, const tfm_logit_stats *st)
+{
+    double cut = h->c[0].score - base + st->max + st->log_sum;
+    double margin = 1e-3 * (1.0 + fabs(cut) + fabs(st->max) + fabs(st->log_sum));
+    return (float)(cut - margin);
+}
+
+/* The first v in [from, V) whose value is not below cut (a NaN is not):
+ * sixteen values at a time, blocks entirely below skipped with a few
+ * vector compares, as most of a row's are. */
+int search_next_not_below(const float *row, int from, int V, float cut)
+{
+    typedef float f32x4 __attribute__((vector_size(16)));
+    typedef int32_t i32x4 __attribute__((vector_size(16)));
+    int v = from;
+    for (; v + 16 <= V; v += 16) {
+        f32x4 x[4];
+        memcpy(x, row + v, sizeof x);
+        const i32x4 below = (x[0] < cut) & (x[1] < cut) & (x[2] < cut) & (x[3] < cut);
+        if (!(below[0] & below[1] & below[2] & below[3])) break; /* a lane is not below */
+    }
+    while (v < V && row[v] < cut) v++;
+    return v;
 }
 
 /* ---- the candidate heap ---------------------------------------------------------------- */

@@ -13,6 +13,8 @@
 
 #include "tfm/search.h"
 
+enum { SEARCH_WORK = 10 }; /* scratch buffers of a searcher */
+
 struct tfm_search {
     const tfm_model *m;
     int V;                /* target vocabulary size */
@@ -35,8 +37,24 @@ struct tfm_search {
     float *logits;        /* [R, V] the decoder's output of a step ... */
     tfm_logit_stats *stats; /* [R] ... and what turns it into log-probs (search_lp) */
 
-    tfm_buf b_max_len, b_count, b_hyps, b_ids, b_lps, b_logits, b_stats;
-    tfm_buf work[8];      /* the algorithms' own scratch, see search_work */
+    bool *met;            /* [n] the best hypothesis meets its sentence's constraints */
+
+    tfm_buf b_max_len, b_count, b_hyps, b_ids, b_lps, b_logits, b_stats, b_met;
+    tfm_buf work[SEARCH_WORK];  /* the algorithms' own scratch, see search_work */
+};
+
+/* What one sentence's constrained search obeys (tfm/search.h). */
+struct tfm_constraints {
+    int n;                   /* constraints */
+    int n_alts, alt_cap;     /* their alternatives */
+    tfm_ids ids;             /* the alternatives' ids back to back */
+    int *alt_start;          /* [n_alts] where each starts in ids */
+    int *alt_len;            /* [n_alts] its length */
+    int *alt_of;             /* [n_alts] the constraint it meets */
+    int32_t *limited;        /* [n_limited] tokens with a limit ... */
+    int *limit;              /* ... and how often each may appear */
+    int n_limited, limited_cap;
+    tfm_ids ordered;         /* tokens that appear in this order */
 };
 
 /* Which implementation search_run uses; tests compare them. */
@@ -53,6 +71,8 @@ tfm_status search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
 /* The two algorithms (greedy.c, beam.c).  search_setup has run. */
 tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err);
 tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err);
+/* Constrained beam search (constrained.c), for in->constraints. */
+tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err);
 
 /* Checks the input against the model, computes each sentence's max_len and
  * S, and sizes the result slots (spp per sentence, all empty) and the
@@ -60,9 +80,12 @@ tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err);
 tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_search_input *in,
                         int spp, int rows_per_sentence, tfm_error *err);
 
-/* Scratch buffer i (0 <= i < 8) holding at least n elements of size bytes,
+/* Scratch buffer i (0 <= i < SEARCH_WORK) holding at least n elements of size bytes,
  * or NULL when memory runs out.  Contents are not kept across runs. */
 void *search_work(tfm_search *s, int i, size_t n, size_t size);
+
+/* The forced prefix length of sentence sent (0 for an empty source). */
+int search_prefix_len(const tfm_search *s, int sent);
 
 /* Applies the rules of tfm/search.h (forced prefix, no <pad> or <s>, max_len,
  * min_length, n-gram blocking) to lp [V], the log-probs (or the logits) of
@@ -152,6 +175,16 @@ static inline void search_heap_offer(search_heap *h, double score, int row, int3
 
 /* Sorts the kept candidates best first (the heap is used up). */
 void search_heap_sort(search_heap *h);
+
+/* The lowest logit of a row (base: its hypothesis's log-prob; st: its
+ * stats) whose candidate could still enter the full heap h, lowered by a
+ * margin far above the rounding of search_lp, so the exact test
+ * (search_heap_offer) decides every case near the edge. */
+float search_logit_cut(const search_heap *h, double base, const tfm_logit_stats *st);
+
+/* The first v in [from, V) whose value is not below cut (a NaN is not),
+ * sixteen values at a time. */
+int search_next_not_below(const float *row, int from, int V, float cut);
 
 /* ---- sampling (sample.c) ------------------------------------------------------- */
 

@@ -451,6 +451,52 @@ int tfm_decoder_position(const tfm_decoder *d);
 tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int src_len,
                                     const int32_t *tgt, int T, float *log_probs, tfm_error *err);
 
+/* ---- inference: the cross-attention of chosen targets ------------------------------------- */
+
+/* The decoder's teacher-forced pass over targets already chosen (a
+ * search's hypotheses), for the encoder-decoder attention of one layer:
+ * the weights inspect-attn reads word alignments from (tfm_model_attention
+ * after tfm_model_loss, below), computed from encoder states instead of
+ * source ids, so that decode can align its own output (decode --alignment).
+ * Each target <s> y1 .. yn goes through the decoder's layers all positions
+ * at once (the computation of tfm_decoder_forward_full, with the linear
+ * layers packed when the model is packed for decoding), up to the chosen
+ * layer's weights: the rest of that layer, the layers above it and the
+ * output projection are left out.  Holds buffers sized for the largest run
+ * seen.  The model must outlive it; one per thread.
+ *
+ *     tfm_aligner *al;
+ *     tfm_aligner_create(model, &al, &err);
+ *     // targets 0 and 1 both of sentence 0 (an n-best list), target 2 of sentence 1
+ *     tfm_aligner_run(al, 2, states, src_lens, 3, (int[]){0, 0, 1}, tgt, tgt_lens,
+ *                     model->config.n_decoder_layers - 1, &err);
+ *     const float *w = tfm_aligner_weights(al, 2);  // [tgt_lens[2] + 1, src_lens[1]]
+ */
+typedef struct tfm_aligner tfm_aligner;
+
+tfm_status tfm_aligner_create(const tfm_model *m, tfm_aligner **out, tfm_error *err);
+void tfm_aligner_free(tfm_aligner *a);
+
+/* Runs n targets: target i is tgt_lens[i] ids tgt[i] (without <s> and
+ * </s>; tgt[i] not read when the length is 0) decoded from sentence
+ * sentence[i] of n_sentences sources (states[s]: src_lens[s] x D floats,
+ * the encoder's output, read during the call; several targets may share a
+ * sentence).  layer: a decoder layer, 0-based.  TFM_ERR_RANGE for a layer,
+ * an id or a length out of range, TFM_ERR_ARG for a sentence out of range
+ * or a model whose weights are quantized and not packed, TFM_ERR_NOMEM. */
+tfm_status tfm_aligner_run(tfm_aligner *a, int n_sentences, const float *const *states,
+                           const int *src_lens, int n, const int *sentence,
+                           const int32_t *const *tgt, const int *tgt_lens, int layer,
+                           tfm_error *err);
+
+/* Target i's weights after the last successful run (NULL for i out of
+ * range): [tgt_lens[i] + 1, src_lens[sentence[i]]] floats, row t the mean
+ * over the heads (taken in double, as tfm_attention_gather's mean) of
+ * query t's distribution over the source states, where query t reads <s>
+ * y1 .. yt and predicts y(t+1), the last one </s>: the rows and columns of
+ * TFM_ATTENTION_CROSS.  Valid until the next run or tfm_aligner_free. */
+const float *tfm_aligner_weights(const tfm_aligner *a, int i);
+
 /* ---- training: forward and backward ------------------------------------------------------ */
 
 /* The training objective of a batch, its gradient, and the same forward pass

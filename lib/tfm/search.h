@@ -79,6 +79,7 @@
 #include "tfm/core.h"
 #include "tfm/io.h"
 #include "tfm/model.h"
+#include "tfm/text.h"
 
 typedef struct tfm_search_params {
     int beam;                  /* hypotheses kept per sentence; 1 = greedy.  Default 4 */
@@ -111,6 +112,63 @@ tfm_status tfm_search_params_validate(const tfm_search_params *p, tfm_error *err
 /* GNMT's length penalty lp(m) = ((5 + m) / 6)^alpha, m tokens counting </s>. */
 double tfm_length_penalty(int m, float alpha);
 
+/* ---- lexical constraints ---------------------------------------------------------------- */
+
+/* What a sentence's output must contain (constraints) and what it may hold
+ * at most (limits, order).  A constraint is met when one of its
+ * alternatives, a sequence of ids, appears in the output; every constraint
+ * must be met, in any order.  A limit caps how often a token may appear; an
+ * order makes the tokens of a sequence appear in that order (a token of the
+ * sequence is allowed only where it is the next one due).  Placeholders use
+ * all three: each placeholder token is a one-token constraint per
+ * occurrence in the source, limited to that count, and printf conversions
+ * keep the source's order (tfm_constraints_add_placeholders).
+ *
+ * The search is dynamic beam allocation (Post & Vilar, 2018), in the
+ * vectorised form of Hu et al. (2019) that fairseq implements: each
+ * hypothesis tracks which constraints it has met and how far it is into the
+ * one it has started; its bank is the number of constraint tokens it has
+ * produced.  Each step every live hypothesis offers its best token and the
+ * tokens that would advance a constraint, beside the best 2k candidates of
+ * the sentence; the candidates are ranked within their bank and the beam
+ * is filled round-robin over the banks, the most advanced bank first, so
+ * hypotheses that have started a constraint are not crowded out.  </s> is
+ * allowed only when every constraint is met, except at max_len, where a
+ * hypothesis ends whatever it has met; finished hypotheses that meet every
+ * constraint rank above those that do not.  tfm_search_met tells whether a
+ * sentence's best hypothesis meets them all. */
+enum { TFM_MAX_CONSTRAINTS = 64 }; /* constraints per sentence */
+
+typedef struct tfm_constraints tfm_constraints;
+
+tfm_constraints *tfm_constraints_create(void); /* NULL when memory runs out */
+void tfm_constraints_free(tfm_constraints *c);
+/* Forgets everything (memory kept for the next sentence). */
+void tfm_constraints_clear(tfm_constraints *c);
+/* Whether c asks nothing of a search. */
+bool tfm_constraints_empty(const tfm_constraints *c);
+/* Constraints met so far (counted by tfm_constraints_add). */
+int tfm_constraints_count(const tfm_constraints *c);
+
+/* Adds one constraint of n_alts alternatives (alts[a]: lens[a] ids, at
+ * least one).  TFM_ERR_RANGE beyond TFM_MAX_CONSTRAINTS. */
+tfm_status tfm_constraints_add(tfm_constraints *c, const int32_t *const *alts, const int *lens,
+                               int n_alts, tfm_error *err);
+/* Token tok may appear at most max times. */
+tfm_status tfm_constraints_limit(tfm_constraints *c, int32_t tok, int max, tfm_error *err);
+/* The tokens of seq[0..n) appear in this order (each as often as it stands
+ * in seq: give it a limit too). */
+tfm_status tfm_constraints_order(tfm_constraints *c, const int32_t *seq, int n, tfm_error *err);
+
+/* Adds a line of a constraints file (decode --constraints): constraints
+ * separated by TABs, each a sequence of ids separated by spaces, and
+ * alternatives of one constraint separated by '|' ("5 17 | 9\t42": 5 17
+ * or 9, and 42); an empty line adds nothing.  Ids must be below
+ * vocab_size and not <pad>, <s> or </s> (special ids as tfm_config's
+ * defaults).  TFM_ERR_FORMAT or TFM_ERR_RANGE saying which constraint. */
+tfm_status tfm_constraints_parse(tfm_constraints *c, const char *line, size_t len,
+                                 int32_t vocab_size, tfm_error *err);
+
 /* One batch of sentences to decode.  Only n_sentences, states and src_lens
  * are required; the rest may be NULL. */
 typedef struct tfm_search_input {
@@ -127,6 +185,10 @@ typedef struct tfm_search_input {
                                        all, so all draw the same random numbers; give
                                        distinct seeds (a line number mixed with the
                                        user's seed) for independent samples */
+    const tfm_constraints *const *constraints; /* NULL, or [n_sentences] (NULL entries:
+                                       none): the search is then constrained beam
+                                       search (beam 1 too; not sampling) for every
+                                       sentence of the batch.  Read during the call */
 } tfm_search_input;
 
 /* One output hypothesis.  Its memory belongs to the tfm_search. */
@@ -168,6 +230,10 @@ tfm_status tfm_search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params
  * successful run.  Valid until the next run or tfm_search_free. */
 tfm_nbest tfm_search_result(const tfm_search *s, int i);
 
+/* Whether the best hypothesis of sentence i of the last run meets every
+ * constraint of its sentence (true for a sentence without constraints). */
+bool tfm_search_met(const tfm_search *s, int i);
+
 /* ---- decoding a stream of encoder states -------------------------------------------------- */
 
 /* What 'decode' does with a stream of .npy records of encoder states (one
@@ -193,6 +259,22 @@ tfm_nbest tfm_search_result(const tfm_search *s, int i);
  * or with search.nbest > 1 its hypotheses in Marian's n-best form
  * (tfm_nbest_format); an empty source gives an empty line (empty
  * hypotheses). */
+
+/* Word alignments of the output (decode --alignment), read off the
+ * cross-attention as inspect-attn -f align and -f soft read them: its
+ * defaults, the last decoder layer's weights, the mean of its heads,
+ * computed by a teacher-forced pass over each output hypothesis
+ * (tfm_aligner) after the search. */
+typedef enum tfm_alignment {
+    TFM_ALIGNMENT_NONE = 0,
+    TFM_ALIGNMENT_HARD = 1, /* tfm_align_hard: "i-j" pairs, source-target, 0-based; the
+                               final </s> and target tokens that attend mostly to the
+                               source's last state (its </s>, unless the model was
+                               trained with --no-eos) left out */
+    TFM_ALIGNMENT_SOFT = 2, /* tfm_align_soft: each target token's distribution over the
+                               source states, and the final </s>'s */
+} tfm_alignment;
+
 typedef struct tfm_decode_params {
     tfm_search_params search;  /* seed 1 */
     bool scores;               /* a 1-best line ends with a TAB and its score (%.6f) */
@@ -201,6 +283,11 @@ typedef struct tfm_decode_params {
     size_t capacity;           /* records a batch holds.  Default 64 */
     int workers;               /* slices decoded at once, each by a decoder and a
                                   searcher of its own.  Default 1 */
+    tfm_alignment alignment;   /* each hypothesis's alignment as one more field: a 1-best
+                                  line "IDS ||| ALIGNMENT" (then the TAB and score with
+                                  scores; an empty source's line stays empty), an n-best
+                                  line "INDEX ||| IDS ||| ALIGNMENT ||| F0= ... ||| SCORE"
+                                  (where Marian puts it).  Default none */
 } tfm_decode_params;
 
 tfm_decode_params tfm_decode_default_params(void);
@@ -221,16 +308,50 @@ void tfm_decode_batch_free(tfm_decode_batch *b);
  * refuses a record of more bytes than that many states hold. */
 tfm_npy_stream tfm_decode_batch_stream(const tfm_decode_batch *b, FILE *fp);
 
+/* The files read in step with the records, one line per record. */
+typedef enum tfm_decode_side {
+    TFM_SIDE_STREAM = 0,       /* the records themselves */
+    TFM_SIDE_PREFIX,           /* --prefix: forced target prefixes */
+    TFM_SIDE_CONSTRAINTS,      /* --constraints: tfm_constraints_parse lines */
+    TFM_SIDE_PLACEHOLDERS,     /* --placeholders: the source text lines */
+} tfm_decode_side;
+
 /* What reading a record found; rows and rows_in_file are set as soon as
- * the states are read, also when its prefix then fails. */
+ * the states are read, also when a side file then fails. */
 typedef struct tfm_decode_record {
     size_t number;             /* the record's 1-based number in its stream */
     int64_t rows;              /* states kept */
     int64_t rows_in_file;      /* states in the stream: more than rows when cropped */
-    bool in_prefixes;          /* a failure: in the prefix file (at line; 0: it ended
-                                  too soon), not in the stream */
+    bool in_prefixes;          /* a failure: in the prefix file (side == TFM_SIDE_PREFIX) */
+    tfm_decode_side side;      /* a failure: where (at line; 0: that file ended too soon) */
     size_t line;
 } tfm_decode_record;
+
+/* What steers the search beside prefixes: a constraints file (one line per
+ * record, tfm_constraints_parse), and the source text whose placeholders
+ * the output must keep (tfm_constraints_add_placeholders, with the model's
+ * vocabulary and the placeholder classes).  Either reader may be NULL.  A
+ * record with constraints is decoded by constrained beam search (the
+ * beam of search.beam; 1 is greedy with banks); the others of its batch by
+ * the search asked for, as without this.  When the constraints of a record
+ * cannot all be met within max_len, its output is the unconstrained
+ * search's and tfm_decode_batch_unmet says so. */
+typedef struct tfm_decode_sides {
+    tfm_line_reader *constraints;
+    tfm_line_reader *placeholders;
+    const tfm_vocab *vocab;        /* with placeholders: outlives the batch */
+    unsigned placeholder_classes;  /* TFM_PH_* bits */
+} tfm_decode_sides;
+
+/* Sets the side files read with each record from now on (copied), before
+ * the first record is read.  TFM_ERR_NOMEM, or TFM_ERR_ARG for placeholders
+ * without a vocabulary. */
+tfm_status tfm_decode_batch_sides(tfm_decode_batch *b, const tfm_decode_sides *sides,
+                                  tfm_error *err);
+
+/* Whether the record in slot had constraints that could not all be met
+ * (valid with its output). */
+bool tfm_decode_batch_unmet(const tfm_decode_batch *b, size_t slot);
 
 /* Reads the next record of in (and its line of prefixes, which may be
  * NULL) into slot: TFM_OK, TFM_EOF at the end of in, or a failure (err says
@@ -250,6 +371,9 @@ tfm_status tfm_decode_batch_run(tfm_decode_batch *b, int worker, size_t lo, size
  * read again. */
 const tfm_buf *tfm_decode_batch_output(const tfm_decode_batch *b, size_t slot, int *best_len);
 
+/* The 0-based number, over all streams, of the record in slot. */
+size_t tfm_decode_batch_index(const tfm_decode_batch *b, size_t slot);
+
 /* Records read so far, over all streams. */
 size_t tfm_decode_batch_records(const tfm_decode_batch *b);
 
@@ -257,5 +381,21 @@ size_t tfm_decode_batch_records(const tfm_decode_batch *b);
  * prefix file (NULL: none) has a line left over. */
 tfm_status tfm_decode_batch_finish(const tfm_decode_batch *b, tfm_line_reader *prefixes,
                                    size_t *line, tfm_error *err);
+/* The same for the side files of tfm_decode_batch_sides; *side names the
+ * one with a line left over. */
+tfm_status tfm_decode_batch_finish_sides(const tfm_decode_batch *b, tfm_decode_side *side,
+                                         size_t *line, tfm_error *err);
+
+/* Adds the constraints that keep the placeholders of a source line
+ * (tfm_placeholders_scan with classes) in the output, for a model whose
+ * vocabulary v has the placeholder tokens <ph1> ... (tokenize learn
+ * --placeholders): each numbered placeholder's token is a one-token
+ * constraint per occurrence and is limited to that count, every other
+ * placeholder token is limited to 0, and the tokens of printf conversions
+ * that take their arguments in order keep the source's order.
+ * TFM_ERR_ARG when v has no placeholder tokens. */
+tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
+                                            const char *line, size_t len, unsigned classes,
+                                            tfm_error *err);
 
 #endif

@@ -10,6 +10,10 @@
  * prefixes and n-gram blocking hold; sampling is seeded, its top-k and
  * nucleus limits hold, and its degenerate settings equal greedy search;
  * an empty source gives the empty sentence; bad arguments are refused.
+ * Constrained beam search meets every constraint (any order, several ids,
+ * alternatives) with beam 4 and 1, its scores equal the full decoder's, a
+ * mixed batch equals its sentences alone, limits and order hold, and a
+ * constraint that cannot fit is reported as unmet.
  *
  * Tolerances: a sentence's log-probs depend on the rows decoded beside it
  * only through the BLAS's blocking of a product (a few float roundings,
@@ -809,6 +813,249 @@ static void test_arguments(void)
     fixture_free(&f);
 }
 
+
+/* ---- constrained beam search ------------------------------------------------------------- */
+
+/* Whether ids[0..len) hold seq[0..n) somewhere. */
+static bool contains(const int32_t *ids, int len, const int32_t *seq, int n)
+{
+    for (int i = 0; i + n <= len; i++)
+        if (memcmp(ids + i, seq, (size_t)n * sizeof *ids) == 0) return true;
+    return false;
+}
+
+static int occurrences(const int32_t *ids, int len, int32_t tok)
+{
+    int n = 0;
+    for (int i = 0; i < len; i++) n += ids[i] == tok;
+    return n;
+}
+
+/* Random constraints for sentence i: 1 to 3 constraints of 1 to 3 ids
+ * (ids 4 .. V-1), every third one with a second alternative; their ids go
+ * to store [3][2][3], lengths to lens [3][2], alternatives to n_alts [3]. */
+static int random_constraints(tfm_rng *rng, int32_t store[3][2][3], int lens[3][2], int n_alts[3])
+{
+    int n = 1 + (int)tfm_rng_below(rng, 3);
+    for (int c = 0; c < n; c++) {
+        n_alts[c] = c % 3 == 2 ? 2 : 1;
+        for (int a = 0; a < n_alts[c]; a++) {
+            lens[c][a] = 1 + (int)tfm_rng_below(rng, 3);
+            for (int j = 0; j < lens[c][a]; j++) store[c][a][j] = 4 + (int32_t)tfm_rng_below(rng, V - 4);
+        }
+    }
+    return n;
+}
+
+/* Every constraint is met, in any order, with beam 4 and beam 1; n-best
+ * lists hold the hypotheses that meet them first; reported scores equal
+ * the full decoder's (the cache follows the reordered rows). */
+static void test_constraints_met(void)
+{
+    const int n = 16;
+    fixture f;
+    if (!fixture_make(&f, 1300, n, 1.8f, false)) return;
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 77);
+    int32_t store[MAXN][3][2][3];
+    int lens[MAXN][3][2], n_alts[MAXN][3], n_cons[MAXN];
+    tfm_constraints *cons[MAXN], *reversed[MAXN];
+    tfm_error err;
+    for (int i = 0; i < n; i++) {
+        cons[i] = tfm_constraints_create();
+        reversed[i] = tfm_constraints_create();
+        n_cons[i] = random_constraints(&rng, store[i], lens[i], n_alts[i]);
+        for (int c = 0; c < n_cons[i]; c++) {
+            const int32_t *alts[2] = {store[i][c][0], store[i][c][1]};
+            CHECK(tfm_constraints_add(cons[i], alts, lens[i][c], n_alts[i][c], &err) == TFM_OK);
+            int r = n_cons[i] - 1 - c;
+            const int32_t *ralts[2] = {store[i][r][0], store[i][r][1]};
+            CHECK(tfm_constraints_add(reversed[i], ralts, lens[i][r], n_alts[i][r], &err) == TFM_OK);
+        }
+    }
+    float tok[128];
+    for (int variant = 0; variant < 3; variant++) {
+        tfm_search_params p = tfm_search_default_params();
+        p.max_length_offset = 15;
+        p.beam = variant == 0 ? 1 : 4;
+        p.nbest = variant == 2 ? 4 : 1;
+        tfm_search_input in = input_of(&f, 0, n);
+        in.constraints = (const tfm_constraints *const *)cons;
+        if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
+        int met = 0;
+        for (int i = 1; i < n; i++) { /* sentence 0 has an empty source */
+            tfm_nbest nb = tfm_search_result(f.s, i);
+            CHECK(nb.n >= 1 && nb.n <= p.nbest);
+            bool all[4] = {0};
+            for (int j = 0; j < nb.n; j++) {
+                const tfm_hypothesis *h = &nb.hyps[j];
+                all[j] = true;
+                for (int c = 0; c < n_cons[i]; c++) {
+                    bool one = false;
+                    for (int a = 0; a < n_alts[i][c]; a++)
+                        one = one || contains(h->ids, h->len, store[i][c][a], lens[i][c][a]);
+                    all[j] = all[j] && one;
+                }
+                double sum = recompute(f.m, f.states[i], f.lens[i], h, tok);
+                CHECK_NEAR(h->log_prob, sum, 1e-4);
+                /* those that meet every constraint first, then by score */
+                if (j > 0) CHECK(all[j - 1] > all[j] || (all[j - 1] == all[j] &&
+                                                         nb.hyps[j - 1].score >= h->score));
+            }
+            CHECK_MSG(all[0] == tfm_search_met(f.s, i), "variant %d sentence %d", variant, i);
+            met += all[0];
+        }
+        CHECK_MSG(met == n - 1, "variant %d: %d of %d sentences met their constraints", variant,
+                  met, n - 1);
+        CHECK(tfm_search_result(f.s, 0).hyps[0].len == 0);
+
+        /* the order the constraints are given in changes nothing */
+        tfm_nbest first[MAXN];
+        int32_t ids[MAXN][64];
+        for (int i = 0; i < n; i++) {
+            first[i] = tfm_search_result(f.s, i);
+            memcpy(ids[i], first[i].hyps[0].ids, (size_t)first[i].hyps[0].len * sizeof(int32_t));
+        }
+        in.constraints = (const tfm_constraints *const *)reversed;
+        if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
+        int same = 0;
+        for (int i = 0; i < n; i++) {
+            tfm_nbest nb = tfm_search_result(f.s, i);
+            same += nb.hyps[0].len == first[i].hyps[0].len &&
+                    memcmp(nb.hyps[0].ids, ids[i], (size_t)nb.hyps[0].len * sizeof(int32_t)) == 0;
+        }
+        CHECK_MSG(same == n, "variant %d: %d of %d the same with the constraints reversed",
+                  variant, same, n);
+    }
+    for (int i = 0; i < n; i++) {
+        tfm_constraints_free(cons[i]);
+        tfm_constraints_free(reversed[i]);
+    }
+    fixture_free(&f);
+}
+
+/* A batch mixing constrained and unconstrained sentences equals each
+ * sentence decoded alone; an unconstrained sentence in a constrained run
+ * meets nothing and needs nothing. */
+static void test_constraints_batch_equals_alone(void)
+{
+    const int n = 12;
+    fixture f;
+    if (!fixture_make(&f, 1400, n, 1.8f, false)) return;
+    tfm_search *one = NULL;
+    tfm_search_create(f.m, &one, NULL);
+    tfm_constraints *cons[MAXN] = {0};
+    tfm_error err;
+    for (int i = 0; i < n; i += 2) {
+        cons[i] = tfm_constraints_create();
+        int32_t a[2] = {5 + i, 6}, b = 30 - i;
+        const int32_t *alts[1] = {a}, *balt[1] = {&b};
+        int la = 2, lb = 1;
+        tfm_constraints_add(cons[i], alts, &la, 1, &err);
+        tfm_constraints_add(cons[i], balt, &lb, 1, &err);
+    }
+    for (int beam = 1; beam <= 5; beam += 4) {
+        tfm_search_params p = tfm_search_default_params();
+        p.max_length_offset = 12;
+        p.beam = p.nbest = beam;
+        tfm_search_input in = input_of(&f, 0, n);
+        in.constraints = (const tfm_constraints *const *)cons;
+        if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
+        for (int i = 0; i < n; i++) {
+            tfm_search_input in1 = input_of(&f, i, 1);
+            in1.constraints = (const tfm_constraints *const *)&cons[i];
+            if (!run(one, f.d, &p, &in1, SEARCH_AUTO)) break;
+            tfm_nbest a = tfm_search_result(f.s, i), b = tfm_search_result(one, 0);
+            CHECK_MSG(a.n == b.n, "beam %d sentence %d: %d vs %d", beam, i, a.n, b.n);
+            for (int j = 0; j < a.n && j < b.n; j++) {
+                CHECK_MSG(same_ids(&a.hyps[j], &b.hyps[j]), "beam %d sentence %d hyp %d", beam,
+                          i, j);
+                CHECK_NEAR(a.hyps[j].score, b.hyps[j].score, 1e-4);
+            }
+            CHECK(tfm_search_met(f.s, i) == tfm_search_met(one, 0));
+        }
+    }
+    for (int i = 0; i < n; i++) tfm_constraints_free(cons[i]);
+    tfm_search_free(one);
+    fixture_free(&f);
+}
+
+/* Limits, the order and constraints that cannot be met. */
+static void test_constraints_limits_order(void)
+{
+    const int n = 10;
+    fixture f;
+    if (!fixture_make(&f, 1500, n, 1.2f, false)) return;
+    tfm_error err;
+    tfm_constraints *c = tfm_constraints_create();
+    for (int i = 1; i < n; i++) {
+        if (f.lens[i] == 0) continue; /* an empty source gives the empty sentence */
+        /* tokens 7 and 8 once each, 7 before 8; 9 never; plain search uses them */
+        tfm_constraints_clear(c);
+        int32_t seven = 7, eight = 8;
+        const int32_t *a7 = &seven, *a8 = &eight;
+        int one = 1;
+        tfm_constraints_add(c, &a8, &one, 1, &err);
+        tfm_constraints_add(c, &a7, &one, 1, &err);
+        tfm_constraints_limit(c, 7, 1, &err);
+        tfm_constraints_limit(c, 8, 1, &err);
+        tfm_constraints_limit(c, 9, 0, &err);
+        int32_t order[2] = {7, 8};
+        tfm_constraints_order(c, order, 2, &err);
+        const tfm_constraints *cs[1] = {c};
+        tfm_search_params p = tfm_search_default_params();
+        p.max_length_offset = 12;
+        tfm_search_input in = input_of(&f, i, 1);
+        in.constraints = cs;
+        if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
+        const tfm_hypothesis *h = &tfm_search_result(f.s, 0).hyps[0];
+        CHECK(tfm_search_met(f.s, 0));
+        CHECK_MSG(occurrences(h->ids, h->len, 7) == 1 && occurrences(h->ids, h->len, 8) == 1 &&
+                  occurrences(h->ids, h->len, 9) == 0, "sentence %d", i);
+        int at7 = -1, at8 = -1;
+        for (int t = 0; t < h->len; t++) {
+            if (h->ids[t] == 7) at7 = t;
+            if (h->ids[t] == 8) at8 = t;
+        }
+        CHECK_MSG(at7 < at8, "sentence %d: 7 at %d, 8 at %d", i, at7, at8);
+
+        /* six ids in at most three: not met, and said so */
+        tfm_constraints_clear(c);
+        int32_t six[6] = {5, 6, 5, 6, 5, 6};
+        const int32_t *a6 = six;
+        int l6 = 6;
+        tfm_constraints_add(c, &a6, &l6, 1, &err);
+        p.max_length = 3;
+        if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
+        CHECK(!tfm_search_met(f.s, 0));
+        CHECK(tfm_search_result(f.s, 0).n == 1 && tfm_search_result(f.s, 0).hyps[0].len <= 3);
+    }
+    /* the --constraints line format */
+    tfm_constraints_clear(c);
+    const char line[] = "5 17 | 9\t32";
+    CHECK(tfm_constraints_parse(c, line, strlen(line), V, &err) == TFM_OK);
+    CHECK(c->n == 2 && c->n_alts == 3 && c->alt_len[0] == 2 && c->alt_len[1] == 1 &&
+          c->alt_of[1] == 0 && c->alt_of[2] == 1 && c->ids.data[3] == 32);
+    tfm_constraints_clear(c);
+    CHECK(tfm_constraints_parse(c, "", 0, V, &err) == TFM_OK && tfm_constraints_empty(c));
+    const char *bad[] = {"5\t\t6", "5 | ", "3", "41", "x 5", "5 |6 | "};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        tfm_constraints_clear(c);
+        CHECK_MSG(tfm_constraints_parse(c, bad[k], strlen(bad[k]), V, &err) != TFM_OK, "'%s'",
+                  bad[k]);
+        CHECK_MSG(strstr(err.msg, "constraint "), "'%s': %s", bad[k], err.msg);
+    }
+    tfm_constraints_free(c);
+    /* sampling cannot be constrained */
+    tfm_search_params p = tfm_search_default_params();
+    p.sampling = true;
+    tfm_constraints *none[1] = {NULL};
+    tfm_search_input in = input_of(&f, 1, 1);
+    in.constraints = (const tfm_constraints *const *)none;
+    CHECK(tfm_search_run(f.s, f.d, &p, &in, &err) == TFM_ERR_ARG);
+    fixture_free(&f);
+}
+
 void openblas_set_num_threads(int num_threads);
 
 int main(void)
@@ -830,5 +1077,8 @@ int main(void)
     RUN(test_sampler_frequencies);
     RUN(test_empty_source);
     RUN(test_arguments);
+    RUN(test_constraints_met);
+    RUN(test_constraints_batch_equals_alone);
+    RUN(test_constraints_limits_order);
     CHECK_DONE();
 }

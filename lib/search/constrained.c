@@ -1,0 +1,430 @@
+/* constrained.c - lexically constrained beam search: dynamic beam allocation
+ * (Post & Vilar, 2018) in the vectorised form of Hu et al. (2019), as
+ * fairseq's LexicallyConstrainedBeamSearch does it, over many sentences at
+ * once (see tfm/search.h for the rules).
+ *
+ * As in beam.c, the decoder's rows are grouped by live sentence, at most k
+ * each, histories live in two buffers that a step reads and writes, and one
+ * tfm_decoder_reorder a step makes the decoder follow.  What is added: each
+ * row carries its progress through its sentence's constraints (cstate), the
+ * masks of limits, order and an early </s> are applied to its next-token
+ * log-probs, and a step's candidates (the sentence's best 2k, each row's
+ * best token, and each row's tokens that advance a constraint) are ranked
+ * within their bank and taken round-robin over the banks, the most advanced
+ * first.  There is no greedy path to follow: it would not meet the
+ * constraints.
+ *
+ * Finished hypotheses of a sentence fill its k first result slots, sorted
+ * with those that meet every constraint first, then by score. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "search/search_internal.h"
+
+/* A hypothesis's progress through its sentence's constraints. */
+typedef struct cstate {
+    uint64_t met; /* bit c: constraint c is met */
+    int alt;      /* the alternative being matched, or -1 */
+    int pos;      /* ids of it matched so far */
+    int bank;     /* constraint ids produced: those of the met alternatives, plus pos */
+} cstate;
+
+/* A candidate continuation: local row followed by tok, with the state it leads to. */
+typedef struct ccand {
+    double score;
+    int row;
+    int32_t tok;
+    int rank; /* its place in its bank, best first */
+    cstate st;
+} ccand;
+
+typedef struct csent {
+    int sent;
+    int row0;   /* its first row in the decoder */
+    int n_live; /* rows row0 .. row0 + n_live - 1 */
+} csent;
+
+typedef struct cbeam {
+    tfm_search *s;
+    int k, S, V;
+    int cur;             /* which history buffer holds the current rows */
+    int32_t *hist[2];    /* [rows, S] ids of each row */
+    float *hlp[2];       /* [rows, S] their log-probs */
+    double *logp[2];     /* [rows] each row's total log-prob */
+    cstate *state[2];    /* [rows] each row's progress */
+    int *parent;         /* [rows] the old row each new row continues */
+    int new_R;           /* new rows written so far in this step */
+    search_cand *heap;   /* [2k] */
+    ccand *cands;        /* [cand_cap] */
+    int cand_cap;
+    bool *fin_met;       /* [n, k] whether finished slot j meets every constraint */
+} cbeam;
+
+static const tfm_constraints *constraints_of(const tfm_search *s, int sent)
+{
+    return s->in->constraints ? s->in->constraints[sent] : NULL;
+}
+
+/* The bits of every constraint of c. */
+static uint64_t all_met(const tfm_constraints *c)
+{
+    if (!c || c->n == 0) return 0;
+    return c->n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << c->n) - 1;
+}
+
+/* The state after st produces tok: the alternative under way goes on or is
+ * given up; a token that starts (or is) an alternative of a constraint not
+ * yet met starts it (the first such alternative, in the order given). */
+static cstate advance(const tfm_constraints *c, cstate st, int32_t tok)
+{
+    if (!c || c->n_alts == 0) return st;
+    if (st.alt >= 0) {
+        const int a = st.alt;
+        if (c->ids.data[c->alt_start[a] + st.pos] == tok) {
+            if (++st.pos == c->alt_len[a]) {
+                st.met |= (uint64_t)1 << c->alt_of[a];
+                st.alt = -1;
+                st.pos = 0;
+            }
+            st.bank++;
+            return st;
+        }
+        st.bank -= st.pos; /* given up */
+        st.alt = -1;
+        st.pos = 0;
+    }
+    for (int a = 0; a < c->n_alts; a++) {
+        if (st.met >> c->alt_of[a] & 1) continue;
+        if (c->ids.data[c->alt_start[a]] != tok) continue;
+        if (c->alt_len[a] == 1) {
+            st.met |= (uint64_t)1 << c->alt_of[a];
+        } else {
+            st.alt = a;
+            st.pos = 1;
+        }
+        st.bank++;
+        break;
+    }
+    return st;
+}
+
+/* Whether some entry of lp [V] is above -inf. */
+static bool any_allowed(const float *lp, int V)
+{
+    for (int v = 0; v < V; v++)
+        if (lp[v] > -INFINITY) return true;
+    return false;
+}
+
+/* Whether tok is one of ids[0..n). */
+static bool among(const int32_t *ids, size_t n, int32_t tok)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == tok) return true;
+    return false;
+}
+
+/* Forbids in lp [V] what the constraints c forbid after hist[0..t) (a
+ * hypothesis in state st): tokens at their limit, tokens of the order that
+ * are not the next one due, and </s> while a constraint is unmet (unless
+ * nothing else is left). */
+static void apply_masks(const tfm_search *s, const tfm_constraints *c, const int32_t *hist, int t,
+                        const cstate *st, float *lp)
+{
+    const float eos_lp = lp[s->eos];
+    for (int i = 0; i < c->n_limited; i++) {
+        int seen = 0;
+        for (int j = 0; j < t; j++) seen += hist[j] == c->limited[i];
+        if (seen >= c->limit[i]) lp[c->limited[i]] = -INFINITY;
+    }
+    const size_t n_ord = c->ordered.len;
+    if (n_ord > 0) {
+        const int32_t *ord = c->ordered.data;
+        size_t done = 0;
+        for (int j = 0; j < t; j++) done += among(ord, n_ord, hist[j]);
+        const int32_t due = done < n_ord ? ord[done] : -1;
+        for (size_t i = 0; i < n_ord; i++)
+            if (ord[i] != due) lp[ord[i]] = -INFINITY;
+    }
+    if (st->met != all_met(c)) lp[s->eos] = -INFINITY;
+    if (!any_allowed(lp, s->V)) lp[s->eos] = eos_lp;
+}
+
+/* ---- finished hypotheses ------------------------------------------------------------ */
+
+static bool finished_better(bool met_a, float score_a, bool met_b, float score_b)
+{
+    if (met_a != met_b) return met_a;
+    return score_a > score_b;
+}
+
+/* Offers row `from` followed by </s> to the sentence's finished list. */
+static void finish(cbeam *b, int sent, int from, int t, float eos_lp, double logp, bool met)
+{
+    tfm_search *s = b->s;
+    const int k = b->k;
+    tfm_hypothesis *list = s->hyps + (size_t)sent * s->spp;
+    bool *fmet = b->fin_met + (size_t)sent * k;
+    int at = s->count[sent];
+    if (at == k) { /* full: replace the worst, if this one beats it */
+        if (!finished_better(met, search_score(s, t, logp), fmet[k - 1], list[k - 1].score))
+            return;
+        at = k - 1;
+    } else {
+        s->count[sent]++;
+    }
+    search_hyp_write(s, &list[at], b->hist[b->cur] + (size_t)from * b->S,
+                     b->hlp[b->cur] + (size_t)from * b->S, t, eos_lp, logp);
+    fmet[at] = met;
+    while (at > 0 && finished_better(fmet[at], list[at].score, fmet[at - 1], list[at - 1].score)) {
+        tfm_hypothesis h = list[at];
+        list[at] = list[at - 1];
+        list[at - 1] = h;
+        bool m = fmet[at];
+        fmet[at] = fmet[at - 1];
+        fmet[at - 1] = m;
+        at--;
+    }
+}
+
+/* ---- candidates ----------------------------------------------------------------------- */
+
+static int cmp_row_tok(const void *pa, const void *pb)
+{
+    const ccand *a = pa, *b = pb;
+    if (a->row != b->row) return a->row < b->row ? -1 : 1;
+    return (a->tok > b->tok) - (a->tok < b->tok);
+}
+
+/* Within a bank: the higher bank first, then the better score, then the
+ * lower row and token (a strict total order, as search_cand_better). */
+static int cmp_bank_score(const void *pa, const void *pb)
+{
+    const ccand *a = pa, *b = pb;
+    if (a->st.bank != b->st.bank) return a->st.bank > b->st.bank ? -1 : 1;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    return cmp_row_tok(pa, pb);
+}
+
+/* Round-robin over the banks: the best of each bank (the most advanced bank
+ * first), then the second of each, ...  (rank, bank) is unique. */
+static int cmp_stripes(const void *pa, const void *pb)
+{
+    const ccand *a = pa, *b = pb;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    return (a->st.bank < b->st.bank) - (a->st.bank > b->st.bank);
+}
+
+static void add_cand(cbeam *b, int *n, int row, int32_t tok)
+{
+    if (*n < b->cand_cap) b->cands[(*n)++] = (ccand){.row = row, .tok = tok};
+}
+
+/* Gathers the candidates of sentence a into b->cands, deduplicated, with
+ * their scores and states; returns how many. */
+static int gather(cbeam *b, const csent *a, const tfm_constraints *c)
+{
+    tfm_search *s = b->s;
+    const int k = b->k, V = b->V;
+    const float *logits = s->logits;
+    const tfm_logit_stats *stats = s->stats;
+    const double *logp = b->logp[b->cur];
+    const cstate *state = b->state[b->cur];
+    int n = 0;
+
+    /* the best 2k of the sentence */
+    search_heap h;
+    search_heap_init(&h, b->heap, 2 * k);
+    for (int i = 0; i < a->n_live; i++) {
+        const int r = a->row0 + i;
+        const float *row = logits + (size_t)r * V;
+        const double base = logp[r];
+        float cut = h.n == h.cap ? search_logit_cut(&h, base, &stats[r]) : -INFINITY;
+        for (int v = search_next_not_below(row, 0, V, cut); v < V;
+             v = search_next_not_below(row, v + 1, V, cut)) {
+            search_heap_offer(&h, base + search_lp(&stats[r], row[v]), i, v);
+            if (h.n == h.cap) cut = search_logit_cut(&h, base, &stats[r]);
+        }
+    }
+    for (int j = 0; j < h.n; j++) add_cand(b, &n, h.c[j].row, h.c[j].tok);
+
+    /* each row's best token, and the tokens that advance its constraints */
+    for (int i = 0; i < a->n_live; i++) {
+        const int r = a->row0 + i;
+        const float *row = logits + (size_t)r * V;
+        const int32_t best = search_best(row, V, &stats[r]);
+        if (best >= 0) add_cand(b, &n, i, best);
+        if (!c) continue;
+        const cstate *st = &state[r];
+        if (st->alt >= 0) add_cand(b, &n, i, c->ids.data[c->alt_start[st->alt] + st->pos]);
+        for (int alt = 0; alt < c->n_alts; alt++)
+            if (!(st->met >> c->alt_of[alt] & 1))
+                add_cand(b, &n, i, c->ids.data[c->alt_start[alt]]);
+    }
+
+    /* one of each (row, token) that is allowed, scored, with its state */
+    qsort(b->cands, (size_t)n, sizeof *b->cands, cmp_row_tok);
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        ccand x = b->cands[j];
+        if (m > 0 && b->cands[m - 1].row == x.row && b->cands[m - 1].tok == x.tok) continue;
+        const int r = a->row0 + x.row;
+        const float v = logits[(size_t)r * V + x.tok];
+        if (!(v > -INFINITY)) continue;
+        x.score = logp[r] + search_lp(&stats[r], v);
+        x.st = advance(c, state[r], x.tok);
+        b->cands[m++] = x;
+    }
+    return m;
+}
+
+/* ---- a step --------------------------------------------------------------------------- */
+
+/* Writes the next step's row new_R: row `from` followed by tok. */
+static void emit_row(cbeam *b, int from, const ccand *x, float tok_lp, int t)
+{
+    const int S = b->S, nxt = 1 - b->cur, r = b->new_R++;
+    int32_t *ids = b->hist[nxt] + (size_t)r * S;
+    float *lps = b->hlp[nxt] + (size_t)r * S;
+    memcpy(ids, b->hist[b->cur] + (size_t)from * S, (size_t)t * sizeof *ids);
+    memcpy(lps, b->hlp[b->cur] + (size_t)from * S, (size_t)t * sizeof *lps);
+    ids[t] = x->tok;
+    lps[t] = tok_lp;
+    b->logp[nxt][r] = x->score;
+    b->state[nxt][r] = x->st;
+    b->parent[r] = from;
+}
+
+/* One step of one sentence: mask, gather, allocate the beam over the banks,
+ * finish, continue.  Returns whether the sentence goes on. */
+static bool sentence_step(cbeam *b, csent *a, int t, int plen)
+{
+    tfm_search *s = b->s;
+    const int k = b->k, V = b->V, sent = a->sent;
+    const tfm_constraints *c = constraints_of(s, sent);
+    const uint64_t full = all_met(c);
+    const int32_t *hist = b->hist[b->cur];
+    const tfm_logit_stats *stats = s->stats;
+
+    for (int i = 0; i < a->n_live; i++) {
+        const int r = a->row0 + i;
+        float *row = s->logits + (size_t)r * V;
+        search_constrain(s, sent, hist + (size_t)r * b->S, t, row);
+        if (c && t >= plen && t < s->max_len[sent])
+            apply_masks(s, c, hist + (size_t)r * b->S, t, &b->state[b->cur][r], row);
+    }
+    const int n = gather(b, a, c);
+
+    /* rank within banks, then stripes across them */
+    qsort(b->cands, (size_t)n, sizeof *b->cands, cmp_bank_score);
+    for (int j = 0, rank = 0; j < n; j++) {
+        rank = j > 0 && b->cands[j].st.bank == b->cands[j - 1].st.bank ? rank + 1 : 0;
+        b->cands[j].rank = rank;
+    }
+    qsort(b->cands, (size_t)n, sizeof *b->cands, cmp_stripes);
+
+    /* </s> among the first k finishes; others continue, up to k */
+    const int start = b->new_R;
+    int n_live = 0;
+    for (int j = 0; j < n; j++) {
+        const ccand *x = &b->cands[j];
+        const int r = a->row0 + x->row;
+        const float tok_lp = search_lp(&stats[r], s->logits[(size_t)r * V + x->tok]);
+        if (x->tok == s->eos) {
+            if (j < k) finish(b, sent, r, t, tok_lp, x->score, x->st.met == full);
+        } else if (n_live < k) {
+            emit_row(b, r, x, tok_lp, t);
+            n_live++;
+        }
+    }
+    a->row0 = start;
+    a->n_live = n_live;
+    if (s->count[sent] < k && n_live > 0) return true;
+
+    b->new_R = start; /* done: its live rows are dropped */
+    const int found = s->count[sent];
+    s->met[sent] = found > 0 ? b->fin_met[(size_t)sent * k] : full == 0;
+    s->count[sent] = found < s->p->nbest ? found : s->p->nbest;
+    return false;
+}
+
+tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
+{
+    const tfm_search_input *in = s->in;
+    const int n = in->n_sentences, S = s->S, k = s->p->beam;
+    const size_t rows = (size_t)n * k;
+
+    /* candidates of a sentence: 2k best, k rows' best, and per row the
+     * token under way and the first of every alternative */
+    int most_alts = 0;
+    for (int i = 0; i < n; i++) {
+        const tfm_constraints *c = constraints_of(s, i);
+        if (!c) continue;
+        for (size_t j = 0; j < c->ids.len; j++) {
+            int32_t id = c->ids.data[j];
+            if (id < 0 || id >= s->V || id == s->pad || id == s->bos || id == s->eos)
+                return tfm_error_set(err, TFM_ERR_RANGE, "search: sentence %d: constraint id "
+                                     "%d is %s", i, (int)id, id < 0 || id >= s->V ?
+                                     "outside the target vocabulary" : "<pad>, <s> or </s>");
+        }
+        if (c->n_alts > most_alts) most_alts = c->n_alts;
+    }
+    cbeam b = {.s = s, .k = k, .S = S, .V = s->V};
+    b.cand_cap = 3 * k + k * (most_alts + 1);
+    csent *act = search_work(s, 0, (size_t)n, sizeof *act);
+    int32_t *hist = search_work(s, 1, 2 * rows * S, sizeof *hist);
+    float *hlp = search_work(s, 2, 2 * rows * S, sizeof *hlp);
+    double *logp = search_work(s, 3, 2 * rows, sizeof *logp);
+    int32_t *tokens = search_work(s, 4, rows, sizeof *tokens);
+    b.parent = search_work(s, 5, rows, sizeof *b.parent);
+    b.heap = search_work(s, 6, 2 * (size_t)k, sizeof *b.heap);
+    cstate *state = search_work(s, 7, 2 * rows, sizeof *state);
+    b.cands = search_work(s, 8, (size_t)b.cand_cap, sizeof *b.cands);
+    b.fin_met = search_work(s, 9, rows, sizeof *b.fin_met);
+    tfm_status st = TFM_OK;
+    if (!act || !hist || !hlp || !logp || !tokens || !b.parent || !b.heap || !state || !b.cands ||
+        !b.fin_met) {
+        st = tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory for %d sentences", n);
+        goto done;
+    }
+    memset(b.fin_met, 0, rows * sizeof *b.fin_met);
+    for (int i = 0; i < 2; i++) {
+        b.hist[i] = hist + i * rows * S;
+        b.hlp[i] = hlp + i * rows * S;
+        b.logp[i] = logp + i * rows;
+        b.state[i] = state + i * rows;
+    }
+
+    /* every sentence starts with one hypothesis, <s>, having met nothing */
+    for (int i = 0; i < n; i++) {
+        act[i] = (csent){.sent = i, .row0 = i, .n_live = 1};
+        b.logp[0][i] = 0.0;
+        b.state[0][i] = (cstate){.alt = -1};
+        b.parent[i] = i; /* here: the sentence of row i */
+    }
+    st = tfm_decoder_start(d, n, in->states, in->src_lens, n, b.parent, S, err);
+    if (st != TFM_OK) goto done;
+
+    int R = n, n_act = n;
+    for (int t = 0; n_act > 0; t++) {
+        for (int r = 0; r < R; r++)
+            tokens[r] = t == 0 ? s->bos : b.hist[b.cur][(size_t)r * S + t - 1];
+        st = tfm_decoder_step_logits(d, tokens, s->logits, s->stats, err);
+        if (st != TFM_OK) goto done;
+
+        b.new_R = 0;
+        int kept = 0;
+        for (int i = 0; i < n_act; i++) {
+            csent a = act[i];
+            if (sentence_step(&b, &a, t, search_prefix_len(s, a.sent))) act[kept++] = a;
+        }
+        n_act = kept;
+        if (b.new_R == 0) break;
+        st = tfm_decoder_reorder(d, b.new_R, b.parent, err);
+        if (st != TFM_OK) goto done;
+        R = b.new_R;
+        b.cur = 1 - b.cur;
+    }
+done:
+    return st;
+}

@@ -1,0 +1,233 @@
+/* constraints.c - what a constrained search must obey for one sentence:
+ * constraints (sequences of ids, with alternatives, that must appear),
+ * limits (tokens that may appear at most so often) and an order (tokens
+ * that must appear in a given order), and the line format of decode's
+ * --constraints file.  The search itself is constrained.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "search/search_internal.h"
+#include "tfm/text.h"
+
+tfm_constraints *tfm_constraints_create(void)
+{
+    tfm_constraints *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    tfm_ids_init(&c->ids);
+    tfm_ids_init(&c->ordered);
+    return c;
+}
+
+void tfm_constraints_free(tfm_constraints *c)
+{
+    if (!c) return;
+    tfm_ids_free(&c->ids);
+    tfm_ids_free(&c->ordered);
+    free(c->alt_start);
+    free(c->alt_len);
+    free(c->alt_of);
+    free(c->limited);
+    free(c->limit);
+    free(c);
+}
+
+void tfm_constraints_clear(tfm_constraints *c)
+{
+    c->n = 0;
+    c->n_alts = 0;
+    c->n_limited = 0;
+    tfm_ids_clear(&c->ids);
+    tfm_ids_clear(&c->ordered);
+}
+
+bool tfm_constraints_empty(const tfm_constraints *c)
+{
+    return !c || (c->n == 0 && c->n_limited == 0 && c->ordered.len == 0);
+}
+
+int tfm_constraints_count(const tfm_constraints *c)
+{
+    return c ? c->n : 0;
+}
+
+/* Makes room for one more alternative. */
+static bool alts_reserve(tfm_constraints *c)
+{
+    if (c->n_alts < c->alt_cap) return true;
+    int cap = c->alt_cap ? 2 * c->alt_cap : 8;
+    int *start = realloc(c->alt_start, (size_t)cap * sizeof *start);
+    if (start) c->alt_start = start;
+    int *len = realloc(c->alt_len, (size_t)cap * sizeof *len);
+    if (len) c->alt_len = len;
+    int *of = realloc(c->alt_of, (size_t)cap * sizeof *of);
+    if (of) c->alt_of = of;
+    if (!start || !len || !of) return false;
+    c->alt_cap = cap;
+    return true;
+}
+
+tfm_status tfm_constraints_add(tfm_constraints *c, const int32_t *const *alts, const int *lens,
+                               int n_alts, tfm_error *err)
+{
+    if (c->n >= TFM_MAX_CONSTRAINTS)
+        return tfm_error_set(err, TFM_ERR_RANGE, "more than %d constraints for one sentence",
+                             TFM_MAX_CONSTRAINTS);
+    if (n_alts < 1) return tfm_error_set(err, TFM_ERR_ARG, "a constraint without ids");
+    for (int a = 0; a < n_alts; a++) {
+        if (lens[a] < 1) return tfm_error_set(err, TFM_ERR_ARG, "a constraint without ids");
+        if (!alts_reserve(c)) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        c->alt_start[c->n_alts] = (int)c->ids.len;
+        c->alt_len[c->n_alts] = lens[a];
+        c->alt_of[c->n_alts] = c->n;
+        for (int j = 0; j < lens[a]; j++)
+            if (tfm_ids_push(&c->ids, alts[a][j]) != TFM_OK)
+                return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        c->n_alts++;
+    }
+    c->n++;
+    return TFM_OK;
+}
+
+tfm_status tfm_constraints_limit(tfm_constraints *c, int32_t tok, int max, tfm_error *err)
+{
+    if (max < 0) return tfm_error_set(err, TFM_ERR_ARG, "a limit of %d", max);
+    for (int i = 0; i < c->n_limited; i++)
+        if (c->limited[i] == tok) {
+            c->limit[i] = max;
+            return TFM_OK;
+        }
+    if (c->n_limited == c->limited_cap) {
+        int cap = c->limited_cap ? 2 * c->limited_cap : 8;
+        int32_t *t = realloc(c->limited, (size_t)cap * sizeof *t);
+        if (t) c->limited = t;
+        int *m = realloc(c->limit, (size_t)cap * sizeof *m);
+        if (m) c->limit = m;
+        if (!t || !m) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        c->limited_cap = cap;
+    }
+    c->limited[c->n_limited] = tok;
+    c->limit[c->n_limited] = max;
+    c->n_limited++;
+    return TFM_OK;
+}
+
+tfm_status tfm_constraints_order(tfm_constraints *c, const int32_t *seq, int n, tfm_error *err)
+{
+    tfm_ids_clear(&c->ordered);
+    for (int i = 0; i < n; i++)
+        if (tfm_ids_push(&c->ordered, seq[i]) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    return TFM_OK;
+}
+
+/* ---- the --constraints line format ------------------------------------------------------ */
+
+/* Whether id may be asked for: a real token, not one the search never makes. */
+static bool id_allowed(int32_t id)
+{
+    return id != TFM_ID_PAD && id != TFM_ID_BOS && id != TFM_ID_EOS;
+}
+
+/* Parses the constraint field [line, end) (alternatives separated by '|'). */
+static tfm_status parse_field(tfm_constraints *c, const char *line, const char *end,
+                              int32_t vocab_size, int number, tfm_ids *all, tfm_error *err)
+{
+    enum { MAX_ALTS = 64 };
+    int starts[MAX_ALTS], lens[MAX_ALTS], n_alts = 0;
+    tfm_ids one;
+    tfm_ids_init(&one);
+    tfm_ids_clear(all);
+    tfm_status st = TFM_OK;
+    for (const char *p = line; p <= end && st == TFM_OK;) {
+        const char *bar = memchr(p, '|', (size_t)(end - p));
+        const char *stop = bar ? bar : end;
+        st = tfm_ids_parse(p, (size_t)(stop - p), vocab_size, &one, err);
+        if (st != TFM_OK) break;
+        if (one.len == 0) {
+            st = tfm_error_set(err, TFM_ERR_FORMAT, "constraint %d: an empty alternative",
+                               number);
+            break;
+        }
+        if (n_alts == MAX_ALTS) {
+            st = tfm_error_set(err, TFM_ERR_RANGE, "constraint %d: more than %d alternatives",
+                               number, MAX_ALTS);
+            break;
+        }
+        for (size_t j = 0; j < one.len && st == TFM_OK; j++) {
+            if (!id_allowed(one.data[j]))
+                st = tfm_error_set(err, TFM_ERR_RANGE, "constraint %d: id %d is <pad>, <s> or "
+                                   "</s>, which no output holds", number, (int)one.data[j]);
+            else if (tfm_ids_push(all, one.data[j]) != TFM_OK)
+                st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        }
+        starts[n_alts] = (int)(all->len - one.len);
+        lens[n_alts] = (int)one.len;
+        n_alts++;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    if (st == TFM_OK) {
+        const int32_t *alts[MAX_ALTS];
+        for (int a = 0; a < n_alts; a++) alts[a] = all->data + starts[a];
+        st = tfm_constraints_add(c, alts, lens, n_alts, err);
+    } else if (err->status == TFM_ERR_FORMAT || err->status == TFM_ERR_RANGE) {
+        if (strncmp(err->msg, "constraint ", 11) != 0) tfm_error_prefix(err, "constraint %d", number);
+    }
+    tfm_ids_free(&one);
+    return st;
+}
+
+tfm_status tfm_constraints_parse(tfm_constraints *c, const char *line, size_t len,
+                                 int32_t vocab_size, tfm_error *err)
+{
+    tfm_ids all;
+    tfm_ids_init(&all);
+    tfm_status st = TFM_OK;
+    const char *end = line + len;
+    int number = 1;
+    for (const char *p = line; len > 0 && st == TFM_OK; number++) {
+        const char *tab = memchr(p, '\t', (size_t)(end - p));
+        const char *stop = tab ? tab : end;
+        st = parse_field(c, p, stop, vocab_size, number, &all, err);
+        if (!tab) break;
+        p = tab + 1;
+    }
+    tfm_ids_free(&all);
+    return st;
+}
+
+/* ---- placeholders ---------------------------------------------------------------------- */
+
+tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
+                                            const char *line, size_t len, unsigned classes,
+                                            tfm_error *err)
+{
+    if (tfm_vocab_placeholder_id(v, 1) < 0)
+        return tfm_error_set(err, TFM_ERR_ARG, "the model's vocabulary has no placeholder tokens "
+                             "(<ph1> ...): learn it with 'tokenize learn --placeholders'");
+    tfm_placeholders ph;
+    tfm_placeholders_init(&ph);
+    tfm_status st = tfm_placeholders_scan(line, len, classes, &ph, err);
+    int count[TFM_PH_TOKENS + 1] = {0};
+    int32_t ordered[TFM_MAX_CONSTRAINTS];
+    int n_ordered = 0;
+    for (size_t i = 0; i < ph.n && st == TFM_OK; i++) {
+        const tfm_placeholder *p = &ph.items[i];
+        int32_t id = p->index > 0 ? tfm_vocab_placeholder_id(v, p->index) : -1;
+        if (id < 0) continue; /* kept as text: nothing to steer */
+        count[p->index]++;
+        /* beyond TFM_MAX_CONSTRAINTS the limits alone keep what they can */
+        if (c->n == TFM_MAX_CONSTRAINTS) continue;
+        const int32_t *alt = &id;
+        const int one = 1;
+        st = tfm_constraints_add(c, &alt, &one, 1, err);
+        if (p->ordered) ordered[n_ordered++] = id;
+    }
+    for (int k = 1; k <= TFM_PH_TOKENS && st == TFM_OK; k++) {
+        int32_t id = tfm_vocab_placeholder_id(v, k);
+        if (id >= 0) st = tfm_constraints_limit(c, id, count[k], err);
+    }
+    if (st == TFM_OK && n_ordered > 1) st = tfm_constraints_order(c, ordered, n_ordered, err);
+    tfm_placeholders_free(&ph);
+    return st;
+}
