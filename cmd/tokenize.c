@@ -4,17 +4,24 @@
  *   tokenize -m VOCAB [FILE...]                       text lines -> id lines
  *   tokenize -d -m VOCAB [FILE...]                    id or piece lines -> text
  *   tokenize normalize [FILE...]                      text -> normalised text
+ *   tokenize placeholders [FILE...]                   text -> its placeholders
  *
  * With --placeholders, learning and encoding put the tokens <ph1> .. <ph32>
  * in place of each line's placeholders (%s, {0}, <b>, ...), and decoding
  * (--placeholders=SRC) puts back the placeholders of the source text's line.
+ * With --glossary=FILE --constraints=OUT, encoding also writes to OUT, a
+ * line per input line, the constraints (decode --constraints) that ask for
+ * the target terms of the glossary's source terms found in the line.
  *
  * The program only parses options, reads lines and prints: the work is in
- * lib/text (tfm_text_filter for encoding, decoding and normalising;
- * tfm_bpe_learner_read and tfm_bpe_learner_finish for learning). */
+ * lib/text (tfm_text_filter for encoding, decoding and normalising, with
+ * tfm_glossary for the constraints; tfm_bpe_learner_read and
+ * tfm_bpe_learner_finish for learning; tfm_placeholders_scan). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "files.h"
@@ -25,6 +32,7 @@ static const char usage_text[] =
     "       tokenize -d [OPTION]... -m VOCAB [FILE]...\n"
     "       tokenize learn --vocab-size N [OPTION]... [FILE]...\n"
     "       tokenize normalize [OPTION]... [FILE]...\n"
+    "       tokenize placeholders [--placeholder-classes=LIST] [FILE]...\n"
     "Sub-word tokenization with byte-pair encoding (BPE), as SentencePiece does it.\n"
     "Reads lines from the FILEs (or standard input; '-' is standard input) and\n"
     "writes one line for each line read, in order.\n"
@@ -50,6 +58,13 @@ static const char usage_text[] =
     "                             'none' or some of printf,python,qt,braces,dollar,\n"
     "                             tags,entities; the same when learning, encoding\n"
     "                             and decoding\n"
+    "      --glossary=FILE        find the source terms of FILE (SOURCE<TAB>TARGET\n"
+    "                             lines) in each line, as whole words, and write the\n"
+    "                             constraints that ask 'decode --constraints' for\n"
+    "                             their targets (man tokenize, GLOSSARIES)\n"
+    "      --constraints=OUT      with --glossary: where the constraints go, a line per\n"
+    "                             input line (empty when no term is found), written\n"
+    "                             as it goes, so decode can read it in one pipeline\n"
     "\n"
     "Learning ('tokenize learn'):\n"
     "      --vocab-size=N         pieces in the vocabulary, specials and bytes included\n"
@@ -72,6 +87,10 @@ static const char usage_text[] =
     "      --normalize, --case-fold, --strict as above, or -m VOCAB to normalise\n"
     "                             as that vocabulary does\n"
     "\n"
+    "Listing placeholders ('tokenize placeholders'):\n"
+    "      --placeholder-classes as above: print each line's placeholders, in order,\n"
+    "                             separated by TABs (an empty line when it has none)\n"
+    "\n"
     "Common options:\n"
     CLI_COMMON_HELP
     "\n"
@@ -85,7 +104,9 @@ static const char usage_text[] =
     "  tokenize -m de-en.vocab < test.de | tokenize -d -m de-en.vocab\n"
     "  tokenize learn --placeholders --vocab-size 8000 po.src po.tgt -o po.vocab\n"
     "  tokenize --placeholders -m po.vocab < in.txt |\n"
-    "    tokenize -d --placeholders=in.txt -m po.vocab\n";
+    "    tokenize -d --placeholders=in.txt -m po.vocab\n"
+    "  tokenize -m m.st --glossary terms.tsv --constraints c.txt < in.txt |\n"
+    "    encode -m m.st | decode -m m.st --constraints c.txt | tokenize -d -m m.st\n";
 
 enum {
     OPT_OUTPUT = 256,
@@ -104,6 +125,8 @@ enum {
     OPT_SOFT_LIMIT,
     OPT_PLACEHOLDERS,
     OPT_PLACEHOLDER_CLASSES,
+    OPT_GLOSSARY,
+    OPT_CONSTRAINTS,
 };
 
 static const struct option long_options[] = {
@@ -125,12 +148,14 @@ static const struct option long_options[] = {
     {"soft-vocab-limit", no_argument, NULL, OPT_SOFT_LIMIT},
     {"placeholders", optional_argument, NULL, OPT_PLACEHOLDERS},
     {"placeholder-classes", required_argument, NULL, OPT_PLACEHOLDER_CLASSES},
+    {"glossary", required_argument, NULL, OPT_GLOSSARY},
+    {"constraints", required_argument, NULL, OPT_CONSTRAINTS},
     {"output-file", required_argument, NULL, 'o'},
     CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
-typedef enum { MODE_ENCODE, MODE_DECODE, MODE_LEARN, MODE_NORMALIZE } tokenize_mode;
+typedef enum { MODE_ENCODE, MODE_DECODE, MODE_LEARN, MODE_NORMALIZE, MODE_PLACEHOLDERS } tokenize_mode;
 
 typedef struct options {
     tokenize_mode mode;
@@ -148,6 +173,9 @@ typedef struct options {
                                        when decoding, an input otherwise */
     bool placeholder_classes_given;
     unsigned placeholder_classes;
+    const char *glossary;          /* --glossary=FILE */
+    const char *constraints;       /* --constraints=OUT */
+    bool not_for_listing;          /* an option 'tokenize placeholders' does not take */
 } options;
 
 /* Prints the library's error for a line of an input, or for a file whose
@@ -179,14 +207,64 @@ static tfm_vocab *load_vocab(const char *path)
 
 /* ---- encoding, decoding, normalising ------------------------------------------------- */
 
-/* Writes a line's result (ctx: the file's name, for the warning). */
+/* Where a glossary's constraints go: a file written as it goes, each line
+ * flushed before its ids line is written, so that 'decode --constraints'
+ * reading OUT in step with the records (in the same pipeline) always finds
+ * the line of the record it has.  Not atomic, as standard output is not: a
+ * failed run leaves the lines written so far.  A FIFO (or anything but a
+ * regular file) also gets the ids lines before it flushed, so that a reader
+ * of both through pipes that fill never waits for a line held here. */
+typedef struct constraints_out {
+    const char *path;
+    bool regular;       /* a regular file (or a new one) */
+    FILE *fp;
+} constraints_out;
+
+static void constraints_open(constraints_out *o, const char *path)
+{
+    struct stat st;
+    o->path = path;
+    o->regular = stat(path, &st) != 0 || S_ISREG(st.st_mode);
+    o->fp = fopen(path, "w"); /* a FIFO waits here for its reader */
+    if (!o->fp) cli_fail(path, 0, "%s", strerror(errno));
+}
+
+static void constraints_close(constraints_out *o)
+{
+    if (fclose(o->fp) != 0) cli_fail(o->path, 0, "write error: %s", strerror(errno));
+}
+
+/* What a run's callbacks need. */
+typedef struct run_ctx {
+    const char *name;             /* the input, for warnings */
+    constraints_out *constraints; /* or NULL */
+} run_ctx;
+
+/* Writes a line's result. */
 static tfm_status write_line(void *ctx, size_t line, const char *text, size_t len,
                              size_t repaired, tfm_error *err)
 {
+    run_ctx *rc = ctx;
     if (repaired)
-        cli_warn(ctx, line, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", repaired,
+        cli_warn(rc->name, line, "invalid UTF-8 replaced by U+FFFD (%zu sequence%s)", repaired,
                  repaired == 1 ? "" : "s");
     cli_write_line(text, len);
+    return TFM_OK;
+}
+
+/* Writes a line's constraints, just before the line itself. */
+static tfm_status write_constraints(void *ctx, size_t line, const char *text, size_t len,
+                                    size_t n_dropped, tfm_error *err)
+{
+    run_ctx *rc = ctx;
+    constraints_out *o = rc->constraints;
+    if (n_dropped)
+        cli_warn(rc->name, line, "%zu more glossary term%s found than the %d constraints a line "
+                 "may hold: the shortest left out", n_dropped, n_dropped == 1 ? "" : "s",
+                 TFM_GLOSSARY_MAX_CONSTRAINTS);
+    if (!o->regular) cli_flush();
+    if (fwrite(text, 1, len, o->fp) != len || fputc('\n', o->fp) == EOF || fflush(o->fp) != 0)
+        cli_fail(o->path, 0, "write error: %s", strerror(errno));
     return TFM_OK;
 }
 
@@ -195,16 +273,18 @@ static void flush_output(void *ctx)
     cli_flush();
 }
 
-/* Placeholder tokens dropped from a decoded line (ctx: the file's name). */
+/* Placeholder tokens dropped from a decoded line. */
 static void placeholders_dropped(void *ctx, size_t line, size_t n)
 {
-    cli_warn(ctx, line, "%zu placeholder token%s that the source line does not have dropped", n,
-             n == 1 ? "" : "s");
+    run_ctx *rc = ctx;
+    cli_warn(rc->name, line, "%zu placeholder token%s that the source line does not have dropped",
+             n, n == 1 ? "" : "s");
 }
 
 typedef struct filter_job {
     tfm_text_filter *filter;
     const char *source;     /* --placeholders=SRC, or NULL */
+    constraints_out *constraints; /* --constraints=OUT, or NULL */
 } filter_job;
 
 /* Runs one input through the filter. */
@@ -214,8 +294,8 @@ static void filter_file(void *ctx, const char *name)
     cli_input in;
     cli_input_open(&in, name);
     tfm_batch_failure f;
-    if (tfm_text_filter_run(job->filter, in.lines, write_line, flush_output, (void *)name, &f) !=
-        TFM_OK) {
+    run_ctx rc = {.name = name, .constraints = job->constraints};
+    if (tfm_text_filter_run(job->filter, in.lines, write_line, flush_output, &rc, &f) != TFM_OK) {
         if (job->source && tfm_text_filter_source_ended(job->filter)) {
             cli_flush();
             cli_fail(job->source, 0, "has fewer lines than the input: %s goes on at line %zu",
@@ -224,6 +304,18 @@ static void filter_file(void *ctx, const char *name)
         fail_in(name, &f);
     }
     cli_input_close(&in);
+}
+
+/* The glossary of --glossary, encoded with vocab. */
+static tfm_glossary *load_glossary(const char *path, const tfm_vocab *vocab)
+{
+    int fd = cli_open_input(path);
+    tfm_glossary *g;
+    tfm_error err;
+    if (tfm_glossary_read_fd(fd, vocab, &g, &err) != TFM_OK) fail_with(path, 0, &err);
+    cli_close_input(fd);
+    cli_info("glossary %s: %d source terms", path, tfm_glossary_size(g));
+    return g;
 }
 
 static int run_filter(const options *opt, int argc, char **argv)
@@ -236,17 +328,81 @@ static int run_filter(const options *opt, int argc, char **argv)
         p.placeholder_source = source.lines;
         p.placeholders_dropped = placeholders_dropped;
     }
+    tfm_glossary *glossary = opt->glossary ? load_glossary(opt->glossary, vocab) : NULL;
+    constraints_out constraints = {0};
     filter_job job = {.source = opt->placeholder_source};
+    if (glossary) {
+        p.glossary = glossary;
+        p.constraints = write_constraints;
+        job.constraints = &constraints;
+    }
     tfm_error err;
     if (tfm_text_filter_create(vocab, &p, &job.filter, &err) != TFM_OK)
         fail_with(opt->model, 0, &err);
+    if (glossary) constraints_open(&constraints, opt->constraints);
     cli_each_input(argc, argv, filter_file, &job);
     cli_flush();
     if (tfm_text_filter_finish(job.filter, &err) != TFM_OK)
         fail_with(opt->placeholder_source, 0, &err);
+    if (glossary) constraints_close(&constraints);
     if (opt->placeholder_source) cli_input_close(&source);
     tfm_text_filter_free(job.filter);
+    tfm_glossary_free(glossary);
     tfm_vocab_free(vocab);
+    return CLI_EXIT_OK;
+}
+
+/* ---- listing placeholders ------------------------------------------------------------ */
+
+typedef struct list_job {
+    unsigned classes;
+    tfm_placeholders ph;
+    tfm_buf out;
+} list_job;
+
+/* Prints the placeholders of each line of one input, TAB-separated. */
+static void list_file(void *ctx, const char *name)
+{
+    list_job *job = ctx;
+    cli_input in;
+    cli_input_open(&in, name);
+    const char *line;
+    size_t len;
+    tfm_error err;
+    tfm_status s;
+    while ((s = tfm_lines_next(in.lines, &line, &len, &err)) == TFM_OK) {
+        if (tfm_placeholders_scan(line, len, job->classes, &job->ph, &err) != TFM_OK) {
+            cli_flush();
+            cli_fail(name, tfm_lines_number(in.lines), "%s", err.msg);
+        }
+        tfm_buf_clear(&job->out);
+        tfm_status w = tfm_buf_append(&job->out, "", 0);
+        for (size_t k = 0; k < job->ph.n && w == TFM_OK; k++) {
+            if (k > 0) w = tfm_buf_putc(&job->out, '\t');
+            if (w == TFM_OK)
+                w = tfm_buf_append(&job->out, line + job->ph.items[k].start, job->ph.items[k].len);
+        }
+        if (w != TFM_OK) cli_fail(NULL, 0, "out of memory");
+        cli_write_line(job->out.data, job->out.len);
+        if (!tfm_lines_ready(in.lines)) cli_flush(); /* answer an interactive pipe at once */
+    }
+    if (s != TFM_EOF) {
+        cli_flush();
+        cli_fail(name, tfm_lines_number(in.lines) + 1, "%s", err.msg);
+    }
+    cli_input_close(&in);
+}
+
+static int run_list(const options *opt, int argc, char **argv)
+{
+    list_job job = {.classes = opt->placeholder_classes_given ? opt->placeholder_classes
+                                                              : TFM_PH_ALL};
+    tfm_placeholders_init(&job.ph);
+    tfm_buf_init(&job.out);
+    cli_each_input(argc, argv, list_file, &job);
+    cli_flush();
+    tfm_placeholders_free(&job.ph);
+    tfm_buf_free(&job.out);
     return CLI_EXIT_OK;
 }
 
@@ -428,9 +584,12 @@ static void parse_options(int argc, char **argv, options *opt)
             opt->placeholder_classes_given = true;
             break;
         }
+        case OPT_GLOSSARY: opt->glossary = optarg; break;
+        case OPT_CONSTRAINTS: opt->constraints = optarg; break;
         default: cli_common_option(c, usage_text);
         }
         if (learn_only && !opt->learn_only_option) opt->learn_only_option = argv[optind - 1];
+        if (c != OPT_PLACEHOLDER_CLASSES && c != 'q' && c != 'v') opt->not_for_listing = true;
     }
 }
 
@@ -442,11 +601,32 @@ int main(int argc, char **argv)
     /* The sub-commands come first: "tokenize learn ...", "tokenize normalize ...". */
     if (argc > 1 && strcmp(argv[1], "learn") == 0) opt.mode = MODE_LEARN;
     if (argc > 1 && strcmp(argv[1], "normalize") == 0) opt.mode = MODE_NORMALIZE;
+    if (argc > 1 && strcmp(argv[1], "placeholders") == 0) opt.mode = MODE_PLACEHOLDERS;
     if (opt.mode != MODE_ENCODE) {
         argv++;
         argc--;
     }
     parse_options(argc, argv, &opt);
+    if (opt.mode == MODE_PLACEHOLDERS) {
+        if (opt.not_for_listing)
+            cli_usage_error("'tokenize placeholders' takes only --placeholder-classes (and -q, -v)");
+        return run_list(&opt, argc, argv);
+    }
+    static const char *const mode_names[] = {
+        [MODE_DECODE] = "decoding (-d)", [MODE_LEARN] = "'tokenize learn'",
+        [MODE_NORMALIZE] = "'tokenize normalize'"};
+    if ((opt.glossary || opt.constraints) && opt.mode != MODE_ENCODE)
+        cli_usage_error("%s is an option of encoding, not of %s",
+                        opt.glossary ? "--glossary" : "--constraints", mode_names[opt.mode]);
+    if (opt.glossary && !opt.constraints)
+        cli_usage_error("--glossary needs --constraints=OUT, the file to write the constraints to");
+    if (opt.constraints && !opt.glossary)
+        cli_usage_error("--constraints=OUT needs --glossary=FILE, the terms to look for");
+    if (opt.constraints && (opt.constraints[0] == 0 || strcmp(opt.constraints, "-") == 0))
+        cli_usage_error("--constraints=OUT needs a file name: standard output holds the ids");
+    if (opt.glossary && opt.filter.dropout > 0)
+        cli_usage_error("--glossary and --dropout cannot be used together: the terms are found "
+                        "in the deterministic segmentation");
     if (opt.mode == MODE_LEARN && !opt.vocab_size_given)
         cli_usage_error("learn: --vocab-size is required");
     if (opt.mode != MODE_LEARN && opt.learn_only_option)

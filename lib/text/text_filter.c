@@ -9,7 +9,9 @@
  * line's number, so the output does not depend on the thread count.
  * With placeholders, a line is scanned for them and encoded with their
  * tokens; decoding reads the source text in step with the input, a line
- * each, and puts the source line's placeholders back. */
+ * each, and puts the source line's placeholders back.  With a glossary, the
+ * terms found in each encoded line give its constraints line, handed to the
+ * caller just before the line itself, so the two outputs stay in step. */
 #include <stdlib.h>
 
 #include "text/line_batch_internal.h"
@@ -26,12 +28,17 @@ struct tfm_text_filter {
     tfm_ids *ids;            /* [workers], encode and decode */
     tfm_placeholders *ph;    /* [workers], with placeholders */
     size_t *dropped_by;      /* [workers]: placeholder tokens dropped from the last line */
+    tfm_term_matches *matches; /* [workers], with a glossary */
+    tfm_buf *cons_by;        /* [workers]: the constraints line of the last line */
+    size_t *cons_dropped_by; /* [workers]: the terms it left out */
     bool source_ended;       /* the placeholder source ended before the input */
     uint64_t lines_before;   /* lines of earlier runs */
     /* The results of the batch being worked on, a slot per line. */
     tfm_buf *out;            /* [LINE_BATCH_LINES] */
     size_t *repaired;
     size_t *dropped;
+    tfm_buf *cons;           /* with a glossary: constraints lines */
+    size_t *cons_dropped;
     tfm_status *status;
     tfm_error *errors;
 };
@@ -61,6 +68,13 @@ tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p
         return tfm_error_set(err, TFM_ERR_ARG, "filter: no such operation");
     if (!v && p->op != TFM_FILTER_NORMALIZE)
         return tfm_error_set(err, TFM_ERR_ARG, "filter: encoding and decoding need a vocabulary");
+    if (p->glossary && p->op != TFM_FILTER_ENCODE)
+        return tfm_error_set(err, TFM_ERR_ARG, "filter: a glossary is for encoding");
+    if (p->glossary && tfm_glossary_vocab(p->glossary) != v)
+        return tfm_error_set(err, TFM_ERR_ARG, "filter: the glossary is of another vocabulary");
+    if (p->glossary && p->dropout > 0)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "filter: a glossary's terms are found without BPE-dropout");
     if (p->placeholders && p->op != TFM_FILTER_NORMALIZE) {
         if (tfm_vocab_placeholder_id(v, 1) < 0)
             return tfm_error_set(err, TFM_ERR_FORMAT,
@@ -81,13 +95,19 @@ tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p
     f->ids = calloc((size_t)f->workers, sizeof *f->ids);
     f->ph = calloc((size_t)f->workers, sizeof *f->ph);
     f->dropped_by = calloc((size_t)f->workers, sizeof *f->dropped_by);
+    f->matches = calloc((size_t)f->workers, sizeof *f->matches);
+    f->cons_by = calloc((size_t)f->workers, sizeof *f->cons_by);
+    f->cons_dropped_by = calloc((size_t)f->workers, sizeof *f->cons_dropped_by);
+    f->cons = calloc(LINE_BATCH_LINES, sizeof *f->cons);
+    f->cons_dropped = calloc(LINE_BATCH_LINES, sizeof *f->cons_dropped);
     f->dropped = calloc(LINE_BATCH_LINES, sizeof *f->dropped);
     f->out = calloc(LINE_BATCH_LINES, sizeof *f->out);
     f->repaired = calloc(LINE_BATCH_LINES, sizeof *f->repaired);
     f->status = calloc(LINE_BATCH_LINES, sizeof *f->status);
     f->errors = calloc(LINE_BATCH_LINES, sizeof *f->errors);
     if (!f->encoders || !f->ids || !f->ph || !f->dropped_by || !f->dropped || !f->out ||
-        !f->repaired || !f->status || !f->errors) {
+        !f->repaired || !f->status || !f->errors || !f->matches || !f->cons_by ||
+        !f->cons_dropped_by || !f->cons || !f->cons_dropped) {
         tfm_text_filter_free(f);
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
@@ -109,8 +129,16 @@ void tfm_text_filter_free(tfm_text_filter *f)
         if (f->encoders) tfm_bpe_free(f->encoders[w]);
         if (f->ids) tfm_ids_free(&f->ids[w]);
         if (f->ph) tfm_placeholders_free(&f->ph[w]);
+        if (f->matches) tfm_term_matches_free(&f->matches[w]);
+        if (f->cons_by) tfm_buf_free(&f->cons_by[w]);
     }
     for (size_t i = 0; f->out && i < LINE_BATCH_LINES; i++) tfm_buf_free(&f->out[i]);
+    for (size_t i = 0; f->cons && i < LINE_BATCH_LINES; i++) tfm_buf_free(&f->cons[i]);
+    free(f->matches);
+    free(f->cons_by);
+    free(f->cons_dropped_by);
+    free(f->cons);
+    free(f->cons_dropped);
     free(f->encoders);
     free(f->ids);
     free(f->ph);
@@ -131,8 +159,11 @@ static bool looks_like_ids(const char *line, size_t len)
     return true;
 }
 
+/* Encodes a line into out and, with a glossary, its constraints line into
+ * cons (the terms left out in *cons_dropped). */
 static tfm_status encode_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
-                              size_t len, tfm_buf *out, size_t *repaired, tfm_error *err)
+                              size_t len, tfm_buf *out, tfm_buf *cons, size_t *cons_dropped,
+                              size_t *repaired, tfm_error *err)
 {
     tfm_rng rng;
     tfm_rng_seed(&rng, f->p.seed * 0x9e3779b97f4a7c15ULL + index);
@@ -150,6 +181,13 @@ static tfm_status encode_line(tfm_text_filter *f, int worker, uint64_t index, co
         s = tfm_bpe_encode(f->encoders[worker], &ep, line, len, ids, repaired, err);
     }
     if (s != TFM_OK) return s;
+    if (f->p.glossary) {
+        tfm_term_matches *m = &f->matches[worker];
+        s = tfm_glossary_match(f->p.glossary, ids->data, ids->len, m, err);
+        if (s == TFM_OK) s = tfm_glossary_constraints(f->p.glossary, m, cons, err);
+        if (s != TFM_OK) return s;
+        *cons_dropped = m->n_dropped;
+    }
     if (f->p.output == TFM_LINE_PIECES)
         return tfm_bpe_ids_to_pieces(f->vocab, ids->data, ids->len, out, err);
     return tfm_ids_format(ids->data, ids->len, out);
@@ -195,6 +233,15 @@ size_t tfm_text_filter_dropped(const tfm_text_filter *f, int worker)
     return worker >= 0 && worker < f->workers ? f->dropped_by[worker] : 0;
 }
 
+const char *tfm_text_filter_constraints(const tfm_text_filter *f, int worker, size_t *len,
+                                        size_t *n_dropped)
+{
+    bool ok = worker >= 0 && worker < f->workers && f->cons_by[worker].data;
+    if (len) *len = ok ? f->cons_by[worker].len : 0;
+    if (n_dropped) *n_dropped = ok ? f->cons_dropped_by[worker] : 0;
+    return ok ? f->cons_by[worker].data : "";
+}
+
 tfm_status tfm_text_filter_finish(tfm_text_filter *f, tfm_error *err)
 {
     if (!f->p.placeholders || f->p.op != TFM_FILTER_DECODE || f->source_ended) return TFM_OK;
@@ -213,21 +260,36 @@ tfm_status tfm_text_filter_finish(tfm_text_filter *f, tfm_error *err)
                          tfm_lines_number(f->p.placeholder_source) - 1);
 }
 
-tfm_status tfm_text_filter_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
-                                size_t len, tfm_buf *out, size_t *repaired, tfm_error *err)
+/* tfm_text_filter_line with the constraints line into cons (a glossary's). */
+static tfm_status filter_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
+                              size_t len, tfm_buf *out, tfm_buf *cons, size_t *cons_dropped,
+                              size_t *repaired, tfm_error *err)
 {
     if (repaired) *repaired = 0;
+    tfm_buf_clear(cons);
+    *cons_dropped = 0;
     if (err) err->msg[0] = 0;
-    if (worker < 0 || worker >= f->workers)
-        return tfm_error_set(err, TFM_ERR_ARG, "filter: no worker %d", worker);
     tfm_status s;
     switch (f->p.op) {
-    case TFM_FILTER_ENCODE: s = encode_line(f, worker, index, line, len, out, repaired, err); break;
+    case TFM_FILTER_ENCODE:
+        s = encode_line(f, worker, index, line, len, out, cons, cons_dropped, repaired, err);
+        break;
     case TFM_FILTER_DECODE: s = decode_line(f, worker, line, len, out, err); break;
     default: s = tfm_normalize(&f->p.norm, line, len, out, repaired, err);
     }
     if (s != TFM_OK && err && err->msg[0] == 0) tfm_error_set(err, s, "%s", tfm_strerror(s));
     return s;
+}
+
+tfm_status tfm_text_filter_line(tfm_text_filter *f, int worker, uint64_t index, const char *line,
+                                size_t len, tfm_buf *out, size_t *repaired, tfm_error *err)
+{
+    if (worker < 0 || worker >= f->workers) {
+        if (repaired) *repaired = 0;
+        return tfm_error_set(err, TFM_ERR_ARG, "filter: no worker %d", worker);
+    }
+    return filter_line(f, worker, index, line, len, out, &f->cons_by[worker],
+                       &f->cons_dropped_by[worker], repaired, err);
 }
 
 /* Filters lines [lo, hi) of the batch as worker w, each into its slot. */
@@ -237,9 +299,9 @@ static tfm_status filter_lines(void *ctx, int worker, size_t lo, size_t hi, tfm_
     tfm_text_filter *f = r->f;
     const uint64_t first = f->lines_before + r->b.first_line - 1;
     for (size_t i = lo; i < hi; i++) {
-        f->status[i] = tfm_text_filter_line(f, worker, first + i, line_batch_line(&r->b, i),
-                                            r->b.len[i], &f->out[i], &f->repaired[i],
-                                            &f->errors[i]);
+        f->status[i] = filter_line(f, worker, first + i, line_batch_line(&r->b, i), r->b.len[i],
+                                   &f->out[i], &f->cons[i], &f->cons_dropped[i],
+                                   &f->repaired[i], &f->errors[i]);
         f->dropped[i] = f->dropped_by[worker];
     }
     return TFM_OK;
@@ -256,6 +318,12 @@ static tfm_status write_slot(void *ctx, size_t slot, tfm_error *err)
     }
     if (f->dropped[slot] > 0 && f->p.placeholders_dropped)
         f->p.placeholders_dropped(r->ctx, r->b.first_line + slot, f->dropped[slot]);
+    if (f->p.glossary && f->p.constraints) {
+        const tfm_buf *c = &f->cons[slot];
+        tfm_status s = f->p.constraints(r->ctx, r->b.first_line + slot, c->data ? c->data : "",
+                                        c->len, f->cons_dropped[slot], err);
+        if (s != TFM_OK) return s;
+    }
     const tfm_buf *out = &f->out[slot];
     return r->write(r->ctx, r->b.first_line + slot, out->data ? out->data : "", out->len,
                     f->repaired[slot], err);

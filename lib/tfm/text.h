@@ -378,6 +378,104 @@ tfm_status tfm_bpe_decode_placeholders(const tfm_vocab *v, const int32_t *ids, s
                                        const tfm_placeholders *ph, tfm_buf *out,
                                        size_t *n_dropped, tfm_error *err);
 
+/* ---- glossaries ---------------------------------------------------------------------- */
+
+/* A glossary asks a translation to use given target terms for given source
+ * terms: each source term found in a line gives a constraint for decode
+ * --constraints (tfm_constraints_parse in tfm/search.h), met by any one of
+ * its target terms.  Example (tokenize(1) does this for every line):
+ *
+ *     tfm_glossary *g;
+ *     tfm_glossary_load("terms.tsv", vocab, &g, &err);
+ *     tfm_term_matches m;
+ *     tfm_term_matches_init(&m);
+ *     tfm_bpe_encode(bpe, NULL, line, len, &ids, NULL, &err);
+ *     tfm_glossary_match(g, ids.data, ids.len, &m, &err);
+ *     tfm_glossary_constraints(g, &m, &constraints_line, &err);
+ *
+ * The file: UTF-8 text, one pair a line, SOURCE TAB TARGET, spaces at the
+ * ends of each side trimmed; several lines may share a source term (any
+ * one of their targets meets it); empty lines and lines that start with '#'
+ * are skipped.  A line without a TAB, with two, or with an empty side is
+ * TFM_ERR_FORMAT "line N: ...", and so is a term that is invalid UTF-8.
+ *
+ * Matching, on the ids of a line (rules in lib/text/glossary.c): a source
+ * term is encoded on its own and found as a whole word, case-sensitively on
+ * the normalised text: its ids start at a piece that begins with '▁' (or
+ * glued after punctuation or a placeholder token, as "interface" in
+ * "l'interface", or "file" in "(file)") and end at the end of the line or
+ * before a piece that does not go on with a letter, digit or mark ("file,"
+ * holds "file", "files" does not).  Longer terms first (more ids, then more
+ * bytes, then the earlier line); an occurrence that overlaps one taken is
+ * skipped.  A term never matches across a placeholder token.  Each term
+ * found gives one constraint however often it occurs: its alternatives are
+ * the encodings of its target terms, each also as it is glued after an
+ * apostrophe (the pieces of "interface" in "l'interface", without the word
+ * marker) where that differs. */
+
+/* The constraints a line may hold: decode's TFM_MAX_CONSTRAINTS (tfm/search.h),
+ * kept equal by hand (a test checks the two). */
+enum { TFM_GLOSSARY_MAX_CONSTRAINTS = 64 };
+
+typedef struct tfm_glossary tfm_glossary;
+
+/* Parses a glossary held in memory and encodes its terms with v (which must
+ * outlive the glossary).  Errors as above, "line N: ..." naming the line. */
+tfm_status tfm_glossary_parse(const char *data, size_t size, const tfm_vocab *v,
+                              tfm_glossary **out, tfm_error *err);
+/* The same from a file descriptor (read to its end; at most 1 GiB). */
+tfm_status tfm_glossary_read_fd(int fd, const tfm_vocab *v, tfm_glossary **out, tfm_error *err);
+/* The same from a file: TFM_ERR_IO "cannot open PATH: ..." when it cannot be opened. */
+tfm_status tfm_glossary_load(const char *path, const tfm_vocab *v, tfm_glossary **out,
+                             tfm_error *err);
+void tfm_glossary_free(tfm_glossary *g);
+
+/* The number of distinct source terms, numbered 0.. in the order of their
+ * first line. */
+int tfm_glossary_size(const tfm_glossary *g);
+/* Source term `term` as written in the file (trimmed, not NUL-terminated),
+ * *len bytes (len may be NULL); NULL outside 0..size-1. */
+const char *tfm_glossary_term(const tfm_glossary *g, int term, size_t *len);
+const tfm_vocab *tfm_glossary_vocab(const tfm_glossary *g);
+
+/* A term found in a line. */
+typedef struct tfm_term_match {
+    int term;           /* its number (tfm_glossary_term) */
+    int rank;           /* its priority: 0 is taken first */
+    size_t start, len;  /* ids[start .. start + len): its leftmost occurrence taken */
+} tfm_term_match;
+
+/* The terms found in a line, and the memory matching works in (kept from
+ * line to line; one per thread). */
+typedef struct tfm_term_matches {
+    tfm_term_match *found; /* [n_found]: one per term, in the order of their start */
+    size_t n_found;
+    size_t n_dropped;      /* further terms found beyond TFM_GLOSSARY_MAX_CONSTRAINTS
+                              (those of the lowest priority), left out */
+    /* working memory */
+    size_t found_cap;
+    tfm_term_match *cand;
+    size_t n_cand, cand_cap;
+    unsigned char *covered;
+    size_t covered_cap;
+} tfm_term_matches;
+
+void tfm_term_matches_init(tfm_term_matches *m);
+void tfm_term_matches_free(tfm_term_matches *m); /* its memory; the struct is the caller's */
+
+/* Finds the glossary's terms in ids[0..n), a line encoded with the
+ * glossary's vocabulary (with or without placeholders), into m.  g is only
+ * read: threads may share it, each with its own m.  TFM_ERR_RANGE for an id
+ * outside the vocabulary. */
+tfm_status tfm_glossary_match(const tfm_glossary *g, const int32_t *ids, size_t n,
+                              tfm_term_matches *m, tfm_error *err);
+
+/* The constraints line of m's terms into out (cleared first): for each term
+ * found, in order, its alternatives as id lines joined by " | ", the
+ * constraints joined by TABs; an empty line when none was found. */
+tfm_status tfm_glossary_constraints(const tfm_glossary *g, const tfm_term_matches *m,
+                                    tfm_buf *out, tfm_error *err);
+
 /* ---- line filters -------------------------------------------------------------------- */
 
 /* A filter turns each line of a stream into one output line, in order, as
@@ -429,6 +527,16 @@ typedef struct tfm_filter_params {
      * written when its ids held n placeholder tokens its source line does not
      * have, which were dropped; ctx is the run's.  May be NULL. */
     void (*placeholders_dropped)(void *ctx, size_t line, size_t n);
+    /* encode: the terms of this glossary found in each line (tfm_glossary_match)
+     * give its constraints line (tfm_glossary_constraints), handed to
+     * constraints(ctx, line, text, len, n_dropped) before line `line` is written
+     * (n_dropped: terms beyond TFM_GLOSSARY_MAX_CONSTRAINTS left out); ctx is
+     * the run's, and a status other than TFM_OK ends the run.  The glossary must
+     * be of the filter's vocabulary, and dropout 0 (terms are found in the
+     * deterministic segmentation).  Not owned; it must outlive the filter. */
+    const tfm_glossary *glossary;
+    tfm_status (*constraints)(void *ctx, size_t line, const char *text, size_t len,
+                              size_t n_dropped, tfm_error *err);
 } tfm_filter_params;
 
 tfm_filter_params tfm_filter_default_params(void);
@@ -459,6 +567,11 @@ bool tfm_text_filter_source_ended(const tfm_text_filter *f);
 tfm_status tfm_text_filter_finish(tfm_text_filter *f, tfm_error *err);
 /* The placeholder tokens dropped from the last line worker decoded. */
 size_t tfm_text_filter_dropped(const tfm_text_filter *f, int worker);
+/* With a glossary: the constraints line of the last line worker encoded
+ * (NUL-terminated, *len bytes; len may be NULL) and the terms it left out
+ * (*n_dropped, may be NULL).  Valid until that worker's next line. */
+const char *tfm_text_filter_constraints(const tfm_text_filter *f, int worker, size_t *len,
+                                        size_t *n_dropped);
 
 /* Receives line `line` (1-based number in the reader) of a run's output, in
  * order: its text (len bytes, no newline) and the invalid UTF-8 sequences
