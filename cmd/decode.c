@@ -139,6 +139,9 @@ typedef struct decode_run {
     tfm_line_reader *prefix_reader;
     tfm_line_reader *constraints_reader;
     tfm_line_reader *placeholders_reader;
+    int constraints_fd, placeholders_fd;
+    tfm_vocab *vocab;            /* with --placeholders: the model's */
+    bool steering_open;          /* the two above are open (at the first record) */
     size_t unmet;                /* records whose constraints could not be met */
     const char *failed_file;     /* where a record could not be read: file and line */
     size_t failed_line;
@@ -146,6 +149,42 @@ typedef struct decode_run {
 } decode_run;
 
 /* ---- the batch loop's steps (tfm_batch_loop) ------------------------------------------ */
+
+/* Opens a side file read in step with the records (none: -1, no reader). */
+static int open_side(const char *path, tfm_line_reader **reader)
+{
+    *reader = NULL;
+    if (!path) return -1;
+    int fd = cli_open_input(path);
+    *reader = tfm_lines_create(fd);
+    if (!*reader) cli_fail(NULL, 0, "out of memory");
+    return fd;
+}
+
+static void close_side(int fd, tfm_line_reader *reader)
+{
+    if (!reader) return;
+    tfm_lines_free(reader);
+    cli_close_input(fd);
+}
+
+/* Opens the constraints file and the placeholders' source, once: at the
+ * first record, not at the start, so that a constraints file that
+ * 'tokenize --glossary' writes earlier in the same pipeline exists (and
+ * holds the record's line) by then. */
+static void open_steering(decode_run *run)
+{
+    const options *opt = &run->opt;
+    if (run->steering_open || (!opt->constraints_file && !opt->placeholders_file)) return;
+    run->steering_open = true;
+    run->constraints_fd = open_side(opt->constraints_file, &run->constraints_reader);
+    run->placeholders_fd = open_side(opt->placeholders_file, &run->placeholders_reader);
+    tfm_error err;
+    tfm_decode_sides sides = {.constraints = run->constraints_reader,
+                              .placeholders = run->placeholders_reader, .vocab = run->vocab,
+                              .placeholder_classes = opt->placeholder_classes};
+    if (tfm_decode_batch_sides(run->b, &sides, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+}
 
 /* The name of the file a side of the records comes from. */
 static const char *side_file(const options *opt, tfm_decode_side side, const char *stream)
@@ -163,6 +202,7 @@ static const char *side_file(const options *opt, tfm_decode_side side, const cha
 static tfm_status read_record(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
     decode_run *run = ctx;
+    open_steering(run);
     tfm_decode_record rec;
     tfm_status s = tfm_decode_batch_read(run->b, slot, &run->stream, run->prefix_reader, &rec, err);
     if (rec.rows_in_file > rec.rows)
@@ -229,24 +269,6 @@ static void decode_file(void *ctx, const char *name)
         cli_fail(name, 0, "%s", f.err.msg);
     }
     if (fp != stdin) fclose(fp);
-}
-
-/* Opens a side file read in step with the records (none: -1, no reader). */
-static int open_side(const char *path, tfm_line_reader **reader)
-{
-    *reader = NULL;
-    if (!path) return -1;
-    int fd = cli_open_input(path);
-    *reader = tfm_lines_create(fd);
-    if (!*reader) cli_fail(NULL, 0, "out of memory");
-    return fd;
-}
-
-static void close_side(int fd, tfm_line_reader *reader)
-{
-    if (!reader) return;
-    tfm_lines_free(reader);
-    cli_close_input(fd);
 }
 
 /* ---- options and the run ------------------------------------------------------------------- */
@@ -359,24 +381,17 @@ int main(int argc, char **argv)
     if (tfm_decode_batch_create(model, &opt.decode, &run.b, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);
     int prefix_fd = open_side(opt.prefix_file, &run.prefix_reader);
-    int constraints_fd = open_side(opt.constraints_file, &run.constraints_reader);
-    int placeholders_fd = open_side(opt.placeholders_file, &run.placeholders_reader);
-    tfm_vocab *vocab = NULL;
-    if (opt.constraints_file || opt.placeholders_file) {
-        if (opt.placeholders_file && tfm_model_load_vocab(opt.model, &vocab, &err) != TFM_OK)
+    if (opt.placeholders_file) {
+        if (tfm_model_load_vocab(opt.model, &run.vocab, &err) != TFM_OK)
             cli_fail(opt.model, 0, "%s", err.msg);
-        if (vocab && tfm_vocab_placeholder_id(vocab, 1) < 0)
+        if (tfm_vocab_placeholder_id(run.vocab, 1) < 0)
             cli_fail(opt.model, 0, "--placeholders: the model's vocabulary has no placeholder "
                      "tokens (<ph1> ...): learn it with 'tokenize learn --placeholders'");
-        tfm_decode_sides sides = {.constraints = run.constraints_reader,
-                                  .placeholders = run.placeholders_reader, .vocab = vocab,
-                                  .placeholder_classes = opt.placeholder_classes};
-        if (tfm_decode_batch_sides(run.b, &sides, &err) != TFM_OK)
-            cli_fail(NULL, 0, "%s", err.msg);
     }
 
     cli_each_input(argc, argv, decode_file, &run);
     cli_flush();
+    open_steering(&run); /* no record read: the files must still be there, and empty */
 
     size_t records = tfm_decode_batch_records(run.b), line;
     if (tfm_decode_batch_finish(run.b, run.prefix_reader, &line, &err) != TFM_OK)
@@ -385,8 +400,8 @@ int main(int argc, char **argv)
     if (tfm_decode_batch_finish_sides(run.b, &side, &line, &err) != TFM_OK)
         cli_fail(side_file(&opt, side, NULL), line, "%s", err.msg);
     close_side(prefix_fd, run.prefix_reader);
-    close_side(constraints_fd, run.constraints_reader);
-    close_side(placeholders_fd, run.placeholders_reader);
+    close_side(run.constraints_fd, run.constraints_reader);
+    close_side(run.placeholders_fd, run.placeholders_reader);
     if (run.unmet > 0)
         cli_info("%zu record%s kept unconstrained translations: their constraints could not be "
                  "met", run.unmet, run.unmet == 1 ? "" : "s");
@@ -395,7 +410,7 @@ int main(int argc, char **argv)
              records, run.out_tokens, t, t > 0 ? (double)records / t : 0.0,
              t > 0 ? (double)run.out_tokens / t : 0.0);
     tfm_decode_batch_free(run.b);
-    tfm_vocab_free(vocab);
+    tfm_vocab_free(run.vocab);
     tfm_model_free(model);
     return CLI_EXIT_OK;
 }
