@@ -11,6 +11,8 @@
 #   make bench-curves   learning curves against the reference (~2.5 hours)
 #   make bench-quant MODEL=M  a trained enfr model in int8 and bf16 against
 #                   float32: test BLEU, chrF, identical sentences (~20 s, small)
+#   make bench-placeholders  placeholders kept, msgfmt --check-format, term use,
+#                   BLEU/chrF, constrained decoding speed on enfr (~70 min)
 #   make bench-window   restricted self-attention against full: growth with the
 #                   sentence length, long decodes (the bench's window section)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
@@ -45,7 +47,7 @@ endif
 # fuzzers need a few more, installed by their own targets.
 DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
                  libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time
-BENCH_PACKAGES = sentencepiece python3-torch time xz-utils
+BENCH_PACKAGES = sentencepiece python3-torch time xz-utils gettext
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
 
 LIB_SRC   := $(sort $(wildcard lib/*/*.c))
@@ -69,7 +71,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-quant bench-curves bench-window fuzz install uninstall clean
+.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a
 
@@ -182,6 +184,13 @@ bench-quality: deps-bench all
 bench-quant: all
 	$(Q)test -n "$(MODEL)" || { echo "make bench-quant MODEL=FILE: a float32 model trained on enfr"; exit 2; }
 	$(Q)sh tests/bench/quant_quality.sh $(BUILD) "$(MODEL)"
+
+# Placeholders, constraints and glossaries on the enfr test set
+# (tests/bench/placeholders.sh): placeholders kept, msgfmt --check-format,
+# term use, BLEU/chrF and the speed of constrained beam search.  Trains two
+# models of BENCH_MINUTES (30) unless PLAIN_MODEL and PH_MODEL are given.
+bench-placeholders: deps-bench all
+	$(Q)sh tests/bench/placeholders.sh $(BUILD)
 
 # Restricted self-attention against full (tests/bench/window.sh; also a
 # section of make bench): time and memory against n, long decodes.
