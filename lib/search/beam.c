@@ -10,9 +10,8 @@
  * with one tfm_decoder_reorder, which also drops the rows of sentences that
  * are done.
  *
- * Row histories (ids and their log-probs) live in two buffers, [rows, S]
- * each: a step reads the current one and writes the next, since a row may be
- * continued by several new rows or by none.
+ * Row histories (ids and their log-probs) and the step loop are
+ * beam_rows.c's, shared with constrained beam search.
  *
  * Finished hypotheses of sentence i go to its k first result slots, kept
  * sorted best first (a new one evicts the worst when all k are taken); slot
@@ -42,29 +41,10 @@ typedef struct beam_sentence {
 
 typedef struct beam {
     tfm_search *s;
-    int k, S, V;
-    int cur;             /* which history buffer holds the current rows */
-    int32_t *hist[2];    /* [rows, S] ids of each row */
-    float *hlp[2];       /* [rows, S] their log-probs */
-    double *logp[2];     /* [rows] each row's total log-prob */
-    int *parent;         /* [rows] the old row each new row continues */
-    int new_R;           /* new rows written so far in this step */
+    int k, V;
+    beam_rows rows;    /* the rows and their histories */
     search_cand *cands;  /* [2k] */
 } beam;
-
-/* Writes the next step's row new_R: row `from` of this step followed by tok. */
-static void emit_row(beam *b, int from, int32_t tok, float tok_lp, double logp, int t)
-{
-    const int S = b->S, nxt = 1 - b->cur, r = b->new_R++;
-    int32_t *ids = b->hist[nxt] + (size_t)r * S;
-    float *lps = b->hlp[nxt] + (size_t)r * S;
-    memcpy(ids, b->hist[b->cur] + (size_t)from * S, (size_t)t * sizeof *ids);
-    memcpy(lps, b->hlp[b->cur] + (size_t)from * S, (size_t)t * sizeof *lps);
-    ids[t] = tok;
-    lps[t] = tok_lp;
-    b->logp[nxt][r] = logp;
-    b->parent[r] = from;
-}
 
 static void swap_hyp(tfm_hypothesis *a, tfm_hypothesis *b)
 {
@@ -94,27 +74,29 @@ static void finish(beam *b, int sent, int from, int t, float eos_lp, double logp
     } else {
         s->count[sent]++;
     }
-    search_hyp_write(s, &list[at], b->hist[b->cur] + (size_t)from * b->S,
-                     b->hlp[b->cur] + (size_t)from * b->S, t, eos_lp, logp);
+    search_hyp_write(s, &list[at], beam_rows_ids(&b->rows, from),
+                     beam_rows_lps(&b->rows, from), t, eos_lp, logp);
     bubble_up(list, at);
 }
 
 /* One step of one sentence: rank, finish, continue.  Returns whether the
  * sentence goes on (its new rows are then written). */
-static bool sentence_step(beam *b, beam_sentence *a, int t)
+static bool sentence_step(void *ctx, void *sentence, int t)
 {
+    beam *b = ctx;
+    beam_sentence *a = sentence;
+    beam_rows *rows = &b->rows;
     tfm_search *s = b->s;
     const int k = b->k, V = b->V, sent = a->sent;
     const int32_t eos = s->eos;
     const float *const logits = s->logits;
     const tfm_logit_stats *const stats = s->stats;
-    const int32_t *hist = b->hist[b->cur];
-    const double *logp = b->logp[b->cur];
+    const double *logp = rows->logp[rows->cur];
 
     const int n_rows = a->n_beam + (a->greedy == GREEDY_OWN);
     for (int i = 0; i < n_rows; i++) {
         int r = a->row0 + i;
-        search_constrain(s, sent, hist + (size_t)r * b->S, t, s->logits + (size_t)r * V);
+        search_constrain(s, sent, beam_rows_ids(rows, r), t, s->logits + (size_t)r * V);
     }
     /* the greedy path's row and its next token */
     int g_from = -1;
@@ -143,7 +125,7 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
     search_heap_sort(&h);
 
     /* best first: </s> among the first k finishes; others continue, up to k */
-    const int start = b->new_R;
+    const int start = rows->new_R;
     int n_live = 0, g_sel = -1;
     bool g_finished = false;
     for (int j = 0; j < h.n; j++) {
@@ -157,14 +139,14 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
             }
         } else if (n_live < k) {
             if (is_greedy) g_sel = n_live;
-            emit_row(b, r, c->tok, search_lp(&stats[r], logits[(size_t)r * V + c->tok]), c->score,
-                     t);
+            beam_rows_emit(rows, r, c->tok, search_lp(&stats[r], logits[(size_t)r * V + c->tok]),
+                             c->score, t);
             n_live++;
         }
     }
     const bool beam_done = s->count[sent] >= k || n_live == 0;
     if (beam_done) { /* its live rows are dropped */
-        b->new_R = start;
+        rows->new_R = start;
         n_live = 0;
     }
 
@@ -176,8 +158,8 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
         const double g_logp = logp[g_from] + g_lp;
         if (g_tok == eos) {
             if (!g_finished) {
-                search_hyp_write(s, &list[k], hist + (size_t)g_from * b->S,
-                                 b->hlp[b->cur] + (size_t)g_from * b->S, t, g_lp, g_logp);
+                search_hyp_write(s, &list[k], beam_rows_ids(rows, g_from),
+                                 beam_rows_lps(rows, g_from), t, g_lp, g_logp);
                 a->has_greedy = true;
             }
             a->greedy = GREEDY_DONE;
@@ -193,14 +175,14 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
             /* the greedy path keeps a place in the beam: the k-th, when the
              * k best candidates took them all */
             if (n_live == k) {
-                b->new_R--;
+                rows->new_R--;
                 n_live--;
             }
-            emit_row(b, g_from, g_tok, g_lp, g_logp, t);
+            beam_rows_emit(rows, g_from, g_tok, g_lp, g_logp, t);
             a->greedy = GREEDY_IN_BEAM;
             a->g_row = n_live++;
         } else {
-            emit_row(b, g_from, g_tok, g_lp, g_logp, t);
+            beam_rows_emit(rows, g_from, g_tok, g_lp, g_logp, t);
             a->greedy = GREEDY_OWN;
         }
     }
@@ -221,54 +203,16 @@ static bool sentence_step(beam *b, beam_sentence *a, int t)
 
 tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err)
 {
-    const tfm_search_input *in = s->in;
-    const int n = in->n_sentences, S = s->S, k = s->p->beam;
+    const int n = s->in->n_sentences, k = s->p->beam;
     const size_t rows = (size_t)n * k; /* at most k rows per sentence, the greedy path's included */
 
-    beam b = {.s = s, .k = k, .S = S, .V = s->V};
+    beam b = {.s = s, .k = k, .V = s->V};
     beam_sentence *act = search_work(s, 0, (size_t)n, sizeof *act);
-    int32_t *hist = search_work(s, 1, 2 * rows * S, sizeof *hist);
-    float *hlp = search_work(s, 2, 2 * rows * S, sizeof *hlp);
-    double *logp = search_work(s, 3, 2 * rows, sizeof *logp);
-    int32_t *tokens = search_work(s, 4, rows, sizeof *tokens);
-    b.parent = search_work(s, 5, rows, sizeof *b.parent);
     b.cands = search_work(s, 6, 2 * (size_t)k, sizeof *b.cands);
-    if (!act || !hist || !hlp || !logp || !tokens || !b.parent || !b.cands)
+    if (!act || !b.cands || !beam_rows_init(&b.rows, s, rows))
         return tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory for %d sentences", n);
-    for (int i = 0; i < 2; i++) {
-        b.hist[i] = hist + i * rows * S;
-        b.hlp[i] = hlp + i * rows * S;
-        b.logp[i] = logp + i * rows;
-    }
-
     /* every sentence starts with one hypothesis, <s>, the greedy path too */
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         act[i] = (beam_sentence){.sent = i, .row0 = i, .n_beam = 1, .greedy = GREEDY_IN_BEAM};
-        b.logp[0][i] = 0.0;
-        b.parent[i] = i; /* here: the sentence of row i */
-    }
-    tfm_status st = tfm_decoder_start(d, n, in->states, in->src_lens, n, b.parent, S, err);
-    if (st != TFM_OK) return st;
-
-    int R = n, n_act = n;
-    for (int t = 0; n_act > 0; t++) {
-        for (int r = 0; r < R; r++)
-            tokens[r] = t == 0 ? s->bos : b.hist[b.cur][(size_t)r * S + t - 1];
-        st = tfm_decoder_step_logits(d, tokens, s->logits, s->stats, err);
-        if (st != TFM_OK) return st;
-
-        b.new_R = 0;
-        int kept = 0;
-        for (int i = 0; i < n_act; i++) {
-            beam_sentence a = act[i];
-            if (sentence_step(&b, &a, t)) act[kept++] = a;
-        }
-        n_act = kept;
-        if (b.new_R == 0) break;
-        st = tfm_decoder_reorder(d, b.new_R, b.parent, err);
-        if (st != TFM_OK) return st;
-        R = b.new_R;
-        b.cur = 1 - b.cur;
-    }
-    return TFM_OK;
+    return beam_rows_run(s, d, &b.rows, act, sizeof *act, n, sentence_step, &b, err);
 }

@@ -4,8 +4,7 @@
  * once (see tfm/search.h for the rules).
  *
  * As in beam.c, the decoder's rows are grouped by live sentence, at most k
- * each, histories live in two buffers that a step reads and writes, and one
- * tfm_decoder_reorder a step makes the decoder follow.  What is added: each
+ * each, over beam_rows.c's histories and step loop.  What is added: each
  * row carries its progress through its sentence's constraints (cstate), the
  * masks of limits, order and an early </s> are applied to its next-token
  * log-probs, and a step's candidates (the sentence's best 2k, each row's
@@ -46,14 +45,9 @@ typedef struct csent {
 
 typedef struct cbeam {
     tfm_search *s;
-    int k, S, V;
-    int cur;             /* which history buffer holds the current rows */
-    int32_t *hist[2];    /* [rows, S] ids of each row */
-    float *hlp[2];       /* [rows, S] their log-probs */
-    double *logp[2];     /* [rows] each row's total log-prob */
-    cstate *state[2];    /* [rows] each row's progress */
-    int *parent;         /* [rows] the old row each new row continues */
-    int new_R;           /* new rows written so far in this step */
+    int k, V;
+    beam_rows rows;      /* the rows and their histories */
+    cstate *state[2];    /* [rows] each row's progress, in step with rows' buffers */
     search_cand *heap;   /* [2k] */
     ccand *cands;        /* [cand_cap] */
     int cand_cap;
@@ -173,8 +167,8 @@ static void finish(cbeam *b, int sent, int from, int t, float eos_lp, double log
     } else {
         s->count[sent]++;
     }
-    search_hyp_write(s, &list[at], b->hist[b->cur] + (size_t)from * b->S,
-                     b->hlp[b->cur] + (size_t)from * b->S, t, eos_lp, logp);
+    search_hyp_write(s, &list[at], beam_rows_ids(&b->rows, from), beam_rows_lps(&b->rows, from),
+                     t, eos_lp, logp);
     fmet[at] = met;
     while (at > 0 && finished_better(fmet[at], list[at].score, fmet[at - 1], list[at - 1].score)) {
         tfm_hypothesis h = list[at];
@@ -228,8 +222,8 @@ static int gather(cbeam *b, const csent *a, const tfm_constraints *c)
     const int k = b->k, V = b->V;
     const float *logits = s->logits;
     const tfm_logit_stats *stats = s->stats;
-    const double *logp = b->logp[b->cur];
-    const cstate *state = b->state[b->cur];
+    const double *logp = b->rows.logp[b->rows.cur];
+    const cstate *state = b->state[b->rows.cur];
     int n = 0;
 
     /* the best 2k of the sentence */
@@ -280,38 +274,33 @@ static int gather(cbeam *b, const csent *a, const tfm_constraints *c)
 
 /* ---- a step --------------------------------------------------------------------------- */
 
-/* Writes the next step's row new_R: row `from` followed by tok. */
+/* Writes the next step's row: row `from` followed by x's token, with x's state. */
 static void emit_row(cbeam *b, int from, const ccand *x, float tok_lp, int t)
 {
-    const int S = b->S, nxt = 1 - b->cur, r = b->new_R++;
-    int32_t *ids = b->hist[nxt] + (size_t)r * S;
-    float *lps = b->hlp[nxt] + (size_t)r * S;
-    memcpy(ids, b->hist[b->cur] + (size_t)from * S, (size_t)t * sizeof *ids);
-    memcpy(lps, b->hlp[b->cur] + (size_t)from * S, (size_t)t * sizeof *lps);
-    ids[t] = x->tok;
-    lps[t] = tok_lp;
-    b->logp[nxt][r] = x->score;
-    b->state[nxt][r] = x->st;
-    b->parent[r] = from;
+    int r = beam_rows_emit(&b->rows, from, x->tok, tok_lp, x->score, t);
+    b->state[1 - b->rows.cur][r] = x->st;
 }
 
 /* One step of one sentence: mask, gather, allocate the beam over the banks,
  * finish, continue.  Returns whether the sentence goes on. */
-static bool sentence_step(cbeam *b, csent *a, int t, int plen)
+static bool sentence_step(void *ctx, void *sentence, int t)
 {
+    cbeam *b = ctx;
+    csent *a = sentence;
     tfm_search *s = b->s;
     const int k = b->k, V = b->V, sent = a->sent;
     const tfm_constraints *c = constraints_of(s, sent);
     const uint64_t full = all_met(c);
-    const int32_t *hist = b->hist[b->cur];
     const tfm_logit_stats *stats = s->stats;
+    const int plen = search_prefix_len(s, sent);
 
     for (int i = 0; i < a->n_live; i++) {
         const int r = a->row0 + i;
         float *row = s->logits + (size_t)r * V;
-        search_constrain(s, sent, hist + (size_t)r * b->S, t, row);
+        const int32_t *hist = beam_rows_ids(&b->rows, r);
+        search_constrain(s, sent, hist, t, row);
         if (c && t >= plen && t < s->max_len[sent])
-            apply_masks(s, c, hist + (size_t)r * b->S, t, &b->state[b->cur][r], row);
+            apply_masks(s, c, hist, t, &b->state[b->rows.cur][r], row);
     }
     const int n = gather(b, a, c);
 
@@ -324,7 +313,7 @@ static bool sentence_step(cbeam *b, csent *a, int t, int plen)
     qsort(b->cands, (size_t)n, sizeof *b->cands, cmp_stripes);
 
     /* </s> among the first k finishes; others continue, up to k */
-    const int start = b->new_R;
+    const int start = b->rows.new_R;
     int n_live = 0;
     for (int j = 0; j < n; j++) {
         const ccand *x = &b->cands[j];
@@ -341,7 +330,7 @@ static bool sentence_step(cbeam *b, csent *a, int t, int plen)
     a->n_live = n_live;
     if (s->count[sent] < k && n_live > 0) return true;
 
-    b->new_R = start; /* done: its live rows are dropped */
+    b->rows.new_R = start; /* done: its live rows are dropped */
     const int found = s->count[sent];
     s->met[sent] = found > 0 ? b->fin_met[(size_t)sent * k] : full == 0;
     s->count[sent] = found < s->p->nbest ? found : s->p->nbest;
@@ -351,11 +340,9 @@ static bool sentence_step(cbeam *b, csent *a, int t, int plen)
 tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
 {
     const tfm_search_input *in = s->in;
-    const int n = in->n_sentences, S = s->S, k = s->p->beam;
+    const int n = in->n_sentences, k = s->p->beam;
     const size_t rows = (size_t)n * k;
 
-    /* candidates of a sentence: 2k best, k rows' best, and per row the
-     * token under way and the first of every alternative */
     int most_alts = 0;
     for (int i = 0; i < n; i++) {
         const tfm_constraints *c = constraints_of(s, i);
@@ -369,62 +356,24 @@ tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
         }
         if (c->n_alts > most_alts) most_alts = c->n_alts;
     }
-    cbeam b = {.s = s, .k = k, .S = S, .V = s->V};
+    cbeam b = {.s = s, .k = k, .V = s->V};
+    /* candidates of a sentence: 2k best, k rows' best, and per row the
+     * token under way and the first of every alternative */
     b.cand_cap = 3 * k + k * (most_alts + 1);
     csent *act = search_work(s, 0, (size_t)n, sizeof *act);
-    int32_t *hist = search_work(s, 1, 2 * rows * S, sizeof *hist);
-    float *hlp = search_work(s, 2, 2 * rows * S, sizeof *hlp);
-    double *logp = search_work(s, 3, 2 * rows, sizeof *logp);
-    int32_t *tokens = search_work(s, 4, rows, sizeof *tokens);
-    b.parent = search_work(s, 5, rows, sizeof *b.parent);
     b.heap = search_work(s, 6, 2 * (size_t)k, sizeof *b.heap);
     cstate *state = search_work(s, 7, 2 * rows, sizeof *state);
     b.cands = search_work(s, 8, (size_t)b.cand_cap, sizeof *b.cands);
     b.fin_met = search_work(s, 9, rows, sizeof *b.fin_met);
-    tfm_status st = TFM_OK;
-    if (!act || !hist || !hlp || !logp || !tokens || !b.parent || !b.heap || !state || !b.cands ||
-        !b.fin_met) {
-        st = tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory for %d sentences", n);
-        goto done;
-    }
+    if (!act || !b.heap || !state || !b.cands || !b.fin_met || !beam_rows_init(&b.rows, s, rows))
+        return tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory for %d sentences", n);
     memset(b.fin_met, 0, rows * sizeof *b.fin_met);
-    for (int i = 0; i < 2; i++) {
-        b.hist[i] = hist + i * rows * S;
-        b.hlp[i] = hlp + i * rows * S;
-        b.logp[i] = logp + i * rows;
-        b.state[i] = state + i * rows;
-    }
-
+    b.state[0] = state;
+    b.state[1] = state + rows;
     /* every sentence starts with one hypothesis, <s>, having met nothing */
     for (int i = 0; i < n; i++) {
         act[i] = (csent){.sent = i, .row0 = i, .n_live = 1};
-        b.logp[0][i] = 0.0;
         b.state[0][i] = (cstate){.alt = -1};
-        b.parent[i] = i; /* here: the sentence of row i */
     }
-    st = tfm_decoder_start(d, n, in->states, in->src_lens, n, b.parent, S, err);
-    if (st != TFM_OK) goto done;
-
-    int R = n, n_act = n;
-    for (int t = 0; n_act > 0; t++) {
-        for (int r = 0; r < R; r++)
-            tokens[r] = t == 0 ? s->bos : b.hist[b.cur][(size_t)r * S + t - 1];
-        st = tfm_decoder_step_logits(d, tokens, s->logits, s->stats, err);
-        if (st != TFM_OK) goto done;
-
-        b.new_R = 0;
-        int kept = 0;
-        for (int i = 0; i < n_act; i++) {
-            csent a = act[i];
-            if (sentence_step(&b, &a, t, search_prefix_len(s, a.sent))) act[kept++] = a;
-        }
-        n_act = kept;
-        if (b.new_R == 0) break;
-        st = tfm_decoder_reorder(d, b.new_R, b.parent, err);
-        if (st != TFM_OK) goto done;
-        R = b.new_R;
-        b.cur = 1 - b.cur;
-    }
-done:
-    return st;
+    return beam_rows_run(s, d, &b.rows, act, sizeof *act, n, sentence_step, &b, err);
 }

@@ -186,6 +186,52 @@ float search_logit_cut(const search_heap *h, double base, const tfm_logit_stats 
  * sixteen values at a time. */
 int search_next_not_below(const float *row, int from, int V, float cut);
 
+/* ---- the rows of a beam-like search (beam_rows.c) ---------------------------------------- */
+
+/* Each row's history (ids and their log-probs, [rows, S] each) and total
+ * log-prob, in two buffers: a step reads the current one (cur) and writes
+ * the other, since a row may be continued by several new rows or by none.
+ * parent[r] is the row of this step that new row r continues. */
+typedef struct beam_rows {
+    int S;
+    int cur;
+    int32_t *hist[2];    /* [rows, S] */
+    float *hlp[2];       /* [rows, S] */
+    double *logp[2];     /* [rows] */
+    int *parent;         /* [rows] */
+    int32_t *tokens;     /* [rows] the tokens fed to the decoder */
+    int new_R;           /* new rows written so far in this step */
+} beam_rows;
+
+/* Room for `rows` rows in scratch buffers 1 to 5 of s (after search_setup);
+ * false when memory runs out. */
+bool beam_rows_init(beam_rows *r, tfm_search *s, size_t rows);
+
+/* Writes the next step's row new_R: row `from` of this step followed by tok
+ * (of log-prob tok_lp), of total log-prob logp; returns its number. */
+int beam_rows_emit(beam_rows *r, int from, int32_t tok, float tok_lp, double logp, int t);
+
+/* The ids and log-probs of row `row` of this step. */
+static inline const int32_t *beam_rows_ids(const beam_rows *r, int row)
+{
+    return r->hist[r->cur] + (size_t)row * r->S;
+}
+static inline const float *beam_rows_lps(const beam_rows *r, int row)
+{
+    return r->hlp[r->cur] + (size_t)row * r->S;
+}
+
+/* The step loop over n sentences, each starting with one row (<s>, log-prob
+ * 0, row i for sentence i): each step feeds every row its last token to d,
+ * whose logits land in s->logits and s->stats, then calls step(ctx,
+ * sentence, t) for each live sentence in order (act: n elements of size
+ * bytes), which writes the sentence's new rows with beam_rows_emit and
+ * returns whether it goes on; the sentences that go on are kept in order,
+ * and d follows the new rows. */
+tfm_status beam_rows_run(tfm_search *s, tfm_decoder *d, beam_rows *r, void *act, size_t size,
+                           int n, bool (*step)(void *ctx, void *sentence, int t), void *ctx,
+                           tfm_error *err);
+
 /* ---- sampling (sample.c) ------------------------------------------------------- */
 
 /* Draws the next token from lp [V] (constrained, at least one finite) by the
