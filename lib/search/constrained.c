@@ -119,13 +119,14 @@ static bool among(const int32_t *ids, size_t n, int32_t tok)
 }
 
 /* Forbids in lp [V] what the constraints c forbid after hist[0..t) (a
- * hypothesis in state st): tokens at their limit, tokens of the order that
+ * hypothesis in state st): banned tokens, tokens at their limit, tokens of the order that
  * are not the next one due, and </s> while a constraint is unmet (unless
  * nothing else is left). */
 static void apply_masks(const tfm_search *s, const tfm_constraints *c, const int32_t *hist, int t,
                         const cstate *st, float *lp)
 {
     const float eos_lp = lp[s->eos];
+    for (size_t i = 0; i < c->banned.len; i++) lp[c->banned.data[i]] = -INFINITY;
     for (int i = 0; i < c->n_limited; i++) {
         int seen = 0;
         for (int j = 0; j < t; j++) seen += hist[j] == c->limited[i];
@@ -337,6 +338,14 @@ static bool sentence_step(void *ctx, void *sentence, int t)
     return false;
 }
 
+/* Whether ids[0..n) are all in [0, V). */
+static bool ids_below(const int32_t *ids, size_t n, int V)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V) return false;
+    return true;
+}
+
 tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
 {
     const tfm_search_input *in = s->in;
@@ -354,6 +363,11 @@ tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
                                      "%d is %s", i, (int)id, id < 0 || id >= s->V ?
                                      "outside the target vocabulary" : "<pad>, <s> or </s>");
         }
+        if (!ids_below(c->banned.data, c->banned.len, s->V) ||
+            !ids_below(c->limited, (size_t)c->n_limited, s->V) ||
+            !ids_below(c->ordered.data, c->ordered.len, s->V))
+            return tfm_error_set(err, TFM_ERR_RANGE, "search: sentence %d: a banned, limited or "
+                                 "ordered id outside the target vocabulary", i);
         if (c->n_alts > most_alts) most_alts = c->n_alts;
     }
     cbeam b = {.s = s, .k = k, .V = s->V};

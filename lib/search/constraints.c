@@ -3,6 +3,7 @@
  * limits (tokens that may appear at most so often) and an order (tokens
  * that must appear in a given order), and the line format of decode's
  * --constraints file.  The search itself is constrained.c. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@ tfm_constraints *tfm_constraints_create(void)
     tfm_constraints *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     tfm_ids_init(&c->ids);
+    tfm_ids_init(&c->banned);
     tfm_ids_init(&c->ordered);
     return c;
 }
@@ -22,6 +24,7 @@ void tfm_constraints_free(tfm_constraints *c)
 {
     if (!c) return;
     tfm_ids_free(&c->ids);
+    tfm_ids_free(&c->banned);
     tfm_ids_free(&c->ordered);
     free(c->alt_start);
     free(c->alt_len);
@@ -37,12 +40,13 @@ void tfm_constraints_clear(tfm_constraints *c)
     c->n_alts = 0;
     c->n_limited = 0;
     tfm_ids_clear(&c->ids);
+    tfm_ids_clear(&c->banned);
     tfm_ids_clear(&c->ordered);
 }
 
 bool tfm_constraints_empty(const tfm_constraints *c)
 {
-    return !c || (c->n == 0 && c->n_limited == 0 && c->ordered.len == 0);
+    return !c || (c->n == 0 && c->n_limited == 0 && c->banned.len == 0 && c->ordered.len == 0);
 }
 
 int tfm_constraints_count(const tfm_constraints *c)
@@ -108,6 +112,13 @@ tfm_status tfm_constraints_limit(tfm_constraints *c, int32_t tok, int max, tfm_e
     c->limited[c->n_limited] = tok;
     c->limit[c->n_limited] = max;
     c->n_limited++;
+    return TFM_OK;
+}
+
+tfm_status tfm_constraints_ban(tfm_constraints *c, int32_t tok, tfm_error *err)
+{
+    if (tfm_ids_push(&c->banned, tok) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     return TFM_OK;
 }
 
@@ -198,6 +209,63 @@ tfm_status tfm_constraints_parse(tfm_constraints *c, const char *line, size_t le
 
 /* ---- placeholders ---------------------------------------------------------------------- */
 
+/* The characters that start or end a placeholder of the classes. */
+static void placeholder_marks(unsigned classes, bool mark[128])
+{
+    memset(mark, 0, 128 * sizeof *mark);
+    if (classes & (TFM_PH_PRINTF | TFM_PH_PYTHON | TFM_PH_QT)) mark['%'] = true;
+    if (classes & (TFM_PH_BRACES | TFM_PH_DOLLAR)) mark['{'] = mark['}'] = true;
+    if (classes & TFM_PH_DOLLAR) mark['$'] = true;
+    if (classes & TFM_PH_TAGS) mark['<'] = mark['>'] = true;
+    if (classes & TFM_PH_ENTITIES) mark['&'] = true;
+}
+
+/* Bans every piece of v (normal, user or byte; not a placeholder token)
+ * holding a mark that the source line has nowhere outside its
+ * placeholders ph: the output then cannot spell a placeholder the source
+ * does not have out of ordinary pieces. */
+static tfm_status ban_placeholder_marks(tfm_constraints *c, const tfm_vocab *v, const char *line,
+                                        size_t len, unsigned classes, const tfm_placeholders *ph,
+                                        tfm_error *err)
+{
+    bool mark[128];
+    placeholder_marks(classes, mark);
+    size_t next = 0; /* the next placeholder of ph (they come in order) */
+    for (size_t i = 0; i < len; i++) {
+        if (next < ph->n && i == ph->items[next].start) {
+            i += ph->items[next++].len - 1;
+            continue;
+        }
+        unsigned char ch = (unsigned char)line[i];
+        if (ch < 128) mark[ch] = false; /* the text has it: pieces may too */
+    }
+    bool any = false;
+    for (int ch = 0; ch < 128; ch++) any = any || mark[ch];
+    if (!any) return TFM_OK;
+    int32_t first_ph = INT32_MAX, last_ph = -1; /* the placeholder tokens' ids */
+    for (int k = 1; k <= TFM_PH_TOKENS; k++) {
+        int32_t id = tfm_vocab_placeholder_id(v, k);
+        if (id >= 0 && id < first_ph) first_ph = id;
+        if (id > last_ph) last_ph = id;
+    }
+    const int32_t size = tfm_vocab_size(v);
+    for (int32_t id = 0; id < size; id++) {
+        if (tfm_vocab_type(v, id) == TFM_PIECE_CONTROL) continue;
+        if (id >= first_ph && id <= last_ph && tfm_vocab_type(v, id) == TFM_PIECE_USER) continue;
+        int byte = tfm_vocab_byte_value(v, id);
+        bool banned = byte >= 0 && byte < 128 && mark[byte];
+        size_t plen;
+        const char *piece = tfm_vocab_piece(v, id, &plen);
+        for (size_t j = 0; byte < 0 && j < plen && !banned; j++)
+            banned = (unsigned char)piece[j] < 128 && mark[(unsigned char)piece[j]];
+        if (banned) {
+            tfm_status st = tfm_constraints_ban(c, id, err);
+            if (st != TFM_OK) return st;
+        }
+    }
+    return TFM_OK;
+}
+
 tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
                                             const char *line, size_t len, unsigned classes,
                                             tfm_error *err)
@@ -228,6 +296,7 @@ tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab 
         if (id >= 0) st = tfm_constraints_limit(c, id, count[k], err);
     }
     if (st == TFM_OK && n_ordered > 1) st = tfm_constraints_order(c, ordered, n_ordered, err);
+    if (st == TFM_OK) st = ban_placeholder_marks(c, v, line, len, classes, &ph, err);
     tfm_placeholders_free(&ph);
     return st;
 }

@@ -54,6 +54,7 @@ struct tfm_constraints {
     int32_t *limited;        /* [n_limited] tokens with a limit ... */
     int *limit;              /* ... and how often each may appear */
     int n_limited, limited_cap;
+    tfm_ids banned;          /* tokens that never appear */
     tfm_ids ordered;         /* tokens that appear in this order */
 };
 

@@ -156,6 +156,8 @@ tfm_status tfm_constraints_add(tfm_constraints *c, const int32_t *const *alts, c
                                int n_alts, tfm_error *err);
 /* Token tok may appear at most max times. */
 tfm_status tfm_constraints_limit(tfm_constraints *c, int32_t tok, int max, tfm_error *err);
+/* Token tok never appears (a limit of 0, cheaper for many tokens). */
+tfm_status tfm_constraints_ban(tfm_constraints *c, int32_t tok, tfm_error *err);
 /* The tokens of seq[0..n) appear in this order (each as often as it stands
  * in seq: give it a limit too). */
 tfm_status tfm_constraints_order(tfm_constraints *c, const int32_t *seq, int n, tfm_error *err);
@@ -392,8 +394,12 @@ tfm_status tfm_decode_batch_finish_sides(const tfm_decode_batch *b, tfm_decode_s
  * --placeholders): each numbered placeholder's token is a one-token
  * constraint per occurrence and is limited to that count, every other
  * placeholder token is limited to 0, and the tokens of printf conversions
- * that take their arguments in order keep the source's order.
- * TFM_ERR_ARG when v has no placeholder tokens. */
+ * that take their arguments in order keep the source's order.  So that no
+ * placeholder can be spelled out of ordinary pieces either, every piece
+ * holding a character that starts or ends a placeholder of the classes
+ * ('%', '{', '}', '$', '<', '>', '&') is banned when the source line has
+ * that character nowhere outside its placeholders.  TFM_ERR_ARG when v has
+ * no placeholder tokens. */
 tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
                                             const char *line, size_t len, unsigned classes,
                                             tfm_error *err);

@@ -8,6 +8,11 @@
       the other's best, Dice >= MIN_DICE), in their most frequent spelling;
       words of fewer than 4 letters and numbers are left out.
 
+  placeholders.py dinu-constraints BIN MODEL GLOSSARY SRC REF [TOKENIZE OPTION]...
+      the constraints file of Dinu et al.'s setting: each line's glossary
+      holds only its annotated terms (source word in the source line, target
+      word in its reference), made into constraints by 'tokenize --glossary'.
+
   placeholders.py report BIN SRC REF NAME=HYP... [--glossary G]
       for each output (and the references, as "references"):
         keep   the share of test lines with placeholders whose output holds
@@ -109,23 +114,49 @@ def msgfmt_rejects(pairs):
 
 
 def term_use(glossary_path, src, ref, hyp):
-    terms = []
+    total = used = 0
+    for terms, h in zip(annotated_terms(glossary_path, src, ref), hyp):
+        hw = set(WORD.findall(h))
+        total += len(terms)
+        used += sum(f in hw for e, f in terms)
+    return used, total
+
+
+def annotated_terms(glossary_path, src, ref):
+    """Per line: the glossary's (source, target) pairs whose source word is
+    in the source line and whose target word is in its reference."""
+    by_word = collections.defaultdict(list)
     with open(glossary_path, encoding="utf-8") as g:
         for line in g:
             e, f = line.rstrip("\n").split("\t")[:2]
-            terms.append((e, f))
-    by_word = collections.defaultdict(list)
-    for e, f in terms:
-        by_word[e].append(f)
-    total = used = 0
-    for s, r, h in zip(src, ref, hyp):
-        sw, rw, hw = set(WORD.findall(s)), set(WORD.findall(r)), set(WORD.findall(h))
-        for e in sw:
-            for f in by_word.get(e, ()):
-                if f in rw:
-                    total += 1
-                    used += f in hw
-    return used, total
+            by_word[e].append(f)
+    out = []
+    for s, r in zip(src, ref):
+        sw, rw = set(WORD.findall(s)), set(WORD.findall(r))
+        out.append(sorted((e, f) for e in sw for f in by_word.get(e, ()) if f in rw))
+    return out
+
+
+def dinu_constraints(argv):
+    """The constraints of the annotated terms alone (Dinu et al.'s setting:
+    a term is given where the source and the reference hold it), made by
+    'tokenize --glossary' with each line's own glossary."""
+    bin_dir, model, glossary_path, src_path, ref_path = argv[:5]
+    extra = argv[5:]
+    read = lambda p: open(p, encoding="utf-8").read().split("\n")[:-1]
+    src, ref = read(src_path), read(ref_path)
+    with tempfile.TemporaryDirectory() as tmp:
+        g, c = os.path.join(tmp, "g.tsv"), os.path.join(tmp, "c.txt")
+        for line, terms in zip(src, annotated_terms(glossary_path, src, ref)):
+            if not terms:
+                print("")
+                continue
+            with open(g, "w", encoding="utf-8") as f:
+                f.write("".join("%s\t%s\n" % t for t in terms))
+            subprocess.run([os.path.join(bin_dir, "tokenize"), "-q", "-m", model, "--glossary", g,
+                            "--constraints", c] + extra, input=(line + "\n").encode("utf-8"),
+                           check=True, capture_output=True)
+            print(open(c, encoding="utf-8").read().rstrip("\n"))
 
 
 def report(argv):
@@ -167,7 +198,9 @@ def report(argv):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 4 and sys.argv[1] == "glossary":
+    if len(sys.argv) >= 7 and sys.argv[1] == "dinu-constraints":
+        dinu_constraints(sys.argv[2:])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "glossary":
         glossary(sys.argv[2], sys.argv[3])
     elif len(sys.argv) >= 5 and sys.argv[1] == "report":
         report(sys.argv[2:])

@@ -14,8 +14,11 @@
 #      without steering (its placeholder tokens put back by 'tokenize -d
 #      --placeholders') and with 'decode --placeholders' (constrained beam
 #      search that keeps exactly the source's placeholders); each model with
-#      a glossary ('tokenize --glossary', 'decode --constraints'), the
-#      glossary made from word pairs of the training data (placeholders.py).
+#      a glossary ('tokenize --glossary', 'decode --constraints') made from
+#      word pairs of the training data (placeholders.py): the terms of each
+#      line that its reference holds too (Dinu et al.'s setting, "terms"),
+#      and for the plain model also the whole glossary wherever a source
+#      term is found ("whole glossary"), as a user would apply it.
 #   3. measures (placeholders.py report): placeholders kept (the lines with
 #      placeholders whose output holds exactly the source's multiset; the
 #      references' own rate beside them), c-format entries that 'msgfmt
@@ -105,39 +108,47 @@ detok() { # MODEL NAME [OPTION]...: OUT/NAME.fr
 
 encode "$PLAIN" plain
 encode "$PH" ph --placeholders
+# the glossary's constraints: Dinu et al.'s setting (each line's annotated
+# terms: source word in the source, target word in the reference), and the
+# whole glossary wherever a source term is found, as a user would apply it
+$PY tests/bench/placeholders.py dinu-constraints "$BIN" "$PLAIN" "$D/glossary.tsv" "$T" \
+    "$D/test.fr" >"$OUT/plain.terms.txt" || exit 1
+$PY tests/bench/placeholders.py dinu-constraints "$BIN" "$PH" "$D/glossary.tsv" "$T" \
+    "$D/test.fr" --placeholders >"$OUT/ph.terms.txt" || exit 1
 "$BIN/tokenize" -q -m "$PLAIN" --glossary "$D/glossary.tsv" --constraints "$OUT/plain.gloss.txt" \
     <"$T" >/dev/null || exit 1
-"$BIN/tokenize" -q -m "$PH" --placeholders --glossary "$D/glossary.tsv" \
-    --constraints "$OUT/ph.gloss.txt" <"$T" >/dev/null || exit 1
+echo "glossary: $(grep -c . "$OUT/plain.terms.txt") test lines with annotated terms; the whole glossary finds terms in $(grep -c . "$OUT/plain.gloss.txt")"
 
 # each pair of runs twice, interleaved, the faster of each kept (a shared machine)
+RUNS="plain plain-terms plain-glossary ph-free ph ph-terms"
 for round in 1 2; do
     decode "$PLAIN" plain plain
+    decode "$PLAIN" plain-terms plain --constraints "$OUT/plain.terms.txt"
     decode "$PLAIN" plain-glossary plain --constraints "$OUT/plain.gloss.txt"
     decode "$PH" ph-free ph
     decode "$PH" ph ph --placeholders "$T"
-    decode "$PH" ph-glossary ph --placeholders "$T" --constraints "$OUT/ph.gloss.txt"
-    for n in plain plain-glossary ph-free ph ph-glossary; do
+    decode "$PH" ph-terms ph --placeholders "$T" --constraints "$OUT/ph.terms.txt"
+    for n in $RUNS; do
         t=$(cat "$OUT/$n.time")
         b=$(cat "$OUT/$n.best" 2>/dev/null || echo 1e9)
         awk -v t="$t" -v b="$b" 'BEGIN { exit !(t < b) }' && echo "$t" >"$OUT/$n.best"
     done
 done
-detok "$PLAIN" plain
-detok "$PLAIN" plain-glossary
-for n in ph-free ph ph-glossary; do detok "$PH" "$n" --placeholders "$T"; done
+for n in plain plain-terms plain-glossary; do detok "$PLAIN" "$n"; done
+for n in ph-free ph ph-terms; do detok "$PH" "$n" --placeholders "$T"; done
 
 # ---- 3. measures ---------------------------------------------------------------------
 echo
 echo "== placeholders and terms (beam 4; the references' own rates first)"
 $PY tests/bench/placeholders.py report "$BIN" "$T" "$D/test.fr" \
-    "plain=$OUT/plain.fr" "plain+glossary=$OUT/plain-glossary.fr" \
-    "placeholders,unsteered=$OUT/ph-free.fr" "placeholders=$OUT/ph.fr" \
-    "placeholders+glossary=$OUT/ph-glossary.fr" --glossary "$D/glossary.tsv"
+    "plain=$OUT/plain.fr" "plain+terms=$OUT/plain-terms.fr" \
+    "plain+whole_glossary=$OUT/plain-glossary.fr" \
+    "placeholders_unsteered=$OUT/ph-free.fr" "placeholders=$OUT/ph.fr" \
+    "placeholders+terms=$OUT/ph-terms.fr" --glossary "$D/glossary.tsv"
 
 echo
 echo "== BLEU and chrF against the raw references"
-for n in plain plain-glossary ph-free ph ph-glossary; do
+for n in $RUNS; do
     bleu=$("$BIN/score" bleu -b -r "$D/test.fr" "$OUT/$n.fr")
     chrf=$("$BIN/score" chrf -b -r "$D/test.fr" "$OUT/$n.fr")
     printf '  %-16s BLEU %6s  chrF %6s\n' "$n" "$bleu" "$chrf"
@@ -146,13 +157,14 @@ done
 
 echo
 echo "== decode speed (beam 4, batch 64, $THREADS threads, best of 2 runs; the same encoder states)"
-rate() { awk -v t="$(cat "$OUT/$1.best")" '{ n += NF } END { printf "%.0f", t > 0 ? n / t : 0 }' "$OUT/$1.ids"; }
+rate() { awk -v t="$(cat "$OUT/$1.best")" '{ n += NF } END { printf "%.0f", (t > 0 ? n / t : 0) }' "$OUT/$1.ids"; }
 speed() { # WHAT UNCONSTRAINED CONSTRAINED
     u=$(rate "$2") c=$(rate "$3")
-    r=$(awk -v u="$(cat "$OUT/$2.best")" -v c="$(cat "$OUT/$3.best")" 'BEGIN { printf "%.2f", u > 0 ? c / u : 0 }')
+    r=$(awk -v u="$(cat "$OUT/$2.best")" -v c="$(cat "$OUT/$3.best")" 'BEGIN { printf "%.2f", (u > 0 ? c / u : 0) }')
     printf '  %-42s %sx the time of unconstrained beam 4 (%s against %s target tokens/s)\n' "$1" "$r" "$c" "$u"
     echo "bench_ph_speed what=$(echo "$1" | tr ' ,+' '___') time_ratio=$r constrained_tps=$c unconstrained_tps=$u"
 }
-speed "glossary constraints, plain model" plain plain-glossary
+speed "annotated terms, plain model" plain plain-terms
+speed "the whole glossary, plain model" plain plain-glossary
 speed "placeholders, placeholder model" ph-free ph
-speed "placeholders + glossary, placeholder model" ph-free ph-glossary
+speed "placeholders + terms, placeholder model" ph-free ph-terms

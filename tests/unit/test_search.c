@@ -30,6 +30,7 @@
 #include "search/search_internal.h"
 #include "tfm/model.h"
 #include "tfm/search.h"
+#include "tfm/text.h"
 
 enum { V = 40, MAXN = 32, MAX_SRC = 12 };
 
@@ -1056,6 +1057,71 @@ static void test_constraints_limits_order(void)
     fixture_free(&f);
 }
 
+
+/* Placeholders as constraints: one per occurrence, limits, the printf
+ * order, and pieces that could spell a placeholder banned unless the
+ * source's text has their character. */
+static void test_placeholder_constraints(void)
+{
+    tfm_norm_params norm = tfm_norm_default_params();
+    tfm_vocab *v = tfm_vocab_create(&norm);
+    int32_t ph[4];
+    char text[16];
+    for (int k = 1; k <= 3; k++) {
+        snprintf(text, sizeof text, "<ph%d>", k);
+        ph[k] = tfm_vocab_add(v, text, strlen(text), 0, TFM_PIECE_USER);
+    }
+    const char *pieces[] = {"%", "\xE2\x96\x81%", "a", "\xE2\x96\x81of", "{", "<b", "&"};
+    int32_t id[7];
+    for (int i = 0; i < 7; i++) id[i] = tfm_vocab_add(v, pieces[i], strlen(pieces[i]), -1, TFM_PIECE_NORMAL);
+    CHECK(ph[3] > 0 && id[6] > 0 && tfm_vocab_placeholder_id(v, 2) == ph[2]);
+    tfm_constraints *c = tfm_constraints_create();
+    tfm_error err;
+    /* "%s of %d and %s": %d is <ph1>, %s <ph2>; in the printf order 2 1 2 */
+    const char *line = "%s of %d and %s";
+    CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_ALL, &err) == TFM_OK);
+    CHECK(c->n == 3 && c->n_alts == 3);
+    CHECK(c->ids.data[0] == ph[2] && c->ids.data[1] == ph[1] && c->ids.data[2] == ph[2]);
+    int lim[4] = {-1, -1, -1, -1};
+    for (int i = 0; i < c->n_limited; i++)
+        for (int k = 1; k <= 3; k++)
+            if (c->limited[i] == ph[k]) lim[k] = c->limit[i];
+    CHECK(lim[1] == 1 && lim[2] == 2 && lim[3] == 0);
+    CHECK(c->ordered.len == 3 && c->ordered.data[0] == ph[2] && c->ordered.data[1] == ph[1] &&
+          c->ordered.data[2] == ph[2]);
+    /* '%', '{', '<' and '&' are nowhere in the text: their pieces, and the
+     * byte piece of '%', may not be produced; "a" and "▁of" may */
+    bool banned[8] = {0}, byte_banned = false;
+    for (size_t i = 0; i < c->banned.len; i++) {
+        for (int k = 0; k < 7; k++) banned[k] |= c->banned.data[i] == id[k];
+        byte_banned |= c->banned.data[i] == tfm_vocab_byte_id(v, '%');
+        for (int k = 1; k <= 3; k++) CHECK(c->banned.data[i] != ph[k]);
+    }
+    CHECK(banned[0] && banned[1] && !banned[2] && !banned[3] && banned[4] && banned[5] && banned[6]);
+    CHECK(byte_banned);
+    /* "50% of %s": the text has a '%', so its pieces stay; {, <, & do not */
+    tfm_constraints_clear(c);
+    line = "50% of %s";
+    CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_ALL, &err) == TFM_OK);
+    memset(banned, 0, sizeof banned);
+    for (size_t i = 0; i < c->banned.len; i++)
+        for (int k = 0; k < 7; k++) banned[k] |= c->banned.data[i] == id[k];
+    CHECK(!banned[0] && !banned[1] && banned[4] && banned[5] && banned[6]);
+    CHECK(c->n == 1 && c->ordered.len == 0);
+    /* only the braces class: only the braces' pieces */
+    tfm_constraints_clear(c);
+    CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_BRACES, &err) == TFM_OK);
+    CHECK(c->n == 0 && c->banned.len >= 2);
+    for (size_t i = 0; i < c->banned.len; i++) CHECK(c->banned.data[i] != id[0] && c->banned.data[i] != id[5]);
+    /* a vocabulary without placeholder tokens is refused */
+    tfm_vocab *plain = tfm_vocab_create(&norm);
+    CHECK(tfm_constraints_add_placeholders(c, plain, line, strlen(line), TFM_PH_ALL, &err) ==
+          TFM_ERR_ARG);
+    tfm_vocab_free(plain);
+    tfm_constraints_free(c);
+    tfm_vocab_free(v);
+}
+
 void openblas_set_num_threads(int num_threads);
 
 int main(void)
@@ -1080,5 +1146,6 @@ int main(void)
     RUN(test_constraints_met);
     RUN(test_constraints_batch_equals_alone);
     RUN(test_constraints_limits_order);
+    RUN(test_placeholder_constraints);
     CHECK_DONE();
 }
