@@ -17,9 +17,14 @@
  * (charclass.c): the pieces of a word next to a punctuation mark are those
  * of the word alone.
  *
- * The glued form of a term is found by encoding "'" + term and dropping the
- * leading pieces that hold "▁'"; a term that does not start with a letter,
- * digit or mark has none.
+ * The glued form of a source term is found by encoding "'" + term and
+ * dropping the leading pieces that hold "▁'"; a term that does not start
+ * with a letter, digit or mark has none.  Target terms are asked for in
+ * their plain form alone: a glued form, free to follow any piece, let a
+ * search glue the term to the word before it ("laeffet" for "la" + "effet"):
+ * on the enfr test (a 583-update model, each line's annotated terms), the
+ * term use rate was 93.2% with glued alternatives and 99.0% without, chrF
+ * 27.1 and 27.3.  After an elision the plain form reads "l' interface".
  *
  * Matching a line: every occurrence of every form is listed, then taken in
  * the order of their terms' priority (more ids first, then longer text, then
@@ -52,7 +57,7 @@ typedef struct span {
 
 /* One line of the file, encoded. */
 typedef struct entry {
-    span src, tgt, tgt_glued; /* tgt_glued.n 0: none */
+    span src, tgt;
     const int32_t *key;       /* the source ids, for sorting (the pool is complete then) */
     size_t line;              /* 1-based */
     size_t text_off, text_len; /* the source term as written, in g->text */
@@ -287,14 +292,10 @@ static tfm_status build_terms(tfm_glossary *g, entry *entries, size_t n, tfm_err
                     .text_off = entries[i].text_off, .text_len = entries[i].text_len,
                     .first_alt = g->n_alts};
         for (size_t e = i; e < j; e++) {
-            span cand[2] = {entries[e].tgt, entries[e].tgt_glued};
-            for (int c = 0; c < 2; c++) {
-                if (cand[c].n == 0) continue;
-                bool seen = false;
-                for (size_t a = t->first_alt; a < g->n_alts && !seen; a++)
-                    seen = same_ids(g, g->alts[a], cand[c]);
-                if (!seen) g->alts[g->n_alts++] = cand[c];
-            }
+            bool seen = false;
+            for (size_t a = t->first_alt; a < g->n_alts && !seen; a++)
+                seen = same_ids(g, g->alts[a], entries[e].tgt);
+            if (!seen) g->alts[g->n_alts++] = entries[e].tgt;
         }
         t->n_alts = g->n_alts - t->first_alt;
         i = j;
@@ -408,8 +409,6 @@ static tfm_status parse_lines(tfm_glossary *g, const char *data, size_t size, tf
         }
         s = encode_side(g, b, &tmp, line, "source", src, src_len, &e->src, err);
         if (s == TFM_OK) s = encode_side(g, b, &tmp, line, "target", tgt, tgt_len, &e->tgt, err);
-        if (s == TFM_OK) s = encode_glued(g, b, &tmp, &scratch, tgt, tgt_len, &e->tgt_glued, err);
-        if (s == TFM_OK && same_ids(g, e->tgt_glued, e->tgt)) e->tgt_glued.n = 0;
         n++;
     }
     tfm_ids_free(&tmp);

@@ -409,9 +409,8 @@ tfm_status tfm_bpe_decode_placeholders(const tfm_vocab *v, const int32_t *ids, s
  * bytes, then the earlier line); an occurrence that overlaps one taken is
  * skipped.  A term never matches across a placeholder token.  Each term
  * found gives one constraint however often it occurs: its alternatives are
- * the encodings of its target terms, each also as it is glued after an
- * apostrophe (the pieces of "interface" in "l'interface", without the word
- * marker) where that differs. */
+ * the encodings of its target terms, each as a word of its own (starting
+ * with '▁'). */
 
 /* The constraints a line may hold: decode's TFM_MAX_CONSTRAINTS (tfm/search.h),
  * kept equal by hand (a test checks the two). */

@@ -80,7 +80,7 @@ check "the system file and the file: system, file, the file ($(ncons 7))" [ "$(n
 
 # Every alternative: ids inside the vocabulary, decoding to a target term.
 tr '\t' '\n' <c.txt | grep -v '^$' | awk -F' [|] ' '{ for (i = 1; i <= NF; i++) print $i }' >alts.txt
-check "the constraints have alternatives ($(lines_of alts.txt))" [ "$(lines_of alts.txt)" -ge 14 ]
+check "the constraints have alternatives ($(lines_of alts.txt))" [ "$(lines_of alts.txt)" -ge 9 ]
 bad=$(awk -v vs="$VS" '{ for (i = 1; i <= NF; i++) if ($i !~ /^[0-9]+$/ || $i + 0 >= vs) n++ }
                        END { print n + 0 }' alts.txt)
 check "every id is a number below the vocabulary size $VS ($bad bad)" [ "$bad" -eq 0 ]
@@ -89,7 +89,7 @@ cut -f2 terms.tsv | grep -v '^$' | grep -v '^#' | sort -u >targets.txt
 bad=$(sort -u alts-text.txt | comm -23 - targets.txt | wc -l)
 check "each alternative decodes to a target term ($bad not)" [ "$bad" -eq 0 ]
 check "the targets of 'user' are alternatives of one constraint" \
-    [ "$(sed -n 4p c.txt | tr '\t' '\n' | grep -c ' | .* | .* | ')" -eq 1 ]
+    [ "$(sed -n 4p c.txt | tr '\t' '\n' | grep -c ' | ')" -eq 1 ]
 
 # The same bytes whatever the thread count, and over several files.
 tok -m v.vocab --threads 1 --glossary terms.tsv --constraints c1.txt big.txt >ids1.txt
