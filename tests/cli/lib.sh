@@ -31,6 +31,18 @@ expect_stderr() {
         fail "$2 (stderr lacks /$1/)"; sed 's/^/    stderr: /' err.txt | head -5; fi
 }
 
+# lines_of FILE: its number of lines.
+lines_of() { wc -l <"$1" | tr -d ' '; }
+
+# same_files NAME EXPECTED GOT: passes when the two files are equal byte for byte;
+# otherwise shows their first differences.
+same_files() {
+    if cmp -s "$2" "$3"; then pass "$1"; else
+        fail "$1 ($3 differs from $2)"
+        diff "$2" "$3" | head -6 | sed 's/^/    /'
+    fi
+}
+
 # python_numpy: prints the path of a python3 that has numpy, or nothing.
 python_numpy() {
     for py in /usr/bin/python3 python3; do

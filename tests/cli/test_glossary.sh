@@ -23,15 +23,6 @@ TMO=${TOKENIZE_TEST_TIMEOUT:-60}
 if [ ! -x "$TOKENIZE" ]; then fail "no $TOKENIZE"; exit 0; fi
 
 tok() { timeout "$TMO" "$TOKENIZE" "$@"; }
-lines_of() { wc -l <"$1" | tr -d ' '; }
-
-# same NAME EXPECTED GOT: the two files are equal byte for byte.
-same() {
-    if cmp -s "$2" "$3"; then pass "$1"; else
-        fail "$1 ($3 differs from $2)"
-        diff "$2" "$3" | head -6 | sed 's/^/    /'
-    fi
-}
 
 tok learn -q --vocab-size 3000 --soft-vocab-limit "$DATA/corpus-small.txt" -o v.vocab
 check "learn a vocabulary" [ -s v.vocab ]
@@ -64,7 +55,7 @@ tok -m v.vocab --glossary terms.tsv --constraints c.txt in.txt >ids.txt 2>err.tx
 check "--glossary --constraints exits 0" [ $? -eq 0 ]
 check "no warning" [ ! -s err.txt ]
 tok -m v.vocab in.txt >plain-ids.txt
-same "the ids are those without --glossary" plain-ids.txt ids.txt
+same_files "the ids are those without --glossary" plain-ids.txt ids.txt
 check "OUT has a line per input line ($(lines_of c.txt))" [ "$(lines_of c.txt)" -eq "$(lines_of in.txt)" ]
 check "an empty input line gives an empty line" [ -z "$(sed -n 2p c.txt)" ]
 check "a line without a term gives an empty line" [ -z "$(sed -n 3p c.txt)" ]
@@ -94,12 +85,12 @@ check "the targets of 'user' are alternatives of one constraint" \
 # The same bytes whatever the thread count, and over several files.
 tok -m v.vocab --threads 1 --glossary terms.tsv --constraints c1.txt big.txt >ids1.txt
 tok -m v.vocab --threads 2 --glossary terms.tsv --constraints c2.txt big.txt >ids2.txt
-same "--threads 1 and 2: the same constraints" c1.txt c2.txt
-same "--threads 1 and 2: the same ids" ids1.txt ids2.txt
+same_files "--threads 1 and 2: the same constraints" c1.txt c2.txt
+same_files "--threads 1 and 2: the same ids" ids1.txt ids2.txt
 check "a line of OUT per line of a big input" [ "$(lines_of c2.txt)" -eq "$(lines_of big.txt)" ]
 check "many lines have terms ($(grep -c . c2.txt))" [ "$(grep -c . c2.txt)" -gt 300 ]
 tok -m v.vocab --threads 2 --glossary terms.tsv --constraints c3.txt in.txt - <"$DATA/corpus-small.txt" >/dev/null
-same "several input files: one OUT, in order" c1.txt c3.txt
+same_files "several input files: one OUT, in order" c1.txt c3.txt
 
 # Through a FIFO, line by line.
 if mkfifo fifo 2>/dev/null; then
@@ -111,7 +102,7 @@ if mkfifo fifo 2>/dev/null; then
     [ $rc -eq 0 ] || timeout 5 sh -c ': >fifo' 2>/dev/null
     wait $reader
     check "--constraints=FIFO exits 0" [ $rc -eq 0 ]
-    same "--constraints=FIFO writes the same lines" c1.txt fifo-out.txt
+    same_files "--constraints=FIFO writes the same lines" c1.txt fifo-out.txt
     check "the FIFO is still a FIFO" [ -p fifo ]
 else
     skip "mkfifo is not available"
@@ -123,7 +114,7 @@ printf '%s\n' '<b>file</b> of %s user' 'no terms %s' '{0}files' >ph.txt
 tok -m ph.vocab --placeholders --glossary terms.tsv --constraints ph-c.txt ph.txt >ph-ids.txt
 check "--placeholders --glossary exits 0" [ $? -eq 0 ]
 tok -m ph.vocab --placeholders ph.txt >ph-plain.txt
-same "--placeholders --glossary: the ids are those of --placeholders" ph-plain.txt ph-ids.txt
+same_files "--placeholders --glossary: the ids are those of --placeholders" ph-plain.txt ph-ids.txt
 check "<b>file</b> of %s user: file, user" [ "$(sed -n 1p ph-c.txt | awk -F'\t' '{ print NF }')" = 2 ]
 check "no terms %s: empty" [ -z "$(sed -n 2p ph-c.txt)" ]
 check "{0}files: files" [ "$(sed -n 3p ph-c.txt | awk -F'\t' '{ print NF }')" = 1 ]
@@ -200,9 +191,9 @@ printf '%s\n' \
     '' >hostile-want.txt
 tok placeholders hostile.txt >hostile-got.txt 2>err.txt
 check "placeholders exits 0" [ $? -eq 0 ]
-same "placeholders: each line's placeholders, TAB-separated" hostile-want.txt hostile-got.txt
+same_files "placeholders: each line's placeholders, TAB-separated" hostile-want.txt hostile-got.txt
 tok placeholders <hostile.txt >hostile-stdin.txt
-same "placeholders: from standard input too" hostile-want.txt hostile-stdin.txt
+same_files "placeholders: from standard input too" hostile-want.txt hostile-stdin.txt
 tok placeholders --placeholder-classes=tags hostile.txt | sed -n 1p >tags.txt
 check "--placeholder-classes=tags: tags only" [ "$(cat tags.txt)" = "<b>	</b>" ]
 tok placeholders hostile.txt hostile.txt >twice.txt

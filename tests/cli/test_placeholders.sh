@@ -20,15 +20,6 @@ TMO=${TOKENIZE_TEST_TIMEOUT:-60}
 if [ ! -x "$TOKENIZE" ]; then fail "no $TOKENIZE"; exit 0; fi
 
 tok() { timeout "$TMO" "$TOKENIZE" "$@"; }
-lines_of() { wc -l <"$1" | tr -d ' '; }
-
-# same NAME EXPECTED GOT: the two files are equal byte for byte.
-same() {
-    if cmp -s "$2" "$3"; then pass "$1"; else
-        fail "$1 ($3 differs from $2)"
-        diff "$2" "$3" | head -6 | sed 's/^/    /'
-    fi
-}
 
 # Hostile placeholder lines: nothing but placeholders, unbalanced tags, %%,
 # a % at the end, "50% of", placeholders inside words, escaped braces,
@@ -93,7 +84,7 @@ check "a translation with the same placeholders gets the same numbers" \
 # Deterministic across thread counts.
 tok --placeholders -m ph.vocab --threads=1 corpus.txt >ids1.txt 2>/dev/null
 tok --placeholders -m ph.vocab --threads=3 corpus.txt >ids3.txt 2>/dev/null
-same "encode --placeholders: the same ids for 1 and 3 threads" ids1.txt ids3.txt
+same_files "encode --placeholders: the same ids for 1 and 3 threads" ids1.txt ids3.txt
 
 # ---- the round trip ---------------------------------------------------------------
 
@@ -111,7 +102,7 @@ roundtrip() {
         fail "round trip $rt_name (exits $rc1, $rc2)"; cat rt.err1 rt.err2 | head -4 | sed 's/^/    /'
         return
     fi
-    same "round trip $rt_name: the placeholders come back byte for byte" rt.norm rt.out
+    same_files "round trip $rt_name: the placeholders come back byte for byte" rt.norm rt.out
     check "round trip $rt_name: no warning" [ ! -s rt.err2 ]
     check "round trip $rt_name: the line count kept" \
         [ "$(lines_of rt.ids)" -eq "$(lines_of "$rt_in")" ] && [ "$(lines_of rt.out)" -eq "$(lines_of "$rt_in")" ]
@@ -126,19 +117,19 @@ check "invalid UTF-8 around placeholders: repaired, placeholders intact" \
 # Pieces decode as ids do.
 tok -d --placeholders=hostile.txt -m ph.vocab pieces.txt >from_pieces.txt 2>/dev/null
 tok normalize hostile.txt >hostile.norm 2>/dev/null
-same "decoding piece lines puts the placeholders back too" hostile.norm from_pieces.txt
+same_files "decoding piece lines puts the placeholders back too" hostile.norm from_pieces.txt
 # Several inputs go on through SRC.
 head -n 6 pieces.txt >part1.txt; tail -n +7 pieces.txt >part2.txt
 tok -d --placeholders=hostile.txt -m ph.vocab part1.txt part2.txt >parts.txt 2>/dev/null
-same "SRC runs on over several inputs" hostile.norm parts.txt
+same_files "SRC runs on over several inputs" hostile.norm parts.txt
 # "-d --placeholders SRC", SRC as the next argument, also with -d after it.
 tok -d --placeholders hostile.txt -m ph.vocab h.ids >space1.txt 2>/dev/null
-same "-d --placeholders SRC FILE" hostile.norm space1.txt
+same_files "-d --placeholders SRC FILE" hostile.norm space1.txt
 tok --placeholders hostile.txt -d -m ph.vocab <h.ids >space2.txt 2>/dev/null
-same "--placeholders SRC -d, the ids on standard input" hostile.norm space2.txt
+same_files "--placeholders SRC -d, the ids on standard input" hostile.norm space2.txt
 # Through the whole pipeline's last step, from standard input.
 tok --placeholders -m ph.vocab <hostile.txt 2>/dev/null | tok -d -m ph.vocab --placeholders=hostile.txt >stdin.txt 2>/dev/null
-same "the pipe form gives the same" hostile.norm stdin.txt
+same_files "the pipe form gives the same" hostile.norm stdin.txt
 
 # ---- tokens the source lacks ------------------------------------------------------
 
@@ -189,12 +180,12 @@ expect_status 2 "normalize --placeholders is a usage error" tok normalize --plac
 expect_status 2 "--placeholders=- with the input on standard input too is a usage error" \
     tok -d --placeholders=- -m ph.vocab
 tok -d --placeholders=- -m ph.vocab h.ids <hostile.txt >fromstdin.txt 2>/dev/null
-same "--placeholders=- reads the source text from standard input" hostile.norm fromstdin.txt
+same_files "--placeholders=- reads the source text from standard input" hostile.norm fromstdin.txt
 
 # ---- nothing else changed -------------------------------------------------------------
 
 tok -m ph.vocab corpus.txt >noph.ids 2>/dev/null
 tok -d -m ph.vocab noph.ids >noph.txt 2>/dev/null
 tok normalize corpus.txt >corpus.norm 2>/dev/null
-same "without --placeholders the usual round trip holds" corpus.norm noph.txt
+same_files "without --placeholders the usual round trip holds" corpus.norm noph.txt
 if cmp -s noph.ids ids1.txt; then fail "--placeholders changed nothing"; else pass "--placeholders changes the ids"; fi
