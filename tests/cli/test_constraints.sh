@@ -26,8 +26,10 @@ lines() { awk 'END { print NR }' "$1"; }
 
 # ---- a model and its states ----------------------------------------------------------
 
+# The vocabulary has the placeholder tokens (for the placeholders below);
+# the dates have no placeholders, so the model never sees them.
 awk -f "$DEMO/dates.awk" -v out=. -v train=3000 -v dev=50 -v test=60 -v forms=0,3,7
-tokenize learn -q --vocab-size 400 train.src train.tgt -o dates.vocab
+tokenize learn -q --placeholders --vocab-size 400 train.src train.tgt -o dates.vocab
 train --preset tiny -q --threads 1 -m dates.vocab --src train.src --tgt train.tgt \
     --batch-tokens 1024 --warmup 100 --lr-factor 0.5 --max-steps 300 --save-every 0 \
     -o m.st 2>train.err
@@ -123,16 +125,10 @@ expect_status 2 "constraints with sampling: a usage error" decode -m m.st --cons
 expect_status 1 "a constraints file that does not exist" decode -m m.st --constraints nothere.txt <src.npy
 
 # ---- placeholders through the whole pipeline ------------------------------------------
-# A vocabulary with the placeholder tokens, and a model trained on dates
-# alone: it never saw a placeholder token, yet decode --placeholders keeps
-# every placeholder of hostile lines exactly.
+# The model was trained on dates alone: it never saw a placeholder token,
+# yet decode --placeholders keeps every placeholder of hostile lines exactly.
 
-tokenize learn -q --placeholders --vocab-size 400 train.src train.tgt -o ph.vocab
-train --preset tiny -q --threads 1 -m ph.vocab --src train.src --tgt train.tgt \
-    --batch-tokens 1024 --warmup 100 --lr-factor 0.5 --max-steps 150 --save-every 0 \
-    -o ph.st 2>train-ph.err
-check "train: a model with placeholder tokens" test -s ph.st
-if [ ! -s ph.st ]; then sed 's/^/    /' train-ph.err | tail -5; exit 0; fi
+cp m.st ph.st
 cat >hostile.txt <<'LINES'
 %s
 %s%d{0}<b></b>&amp;%%
@@ -187,8 +183,10 @@ if command -v msgfmt >/dev/null 2>&1; then
 else
     skip "msgfmt --check-format (no gettext)"
 fi
+tokenize learn -q --vocab-size 400 train.src train.tgt -o plain.vocab
+"$BUILD/tools/mkmodel" --preset tiny --vocab plain.vocab --seed 1 -o plain.st
 expect_status 1 "--placeholders with a model without placeholder tokens" \
-    decode -m m.st --placeholders hostile.txt <src.npy
+    decode -m plain.st --placeholders hostile.txt <src.npy
 expect_stderr "no placeholder tokens" "... says what to do"
 
 # ---- a glossary in one pipeline ------------------------------------------------------
