@@ -128,7 +128,10 @@ for round in 1 2; do
     decode "$PH" ph-free ph
     decode "$PH" ph ph --placeholders "$T"
     decode "$PH" ph-terms ph --placeholders "$T" --constraints "$OUT/ph.terms.txt"
-    for n in $RUNS; do
+    # the AVX2 kernels (TFM_ISA=avx2), for CPUs without AVX-512
+    TFM_ISA=avx2 decode "$PLAIN" plain-avx2 plain
+    TFM_ISA=avx2 decode "$PLAIN" plain-terms-avx2 plain --constraints "$OUT/plain.terms.txt"
+    for n in $RUNS plain-avx2 plain-terms-avx2; do
         t=$(cat "$OUT/$n.time")
         b=$(cat "$OUT/$n.best" 2>/dev/null || echo 1e9)
         awk -v t="$t" -v b="$b" 'BEGIN { exit !(t < b) }' && echo "$t" >"$OUT/$n.best"
@@ -168,3 +171,4 @@ speed "annotated terms, plain model" plain plain-terms
 speed "the whole glossary, plain model" plain plain-glossary
 speed "placeholders, placeholder model" ph-free ph
 speed "placeholders + terms, placeholder model" ph-free ph-terms
+speed "annotated terms, plain model, TFM_ISA=avx2" plain-avx2 plain-terms-avx2
