@@ -168,9 +168,9 @@ static void close_side(int fd, tfm_line_reader *reader)
     cli_close_input(fd);
 }
 
-/* Opens the constraints file and the placeholders' source, once: at the
- * first record, not at the start, so that a constraints file that
- * 'tokenize --glossary' writes earlier in the same pipeline exists (and
+/* Opens the constraints file and the placeholders' source, once: when the
+ * first record has been read, not at the start, so that a constraints file
+ * that 'tokenize --glossary' writes earlier in the same pipeline exists (and
  * holds the record's line) by then. */
 static void open_steering(decode_run *run)
 {
@@ -202,9 +202,12 @@ static const char *side_file(const options *opt, tfm_decode_side side, const cha
 static tfm_status read_record(void *ctx, size_t slot, size_t *cost, tfm_error *err)
 {
     decode_run *run = ctx;
-    open_steering(run);
     tfm_decode_record rec;
     tfm_status s = tfm_decode_batch_read(run->b, slot, &run->stream, run->prefix_reader, &rec, err);
+    if (s == TFM_OK) {
+        open_steering(run);
+        s = tfm_decode_batch_read_sides(run->b, slot, &rec, err);
+    }
     if (rec.rows_in_file > rec.rows)
         cli_warn(run->name, 0, "record %zu: %lld states are more than the %d the model takes; "
                  "cropped to the first %d", rec.number, (long long)rec.rows_in_file,

@@ -47,8 +47,6 @@ struct tfm_decode_batch {
 };
 
 static void steer_free(struct decode_steer *st, size_t capacity, int workers);
-static tfm_status read_steering(tfm_decode_batch *b, size_t slot, tfm_decode_record *rec,
-                                tfm_error *err);
 static tfm_status run_steered(tfm_decode_batch *b, int worker, size_t lo, size_t hi,
                               tfm_error *err);
 
@@ -259,7 +257,6 @@ tfm_status tfm_decode_batch_read(tfm_decode_batch *b, size_t slot, tfm_npy_strea
     b->prefix_ids[slot] = NULL;
     b->with_prefixes = prefixes != NULL;
     if (prefixes && (s = read_prefix(b, slot, prefixes, rec, err)) != TFM_OK) return s;
-    if (b->steer && (s = read_steering(b, slot, rec, err)) != TFM_OK) return s;
     b->index[slot] = b->records;
     /* Sentence k's samples come from (seed, k): independent of the batch. */
     uint64_t key[2] = {b->p.search.seed, (uint64_t)b->records};
@@ -495,11 +492,11 @@ bool tfm_decode_batch_unmet(const tfm_decode_batch *b, size_t slot)
     return b->steer && b->steer->unmet[slot];
 }
 
-/* Reads the constraints and the placeholder source line of the record in slot. */
-static tfm_status read_steering(tfm_decode_batch *b, size_t slot, tfm_decode_record *rec,
-                                tfm_error *err)
+tfm_status tfm_decode_batch_read_sides(tfm_decode_batch *b, size_t slot, tfm_decode_record *rec,
+                                       tfm_error *err)
 {
     struct decode_steer *st = b->steer;
+    if (!st) return TFM_OK;
     tfm_constraints *c = st->cons[slot];
     tfm_constraints_clear(c);
     const char *line;

@@ -247,6 +247,7 @@ bool tfm_search_met(const tfm_search *s, int i);
  *     tfm_decode_batch_create(model, &p, &b, &err);   // model outlives b
  *     tfm_npy_stream in = tfm_decode_batch_stream(b, fp);
  *     read:  tfm_decode_batch_read(b, slot, &in, prefixes, &rec, &err)
+ *            tfm_decode_batch_read_sides(b, slot, &rec, &err)  // with sides
  *     work:  tfm_decode_batch_run(b, worker, lo, hi, &err)
  *     write: tfm_decode_batch_output(b, slot, NULL)   // the record's lines
  *     end:   tfm_decode_batch_finish(b, prefixes, &line, &err)
@@ -346,10 +347,18 @@ typedef struct tfm_decode_sides {
 } tfm_decode_sides;
 
 /* Sets the side files read with each record from now on (copied), before
- * the first record is read.  TFM_ERR_NOMEM, or TFM_ERR_ARG for placeholders
- * without a vocabulary. */
+ * tfm_decode_batch_read_sides is first called (it may be after the first
+ * record was read: a constraints file written earlier in the same pipeline
+ * exists once a record has come).  TFM_ERR_NOMEM, or TFM_ERR_ARG for
+ * placeholders without a vocabulary. */
 tfm_status tfm_decode_batch_sides(tfm_decode_batch *b, const tfm_decode_sides *sides,
                                   tfm_error *err);
+
+/* Reads the side files' lines of the record just read into slot
+ * (tfm_decode_batch_read): its constraints and its placeholders.  Nothing
+ * without tfm_decode_batch_sides.  A failure says where in rec. */
+tfm_status tfm_decode_batch_read_sides(tfm_decode_batch *b, size_t slot, tfm_decode_record *rec,
+                                       tfm_error *err);
 
 /* Whether the record in slot had constraints that could not all be met
  * (valid with its output). */
