@@ -12,31 +12,15 @@
 
 #include "tfm/text.h"
 
-#define M "\xE2\x96\x81"
+#include "ph_vocab.h"
 
-/* Specials, bytes, the 32 placeholder tokens, '▁', printable ASCII, a few
- * merges. */
+#define M PH_VOCAB_MARKER
+
+/* The vocabulary: ph_vocab.h's, with a few merges. */
 static tfm_vocab *make_vocab(void)
 {
-    tfm_norm_params norm = tfm_norm_default_params();
-    tfm_vocab *v = tfm_vocab_create(&norm);
-    if (!v) abort();
-    for (int i = 1; i <= TFM_PH_TOKENS; i++) {
-        char text[16];
-        int n = snprintf(text, sizeof text, "<ph%d>", i);
-        if (tfm_vocab_add(v, text, (size_t)n, 0, TFM_PIECE_USER) < 0) abort();
-    }
-    tfm_vocab_add(v, M, 3, 0, TFM_PIECE_NORMAL);
-    for (int c = 0x21; c < 0x7F; c++) {
-        char ch = (char)c;
-        tfm_vocab_add(v, &ch, 1, 0, TFM_PIECE_NORMAL);
-    }
     static const char *const merges[] = {M "t", "th", M "th", "he", "<p", "ph", "%s", NULL};
-    float score = -1;
-    for (int i = 0; merges[i]; i++)
-        if (tfm_vocab_add(v, merges[i], strlen(merges[i]), score, TFM_PIECE_NORMAL) >= 0)
-            score -= 1;
-    return v;
+    return ph_vocab_make(merges);
 }
 
 static int cmp_text(const char *a, size_t la, const char *b, size_t lb)
