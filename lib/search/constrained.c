@@ -102,14 +102,6 @@ static cstate advance(const tfm_constraints *c, cstate st, int32_t tok)
     return st;
 }
 
-/* Whether some entry of lp [V] is above -inf. */
-static bool any_allowed(const float *lp, int V)
-{
-    for (int v = 0; v < V; v++)
-        if (lp[v] > -INFINITY) return true;
-    return false;
-}
-
 /* Whether tok is one of ids[0..n). */
 static bool among(const int32_t *ids, size_t n, int32_t tok)
 {
@@ -142,7 +134,7 @@ static void apply_masks(const tfm_search *s, const tfm_constraints *c, const int
             if (ord[i] != due) lp[ord[i]] = -INFINITY;
     }
     if (st->met != all_met(c)) lp[s->eos] = -INFINITY;
-    if (!any_allowed(lp, s->V)) lp[s->eos] = eos_lp;
+    if (!search_any_allowed(lp, s->V)) lp[s->eos] = eos_lp;
 }
 
 /* ---- finished hypotheses ------------------------------------------------------------ */

@@ -272,8 +272,7 @@ static void force(float *lp, int V, int32_t tok)
     lp[tok] = keep;
 }
 
-/* Whether some entry of lp [V] is above -inf (usually one of the first). */
-static bool any_allowed(const float *lp, int V)
+bool search_any_allowed(const float *lp, int V)
 {
     for (int v = 0; v < V; v++)
         if (lp[v] > -INFINITY) return true;
@@ -316,7 +315,7 @@ void search_constrain(const tfm_search *s, int sent, const int32_t *hist, int t,
         }
     }
     /* never leave a hypothesis without a way forward: </s> comes back */
-    if (banned && !any_allowed(lp, V)) lp[s->eos] = eos_lp;
+    if (banned && !search_any_allowed(lp, V)) lp[s->eos] = eos_lp;
 }
 
 int32_t search_argmax(const float *lp, int V)

@@ -94,6 +94,9 @@ int search_prefix_len(const tfm_search *s, int sent);
  * -inf, the others keep their values.  At least one token stays finite. */
 void search_constrain(const tfm_search *s, int sent, const int32_t *hist, int t, float *lp);
 
+/* Whether some entry of lp [V] is above -inf (usually one of the first). */
+bool search_any_allowed(const float *lp, int V);
+
 /* The most probable token of lp [V] (the lowest id on ties), ignoring -inf;
  * -1 if every entry is -inf. */
 int32_t search_argmax(const float *lp, int V);
