@@ -95,6 +95,8 @@ tfm_status tfm_constraints_add(tfm_constraints *c, const int32_t *const *alts, c
 tfm_status tfm_constraints_limit(tfm_constraints *c, int32_t tok, int max, tfm_error *err)
 {
     if (max < 0) return tfm_error_set(err, TFM_ERR_ARG, "a limit of %d", max);
+    /* never: no occurrences to count at every step */
+    if (max == 0) return tfm_constraints_ban(c, tok, err);
     for (int i = 0; i < c->n_limited; i++)
         if (c->limited[i] == tok) {
             c->limit[i] = max;
@@ -155,19 +157,17 @@ static tfm_status parse_field(tfm_constraints *c, const char *line, const char *
         st = tfm_ids_parse(p, (size_t)(stop - p), vocab_size, &one, err);
         if (st != TFM_OK) break;
         if (one.len == 0) {
-            st = tfm_error_set(err, TFM_ERR_FORMAT, "constraint %d: an empty alternative",
-                               number);
+            st = tfm_error_set(err, TFM_ERR_FORMAT, "an empty alternative");
             break;
         }
         if (n_alts == MAX_ALTS) {
-            st = tfm_error_set(err, TFM_ERR_RANGE, "constraint %d: more than %d alternatives",
-                               number, MAX_ALTS);
+            st = tfm_error_set(err, TFM_ERR_RANGE, "more than %d alternatives", MAX_ALTS);
             break;
         }
         for (size_t j = 0; j < one.len && st == TFM_OK; j++) {
             if (!id_allowed(one.data[j]))
-                st = tfm_error_set(err, TFM_ERR_RANGE, "constraint %d: id %d is <pad>, <s> or "
-                                   "</s>, which no output holds", number, (int)one.data[j]);
+                st = tfm_error_set(err, TFM_ERR_RANGE, "id %d is <pad>, <s> or </s>, which no "
+                                   "output holds", (int)one.data[j]);
             else if (tfm_ids_push(all, one.data[j]) != TFM_OK)
                 st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         }
@@ -181,9 +181,8 @@ static tfm_status parse_field(tfm_constraints *c, const char *line, const char *
         const int32_t *alts[MAX_ALTS];
         for (int a = 0; a < n_alts; a++) alts[a] = all->data + starts[a];
         st = tfm_constraints_add(c, alts, lens, n_alts, err);
-    } else if (err->status == TFM_ERR_FORMAT || err->status == TFM_ERR_RANGE) {
-        if (strncmp(err->msg, "constraint ", 11) != 0) tfm_error_prefix(err, "constraint %d", number);
     }
+    if (st != TFM_OK && st != TFM_ERR_NOMEM) tfm_error_prefix(err, "constraint %d", number);
     tfm_ids_free(&one);
     return st;
 }

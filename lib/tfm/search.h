@@ -156,7 +156,8 @@ tfm_status tfm_constraints_add(tfm_constraints *c, const int32_t *const *alts, c
                                int n_alts, tfm_error *err);
 /* Token tok may appear at most max times. */
 tfm_status tfm_constraints_limit(tfm_constraints *c, int32_t tok, int max, tfm_error *err);
-/* Token tok never appears (a limit of 0, cheaper for many tokens). */
+/* Token tok never appears: a limit of 0 (which tfm_constraints_limit turns
+ * into this), for good. */
 tfm_status tfm_constraints_ban(tfm_constraints *c, int32_t tok, tfm_error *err);
 /* The tokens of seq[0..n) appear in this order (each as often as it stands
  * in seq: give it a limit too). */
@@ -402,7 +403,7 @@ tfm_status tfm_decode_batch_finish_sides(const tfm_decode_batch *b, tfm_decode_s
  * vocabulary v has the placeholder tokens <ph1> ... (tokenize learn
  * --placeholders): each numbered placeholder's token is a one-token
  * constraint per occurrence and is limited to that count, every other
- * placeholder token is limited to 0, and the tokens of printf conversions
+ * placeholder token is banned, and the tokens of printf conversions
  * that take their arguments in order keep the source's order.  So that no
  * placeholder can be spelled out of ordinary pieces either, every piece
  * holding a character that starts or ends a placeholder of the classes

@@ -1086,17 +1086,18 @@ static void test_placeholder_constraints(void)
     for (int i = 0; i < c->n_limited; i++)
         for (int k = 1; k <= 3; k++)
             if (c->limited[i] == ph[k]) lim[k] = c->limit[i];
-    CHECK(lim[1] == 1 && lim[2] == 2 && lim[3] == 0);
+    CHECK(lim[1] == 1 && lim[2] == 2 && lim[3] == -1); /* <ph3>: absent, so banned (below) */
     CHECK(c->ordered.len == 3 && c->ordered.data[0] == ph[2] && c->ordered.data[1] == ph[1] &&
           c->ordered.data[2] == ph[2]);
     /* '%', '{', '<' and '&' are nowhere in the text: their pieces, and the
      * byte piece of '%', may not be produced; "a" and "▁of" may */
-    bool banned[8] = {0}, byte_banned = false;
+    bool banned[8] = {0}, byte_banned = false, ph_banned[4] = {0};
     for (size_t i = 0; i < c->banned.len; i++) {
         for (int k = 0; k < 7; k++) banned[k] |= c->banned.data[i] == id[k];
         byte_banned |= c->banned.data[i] == tfm_vocab_byte_id(v, '%');
-        for (int k = 1; k <= 3; k++) CHECK(c->banned.data[i] != ph[k]);
+        for (int k = 1; k <= 3; k++) ph_banned[k] |= c->banned.data[i] == ph[k];
     }
+    CHECK(!ph_banned[1] && !ph_banned[2] && ph_banned[3]);
     CHECK(banned[0] && banned[1] && !banned[2] && !banned[3] && banned[4] && banned[5] && banned[6]);
     CHECK(byte_banned);
     /* "50% of %s": the text has a '%', so its pieces stay; {, <, & do not */
