@@ -45,11 +45,13 @@ static const char usage_format[] =
     "      --encoder-layers=N, --decoder-layers=N, --max-positions=N\n"
     "                             override the preset\n"
     "      --pre-norm             x + Sublayer(LayerNorm(x)) instead of the paper's post-norm\n"
-    "      --learned-positions    learned position embeddings instead of sinusoids\n"
     "      --relative-positions=K relative position representations in every\n"
-    "                             self-attention, distances clipped at K (Shaw et al.;\n"
-    "                             16 in their paper), instead of absolute positions\n"
-    "      --absolute-positions   with --relative-positions: absolute positions as well\n"
+    "                             self-attention, distances clipped at K (Shaw et al.),\n"
+    "                             instead of absolute positions (" TFM_AUTO_RELATIVE_POSITIONS "; 0: the paper's\n"
+    "                             sinusoids instead)\n"
+    "      --learned-positions    learned position embeddings (instead of relative\n"
+    "                             positions, unless --relative-positions is given)\n"
+    "      --absolute-positions   absolute positions besides the relative ones\n"
     "                             (sinusoids, or learned with --learned-positions)\n"
     "      --attention-window=R   self-attention restricted to R neighbours (0: full)\n"
     "      --dropout=P            on sublayer outputs and embeddings (preset's: 0.1)\n"
@@ -75,9 +77,18 @@ static const char usage_format[] =
     "      --accum=N              batches per update (gradient accumulation) (%s)\n"
     "      --sort-window=N        sentences are sorted by length within windows of N\n"
     "                             batches (%s)\n"
-    "      --lr-factor=F          lr = F * d_model^-0.5 * min(step^-0.5,\n"
-    "                             step * warmup^-1.5) (%s)\n"
-    "      --warmup=N             warm-up updates (%s)\n"
+    "      --schedule=S           the learning rate's course: 'linear' rises over the\n"
+    "                             warm-up, then falls to 0 at the end of the budget;\n"
+    "                             'wsd' holds the peak and falls over the last 20%%;\n"
+    "                             'noam' (the paper's) falls as 1/sqrt(step).  Default\n"
+    "                             'auto': linear with a budget (--max-steps, --max-time\n"
+    "                             or --max-epochs), noam without\n"
+    "      --lr-factor=F          the peak, at the warm-up's end, is\n"
+    "                             F * (d_model * warmup)^-0.5 (auto: " TFM_AUTO_LR_FACTOR ";\n"
+    "                             noam: " TFM_PAPER_LR_FACTOR ", the paper's)\n"
+    "      --warmup=N|P%%          warm-up updates, or a share of the run's updates,\n"
+    "                             estimated under --max-time from its pace (auto: %s;\n"
+    "                             noam: " TFM_PAPER_WARMUP ", the paper's)\n"
     "      --clip-norm=X          clip the gradient to this global norm (0: off)\n"
     "      --ema=DECAY            keep a moving average of the weights (e.g. 0.9999) and\n"
     "                             write it as the model (0: off)\n"
@@ -198,13 +209,13 @@ static void format_usage(char *out, size_t size)
 {
     static const tfm_run_option shown[] = {
         TFM_OPT_SEED, TFM_OPT_MAX_LENGTH, TFM_OPT_BATCH_TOKENS, TFM_OPT_ACCUM,
-        TFM_OPT_SORT_WINDOW, TFM_OPT_LR_FACTOR, TFM_OPT_WARMUP, TFM_OPT_VALID_EVERY,
-        TFM_OPT_SAVE_EVERY, TFM_OPT_KEEP};
-    char d[11][32];
-    for (int i = 0; i < 10; i++) tfm_run_option_default(shown[i], d[i], sizeof d[i]);
-    snprintf(d[10], sizeof d[10], "%d", tfm_train_default_params().max_bad_steps);
-    snprintf(out, size, usage_format, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9],
-             d[10]);
+        TFM_OPT_SORT_WINDOW, TFM_OPT_VALID_EVERY, TFM_OPT_SAVE_EVERY, TFM_OPT_KEEP};
+    enum { N_SHOWN = sizeof shown / sizeof shown[0] };
+    char d[N_SHOWN + 1][32];
+    for (int i = 0; i < N_SHOWN; i++) tfm_run_option_default(shown[i], d[i], sizeof d[i]);
+    snprintf(d[N_SHOWN], sizeof d[N_SHOWN], "%d", tfm_train_default_params().max_bad_steps);
+    snprintf(out, size, usage_format, d[0], d[1], d[2], d[3], d[4], TFM_AUTO_WARMUP, d[5], d[6],
+             d[7], d[8]);
 }
 
 /* Fills given[] with the options' texts: a flag's is "yes", --resume's

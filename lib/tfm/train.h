@@ -213,6 +213,28 @@ void tfm_adam_update(const tfm_adam_params *p, int64_t t, double lr, float grad_
  * warmup >= 1. */
 double tfm_lr_schedule(double factor, int d_model, int warmup, int64_t step);
 
+/* The shapes of the learning rate over a run (schedule.c). */
+typedef enum tfm_schedule {
+    TFM_SCHEDULE_NOAM,   /* the paper's: the warm-up, then 1/sqrt(step) */
+    TFM_SCHEDULE_LINEAR, /* the warm-up, then linearly down to 0 at the budget's end */
+    TFM_SCHEDULE_WSD,    /* the warm-up, the peak held, then linearly down to 0 over the
+                            last TFM_WSD_DECAY_SHARE of the budget */
+} tfm_schedule;
+#define TFM_WSD_DECAY_SHARE 0.2
+/* A warm-up given as a share of a total not yet known is taken of this many. */
+#define TFM_WARMUP_UNKNOWN_TOTAL 1000
+
+/* The warm-up in updates: warmup, or when share > 0 that share of total
+ * updates (of TFM_WARMUP_UNKNOWN_TOTAL when total is 0, unknown); at least 1. */
+int64_t tfm_warmup_steps(int64_t warmup, double share, int64_t total);
+
+/* The rate of update step (>= 1) of a run of total updates (0: unknown).
+ * Every schedule rises linearly over warmup updates to the paper's peak,
+ * factor * (d_model * warmup)^-0.5; NOAM is tfm_lr_schedule; LINEAR and WSD
+ * reach 0 just after update total, and hold the peak while total is 0. */
+double tfm_lr_at(tfm_schedule kind, double factor, int d_model, int64_t warmup, int64_t step,
+                 int64_t total);
+
 /* The sum of squares of x in double precision (a NaN or an infinity in x
  * makes the result NaN or infinite). */
 double tfm_sum_squares(const float *x, size_t n);
@@ -282,8 +304,11 @@ tfm_status tfm_dist_max(tfm_dist *d, int64_t *value, tfm_error *err);
 typedef struct tfm_train_params {
     tfm_batcher_params batches;
     int accum;             /* batches per update (gradient accumulation).  Default 1 */
-    double lr_factor;      /* of tfm_lr_schedule.  Default 1 (the paper's formula) */
-    int warmup;            /* Default 4000 */
+    tfm_schedule schedule; /* Default NOAM (the paper's) */
+    double lr_factor;      /* of tfm_lr_at.  Default 1 (the paper's formula) */
+    int warmup;            /* updates.  Default 4000 */
+    double warmup_share;   /* > 0: the warm-up is this share of the run's updates
+                              (tfm_trainer_set_total), not warmup.  Default 0 */
     double clip_norm;      /* > 0: gradients are scaled down to this global L2 norm.
                               Default 0 (off; the paper does not clip) */
     tfm_adam_params adam;
@@ -366,6 +391,12 @@ void tfm_trainer_free(tfm_trainer *t);
  * tells the others in the exchange of the figures, and they fail too:
  * "rank R could not make its part of the update". */
 tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err);
+
+/* The updates the run will make in all (0: unknown, the default), which
+ * the budgeted schedules end at and a warm-up given as a share is taken of.
+ * A run limited by time re-estimates it before every update; across
+ * processes every rank must set the same. */
+void tfm_trainer_set_total(tfm_trainer *t, int64_t total);
 
 /* Updates made so far (skipped ones not counted). */
 int64_t tfm_trainer_steps(const tfm_trainer *t);
@@ -519,6 +550,19 @@ tfm_status tfm_metadata_number(const tfm_safetensors *f, const char *key, tfm_nu
  * never prints: it reports what happens through the report callback, and
  * fails with a status and a message. */
 
+/* The defaults of train(1) that depend on the run.  "auto" for a run with a
+ * budget (--max-steps, --max-time, --max-epochs): the schedule, factor and
+ * warm-up that gave the best models in 30 minutes on two CPUs (README,
+ * "Train"); without a budget, and for --schedule noam, the paper's. */
+#define TFM_AUTO_SCHEDULE TFM_SCHEDULE_LINEAR
+#define TFM_AUTO_LR_FACTOR "0.3"
+#define TFM_AUTO_WARMUP "8%"
+#define TFM_PAPER_LR_FACTOR "1"
+#define TFM_PAPER_WARMUP "4000"
+/* Relative positions in self-attention, unless the options ask for
+ * absolute ones (--learned-positions, --absolute-positions). */
+#define TFM_AUTO_RELATIVE_POSITIONS "16"
+
 /* The options, by the names of train(1). */
 typedef enum tfm_run_option {
     TFM_OPT_PRESET, TFM_OPT_D_MODEL, TFM_OPT_D_FF, TFM_OPT_HEADS, TFM_OPT_LAYERS,
@@ -528,7 +572,7 @@ typedef enum tfm_run_option {
     TFM_OPT_ACT_DROPOUT, TFM_OPT_LABEL_SMOOTHING, TFM_OPT_VOCAB, TFM_OPT_VOCAB_SIZE,
     TFM_OPT_SRC, TFM_OPT_TGT, TFM_OPT_INPUT_FORMAT, TFM_OPT_MAX_LENGTH, TFM_OPT_NO_EOS,
     TFM_OPT_VALID_SRC, TFM_OPT_VALID_TGT, TFM_OPT_BATCH_TOKENS, TFM_OPT_ACCUM,
-    TFM_OPT_SORT_WINDOW, TFM_OPT_LR_FACTOR, TFM_OPT_WARMUP, TFM_OPT_CLIP_NORM, TFM_OPT_EMA,
+    TFM_OPT_SORT_WINDOW, TFM_OPT_SCHEDULE, TFM_OPT_LR_FACTOR, TFM_OPT_WARMUP, TFM_OPT_CLIP_NORM, TFM_OPT_EMA,
     TFM_OPT_SEED, TFM_OPT_THREADS, TFM_OPT_MAX_STEPS, TFM_OPT_MAX_EPOCHS, TFM_OPT_MAX_TIME,
     TFM_OPT_VALID_EVERY, TFM_OPT_VALID_BLEU, TFM_OPT_PATIENCE, TFM_OPT_SAVE_EVERY,
     TFM_OPT_KEEP, TFM_OPT_CHECKPOINT_DIR, TFM_OPT_AVERAGE_LAST, TFM_OPT_LOG,

@@ -71,6 +71,7 @@ const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT] = {
     [TFM_OPT_BATCH_TOKENS] = {"batch-tokens", ARG, T},
     [TFM_OPT_ACCUM] = {"accum", ARG, T},
     [TFM_OPT_SORT_WINDOW] = {"sort-window", ARG, T},
+    [TFM_OPT_SCHEDULE] = {"schedule", ARG, T},
     [TFM_OPT_LR_FACTOR] = {"lr-factor", ARG, T},
     [TFM_OPT_WARMUP] = {"warmup", ARG, T},
     [TFM_OPT_CLIP_NORM] = {"clip-norm", ARG, T},
@@ -100,6 +101,8 @@ const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT] = {
 #undef O
 
 static const char *const input_formats[] = {"auto", "ids", "text", NULL};
+static const char *const schedules[] = {"noam", "linear", "wsd", NULL}; /* tfm_schedule's order */
+
 
 tfm_run_params tfm_run_default_params(void)
 {
@@ -129,8 +132,10 @@ bool tfm_run_option_default(tfm_run_option id, char *out, size_t size)
     case TFM_OPT_BATCH_TOKENS: n = snprintf(out, size, "%" PRId64, t->batches.batch_tokens); break;
     case TFM_OPT_ACCUM: n = snprintf(out, size, "%d", t->accum); break;
     case TFM_OPT_SORT_WINDOW: n = snprintf(out, size, "%d", t->batches.window); break;
-    case TFM_OPT_LR_FACTOR: n = snprintf(out, size, "%g", t->lr_factor); break;
-    case TFM_OPT_WARMUP: n = snprintf(out, size, "%d", t->warmup); break;
+    case TFM_OPT_RELATIVE_POS: n = snprintf(out, size, "%s", TFM_AUTO_RELATIVE_POSITIONS); break;
+    case TFM_OPT_SCHEDULE: /* fall through: resolve_schedule */
+    case TFM_OPT_LR_FACTOR:
+    case TFM_OPT_WARMUP: n = snprintf(out, size, "auto"); break;
     case TFM_OPT_CLIP_NORM: n = snprintf(out, size, "%g", t->clip_norm); break;
     case TFM_OPT_EMA: n = snprintf(out, size, "%g", t->ema_decay); break;
     case TFM_OPT_SEED: n = snprintf(out, size, "%" PRIu64, p.seed); break;
@@ -330,6 +335,11 @@ static tfm_status resolve_positions(tfm_run *r, tfm_error *err)
 {
     tfm_config *c = &r->p.model;
     const bool absolute = flag_option(r, TFM_OPT_ABSOLUTE_POS);
+    /* The default relative positions give way to the absolute ones asked
+     * for by name. */
+    if (!r->given[TFM_OPT_RELATIVE_POS] && !r->stored[TFM_OPT_RELATIVE_POS] &&
+        (flag_option(r, TFM_OPT_LEARNED_POS) || absolute))
+        r->value[TFM_OPT_RELATIVE_POS] = NULL;
     if (!r->value[TFM_OPT_RELATIVE_POS]) {
         if (absolute)
             return tfm_error_set(err, TFM_ERR_ARG,
@@ -394,6 +404,78 @@ static tfm_status resolve_model(tfm_run *r, tfm_error *err)
     return resolve_positions(r, err);
 }
 
+/* Sets option id's text in effect to text (its own copy, which the
+ * checkpoints then store). */
+static void set_value(tfm_run *r, tfm_run_option id, const char *text)
+{
+    snprintf(r->defaults[id], sizeof r->defaults[id], "%s", text);
+    r->value[id] = r->defaults[id];
+}
+
+/* --warmup: N updates, or P% of the run's updates. */
+static tfm_status warmup_option(tfm_run *r, tfm_train_params *t, tfm_error *err)
+{
+    const char *text = r->value[TFM_OPT_WARMUP];
+    size_t len = strlen(text);
+    if (len == 0 || text[len - 1] != '%') {
+        long long v;
+        tfm_status st = int_option(r, TFM_OPT_WARMUP, 1, INT32_MAX, &v, err);
+        if (st) return st;
+        t->warmup = (int)v;
+        t->warmup_share = 0;
+        return TFM_OK;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end != text + len - 1 || errno == ERANGE || !(v > 0 && v < 100))
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--warmup: '%s' is neither a number of updates nor a share of them "
+                             "above 0%% and below 100%%",
+                             text);
+    t->warmup_share = v / 100;
+    return TFM_OK;
+}
+
+/* --schedule, --lr-factor and --warmup, whose "auto" depends on the budget:
+ * with one, the budgeted schedule and its recipe; without, the paper's.
+ * The texts in effect become the values chosen, which the checkpoints keep. */
+static tfm_status resolve_schedule(tfm_run *r, tfm_error *err)
+{
+    tfm_run_params *p = &r->p;
+    tfm_train_params *t = &p->train;
+    bool budget = p->max_steps > 0 || p->max_time > 0 || p->max_epochs > 0;
+    const char *text = r->value[TFM_OPT_SCHEDULE];
+    int kind = -1;
+    for (int i = 0; schedules[i]; i++)
+        if (strcmp(text, schedules[i]) == 0) kind = i;
+    if (strcmp(text, "auto") == 0) kind = budget ? TFM_AUTO_SCHEDULE : TFM_SCHEDULE_NOAM;
+    if (kind < 0)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--schedule: '%s' is not one of: auto, noam, linear, wsd", text);
+    t->schedule = (tfm_schedule)kind;
+    set_value(r, TFM_OPT_SCHEDULE, schedules[kind]);
+    if (strcmp(r->value[TFM_OPT_LR_FACTOR], "auto") == 0)
+        set_value(r, TFM_OPT_LR_FACTOR,
+                  kind == TFM_SCHEDULE_NOAM ? TFM_PAPER_LR_FACTOR : TFM_AUTO_LR_FACTOR);
+    if (strcmp(r->value[TFM_OPT_WARMUP], "auto") == 0)
+        set_value(r, TFM_OPT_WARMUP, kind == TFM_SCHEDULE_NOAM ? TFM_PAPER_WARMUP : TFM_AUTO_WARMUP);
+    tfm_status st = double_option(r, TFM_OPT_LR_FACTOR, 1e-9, 1e9, &t->lr_factor, err);
+    if (st == TFM_OK) st = warmup_option(r, t, err);
+    if (st != TFM_OK || budget || p->init_only) return st;
+    if (kind != TFM_SCHEDULE_NOAM)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--schedule %s ends at the budget, and there is none: give "
+                             "--max-steps, --max-time or --max-epochs (or --schedule noam)",
+                             schedules[kind]);
+    if (t->warmup_share > 0)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--warmup %s is a share of the run's updates, and without a budget "
+                             "(--max-steps, --max-time or --max-epochs) they are not known",
+                             r->value[TFM_OPT_WARMUP]);
+    return TFM_OK;
+}
+
 /* The typed parameters of the texts in effect. */
 static tfm_status resolve(tfm_run *r, tfm_error *err)
 {
@@ -429,9 +511,6 @@ static tfm_status resolve(tfm_run *r, tfm_error *err)
     t->accum = (int)v;
     if ((st = int_option(r, TFM_OPT_SORT_WINDOW, 1, 1 << 20, &v, err))) return st;
     t->batches.window = (int)v;
-    if ((st = double_option(r, TFM_OPT_LR_FACTOR, 1e-9, 1e9, &t->lr_factor, err))) return st;
-    if ((st = int_option(r, TFM_OPT_WARMUP, 1, INT32_MAX, &v, err))) return st;
-    t->warmup = (int)v;
     if ((st = double_option(r, TFM_OPT_CLIP_NORM, 0, 1e30, &t->clip_norm, err))) return st;
     if ((st = double_option(r, TFM_OPT_EMA, 0, 0.999999999, &t->ema_decay, err))) return st;
     if ((st = int_option(r, TFM_OPT_SEED, 0, INT64_MAX, &v, err))) return st;
@@ -451,6 +530,7 @@ static tfm_status resolve(tfm_run *r, tfm_error *err)
     p->max_epochs = v;
     if ((st = tfm_parse_duration("--max-time", r->value[TFM_OPT_MAX_TIME], &p->max_time, err)))
         return st;
+    if ((st = resolve_schedule(r, err))) return st;
     if ((st = int_option(r, TFM_OPT_VALID_EVERY, 1, INT64_MAX, &v, err))) return st;
     p->valid_every = v;
     p->valid_bleu = flag_option(r, TFM_OPT_VALID_BLEU);
@@ -650,6 +730,13 @@ static tfm_status merge_options(tfm_run *r, tfm_error *err)
                     "one never stopped",
                  name, given, stored);
         bool has_default = tfm_run_option_default(i, r->defaults[i], sizeof r->defaults[i]);
+        /* A checkpoint has the model's options; one written before an
+         * option existed ran as the option's absence, not its new default
+         * (checkpoints before --schedule ran the paper's). */
+        if (resume && !given && !stored && (tfm_run_options[i].kind == TFM_KIND_MODEL ||
+                                            i == TFM_OPT_SCHEDULE))
+            has_default = i == TFM_OPT_SCHEDULE &&
+                          snprintf(r->defaults[i], sizeof r->defaults[i], "noam") > 0;
         r->value[i] = given ? given : stored ? stored : has_default ? r->defaults[i] : NULL;
     }
     return TFM_OK;
@@ -925,6 +1012,39 @@ static int64_t end_seen(const tfm_run *r, bool patience_out)
     return -1;
 }
 
+/* The updates the run will have made at its end, as this rank sees it
+ * before the next one: the fewest that --max-steps, the time left at the
+ * pace of this process's updates so far (validations and checkpoints
+ * included), and the epochs left at their pace allow; 0 when no limit is
+ * set, or none is known yet (a run limited by time, before its first
+ * update). */
+static int64_t expected_updates(const tfm_run *r)
+{
+    const tfm_run_params *p = &r->p;
+    int64_t step = tfm_trainer_steps(r->trainer);
+    double now = r->rs.elapsed + (tfm_run_clock() - r->started), epoch = tfm_trainer_epoch(r->trainer);
+    /* The pace: this process's updates, or before its first one those of
+     * the run it resumes. */
+    double updates = (double)(step - r->first_step), seconds = now - r->rs.elapsed,
+           epochs = epoch - r->first_epoch;
+    if (updates == 0) {
+        updates = (double)step;
+        seconds = r->rs.elapsed;
+        epochs = epoch;
+    }
+    double total = p->max_steps > 0 ? (double)p->max_steps : 0;
+    if (p->max_time > 0 && updates > 0 && seconds > 0) {
+        double left = p->max_time > now ? p->max_time - now : 0;
+        double t = (double)step + 1 + left * updates / seconds;
+        if (total == 0 || t < total) total = t;
+    }
+    if (p->max_epochs > 0 && updates > 0 && epochs > 0) {
+        double e = (double)step + ((double)p->max_epochs - epoch) * updates / epochs;
+        if (total == 0 || e < total) total = e;
+    }
+    return total > (double)(INT64_MAX / 2) ? INT64_MAX / 2 : (int64_t)total;
+}
+
 static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
 {
     const tfm_run_params *p = &r->p;
@@ -939,6 +1059,10 @@ static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
             *end = (tfm_run_end)why;
             return TFM_OK;
         }
+        /* Every rank takes the longest estimate, so all use one rate. */
+        int64_t total = expected_updates(r);
+        if ((st = tfm_dist_max(r->dist, &total, err))) return st;
+        tfm_trainer_set_total(r->trainer, total);
         int64_t step = tfm_trainer_steps(r->trainer);
         tfm_step_result res;
         double t0 = tfm_run_clock();

@@ -47,6 +47,7 @@ struct tfm_trainer {
     tfm_batcher *batcher;
     tfm_train_workspace *ws;
     int64_t poisoned;            /* updates poisoned so far (debug_nan_*) */
+    int64_t total;               /* updates the run will make (0: unknown) */
 };
 
 tfm_train_params tfm_train_default_params(void)
@@ -80,6 +81,13 @@ tfm_status tfm_train_params_validate(const tfm_train_params *p, tfm_error *err)
                              p->lr_factor);
     if (p->warmup < 1)
         return tfm_error_set(err, TFM_ERR_RANGE, "warmup is %d, expected 1 or more", p->warmup);
+    if (!(p->warmup_share >= 0 && p->warmup_share < 1))
+        return tfm_error_set(err, TFM_ERR_RANGE, "warmup_share is %g, expected [0, 1)",
+                             p->warmup_share);
+    if (p->schedule != TFM_SCHEDULE_NOAM && p->schedule != TFM_SCHEDULE_LINEAR &&
+        p->schedule != TFM_SCHEDULE_WSD)
+        return tfm_error_set(err, TFM_ERR_RANGE, "schedule is %d, not a tfm_schedule",
+                             (int)p->schedule);
     if (!(p->clip_norm >= 0) || !isfinite(p->clip_norm))
         return tfm_error_set(err, TFM_ERR_RANGE, "clip_norm is %g, expected 0 (off) or more",
                              p->clip_norm);
@@ -224,6 +232,11 @@ tfm_status tfm_trainer_resume(const char *path, const tfm_corpus *corpus,
     }
     *out = t;
     return TFM_OK;
+}
+
+void tfm_trainer_set_total(tfm_trainer *t, int64_t total)
+{
+    t->total = total > 0 ? total : 0;
 }
 
 int64_t tfm_trainer_steps(const tfm_trainer *t)
@@ -402,7 +415,9 @@ tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
 
     double tokens = r->tgt_tokens > 0 ? (double)r->tgt_tokens : 1.0;
     r->grad_norm = sqrt(grad_sum_squares(t)) / tokens;
-    r->lr = tfm_lr_schedule(t->p.lr_factor, t->s.model->config.d_model, t->p.warmup, step);
+    int64_t warmup = tfm_warmup_steps(t->p.warmup, t->p.warmup_share, t->total);
+    r->lr = tfm_lr_at(t->p.schedule, t->p.lr_factor, t->s.model->config.d_model, warmup, step,
+                      t->total);
     if (!isfinite(r->loss_sum) || !isfinite(r->grad_norm)) {
         r->skipped = true;
         r->bad_steps = ++t->s.bad_steps;

@@ -114,6 +114,41 @@ static void test_schedule(void)
     CHECK_NEAR(tfm_lr_schedule(1.0, 64, 400, 400), 1.0 / sqrt(64.0 * 400.0), 1e-12);
 }
 
+static void test_budgeted_schedules(void)
+{
+    /* Every schedule rises to the paper's peak at the warm-up's end. */
+    double peak = 0.3 / sqrt(256.0 * 100.0);
+    for (int k = TFM_SCHEDULE_NOAM; k <= TFM_SCHEDULE_WSD; k++) {
+        CHECK_NEAR(tfm_lr_at((tfm_schedule)k, 0.3, 256, 100, 100, 1000), peak, 1e-15);
+        CHECK_NEAR(tfm_lr_at((tfm_schedule)k, 0.3, 256, 100, 25, 1000), peak / 4, 1e-15);
+    }
+    /* The paper's is tfm_lr_schedule, whatever the total. */
+    CHECK(tfm_lr_at(TFM_SCHEDULE_NOAM, 1, 512, 4000, 9000, 10) ==
+          tfm_lr_schedule(1, 512, 4000, 9000));
+    /* linear: from the peak at update 100 to peak / 901 at update 1000,
+     * through the middle at update 550 (901 - 450 = 451 of 901 left). */
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_LINEAR, 0.3, 256, 100, 1000, 1000), peak / 901, 1e-15);
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_LINEAR, 0.3, 256, 100, 550, 1000), peak * 451 / 901, 1e-15);
+    /* Past the total (an estimate that was too low) it stays at its last. */
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_LINEAR, 0.3, 256, 100, 1200, 1000), peak / 901, 1e-15);
+    /* wsd: the peak held to update 800, then down to peak / 201 at 1000. */
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_WSD, 0.3, 256, 100, 800, 1000), peak, 1e-15);
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_WSD, 0.3, 256, 100, 900, 1000), peak * 101 / 201, 1e-15);
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_WSD, 0.3, 256, 100, 1000, 1000), peak / 201, 1e-15);
+    /* A decay longer than what follows the warm-up starts at the warm-up's end. */
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_WSD, 0.3, 256, 100, 101, 110),
+               tfm_lr_at(TFM_SCHEDULE_LINEAR, 0.3, 256, 100, 101, 110), 1e-15);
+    /* Without a total the budgeted ones hold the peak. */
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_LINEAR, 0.3, 256, 100, 5000, 0), peak, 1e-15);
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_WSD, 0.3, 256, 100, 5000, 0), peak, 1e-15);
+    /* The warm-up as a share: of the total, or of 1000 before it is known. */
+    CHECK(tfm_warmup_steps(150, 0, 2000) == 150);
+    CHECK(tfm_warmup_steps(150, 0.08, 2000) == 160);
+    CHECK(tfm_warmup_steps(150, 0.08, 0) == (int64_t)(0.08 * TFM_WARMUP_UNKNOWN_TOTAL + 0.5));
+    CHECK(tfm_warmup_steps(150, 0.08, 3) == 1);
+    CHECK(tfm_warmup_steps(0, 0, 3) == 1);
+}
+
 static void test_nonfinite(void)
 {
     float x[5] = {1, 2, 3, 4, 5};
@@ -770,6 +805,32 @@ static void test_trainer_learns(void)
     tfm_corpus_free(data);
 }
 
+/* The trainer takes its rate from the schedule asked for and the total it is
+ * told, which can change between updates (a run limited by time). */
+static void test_trainer_budgeted_schedule(void)
+{
+    tfm_corpus *data = copy_corpus(50, 1);
+    tfm_train_params p = tiny_train_params();
+    p.schedule = TFM_SCHEDULE_LINEAR;
+    p.warmup_share = 0.25;
+    tfm_trainer *t = tiny_trainer(data, &p);
+    CHECK(t != NULL);
+    if (!t) return;
+    tfm_error err;
+    const int64_t totals[6] = {0, 8, 8, 12, 12, 12};
+    for (int i = 0; i < 6; i++) {
+        tfm_trainer_set_total(t, totals[i]);
+        tfm_step_result r;
+        CHECK_MSG(tfm_trainer_step(t, &r, &err) == TFM_OK, "%s", err.msg);
+        int64_t warmup = tfm_warmup_steps(p.warmup, 0.25, totals[i]);
+        CHECK(r.lr == tfm_lr_at(TFM_SCHEDULE_LINEAR, p.lr_factor, 16, warmup, i + 1, totals[i]));
+    }
+    /* update 6 of 12, warm-up 3: 7 of 10 steps down are left */
+    CHECK(tfm_warmup_steps(p.warmup, 0.25, 12) == 3);
+    tfm_trainer_free(t);
+    tfm_corpus_free(data);
+}
+
 /* Saves the checkpoints of trainers a and b (name: a tag for the files) and
  * checks that they agree: Adam's moments, the moving average, the batcher's
  * position and the dropout generator. */
@@ -1062,8 +1123,11 @@ static void test_run_defaults_and_usage(void)
     char text[32];
     CHECK(tfm_run_option_default(TFM_OPT_BATCH_TOKENS, text, sizeof text) &&
           strtoll(text, NULL, 10) == tfm_batcher_default_params().batch_tokens);
-    CHECK(tfm_run_option_default(TFM_OPT_WARMUP, text, sizeof text) &&
-          atoi(text) == tfm_train_default_params().warmup);
+    /* The schedule's depend on the budget (resolved when the run is made). */
+    CHECK(tfm_run_option_default(TFM_OPT_WARMUP, text, sizeof text) && !strcmp(text, "auto"));
+    CHECK(tfm_run_option_default(TFM_OPT_SCHEDULE, text, sizeof text) && !strcmp(text, "auto"));
+    CHECK(tfm_run_option_default(TFM_OPT_RELATIVE_POS, text, sizeof text) &&
+          !strcmp(text, TFM_AUTO_RELATIVE_POSITIONS));
     CHECK(tfm_run_option_default(TFM_OPT_SORT_WINDOW, text, sizeof text) &&
           atoi(text) == tfm_batcher_default_params().window);
     CHECK(tfm_run_option_default(TFM_OPT_MAX_LENGTH, text, sizeof text) &&
@@ -1101,6 +1165,48 @@ static void test_run_defaults_and_usage(void)
     CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
           strstr(err.msg, "--patience needs --valid-src"));
     given[TFM_OPT_PATIENCE] = NULL;
+    /* The budgeted schedules need a budget; without one "auto" is the paper's. */
+    given[TFM_OPT_SCHEDULE] = "wsd";
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "--schedule wsd ends at the budget, and there is none"));
+    given[TFM_OPT_SCHEDULE] = "cosine";
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "--schedule: 'cosine' is not one of"));
+    given[TFM_OPT_SCHEDULE] = NULL;
+    given[TFM_OPT_WARMUP] = "5%";
+    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
+          strstr(err.msg, "--warmup 5% is a share of the run's updates"));
+    given[TFM_OPT_MAX_STEPS] = "100";
+    static const char *const bad_warmups[] = {"100%", "0%", "x%", "%", "-3%", "1.5"};
+    for (size_t i = 0; i < sizeof bad_warmups / sizeof bad_warmups[0]; i++) {
+        given[TFM_OPT_WARMUP] = bad_warmups[i];
+        CHECK_MSG(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
+                      strstr(err.msg, "--warmup"),
+                  "%s", bad_warmups[i]);
+    }
+    given[TFM_OPT_WARMUP] = "12.5%";
+    CHECK_MSG(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_OK, "%s", err.msg);
+    if (r) CHECK(tfm_run_params_of(r)->train.warmup_share == 0.125);
+    tfm_run_free(r);
+    given[TFM_OPT_MAX_STEPS] = NULL;
+    given[TFM_OPT_WARMUP] = NULL;
+    CHECK_MSG(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_OK, "%s", err.msg);
+    if (r) {
+        const tfm_train_params *t = &tfm_run_params_of(r)->train;
+        CHECK(t->schedule == TFM_SCHEDULE_NOAM && t->warmup == atoi(TFM_PAPER_WARMUP) &&
+              t->warmup_share == 0 && t->lr_factor == atof(TFM_PAPER_LR_FACTOR));
+        /* relative positions by default, */
+        CHECK(tfm_run_params_of(r)->model.relative_positions == atoi(TFM_AUTO_RELATIVE_POSITIONS));
+    }
+    tfm_run_free(r);
+    /* unless absolute ones are asked for */
+    given[TFM_OPT_LEARNED_POS] = "yes";
+    CHECK_MSG(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_OK, "%s", err.msg);
+    if (r)
+        CHECK(tfm_run_params_of(r)->model.relative_positions == 0 &&
+              tfm_run_params_of(r)->model.positions == TFM_POS_LEARNED);
+    tfm_run_free(r);
+    given[TFM_OPT_LEARNED_POS] = NULL;
     given[TFM_OPT_RESUME] = "";
     CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_IO &&
           strstr(err.msg, "no checkpoint"));
@@ -1158,7 +1264,13 @@ static void test_run_options_persist_and_resume(void)
     CHECK_MSG(tfm_run_create(given, record_event, &e, &r, &err) == TFM_OK, "%s", err.msg);
     if (!r) return;
     CHECK(tfm_run_params_of(r)->train.accum == 2 && tfm_run_params_of(r)->max_steps == 4);
-    CHECK(!strcmp(tfm_run_option_value(r, TFM_OPT_WARMUP), "4000")); /* the default's text */
+    /* "auto" with a budget: the budgeted schedule's texts, which the
+     * checkpoints keep */
+    CHECK(!strcmp(tfm_run_option_value(r, TFM_OPT_WARMUP), TFM_AUTO_WARMUP));
+    CHECK(!strcmp(tfm_run_option_value(r, TFM_OPT_SCHEDULE), "linear"));
+    CHECK(tfm_run_params_of(r)->train.schedule == TFM_AUTO_SCHEDULE &&
+          tfm_run_params_of(r)->train.warmup_share == atof(TFM_AUTO_WARMUP) / 100 &&
+          tfm_run_params_of(r)->train.lr_factor == atof(TFM_AUTO_LR_FACTOR));
     tfm_run_end end;
     CHECK_MSG(tfm_run_train(r, &end, &err) == TFM_OK, "%s", err.msg);
     CHECK(end == TFM_RUN_LIMIT && e.end == TFM_RUN_LIMIT);
@@ -1177,6 +1289,8 @@ static void test_run_options_persist_and_resume(void)
         CHECK(v && !strcmp(v, "20"));
         v = tfm_safetensors_metadata(f, "train.opt.sort-window");
         CHECK(v && !strcmp(v, "100"));
+        v = tfm_safetensors_metadata(f, "train.opt.schedule");
+        CHECK(v && !strcmp(v, "linear"));
         CHECK(tfm_safetensors_metadata(f, "train.opt.output") == NULL); /* ONCE */
         uint64_t whole;
         double real;
@@ -1303,7 +1417,7 @@ static void test_run_messages(void)
                   strstr(t, "validation data: 6 pairs"),
               "%s", t);
     CHECK_MSG(strstr(t, "\nmodel: d_model 16, d_ff 32, 2 heads, 1+1 layers, post-norm, "
-                        "sinusoidal positions, vocabulary 14, "),
+                        "relative positions (clipped at 16), vocabulary 14, "),
               "%s", t);
     CHECK_MSG(strstr(t, "\noptions: --preset=tiny --d-model=16 ") && strstr(t, " --max-steps=2 "),
               "%s", t);
@@ -1349,6 +1463,7 @@ int main(void)
     RUN(test_adam_first_step);
     RUN(test_adam_against_reference);
     RUN(test_schedule);
+    RUN(test_budgeted_schedules);
     RUN(test_nonfinite);
     RUN(test_batches_cover_epoch);
     RUN(test_batches_deterministic_and_resumable);
@@ -1360,6 +1475,7 @@ int main(void)
     RUN(test_checkpoint_files);
     RUN(test_average);
     RUN(test_trainer_learns);
+    RUN(test_trainer_budgeted_schedule);
     RUN(test_trainer_resume_exact);
     RUN(test_trainer_threads);
     RUN(test_trainer_nan);
