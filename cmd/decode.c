@@ -24,7 +24,13 @@ static const char usage_text[] =
     "  -m, --model=MODEL          the model file (safetensors) the states came from\n"
     "  -b, --beam=K               beam size (default 4, as the paper); 1 is greedy\n"
     "      --greedy               greedy search: the same as --beam 1\n"
-    "      --length-penalty=A     alpha of GNMT's ((5 + m) / 6)^alpha (default 0.6)\n"
+    "      --length-rule=RULE     how a hypothesis's log-probability is divided by its\n"
+    "                             length m (its ids and </s>): 'power' (the default):\n"
+    "                             by m^A, as fairseq and Marian; 'gnmt': by GNMT's\n"
+    "                             ((5 + m) / 6)^A\n"
+    "      --length-penalty=A     the alpha A of the length rule (default 1.0: the\n"
+    "                             average log-probability per token); GNMT's usual\n"
+    "                             alpha is 0.6; 0 disables either rule\n"
     "      --max-length-offset=N  at most source length + N ids (default 50)\n"
     "      --max-length=N         at most N ids, whatever the source (default: no cap\n"
     "                             but the model's max_positions - 1)\n"
@@ -89,9 +95,9 @@ static const char usage_text[] =
     "    | decode -m m.safetensors --beam 4 | tokenize -d -m m.safetensors\n";
 
 enum {
-    OPT_GREEDY = 256, OPT_LENGTH_PENALTY, OPT_MAX_LENGTH_OFFSET, OPT_MAX_LENGTH, OPT_MIN_LENGTH,
-    OPT_NO_REPEAT, OPT_PREFIX, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMPERATURE, OPT_SEED,
-    OPT_NBEST, OPT_SCORES, OPT_CONSTRAINTS, OPT_PLACEHOLDERS, OPT_PLACEHOLDER_CLASSES,
+    OPT_GREEDY = 256, OPT_LENGTH_RULE, OPT_LENGTH_PENALTY, OPT_MAX_LENGTH_OFFSET, OPT_MAX_LENGTH,
+    OPT_MIN_LENGTH, OPT_NO_REPEAT, OPT_PREFIX, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMPERATURE,
+    OPT_SEED, OPT_NBEST, OPT_SCORES, OPT_CONSTRAINTS, OPT_PLACEHOLDERS, OPT_PLACEHOLDER_CLASSES,
     OPT_ALIGNMENT,
 };
 
@@ -99,6 +105,7 @@ static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
     {"beam", required_argument, NULL, 'b'},
     {"greedy", no_argument, NULL, OPT_GREEDY},
+    {"length-rule", required_argument, NULL, OPT_LENGTH_RULE},
     {"length-penalty", required_argument, NULL, OPT_LENGTH_PENALTY},
     {"max-length-offset", required_argument, NULL, OPT_MAX_LENGTH_OFFSET},
     {"max-length", required_argument, NULL, OPT_MAX_LENGTH},
@@ -276,6 +283,9 @@ static void decode_file(void *ctx, const char *name)
 
 /* ---- options and the run ------------------------------------------------------------------- */
 
+/* --length-rule's words, in the order of tfm_length_rule. */
+static const char *const length_rule_names[] = {"power", "gnmt", NULL};
+
 /* --alignment's words, in the order of tfm_alignment after TFM_ALIGNMENT_NONE. */
 static const char *const alignment_names[] = {"hard", "soft", NULL};
 
@@ -291,6 +301,10 @@ static void parse_options(int argc, char **argv, options *opt)
             opt->beam_given = true;
             break;
         case OPT_GREEDY: sp->beam = 1; opt->beam_given = true; break;
+        case OPT_LENGTH_RULE: /* in the order of tfm_length_rule */
+            sp->length_rule = (tfm_length_rule)cli_parse_choice("--length-rule", optarg,
+                                                                length_rule_names);
+            break;
         case OPT_LENGTH_PENALTY:
             sp->length_penalty = (float)cli_parse_double("--length-penalty", optarg, 0, 100);
             break;
@@ -377,9 +391,10 @@ int main(int argc, char **argv)
                  sp->nbest, sp->top_k, (double)sp->top_p, (double)sp->temperature,
                  (unsigned long long)sp->seed);
     else
-        cli_info("%s search (beam %d, length penalty %g, n-best %d); %d thread%s",
-                 sp->beam == 1 ? "greedy" : "beam", sp->beam, (double)sp->length_penalty,
-                 sp->nbest, threads, threads == 1 ? "" : "s");
+        cli_info("%s search (beam %d, length rule %s, alpha %g, n-best %d); %d thread%s",
+                 sp->beam == 1 ? "greedy" : "beam", sp->beam,
+                 tfm_length_rule_name(sp->length_rule), (double)sp->length_penalty, sp->nbest,
+                 threads, threads == 1 ? "" : "s");
     cli_info("matrix kernel: %s", tfm_model_kernel_name(model));
     if (tfm_decode_batch_create(model, &opt.decode, &run.b, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);

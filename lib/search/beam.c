@@ -166,10 +166,10 @@ static bool sentence_step(void *ctx, void *sentence, int t)
         } else if (a->greedy == GREEDY_IN_BEAM && g_sel >= 0 && !beam_done) {
             a->g_row = g_sel;
         } else if (s->count[sent] > 0 &&
-                   g_logp / tfm_length_penalty(s->max_len[sent] + 1, s->p->length_penalty) <
-                       list[0].score) {
-            /* log-probs are <= 0 and lp grows with length, so no ending of
-             * this path can score above logp / lp(max_len + 1) */
+                   g_logp / tfm_length_penalty(s->p->length_rule, s->max_len[sent] + 1,
+                                               s->p->length_penalty) < list[0].score) {
+            /* log-probs are <= 0 and lp grows with length under both rules,
+             * so no ending of this path can score above logp / lp(max_len + 1) */
             a->greedy = GREEDY_DONE;
         } else if (!beam_done) {
             /* the greedy path keeps a place in the beam: the k-th, when the

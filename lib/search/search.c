@@ -1,4 +1,4 @@
-/* search.c - the searcher: parameters and their checks, the length penalty,
+/* search.c - the searcher: parameters and their checks, the length rules,
  * the per-run setup shared by all searches (max lengths, result slots), the
  * rules every search obeys (search_constrain), candidate selection, and the
  * entry point that picks greedy search, sampling or beam search. */
@@ -15,7 +15,8 @@ tfm_search_params tfm_search_default_params(void)
     return (tfm_search_params){
         .beam = 4,
         .nbest = 1,
-        .length_penalty = 0.6f,
+        .length_rule = TFM_LENGTH_POWER,
+        .length_penalty = 1.0f,
         .max_length_offset = 50,
         .max_length = 0,
         .min_length = 0,
@@ -37,6 +38,9 @@ tfm_status tfm_search_params_validate(const tfm_search_params *p, tfm_error *err
     if (p->nbest < 1 || p->nbest > most)
         return tfm_error_set(err, TFM_ERR_RANGE, "nbest %d: must be 1 to %d%s", p->nbest, most,
                              p->sampling ? "" : " (the beam)");
+    if (!tfm_length_rule_name(p->length_rule))
+        return tfm_error_set(err, TFM_ERR_RANGE, "length rule %d: must be %d (power) or %d (gnmt)",
+                             (int)p->length_rule, (int)TFM_LENGTH_POWER, (int)TFM_LENGTH_GNMT);
     if (!(p->length_penalty >= 0.0f && p->length_penalty <= 100.0f))
         return tfm_error_set(err, TFM_ERR_RANGE, "length penalty %g: must be 0 to 100",
                              (double)p->length_penalty);
@@ -62,10 +66,22 @@ tfm_status tfm_search_params_validate(const tfm_search_params *p, tfm_error *err
     return TFM_OK;
 }
 
-double tfm_length_penalty(int m, float alpha)
+/* Both rules are >= 1 for m >= 1 and grow with m for alpha >= 0 (beam.c's
+ * bound on the greedy path relies on it). */
+double tfm_length_penalty(tfm_length_rule rule, int m, float alpha)
 {
     if (alpha == 0.0f) return 1.0;
-    return pow((5.0 + m) / 6.0, (double)alpha);
+    if (rule == TFM_LENGTH_GNMT) return pow((5.0 + m) / 6.0, (double)alpha);
+    return pow((double)m, (double)alpha);
+}
+
+const char *tfm_length_rule_name(tfm_length_rule rule)
+{
+    switch (rule) {
+    case TFM_LENGTH_POWER: return "power";
+    case TFM_LENGTH_GNMT: return "gnmt";
+    }
+    return NULL;
 }
 
 /* ---- the searcher ----------------------------------------------------------------- */
@@ -333,7 +349,8 @@ int32_t search_argmax(const float *lp, int V)
 
 float search_score(const tfm_search *s, int len, double log_prob)
 {
-    return (float)(log_prob / tfm_length_penalty(len + 1, s->p->length_penalty));
+    return (float)(log_prob / tfm_length_penalty(s->p->length_rule, len + 1,
+                                                 s->p->length_penalty));
 }
 
 void search_hyp_write(const tfm_search *s, tfm_hypothesis *h, const int32_t *ids,

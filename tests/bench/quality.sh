@@ -14,7 +14,9 @@
 #      ran it (--lr_factor 0.3 --warmup_lr 150 --batch_tokens 4096, dropout
 #      and label smoothing 0.1), for QUALITY_MINUTES of training time
 #      (its validations are not counted: a small advantage to it).
-#   4. both translate the test set with beam 4 (length penalty 0.6) and are
+#   4. both translate the test set with beam 4 (each with its own default
+#      length rule: tfm's log-probability per token, the reference's GNMT
+#      penalty with alpha 0.6) and are
 #      scored by 'score' (BLEU as sacreBLEU's 13a, chrF2) against the raw
 #      French references, after detokenising with the same vocabulary.
 #   5. tfm's model in int8 and bf16 against float32 (quant_quality.sh):

@@ -86,18 +86,38 @@ check "the same input gives the same bytes" cmp -s plain.txt again.txt
 
 # ---- an independent computation: decode's greedy search -----------------------------------
 
-# decode --scores prints log_prob / lp(n + 1), lp(m) = ((5 + m) / 6)^alpha
-# (alpha 0.6 by default); with --length-penalty 0 the log-prob itself.
+# decode --scores prints log_prob / lp(n + 1): by default lp(m) = m^alpha
+# with alpha 1 (the average log-prob per token); with --length-rule gnmt,
+# lp(m) = ((5 + m) / 6)^alpha; with --length-penalty 0 the log-prob itself.
 timeout $TMO "$ENC" -m m.st src.ids >src.npy
 timeout $TMO "$DEC" -m m.st --beam 1 --scores --max-length 12 src.npy >greedy.txt
 cut -f1 greedy.txt >greedy.ids
 sc -m m.st --src src.ids --tgt greedy.ids >gs.txt 2>/dev/null
-check "the greedy hypotheses: decode's score (alpha 0.6) = score -m's total / lp(n + 1) (within 1e-3)" \
-    awk -F'\t' '
+# lp_check FORMULA DECODED: decode's scores in DECODED = score -m's totals / lp
+# (FORMULA in awk, of m = n + 1), within 1e-3.
+lp_check() {
+    awk -F'\t' -v f="$1" '
     NR == FNR { n[NR] = split($1, w, " "); s[NR] = $2; next }
-    { lp = ((5 + n[FNR] + 1) / 6) ^ 0.6; d = $1 / lp - s[FNR]; if (d < 0) d = -d
+    { m = n[FNR] + 1; lp = f == "power1" ? m : f == "gnmt0.6" ? ((5 + m) / 6) ^ 0.6 : m ^ 0.5
+      d = $1 / lp - s[FNR]; if (d < 0) d = -d
       if (d > 1e-3) { print FNR ": " $1 / lp " vs " s[FNR]; exit 1 } }
-    END { if (FNR != NR / 2) exit 1 }' greedy.txt gs.txt
+    END { if (FNR != NR / 2) exit 1 }' "$2" gs.txt
+}
+check "the greedy hypotheses: decode's score (default: power, alpha 1) = score -m's total / (n + 1) (within 1e-3)" \
+    lp_check power1 greedy.txt
+timeout $TMO "$DEC" -m m.st --beam 1 --scores --max-length 12 --length-rule gnmt --length-penalty 0.6 \
+    src.npy >greedyg.txt
+cut -f1 greedyg.txt >greedyg.ids
+check "--length-rule gnmt: greedy search's hypotheses do not depend on the rule" \
+    cmp -s greedy.ids greedyg.ids
+check "--length-rule gnmt: decode's score = score -m's total / ((5 + n + 1) / 6)^0.6 (within 1e-3)" \
+    lp_check gnmt0.6 greedyg.txt
+timeout $TMO "$DEC" -m m.st --beam 1 --scores --max-length 12 --length-rule power --length-penalty 0.5 \
+    src.npy >greedyp.txt
+check "--length-rule power --length-penalty 0.5: score = total / (n + 1)^0.5 (within 1e-3)" \
+    lp_check power0.5 greedyp.txt
+expect_status 2 "--length-rule bogus: a usage error" "$DEC" -m m.st --length-rule bogus src.npy
+expect_stderr "power, gnmt" "--length-rule bogus: the error names the valid rules"
 timeout $TMO "$DEC" -m m.st --beam 1 --scores --length-penalty 0 --max-length 12 src.npy >greedy0.txt
 check "the greedy hypotheses: decode's log-prob (alpha 0) = score -m's total (within 1e-3)" awk -F'\t' '
     NR == FNR { s[NR] = $2; next }

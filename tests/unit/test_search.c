@@ -199,12 +199,14 @@ static void test_beam1_equals_greedy(void)
         if (!fixture_make(&f, 100 + model, n, 1.0f + 0.7f * model, model == 3)) return;
         tfm_search *s2 = NULL;
         tfm_search_create(f.m, &s2, NULL);
-        for (int variant = 0; variant < 3; variant++) {
-            tfm_search_params p = tfm_search_default_params();
+        for (int variant = 0; variant < 4; variant++) {
+            tfm_search_params p = tfm_search_default_params(); /* power, alpha 1 */
             p.beam = 1;
             p.max_length_offset = 15;
-            if (variant == 1) p.min_length = 4;
-            if (variant == 2) p.no_repeat_ngram_size = 2, p.length_penalty = 1.0f;
+            if (variant == 1) p.min_length = 4, p.length_rule = TFM_LENGTH_GNMT,
+                              p.length_penalty = 0.6f;
+            if (variant == 2) p.no_repeat_ngram_size = 2, p.length_rule = TFM_LENGTH_GNMT;
+            if (variant == 3) p.length_penalty = 0.5f;
             tfm_search_input in = input_of(&f, 0, n);
             if (!run(f.s, f.d, &p, &in, SEARCH_ROWS) || !run(s2, f.d, &p, &in, SEARCH_BEAM)) break;
             for (int i = 0; i < n; i++) {
@@ -272,6 +274,7 @@ static void test_beam_not_below_greedy(void)
             tfm_search_params p = tfm_search_default_params();
             p.max_length_offset = 12;
             p.length_penalty = alphas[(v + model) % 3];
+            p.length_rule = (v + model) % 2 ? TFM_LENGTH_GNMT : TFM_LENGTH_POWER;
             p.beam = beams[v];
             tfm_search_params pg = p;
             pg.beam = 1;
@@ -280,8 +283,9 @@ static void test_beam_not_below_greedy(void)
             for (int i = 0; i < n; i++) {
                 const tfm_hypothesis *hb = &tfm_search_result(f.s, i).hyps[0];
                 const tfm_hypothesis *hg = &tfm_search_result(g, i).hyps[0];
-                CHECK_MSG(hb->score >= hg->score - 1e-4, "model %d beam %d alpha %g sentence %d: "
-                          "beam %.6f < greedy %.6f", model, p.beam, (double)p.length_penalty, i,
+                CHECK_MSG(hb->score >= hg->score - 1e-4, "model %d beam %d %s alpha %g sentence "
+                          "%d: beam %.6f < greedy %.6f", model, p.beam,
+                          tfm_length_rule_name(p.length_rule), (double)p.length_penalty, i,
                           (double)hb->score, (double)hg->score);
                 better += hb->score > hg->score + 1e-4;
                 total++;
@@ -343,12 +347,13 @@ static void test_scores_recomputed(void)
     int prefix_lens[MAXN] = {0};
     for (int i = 0; i < n; i += 3) prefixes[i] = pre, prefix_lens[i] = 1 + i % 3;
     float tok[128];
-    for (int variant = 0; variant < 3; variant++) {
+    for (int variant = 0; variant < 6; variant++) {
         tfm_search_params p = tfm_search_default_params();
         p.max_length_offset = 10;
-        p.nbest = p.beam = variant == 0 ? 1 : 4;
-        p.sampling = variant == 2;
-        p.length_penalty = 0.6f + 0.4f * variant;
+        p.nbest = p.beam = variant % 3 == 0 ? 1 : 4;
+        p.sampling = variant % 3 == 2;
+        p.length_rule = variant < 3 ? TFM_LENGTH_POWER : TFM_LENGTH_GNMT;
+        p.length_penalty = 0.6f + 0.4f * (float)(variant % 3);
         tfm_search_input in = input_of(&f, 0, n);
         in.prefixes = prefixes;
         in.prefix_lens = prefix_lens;
@@ -365,14 +370,31 @@ static void test_scores_recomputed(void)
                     tsum += h->token_log_probs[t];
                 }
                 CHECK_NEAR(h->log_prob, tsum, 1e-4);
-                CHECK_NEAR(h->score, h->log_prob / tfm_length_penalty(h->len + 1, p.length_penalty),
-                           1e-5);
+                /* m = len + 1, the </s> counted */
+                const double m = h->len + 1, alpha = p.length_penalty;
+                const double lp = p.length_rule == TFM_LENGTH_POWER ? pow(m, alpha)
+                                                                    : pow((5 + m) / 6, alpha);
+                CHECK_NEAR(h->score, h->log_prob / lp, 1e-5);
+                CHECK_NEAR(h->score, h->log_prob / tfm_length_penalty(p.length_rule, h->len + 1,
+                                                                      p.length_penalty), 1e-5);
             }
         }
     }
-    CHECK_NEAR(tfm_length_penalty(1, 0.6f), 1.0, 1e-12);
-    CHECK_NEAR(tfm_length_penalty(7, 0.6f), pow(2.0, (double)0.6f), 1e-12);
-    CHECK_NEAR(tfm_length_penalty(30, 0.0f), 1.0, 0);
+    CHECK_NEAR(tfm_length_penalty(TFM_LENGTH_GNMT, 1, 0.6f), 1.0, 1e-12);
+    CHECK_NEAR(tfm_length_penalty(TFM_LENGTH_GNMT, 7, 0.6f), pow(2.0, (double)0.6f), 1e-12);
+    CHECK_NEAR(tfm_length_penalty(TFM_LENGTH_GNMT, 30, 0.0f), 1.0, 0);
+    CHECK_NEAR(tfm_length_penalty(TFM_LENGTH_POWER, 1, 0.6f), 1.0, 1e-12);
+    CHECK_NEAR(tfm_length_penalty(TFM_LENGTH_POWER, 7, 1.0f), 7.0, 1e-12);
+    CHECK_NEAR(tfm_length_penalty(TFM_LENGTH_POWER, 4, 0.5f), 2.0, 1e-12);
+    CHECK_NEAR(tfm_length_penalty(TFM_LENGTH_POWER, 30, 0.0f), 1.0, 0);
+    /* both grow with m (the greedy path's bound in beam search relies on it) */
+    for (int rule = 0; rule < 2; rule++)
+        for (int m = 1; m < 300; m++)
+            CHECK(tfm_length_penalty((tfm_length_rule)rule, m + 1, 0.3f) >=
+                  tfm_length_penalty((tfm_length_rule)rule, m, 0.3f));
+    CHECK(strcmp(tfm_length_rule_name(TFM_LENGTH_POWER), "power") == 0);
+    CHECK(strcmp(tfm_length_rule_name(TFM_LENGTH_GNMT), "gnmt") == 0);
+    CHECK(tfm_length_rule_name((tfm_length_rule)2) == NULL);
     fixture_free(&f);
 }
 
@@ -426,7 +448,8 @@ static void test_nbest_sorted_distinct(void)
         tfm_search_params p = tfm_search_default_params();
         p.beam = p.nbest = variant == 0 ? 5 : 8;
         p.max_length_offset = 8;
-        p.length_penalty = variant == 0 ? 0.6f : 0.0f;
+        p.length_rule = variant == 0 ? TFM_LENGTH_GNMT : TFM_LENGTH_POWER;
+        p.length_penalty = variant == 0 ? 0.6f : 1.0f;
         tfm_search_input in = input_of(&f, 0, n);
         if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
         for (int i = 0; i < n; i++) {
@@ -772,10 +795,10 @@ static void test_arguments(void)
     tfm_error err;
     tfm_search_input in = input_of(&f, 0, 2);
     const tfm_search_params good = tfm_search_default_params();
-    CHECK(good.beam == 4 && good.nbest == 1 && good.length_penalty == 0.6f &&
-          good.max_length_offset == 50);
+    CHECK(good.beam == 4 && good.nbest == 1 && good.length_rule == TFM_LENGTH_POWER &&
+          good.length_penalty == 1.0f && good.max_length_offset == 50);
     CHECK(tfm_search_params_validate(&good, &err) == TFM_OK);
-    for (int bad = 0; bad < 10; bad++) {
+    for (int bad = 0; bad < 11; bad++) {
         tfm_search_params p = good;
         switch (bad) {
         case 0: p.beam = 0; break;
@@ -788,6 +811,7 @@ static void test_arguments(void)
         case 7: p.temperature = -1; break;
         case 8: p.top_k = -1; break;
         case 9: p.no_repeat_ngram_size = -1; break;
+        case 10: p.length_rule = (tfm_length_rule)2; break;
         }
         CHECK_MSG(tfm_search_run(f.s, f.d, &p, &in, &err) == TFM_ERR_RANGE, "case %d", bad);
         CHECK(tfm_search_result(f.s, 0).n == 0);
