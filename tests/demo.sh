@@ -53,7 +53,7 @@ t0=$(now)
 rm -f dates.st dates.st.* train.tsv
 train --preset tiny -m dates.vocab --src "$DATA/train.src" --tgt "$DATA/train.tgt" \
       --valid-src "$DATA/dev.src" --valid-tgt "$DATA/dev.tgt" --valid-bleu --valid-every 200 \
-      --warmup 400 --max-steps "$STEPS" --max-time "$MAX_TIME" --save-every 0 \
+      --max-steps "$STEPS" --max-time "$MAX_TIME" --save-every 0 \
       --log train.tsv -o dates.st
 train_s=$(($(now) - t0))
 echo "  trained in ${train_s}s: dates.st ($(wc -c <dates.st) bytes; it holds the vocabulary too)"

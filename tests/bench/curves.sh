@@ -62,7 +62,7 @@ run_ref() { # seed
 run_tfm() { # seed
     "$BIN/train" --preset small -m "$D/enfr.vocab" --src "$D/train.ids.en" --tgt "$D/train.ids.fr" \
         --valid-src "$D/valid.ids.en" --valid-tgt "$D/valid.ids.fr" --valid-every 100 \
-        --lr-factor 0.3 --warmup 150 --batch-tokens 4096 \
+        --schedule noam --lr-factor 0.3 --warmup 150 --batch-tokens 4096 --relative-positions 0 \
         --attention-dropout 0.1 --activation-dropout 0.1 --max-steps "$STEPS" --threads 1 \
         --seed "$1" --save-every 0 --log "$C/tfm$1.tsv" -o "$C/tfm$1.st" >"$C/tfm$1.log" 2>&1
 }

@@ -7,8 +7,8 @@
 #   1. data: the English-French corpus (../shared/data/enfr: 266k pairs of
 #      software UI strings; valid and test 2,000 each); one 8k joint BPE
 #      vocabulary (tokenize learn); id files for both trainers.
-#   2. tfm: train --preset small with TFM_RECIPE (default: the README's
-#      recipe) for QUALITY_MINUTES of wall time, validation included,
+#   2. tfm: train --preset small with its defaults and TFM_RECIPE (default:
+#      nothing more) for QUALITY_MINUTES of wall time, validation included,
 #      validating every VALID_EVERY updates.
 #   3. the reference: the same small model, the paper's recipe as issue 12
 #      ran it (--lr_factor 0.3 --warmup_lr 150 --batch_tokens 4096, dropout
@@ -45,8 +45,11 @@ SEED=${SEED:-1}
 REF_SEED=${REF_SEED:-1}
 TAG=${TAG:-run}
 VALID_EVERY=${VALID_EVERY:-100}
-# The README's recipe for a corpus of this size on two CPUs (README: "Training").
-TFM_RECIPE=${TFM_RECIPE:---lr-factor 0.3 --warmup 150 --batch-tokens 4096}
+# train's defaults (README: "Training"): the linear schedule to 0 at the
+# budget's end, relative positions; TFM_RECIPE adds options (the recipe of
+# the README before issue 29: --schedule noam --lr-factor 0.3 --warmup 150
+# --relative-positions 0).
+TFM_RECIPE=${TFM_RECIPE:-}
 OUT=${BENCH_OUT:-build/bench}/quality
 DATA="$ROOT/../shared/data/enfr"
 REF="$ROOT/../shared/reference"

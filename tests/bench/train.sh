@@ -93,6 +93,7 @@ measure() {
     ${TIME:+$TIME -f "%M %U %S" -o "$OUT/$name.time"} "$TRAIN" --preset "$preset" --vocab-size $V \
         --src "$OUT/data.src" --tgt "$OUT/data.tgt" --batch-tokens $BATCH_TOKENS \
         --max-steps $((steps + 1)) --save-every 0 --threads "$THREADS" -q --log "$log" \
+        --relative-positions 0 \
         -o "$OUT/$name.st" || { echo "train failed"; return 1; }
     # Tokens over the timed updates (the first is the warm-up), per wall second.
     rate=$(awk -F'\t' '$8 == "train" { if ($1 == 1) e0 = $7; else { tok += $11; e = $7 } }
