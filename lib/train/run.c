@@ -103,7 +103,6 @@ const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT] = {
 static const char *const input_formats[] = {"auto", "ids", "text", NULL};
 static const char *const schedules[] = {"noam", "linear", "wsd", NULL}; /* tfm_schedule's order */
 
-
 tfm_run_params tfm_run_default_params(void)
 {
     tfm_run_params p = {
@@ -733,10 +732,12 @@ static tfm_status merge_options(tfm_run *r, tfm_error *err)
         /* A checkpoint has the model's options; one written before an
          * option existed ran as the option's absence, not its new default
          * (checkpoints before --schedule ran the paper's). */
-        if (resume && !given && !stored && (tfm_run_options[i].kind == TFM_KIND_MODEL ||
-                                            i == TFM_OPT_SCHEDULE))
-            has_default = i == TFM_OPT_SCHEDULE &&
-                          snprintf(r->defaults[i], sizeof r->defaults[i], "noam") > 0;
+        if (resume && !given && !stored && i == TFM_OPT_SCHEDULE) {
+            snprintf(r->defaults[i], sizeof r->defaults[i], "%s", schedules[TFM_SCHEDULE_NOAM]);
+            has_default = true;
+        } else if (resume && !given && !stored && tfm_run_options[i].kind == TFM_KIND_MODEL) {
+            has_default = false;
+        }
         r->value[i] = given ? given : stored ? stored : has_default ? r->defaults[i] : NULL;
     }
     return TFM_OK;
