@@ -2,9 +2,9 @@
  * the quantized model files of 'train quantize'), and which type the
  * linear layers of inference multiply in (tfm_model_set_compute_type).
  *
- * The matrices are every two-dimensional weight but the learned position
- * tables: the embeddings (the output projection, when shared) and every
- * linear layer's weight.  Their int8 (or bf16) values lie in a buffer
+ * The matrices are every two-dimensional weight but the position tables
+ * (learned absolute, relative): the embeddings (the output projection,
+ * when shared) and every linear layer's weight.  Their int8 (or bf16) values lie in a buffer
  * parallel to the model's float buffer, at the same element offsets, so
  * that matrices contiguous in the one (q, k and v of an attention) are
  * contiguous in the other; the int8 row scales lie in the order of the
@@ -64,9 +64,14 @@ struct tfm_quantized {
     size_t n_mats, n_rows;
 };
 
+/* The position tables, absolute and relative, are read as floats by the
+ * attention (they are added, not multiplied by the linear layers'
+ * kernels): quantized, their floats would be missing from a quantized
+ * file. */
 bool tfm_model_is_quantized_tensor(const char *name, int ndim)
 {
-    return ndim == 2 && !strstr(name, "embed_positions");
+    return ndim == 2 && !strstr(name, "embed_positions") && !strstr(name, "relative_keys") &&
+           !strstr(name, "relative_values");
 }
 
 /* Collects the matrices of a configuration (the visit passes their data

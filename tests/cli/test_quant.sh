@@ -27,9 +27,12 @@ size() { wc -c <"$1" | tr -d ' '; }
 
 awk -f "$DEMO/dates.awk" -v out=. -v train=3000 -v dev=50 -v test=200 -v forms=0,3,7
 tokenize learn -q --vocab-size 400 train.src train.tgt -o dates.vocab
+# Relative positions (train's default, named here): their tables stay
+# float32 in a quantized file (quantized, the attention read zeros: int8
+# BLEU 20.4 against float32's 100 before that was fixed).
 train --preset tiny -q --threads 1 -m dates.vocab --src train.src --tgt train.tgt \
     --batch-tokens 1024 --warmup 100 --lr-factor 0.5 --max-steps 300 --save-every 0 \
-    -o f32.st 2>train.err
+    --relative-positions 16 -o f32.st 2>train.err
 check "train: a model to quantize" test -s f32.st
 if [ ! -s f32.st ]; then sed 's/^/    /' train.err | tail -5; exit 0; fi
 
