@@ -112,13 +112,9 @@ void relative_row_logits(float *scores, const float *q, int n, int H, int Dh,
     int lo, hi;
     row_buckets(n, d0, K, &lo, &hi);
     for (int h = 0; h < H; h++) {
-        const float *qh = q + (size_t)h * Dh;
-        for (int b = lo; b <= hi; b++) {
-            const float *a = rel->keys + (size_t)b * Dh;
-            float dot = 0.0f;
-            for (int i = 0; i < Dh; i++) dot += qh[i] * a[i];
-            u[b] = scale * dot;
-        }
+        /* u[lo, hi] = scale a^K[lo, hi] q_h */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, hi - lo + 1, Dh, scale,
+                    rel->keys + (size_t)lo * Dh, Dh, q + (size_t)h * Dh, 1, 0.0f, u + lo, 1);
         float *s = scores + (size_t)h * n;
         for (int j = 0; j < n; j++) s[j] += u[bucket(d0 + j, K)];
     }
@@ -135,10 +131,8 @@ void relative_row_values(float *out, const float *w, int n, int H, int Dh,
         const float *wh = w + (size_t)h * n;
         memset(u + lo, 0, sizeof(float) * (hi - lo + 1));
         for (int j = 0; j < n; j++) u[bucket(d0 + j, K)] += wh[j];
-        float *o = out + (size_t)h * Dh;
-        for (int b = lo; b <= hi; b++) {
-            const float *a = rel->values + (size_t)b * Dh;
-            for (int i = 0; i < Dh; i++) o[i] += u[b] * a[i];
-        }
+        /* out_h += a^V[lo, hi]^T u[lo, hi] */
+        cblas_sgemv(CblasRowMajor, CblasTrans, hi - lo + 1, Dh, 1.0f,
+                    rel->values + (size_t)lo * Dh, Dh, u + lo, 1, 1.0f, out + (size_t)h * Dh, 1);
     }
 }
