@@ -16,6 +16,7 @@
  * (warm-up, stable, decay) holds the peak and falls linearly over the last
  * TFM_WSD_DECAY_SHARE of the updates (Hägele et al. 2024).  Without a known
  * total (0) they hold the peak after the warm-up. */
+#include <limits.h>
 #include <math.h>
 
 #include "tfm/train.h"
@@ -51,10 +52,8 @@ double tfm_lr_at(tfm_schedule kind, double factor, int d_model, int64_t warmup, 
 {
     if (step < 1) step = 1;
     if (warmup < 1) warmup = 1;
-    if (kind == TFM_SCHEDULE_NOAM) {
-        double s = (double)step, rise = s * pow((double)warmup, -1.5), fall = 1.0 / sqrt(s);
-        return factor / sqrt((double)d_model) * (rise < fall ? rise : fall);
-    }
+    if (warmup > INT_MAX) warmup = INT_MAX;
+    if (kind == TFM_SCHEDULE_NOAM) return tfm_lr_schedule(factor, d_model, (int)warmup, step);
     double peak = factor / sqrt((double)d_model * (double)warmup);
     if (step <= warmup) return peak * (double)step / (double)warmup;
     if (total <= 0) return peak;
