@@ -1023,25 +1023,25 @@ static int64_t expected_updates(const tfm_run *r)
 {
     const tfm_run_params *p = &r->p;
     int64_t step = tfm_trainer_steps(r->trainer);
-    double now = r->rs.elapsed + (tfm_run_clock() - r->started), epoch = tfm_trainer_epoch(r->trainer);
     /* The pace: this process's updates, or before its first one those of
      * the run it resumes. */
-    double updates = (double)(step - r->first_step), seconds = now - r->rs.elapsed,
-           epochs = epoch - r->first_epoch;
-    if (updates == 0) {
-        updates = (double)step;
-        seconds = r->rs.elapsed;
-        epochs = epoch;
-    }
+    bool resumed_pace = step == r->first_step;
+    double updates = (double)(resumed_pace ? step : step - r->first_step);
     double total = p->max_steps > 0 ? (double)p->max_steps : 0;
-    if (p->max_time > 0 && updates > 0 && seconds > 0) {
+    if (p->max_time > 0) {
+        double now = r->rs.elapsed + (tfm_run_clock() - r->started);
+        double seconds = resumed_pace ? r->rs.elapsed : now - r->rs.elapsed;
         double left = p->max_time > now ? p->max_time - now : 0;
-        double t = (double)step + 1 + left * updates / seconds;
-        if (total == 0 || t < total) total = t;
+        double t = updates > 0 && seconds > 0 ? (double)step + 1 + left * updates / seconds : 0;
+        if (t > 0 && (total == 0 || t < total)) total = t;
     }
-    if (p->max_epochs > 0 && updates > 0 && epochs > 0) {
-        double e = (double)step + ((double)p->max_epochs - epoch) * updates / epochs;
-        if (total == 0 || e < total) total = e;
+    if (p->max_epochs > 0) {
+        double epoch = tfm_trainer_epoch(r->trainer);
+        double epochs = resumed_pace ? epoch : epoch - r->first_epoch;
+        double e = updates > 0 && epochs > 0
+                       ? (double)step + ((double)p->max_epochs - epoch) * updates / epochs
+                       : 0;
+        if (e > 0 && (total == 0 || e < total)) total = e;
     }
     return total > (double)(INT64_MAX / 2) ? INT64_MAX / 2 : (int64_t)total;
 }
@@ -1060,9 +1060,10 @@ static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
             *end = (tfm_run_end)why;
             return TFM_OK;
         }
-        /* Every rank takes the longest estimate, so all use one rate. */
+        /* Every rank takes the longest estimate, so all use one rate (only
+         * the clock's can differ between them). */
         int64_t total = expected_updates(r);
-        if ((st = tfm_dist_max(r->dist, &total, err))) return st;
+        if (p->max_time > 0 && (st = tfm_dist_max(r->dist, &total, err))) return st;
         tfm_trainer_set_total(r->trainer, total);
         int64_t step = tfm_trainer_steps(r->trainer);
         tfm_step_result res;
