@@ -25,11 +25,7 @@
 #define M PH_VOCAB_MARKER
 
 /* The vocabulary: ph_vocab.h's, with a few merges. */
-static tfm_vocab *make_vocab(void)
-{
-    static const char *const merges[] = {M "f", "fi", M "fi", "le", M "file", "%s", NULL};
-    return ph_vocab_make(merges);
-}
+static const char *const merges[] = {M "f", "fi", M "fi", "le", M "file", "%s", NULL};
 
 /* A parsed constraints set's properties. */
 static void check_parsed(const tfm_constraints *c, int32_t vocab_size)
@@ -50,10 +46,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static tfm_vocab *v;
     static tfm_bpe *b;
-    if (!v) {
-        v = make_vocab();
-        if (tfm_bpe_create(v, &b, NULL) != TFM_OK) abort();
-    }
+    ph_tokenizer_once(merges, &v, &b);
     const char *x = (const char *)data;
     const int32_t V = tfm_vocab_size(v);
     tfm_constraints *c = tfm_constraints_create();

@@ -17,11 +17,7 @@
 #define M PH_VOCAB_MARKER
 
 /* The vocabulary: ph_vocab.h's, with a few merges. */
-static tfm_vocab *make_vocab(void)
-{
-    static const char *const merges[] = {M "t", "th", M "th", "he", "<p", "ph", "%s", NULL};
-    return ph_vocab_make(merges);
-}
+static const char *const merges[] = {M "t", "th", M "th", "he", "<p", "ph", "%s", NULL};
 
 static int cmp_text(const char *a, size_t la, const char *b, size_t lb)
 {
@@ -62,10 +58,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static tfm_vocab *v;
     static tfm_bpe *b;
-    if (!v) {
-        v = make_vocab();
-        if (tfm_bpe_create(v, &b, NULL) != TFM_OK) abort();
-    }
+    ph_tokenizer_once(merges, &v, &b);
     static const unsigned classes[] = {TFM_PH_ALL, TFM_PH_PRINTF | TFM_PH_QT, TFM_PH_TAGS,
                                        TFM_PH_BRACES};
     const char *x = (const char *)data;

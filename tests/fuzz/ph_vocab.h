@@ -1,6 +1,7 @@
 /* ph_vocab.h - for fuzz targets of placeholders and constraints: a small
  * vocabulary with the specials, the bytes, the 32 placeholder tokens, '▁',
- * printable ASCII and the given merges (NULL-terminated, in order). */
+ * printable ASCII and the given merges (NULL-terminated, in order), and
+ * its tokenizer. */
 #ifndef FUZZ_PH_VOCAB_H
 #define FUZZ_PH_VOCAB_H
 
@@ -32,6 +33,15 @@ static tfm_vocab *ph_vocab_make(const char *const *merges)
         if (tfm_vocab_add(v, merges[i], strlen(merges[i]), score, TFM_PIECE_NORMAL) >= 0)
             score -= 1;
     return v;
+}
+
+/* A fuzz target's vocabulary and tokenizer, made on its first call: *v and
+ * *b are static pointers of the caller's, NULL until then. */
+static void ph_tokenizer_once(const char *const *merges, tfm_vocab **v, tfm_bpe **b)
+{
+    if (*v) return;
+    *v = ph_vocab_make(merges);
+    if (tfm_bpe_create(*v, b, NULL) != TFM_OK) abort();
 }
 
 #endif

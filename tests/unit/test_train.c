@@ -1117,6 +1117,20 @@ static void test_run_state_early_stopping(void)
     CHECK(!tfm_run_state_validation(&s, NAN, 800) && s.best_score == 13);
 }
 
+/* Whether the options given, with option id's text set to text, make a
+ * usage error whose message holds want (id is unset again after). */
+static bool usage_error(const char **given, tfm_run_option id, const char *text,
+                        const char *want)
+{
+    tfm_run *r = NULL;
+    tfm_error err;
+    given[id] = text;
+    tfm_status st = tfm_run_create(given, NULL, NULL, &r, &err);
+    given[id] = NULL;
+    tfm_run_free(r);
+    return st == TFM_ERR_ARG && strstr(err.msg, want);
+}
+
 static void test_run_defaults_and_usage(void)
 {
     /* The defaults' texts come from the library's default parameters. */
@@ -1152,38 +1166,20 @@ static void test_run_defaults_and_usage(void)
     CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
           strstr(err.msg, "--src and --tgt are required"));
     given[TFM_OPT_SRC] = given[TFM_OPT_TGT] = "x";
-    given[TFM_OPT_BATCH_TOKENS] = "0";
-    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
-          strstr(err.msg, "--batch-tokens: 0 is out of range"));
-    given[TFM_OPT_BATCH_TOKENS] = NULL;
+    CHECK(usage_error(given, TFM_OPT_BATCH_TOKENS, "0", "--batch-tokens: 0 is out of range"));
     /* The model's ranges are tfm_config_validate's. */
-    given[TFM_OPT_D_MODEL] = "99999999";
-    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
-          strstr(err.msg, "the model: d_model is 99999999"));
-    given[TFM_OPT_D_MODEL] = NULL;
-    given[TFM_OPT_PATIENCE] = "2";
-    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
-          strstr(err.msg, "--patience needs --valid-src"));
-    given[TFM_OPT_PATIENCE] = NULL;
+    CHECK(usage_error(given, TFM_OPT_D_MODEL, "99999999", "the model: d_model is 99999999"));
+    CHECK(usage_error(given, TFM_OPT_PATIENCE, "2", "--patience needs --valid-src"));
     /* The budgeted schedules need a budget; without one "auto" is the paper's. */
-    given[TFM_OPT_SCHEDULE] = "wsd";
-    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
-          strstr(err.msg, "--schedule wsd ends at the budget, and there is none"));
-    given[TFM_OPT_SCHEDULE] = "cosine";
-    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
-          strstr(err.msg, "--schedule: 'cosine' is not one of"));
-    given[TFM_OPT_SCHEDULE] = NULL;
-    given[TFM_OPT_WARMUP] = "5%";
-    CHECK(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
-          strstr(err.msg, "--warmup 5% is a share of the run's updates"));
+    CHECK(usage_error(given, TFM_OPT_SCHEDULE, "wsd",
+                      "--schedule wsd ends at the budget, and there is none"));
+    CHECK(usage_error(given, TFM_OPT_SCHEDULE, "cosine", "--schedule: 'cosine' is not one of"));
+    CHECK(usage_error(given, TFM_OPT_WARMUP, "5%", "--warmup 5% is a share of the run's updates"));
     given[TFM_OPT_MAX_STEPS] = "100";
     static const char *const bad_warmups[] = {"100%", "0%", "x%", "%", "-3%", "1.5"};
-    for (size_t i = 0; i < sizeof bad_warmups / sizeof bad_warmups[0]; i++) {
-        given[TFM_OPT_WARMUP] = bad_warmups[i];
-        CHECK_MSG(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_ERR_ARG &&
-                      strstr(err.msg, "--warmup"),
-                  "%s", bad_warmups[i]);
-    }
+    for (size_t i = 0; i < sizeof bad_warmups / sizeof bad_warmups[0]; i++)
+        CHECK_MSG(usage_error(given, TFM_OPT_WARMUP, bad_warmups[i], "--warmup"), "%s",
+                  bad_warmups[i]);
     given[TFM_OPT_WARMUP] = "12.5%";
     CHECK_MSG(tfm_run_create(given, NULL, NULL, &r, &err) == TFM_OK, "%s", err.msg);
     if (r) CHECK(tfm_run_params_of(r)->train.warmup_share == 0.125);
