@@ -2,6 +2,7 @@
  *
  *   train --preset small -m VOCAB --src train.de --tgt train.en -o m.safetensors
  *   train --resume -o m.safetensors          continue from the last checkpoint
+ *   train --init m.safetensors --src dom.de --tgt dom.en -o dom.safetensors   fine-tune
  *   train --init-only --preset tiny -m VOCAB -o m.safetensors
  *   train average -o avg.safetensors m.safetensors.ckpt-*
  *   train quantize --compute-type int8 -i m.safetensors -o m.int8.safetensors
@@ -31,6 +32,7 @@
 static const char usage_format[] =
     "Usage: train [OPTION]... --src FILE --tgt FILE -m VOCAB -o MODEL\n"
     "       train --resume[=CHECKPOINT] [OPTION]... -o MODEL\n"
+    "       train --init=MODEL [OPTION]... --src FILE --tgt FILE -o OUTPUT\n"
     "       train --init-only [OPTION]... -m VOCAB -o MODEL\n"
     "       train average -o MODEL FILE...\n"
     "       train quantize --compute-type=int8|bf16 --input=MODEL -o OUTPUT\n"
@@ -80,9 +82,10 @@ static const char usage_format[] =
     "      --schedule=S           the learning rate's course: 'linear' rises over the\n"
     "                             warm-up, then falls to 0 at the end of the budget;\n"
     "                             'wsd' holds the peak and falls over the last 20%%;\n"
-    "                             'noam' (the paper's) falls as 1/sqrt(step).  Default\n"
-    "                             'auto': linear with a budget (--max-steps, --max-time\n"
-    "                             or --max-epochs), noam without\n"
+    "                             'constant' holds it; 'noam' (the paper's) falls as\n"
+    "                             1/sqrt(step).  Default 'auto': linear with a budget\n"
+    "                             (--max-steps, --max-time or --max-epochs), noam\n"
+    "                             without\n"
     "      --lr-factor=F          the peak, at the warm-up's end, is\n"
     "                             F * (d_model * warmup)^-0.5 (auto: " TFM_AUTO_LR_FACTOR ";\n"
     "                             noam: " TFM_PAPER_LR_FACTOR ", the paper's)\n"
@@ -112,6 +115,11 @@ static const char usage_format[] =
     "      --average-last=N       write as MODEL the average of the last N checkpoints\n"
     "  -o, --output=MODEL         the model file to write\n"
     "      --init-only            write a freshly initialised model and stop\n"
+    "      --init=MODEL           fine-tune: start from the weights of MODEL (a model\n"
+    "                             or a checkpoint) with a new optimiser and schedule;\n"
+    "                             its vocabulary and shape stay (dropout and label\n"
+    "                             smoothing may change), the training options are\n"
+    "                             this run's\n"
     "\n"
     "Output:\n"
     "      --log=FILE             a TSV line per update and per validation\n"

@@ -219,6 +219,7 @@ typedef enum tfm_schedule {
     TFM_SCHEDULE_LINEAR, /* the warm-up, then linearly down to 0 at the budget's end */
     TFM_SCHEDULE_WSD,    /* the warm-up, the peak held, then linearly down to 0 over the
                             last TFM_WSD_DECAY_SHARE of the budget */
+    TFM_SCHEDULE_CONSTANT, /* the warm-up, then the peak held to the end */
 } tfm_schedule;
 #define TFM_WSD_DECAY_SHARE 0.2
 /* A warm-up given as a share of a total not yet known is taken of this many. */
@@ -231,7 +232,8 @@ int64_t tfm_warmup_steps(int64_t warmup, double share, int64_t total);
 /* The rate of update step (>= 1) of a run of total updates (0: unknown).
  * Every schedule rises linearly over warmup updates to the paper's peak,
  * factor * (d_model * warmup)^-0.5; NOAM is tfm_lr_schedule; LINEAR and WSD
- * reach 0 just after update total, and hold the peak while total is 0. */
+ * reach 0 just after update total, and hold the peak while total is 0;
+ * CONSTANT holds it. */
 double tfm_lr_at(tfm_schedule kind, double factor, int d_model, int64_t warmup, int64_t step,
                  int64_t total);
 
@@ -577,11 +579,12 @@ typedef enum tfm_run_option {
     TFM_OPT_VALID_EVERY, TFM_OPT_VALID_BLEU, TFM_OPT_PATIENCE, TFM_OPT_SAVE_EVERY,
     TFM_OPT_KEEP, TFM_OPT_CHECKPOINT_DIR, TFM_OPT_AVERAGE_LAST, TFM_OPT_LOG,
     TFM_OPT_PROGRESS, TFM_OPT_DEBUG_NAN, TFM_OPT_RESUME, TFM_OPT_OUTPUT, TFM_OPT_INIT_ONLY,
-    TFM_RUN_OPTION_COUNT
+    TFM_OPT_INIT, TFM_RUN_OPTION_COUNT
 } tfm_run_option;
 
 /* How an option relates to resuming: MODEL options are fixed by the
- * checkpoint; TRAIN options change the run (a new value makes it differ
+ * checkpoint (and by the model of --init, but for dropout and label
+ * smoothing); TRAIN options change the run (a new value makes it differ
  * from an uninterrupted one); RUN options do not; ONCE options are not
  * stored (the run ignores PROGRESS: it is the caller's). */
 typedef enum tfm_run_option_kind {
@@ -626,6 +629,9 @@ typedef struct tfm_run_params {
     const char *output;
     bool init_only, resume;
     const char *resume_from;   /* NULL: the newest checkpoint */
+    const char *init;          /* --init: the model (or checkpoint) whose weights the run
+                                  starts from, with a new optimiser, schedule and step
+                                  count; NULL: random weights */
 } tfm_run_params;
 
 tfm_run_params tfm_run_default_params(void);

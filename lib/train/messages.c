@@ -35,6 +35,9 @@ static tfm_status start_text(const tfm_run *r, const tfm_run_event *ev, tfm_buf 
     tfm_status st = TFM_OK;
     if (ev->text)
         st = tfm_buf_printf(out, "resuming from %s at update %" PRId64 "\n", ev->text, ev->step);
+    else if (o->init)
+        st = tfm_buf_printf(out, "fine-tuning %s: its weights, a new optimiser and schedule\n",
+                            o->init);
     if (!st) st = tfm_buf_printf(out, "model: ");
     if (!st) st = tfm_config_describe(c, out);
     if (!st) st = tfm_buf_printf(out, "\noptions:");

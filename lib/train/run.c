@@ -94,6 +94,7 @@ const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT] = {
     [TFM_OPT_RESUME] = {"resume", OPTIONAL_ARG, O},
     [TFM_OPT_OUTPUT] = {"output", ARG, O},
     [TFM_OPT_INIT_ONLY] = {"init-only", NO_ARG, O},
+    [TFM_OPT_INIT] = {"init", ARG, O},
 };
 #undef M
 #undef T
@@ -101,7 +102,8 @@ const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT] = {
 #undef O
 
 static const char *const input_formats[] = {"auto", "ids", "text", NULL};
-static const char *const schedules[] = {"noam", "linear", "wsd", NULL}; /* tfm_schedule's order */
+static const char *const schedules[] = {"noam", "linear", "wsd", "constant",
+                                        NULL}; /* tfm_schedule's order */
 
 tfm_run_params tfm_run_default_params(void)
 {
@@ -170,6 +172,7 @@ struct tfm_run {
     tfm_buf best;              /* MODEL.best */
     tfm_buf scratch;
     char *resume_path;         /* the checkpoint resumed from */
+    tfm_model *init_model;     /* --init's, until the trainer takes it */
     tfm_vocab *vocab;
     tfm_corpus *data, *valid;
     tfm_trainer *trainer;
@@ -451,18 +454,20 @@ static tfm_status resolve_schedule(tfm_run *r, tfm_error *err)
     if (strcmp(text, "auto") == 0) kind = budget ? TFM_AUTO_SCHEDULE : TFM_SCHEDULE_NOAM;
     if (kind < 0)
         return tfm_error_set(err, TFM_ERR_ARG,
-                             "--schedule: '%s' is not one of: auto, noam, linear, wsd", text);
+                             "--schedule: '%s' is not one of: auto, noam, linear, wsd, constant",
+                             text);
     t->schedule = (tfm_schedule)kind;
     set_value(r, TFM_OPT_SCHEDULE, schedules[kind]);
     if (strcmp(r->value[TFM_OPT_LR_FACTOR], "auto") == 0)
         set_value(r, TFM_OPT_LR_FACTOR,
                   kind == TFM_SCHEDULE_NOAM ? TFM_PAPER_LR_FACTOR : TFM_AUTO_LR_FACTOR);
     if (strcmp(r->value[TFM_OPT_WARMUP], "auto") == 0)
-        set_value(r, TFM_OPT_WARMUP, kind == TFM_SCHEDULE_NOAM ? TFM_PAPER_WARMUP : TFM_AUTO_WARMUP);
+        set_value(r, TFM_OPT_WARMUP,
+                  kind == TFM_SCHEDULE_NOAM || !budget ? TFM_PAPER_WARMUP : TFM_AUTO_WARMUP);
     tfm_status st = double_option(r, TFM_OPT_LR_FACTOR, 1e-9, 1e9, &t->lr_factor, err);
     if (st == TFM_OK) st = warmup_option(r, t, err);
     if (st != TFM_OK || budget || p->init_only) return st;
-    if (kind != TFM_SCHEDULE_NOAM)
+    if (kind == TFM_SCHEDULE_LINEAR || kind == TFM_SCHEDULE_WSD)
         return tfm_error_set(err, TFM_ERR_ARG,
                              "--schedule %s ends at the budget, and there is none: give "
                              "--max-steps, --max-time or --max-epochs (or --schedule noam)",
@@ -559,6 +564,7 @@ static tfm_status resolve(tfm_run *r, tfm_error *err)
     p->init_only = flag_option(r, TFM_OPT_INIT_ONLY);
     p->resume = r->given[TFM_OPT_RESUME] != NULL;
     p->resume_from = p->resume && r->given[TFM_OPT_RESUME][0] ? r->given[TFM_OPT_RESUME] : NULL;
+    p->init = r->given[TFM_OPT_INIT];
     return TFM_OK;
 }
 
@@ -566,7 +572,7 @@ static tfm_status resolve(tfm_run *r, tfm_error *err)
 static tfm_status check_usage(tfm_run *r, tfm_error *err)
 {
     tfm_run_params *p = &r->p;
-    if (!p->resume && !p->vocab_path && !p->vocab_size)
+    if (!p->resume && !p->init && !p->vocab_path && !p->vocab_size)
         return tfm_error_set(err, TFM_ERR_ARG,
                              "a vocabulary is required: -m VOCAB (or --vocab-size N for id files)");
     if (p->vocab_path && p->vocab_size && !p->resume)
@@ -708,15 +714,148 @@ static tfm_status read_checkpoint(tfm_run *r, bool options_only, tfm_error *err)
     return not_usage(st);
 }
 
-/* The options in effect: given, else the checkpoint's, else the default;
- * on resume MODEL options cannot change, and changed TRAIN options are
- * warned of. */
+/* ---- --init: a run from a model's weights ------------------------------------------------ */
+
+/* What a fine-tuning takes from its model and cannot change: its shape, its
+ * positions and its source convention.  Dropout and label smoothing may
+ * change; the vocabulary is the model's (tfm_run_create). */
+static bool fixed_when_fine_tuning(tfm_run_option id)
+{
+    switch (id) {
+    case TFM_OPT_DROPOUT:
+    case TFM_OPT_ATTN_DROPOUT:
+    case TFM_OPT_ACT_DROPOUT:
+    case TFM_OPT_LABEL_SMOOTHING: return false;
+    case TFM_OPT_NO_EOS: return true;
+    default: return tfm_run_options[id].kind == TFM_KIND_MODEL;
+    }
+}
+
+static tfm_status fine_tuning_conflict(const tfm_run *r, tfm_run_option id, tfm_error *err)
+{
+    const char *name = tfm_run_options[id].name, *init = r->given[TFM_OPT_INIT];
+    const char *given = r->given[id], *stored = r->stored[id];
+    if (tfm_run_options[id].arg == NO_ARG)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--%s cannot change when fine-tuning: %s was trained without it",
+                             name, init);
+    if (!stored)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--%s=%s cannot change when fine-tuning: %s does not record one "
+                             "(its dimensions, layers and positions are its own)",
+                             name, given, init);
+    return tfm_error_set(err, TFM_ERR_ARG,
+                         "--%s=%s cannot change when fine-tuning: %s has %s=%s (only dropout and "
+                         "label smoothing may)",
+                         name, given, init, name, stored);
+}
+
+/* Sets stored[id] to the text of the model's value (NULL: a flag not set). */
+static tfm_status store_text(tfm_run *r, tfm_run_option id, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static tfm_status store_text(tfm_run *r, tfm_run_option id, const char *fmt, ...)
+{
+    free(r->stored[id]);
+    r->stored[id] = NULL;
+    if (!fmt) return TFM_OK;
+    char text[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    r->stored[id] = strdup(text);
+    return r->stored[id] ? TFM_OK : TFM_ERR_NOMEM;
+}
+
+/* The model options of c as texts in stored[], so that they are the run's
+ * (and its checkpoints') whatever the metadata of the model say; preset
+ * and no_eos are the model file's "train.opt.preset" and
+ * "train.opt.no-eos", or NULL. */
+static tfm_status store_model_options(tfm_run *r, const tfm_config *c, const char *preset,
+                                      const char *no_eos)
+{
+    const bool relative = c->relative_positions > 0;
+    const bool yes_no_eos = no_eos && strcmp(no_eos, "yes") == 0;
+    tfm_status st = store_text(r, TFM_OPT_PRESET, preset ? "%s" : NULL, preset);
+    if (!st) st = store_text(r, TFM_OPT_D_MODEL, "%d", c->d_model);
+    if (!st) st = store_text(r, TFM_OPT_D_FF, "%d", c->d_ff);
+    if (!st) st = store_text(r, TFM_OPT_HEADS, "%d", c->n_heads);
+    if (!st)
+        st = store_text(r, TFM_OPT_LAYERS,
+                        c->n_encoder_layers == c->n_decoder_layers ? "%d" : NULL,
+                        c->n_encoder_layers);
+    if (!st) st = store_text(r, TFM_OPT_ENC_LAYERS, "%d", c->n_encoder_layers);
+    if (!st) st = store_text(r, TFM_OPT_DEC_LAYERS, "%d", c->n_decoder_layers);
+    if (!st) st = store_text(r, TFM_OPT_MAX_POS, "%d", c->max_positions);
+    if (!st) st = store_text(r, TFM_OPT_PRE_NORM, c->pre_norm ? "yes" : NULL);
+    if (!st)
+        st = store_text(r, TFM_OPT_LEARNED_POS, c->positions == TFM_POS_LEARNED ? "yes" : NULL);
+    if (!st) st = store_text(r, TFM_OPT_RELATIVE_POS, "%d", c->relative_positions);
+    if (!st)
+        st = store_text(r, TFM_OPT_ABSOLUTE_POS,
+                        relative && c->positions != TFM_POS_NONE ? "yes" : NULL);
+    if (!st) st = store_text(r, TFM_OPT_ATTN_WINDOW, "%d", c->attention_window);
+    if (!st) st = store_text(r, TFM_OPT_DROPOUT, "%g", c->dropout);
+    if (!st) st = store_text(r, TFM_OPT_ATTN_DROPOUT, "%g", c->attention_dropout);
+    if (!st) st = store_text(r, TFM_OPT_ACT_DROPOUT, "%g", c->activation_dropout);
+    if (!st) st = store_text(r, TFM_OPT_LABEL_SMOOTHING, "%g", c->label_smoothing);
+    if (!st) st = store_text(r, TFM_OPT_NO_EOS, yes_no_eos ? "yes" : NULL);
+    return st;
+}
+
+/* Reads the model of --init (a model file or a checkpoint): its weights,
+ * its options (store_model_options) and its vocabulary, or the size of
+ * its ids. */
+static tfm_status read_init_model(tfm_run *r, tfm_error *err)
+{
+    const char *path = r->given[TFM_OPT_INIT];
+    if (r->given[TFM_OPT_RESUME])
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--init and --resume do not go together: --init starts a run from "
+                             "a model's weights, --resume continues a run (a fine-tuning's too) "
+                             "from its checkpoint");
+    if (r->given[TFM_OPT_INIT_ONLY])
+        return tfm_error_set(err, TFM_ERR_ARG, "--init and --init-only do not go together");
+    if (r->given[TFM_OPT_VOCAB] || r->given[TFM_OPT_VOCAB_SIZE])
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "%s with --init: the vocabulary is the model's own (%s); leave "
+                             "it out",
+                             r->given[TFM_OPT_VOCAB] ? "-m" : "--vocab-size", path);
+    tfm_status st = tfm_checkpoint_load_model(path, &r->init_model, err);
+    if (st != TFM_OK) return not_usage(st);
+    const tfm_model *m = r->init_model;
+    if (m->quantized)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "--init %s: an %s model cannot be fine-tuned: start from the "
+                             "float32 model it was quantized from",
+                             path, tfm_compute_type_name(m->compute));
+    tfm_safetensors *f;
+    if ((st = tfm_safetensors_open(path, &f, err))) {
+        tfm_error_prefix(err, "%s", path);
+        return not_usage(st);
+    }
+    st = store_model_options(r, &m->config, tfm_safetensors_metadata(f, "train.opt.preset"),
+                             tfm_safetensors_metadata(f, "train.opt.no-eos"));
+    bool has_vocab = tfm_safetensors_metadata(f, "vocab") != NULL;
+    tfm_safetensors_free(f);
+    if (st != TFM_OK) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    if (has_vocab && (st = tfm_model_load_vocab(path, &r->vocab, err)))
+        tfm_error_prefix(err, "%s", path);
+    return not_usage(st);
+}
+
+/* The options in effect: given, else the checkpoint's (or --init's model's),
+ * else the default; on resume MODEL options cannot change, and changed TRAIN
+ * options are warned of. */
 static tfm_status merge_options(tfm_run *r, tfm_error *err)
 {
     bool resume = r->given[TFM_OPT_RESUME] != NULL;
     for (int i = 0; i < TFM_RUN_OPTION_COUNT; i++) {
         const char *given = r->given[i], *stored = r->stored[i];
         const char *name = tfm_run_options[i].name;
+        if (r->init_model && given && fixed_when_fine_tuning((tfm_run_option)i) &&
+            (!stored || strcmp(given, stored) != 0))
+            return fine_tuning_conflict(r, (tfm_run_option)i, err);
         if (resume && tfm_run_options[i].kind == TFM_KIND_MODEL && given &&
             (!stored || strcmp(given, stored) != 0))
             return tfm_error_set(err, TFM_ERR_ARG,
@@ -735,7 +874,8 @@ static tfm_status merge_options(tfm_run *r, tfm_error *err)
         if (resume && !given && !stored && i == TFM_OPT_SCHEDULE) {
             snprintf(r->defaults[i], sizeof r->defaults[i], "%s", schedules[TFM_SCHEDULE_NOAM]);
             has_default = true;
-        } else if (resume && !given && !stored && tfm_run_options[i].kind == TFM_KIND_MODEL) {
+        } else if ((resume || r->init_model) && !given && !stored &&
+                   tfm_run_options[i].kind == TFM_KIND_MODEL && i != TFM_OPT_PRESET) {
             has_default = false;
         }
         r->value[i] = given ? given : stored ? stored : has_default ? r->defaults[i] : NULL;
@@ -759,13 +899,26 @@ tfm_status tfm_run_create(const char *const given[TFM_RUN_OPTION_COUNT], tfm_run
     tfm_buf_init(&r->best);
     tfm_buf_init(&r->scratch);
     tfm_status st = TFM_OK;
-    if (given[TFM_OPT_RESUME]) {
+    if (given[TFM_OPT_INIT]) {
+        st = read_init_model(r, err);
+    } else if (given[TFM_OPT_RESUME]) {
         st = make_paths(r, err);
         if (st == TFM_OK) st = find_resume_path(r, err);
         if (st == TFM_OK) st = read_checkpoint(r, true, err);
     }
     if (st == TFM_OK) st = merge_options(r, err);
     if (st == TFM_OK) st = resolve(r, err);
+    if (st == TFM_OK && r->init_model) {
+        /* The model's own configuration, with the rates the options give. */
+        const tfm_config *c = &r->p.model;
+        tfm_config *m = &r->init_model->config;
+        m->dropout = c->dropout;
+        m->attention_dropout = c->attention_dropout;
+        m->activation_dropout = c->activation_dropout;
+        m->label_smoothing = c->label_smoothing;
+        r->p.model = *m;
+        r->p.vocab_size = m->src_vocab_size;
+    }
     if (st == TFM_OK) st = check_usage(r, err);
     if (st == TFM_OK && !r->p.init_only) st = make_paths(r, err);
     if (st == TFM_OK && r->p.resume) st = read_checkpoint(r, false, err);
@@ -797,6 +950,7 @@ void tfm_run_free(tfm_run *r)
     tfm_buf_free(&r->best);
     tfm_buf_free(&r->scratch);
     free(r->resume_path);
+    tfm_model_free(r->init_model);
     tfm_vocab_free(r->vocab);
     tfm_trainer_free(r->trainer);
     tfm_corpus_free(r->data);
@@ -1148,8 +1302,10 @@ static tfm_status make_trainer(tfm_run *r, tfm_error *err)
         r->last_saved = tfm_trainer_steps(r->trainer);
         return TFM_OK;
     }
-    tfm_model *m;
-    if ((st = tfm_model_create(&r->p.model, r->vocab, r->p.seed + 1, &m, err))) return st;
+    tfm_model *m = r->init_model;
+    r->init_model = NULL; /* the trainer's now */
+    if (m) m->step = 0;   /* a new run: its schedule starts again */
+    else if ((st = tfm_model_create(&r->p.model, r->vocab, r->p.seed + 1, &m, err))) return st;
     return tfm_trainer_create(m, r->data, &r->p.train, &r->trainer, err);
 }
 

@@ -15,7 +15,8 @@
  * linearly from the peak to 0 (Li et al. 2020, "Budgeted Training"); "wsd"
  * (warm-up, stable, decay) holds the peak and falls linearly over the last
  * TFM_WSD_DECAY_SHARE of the updates (Hägele et al. 2024).  Without a known
- * total (0) they hold the peak after the warm-up. */
+ * total (0) they hold the peak after the warm-up, as "constant" always does
+ * (a choice for fine-tuning, which may stop at any point). */
 #include <limits.h>
 #include <math.h>
 
@@ -56,7 +57,7 @@ double tfm_lr_at(tfm_schedule kind, double factor, int d_model, int64_t warmup, 
     if (kind == TFM_SCHEDULE_NOAM) return tfm_lr_schedule(factor, d_model, (int)warmup, step);
     double peak = factor / sqrt((double)d_model * (double)warmup);
     if (step <= warmup) return peak * (double)step / (double)warmup;
-    if (total <= 0) return peak;
+    if (total <= 0 || kind == TFM_SCHEDULE_CONSTANT) return peak;
     if (kind == TFM_SCHEDULE_LINEAR) return fall_to_zero(peak, warmup, step, total);
     int64_t decay = (int64_t)llround(TFM_WSD_DECAY_SHARE * (double)total);
     int64_t from = total - decay > warmup ? total - decay : warmup;

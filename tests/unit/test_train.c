@@ -118,7 +118,7 @@ static void test_budgeted_schedules(void)
 {
     /* Every schedule rises to the paper's peak at the warm-up's end. */
     double peak = 0.3 / sqrt(256.0 * 100.0);
-    for (int k = TFM_SCHEDULE_NOAM; k <= TFM_SCHEDULE_WSD; k++) {
+    for (int k = TFM_SCHEDULE_NOAM; k <= TFM_SCHEDULE_CONSTANT; k++) {
         CHECK_NEAR(tfm_lr_at((tfm_schedule)k, 0.3, 256, 100, 100, 1000), peak, 1e-15);
         CHECK_NEAR(tfm_lr_at((tfm_schedule)k, 0.3, 256, 100, 25, 1000), peak / 4, 1e-15);
     }
@@ -141,6 +141,9 @@ static void test_budgeted_schedules(void)
     /* Without a total the budgeted ones hold the peak. */
     CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_LINEAR, 0.3, 256, 100, 5000, 0), peak, 1e-15);
     CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_WSD, 0.3, 256, 100, 5000, 0), peak, 1e-15);
+    /* constant holds it with a total too, past it as well. */
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_CONSTANT, 0.3, 256, 100, 1000, 1000), peak, 1e-15);
+    CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_CONSTANT, 0.3, 256, 100, 5000, 1000), peak, 1e-15);
     /* The warm-up as a share: of the total, or of 1000 before it is known. */
     CHECK(tfm_warmup_steps(150, 0, 2000) == 150);
     CHECK(tfm_warmup_steps(150, 0.08, 2000) == 160);
