@@ -71,7 +71,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window fuzz install uninstall clean
+.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-finetune fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a
 
@@ -191,6 +191,14 @@ bench-quant: all
 # models of BENCH_MINUTES (30) unless PLAIN_MODEL and PH_MODEL are given.
 bench-placeholders: deps-bench all
 	$(Q)sh tests/bench/placeholders.sh $(BUILD)
+
+# Fine-tuning on one domain of ../shared/data/enfr (the compiler and binutils
+# diagnostics): a general model (30 minutes), fine-tuned for 5 (on the domain,
+# and mixed with general data), and a model of the domain alone (35); BLEU and
+# chrF on the domain's test and the general test (tests/bench/finetune.sh;
+# about 85 minutes).
+bench-finetune: all
+	$(Q)sh tests/bench/finetune.sh $(BUILD)
 
 # Restricted self-attention against full (tests/bench/window.sh; also a
 # section of make bench): time and memory against n, long decodes.
