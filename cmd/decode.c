@@ -400,7 +400,7 @@ int main(int argc, char **argv)
         cli_fail(NULL, 0, "%s", err.msg);
     int prefix_fd = open_side(opt.prefix_file, &run.prefix_reader);
     if (opt.placeholders_file) {
-        if (tfm_model_load_vocab(opt.model, &run.vocab, &err) != TFM_OK)
+        if (tfm_model_load_vocab(opt.model, TFM_TARGET, &run.vocab, &err) != TFM_OK)
             cli_fail(opt.model, 0, "%s", err.msg);
         if (tfm_vocab_placeholder_id(run.vocab, 1) < 0)
             cli_fail(opt.model, 0, "--placeholders: the model's vocabulary has no placeholder "

@@ -134,7 +134,7 @@ typedef struct options {
 typedef struct run {
     options opt;
     tfm_model *model;
-    tfm_bpe *bpe;                  /* --text */
+    tfm_bpe *bpe, *src_bpe;        /* --text: tfm_model_text_encoders */
     tfm_inspector *inspector;
     cli_input src, tgt;
     tfm_pair_reader *pairs;
@@ -327,6 +327,7 @@ static void open_input(run *r)
     tfm_pair_params pp = tfm_pair_params_from_model(r->model);
     pp.source_eos = r->opt.inspect.view.source_eos;
     pp.bpe = r->bpe;
+    pp.src_bpe = r->src_bpe;
     tfm_error err;
     if (tfm_pair_reader_create(r->src.lines, r->tgt.lines, &pp, &r->pairs, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);
@@ -355,10 +356,8 @@ int main(int argc, char **argv)
     tfm_error err;
     if (tfm_view_check_selection(r.model, view->kind, view->layer, view->head, &err) != TFM_OK)
         cli_usage_error("--%s", err.msg);
-    if (opt->text) {
-        if (!r.model->vocab) cli_fail(opt->model, 0, "--text: the model has no vocabulary");
-        if (tfm_bpe_create(r.model->vocab, &r.bpe, &err) != TFM_OK) cli_fail(opt->model, 0, "%s", err.msg);
-    }
+    if (opt->text && tfm_model_text_encoders(r.model, &r.bpe, &r.src_bpe, &err) != TFM_OK)
+        cli_fail(opt->model, 0, "--text: %s", err.msg);
     /* Encoder self-attention needs no target: sources alone are not translated. */
     opt->inspect.translate = !opt->tgt && view->kind != TFM_ATTENTION_ENCODER;
     if (tfm_inspector_create(r.model, &opt->inspect, &r.inspector, &err) != TFM_OK)
@@ -406,6 +405,7 @@ int main(int argc, char **argv)
     tfm_buf_free(&r.out);
     tfm_inspector_free(r.inspector);
     tfm_bpe_free(r.bpe);
+    tfm_bpe_free(r.src_bpe);
     tfm_model_free(r.model);
     return CLI_EXIT_OK;
 }

@@ -41,6 +41,8 @@ static const char usage_text[] =
     "  -m, --model=VOCAB          a vocabulary file (from 'tokenize learn') or a model\n"
     "                             file, which carries its vocabulary\n"
     "  -d, --decode               decode id lines or piece lines back to text\n"
+    "      --side=SIDE            of a model with a vocabulary per side: 'source' or\n"
+    "                             'target' (default: source to encode, target with -d)\n"
     "      --output=FORMAT        encode to 'ids' (default) or 'pieces'\n"
     "      --input=FORMAT         decode from 'auto' (default), 'ids' or 'pieces'\n"
     "      --dropout=P            BPE-dropout: skip each merge with probability P\n"
@@ -127,6 +129,7 @@ enum {
     OPT_PLACEHOLDER_CLASSES,
     OPT_GLOSSARY,
     OPT_CONSTRAINTS,
+    OPT_SIDE,
 };
 
 static const struct option long_options[] = {
@@ -150,6 +153,7 @@ static const struct option long_options[] = {
     {"placeholder-classes", required_argument, NULL, OPT_PLACEHOLDER_CLASSES},
     {"glossary", required_argument, NULL, OPT_GLOSSARY},
     {"constraints", required_argument, NULL, OPT_CONSTRAINTS},
+    {"side", required_argument, NULL, OPT_SIDE},
     {"output-file", required_argument, NULL, 'o'},
     CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -175,6 +179,7 @@ typedef struct options {
     unsigned placeholder_classes;
     const char *glossary;          /* --glossary=FILE */
     const char *constraints;       /* --constraints=OUT */
+    int side;                      /* --side: a tfm_side, or -1 (by the mode) */
     bool not_for_listing;          /* an option 'tokenize placeholders' does not take */
 } options;
 
@@ -197,11 +202,11 @@ static _Noreturn void fail_in(const char *file, const tfm_batch_failure *f)
     cli_fail(file, f->stage == TFM_BATCH_WORK ? 0 : f->item + 1, "%s", f->err.msg);
 }
 
-static tfm_vocab *load_vocab(const char *path)
+static tfm_vocab *load_vocab(const char *path, tfm_side side)
 {
     tfm_vocab *vocab;
     tfm_error err;
-    if (tfm_model_load_vocab(path, &vocab, &err) != TFM_OK) fail_with(path, 0, &err);
+    if (tfm_model_load_vocab(path, side, &vocab, &err) != TFM_OK) fail_with(path, 0, &err);
     return vocab;
 }
 
@@ -306,13 +311,15 @@ static void filter_file(void *ctx, const char *name)
     cli_input_close(&in);
 }
 
-/* The glossary of --glossary, encoded with vocab. */
-static tfm_glossary *load_glossary(const char *path, const tfm_vocab *vocab)
+/* The glossary of --glossary: its source terms encoded with vocab, its
+ * target terms with tgt_vocab (the model's target side). */
+static tfm_glossary *load_glossary(const char *path, const tfm_vocab *vocab,
+                                   const tfm_vocab *tgt_vocab)
 {
     int fd = cli_open_input(path);
     tfm_glossary *g;
     tfm_error err;
-    if (tfm_glossary_read_fd(fd, vocab, &g, &err) != TFM_OK) fail_with(path, 0, &err);
+    if (tfm_glossary_read_fd(fd, vocab, tgt_vocab, &g, &err) != TFM_OK) fail_with(path, 0, &err);
     cli_close_input(fd);
     cli_info("glossary %s: %d source terms", path, tfm_glossary_size(g));
     return g;
@@ -320,7 +327,7 @@ static tfm_glossary *load_glossary(const char *path, const tfm_vocab *vocab)
 
 static int run_filter(const options *opt, int argc, char **argv)
 {
-    tfm_vocab *vocab = opt->model ? load_vocab(opt->model) : NULL;
+    tfm_vocab *vocab = opt->model ? load_vocab(opt->model, (tfm_side)opt->side) : NULL;
     tfm_filter_params p = opt->filter;
     cli_input source = {0};
     if (opt->placeholder_source) {
@@ -328,7 +335,9 @@ static int run_filter(const options *opt, int argc, char **argv)
         p.placeholder_source = source.lines;
         p.placeholders_dropped = placeholders_dropped;
     }
-    tfm_glossary *glossary = opt->glossary ? load_glossary(opt->glossary, vocab) : NULL;
+    /* (a glossary's target terms are the target side's, whichever side -m gives) */
+    tfm_vocab *tgt_vocab = opt->glossary ? load_vocab(opt->model, TFM_TARGET) : NULL;
+    tfm_glossary *glossary = opt->glossary ? load_glossary(opt->glossary, vocab, tgt_vocab) : NULL;
     constraints_out constraints = {0};
     filter_job job = {.source = opt->placeholder_source};
     if (glossary) {
@@ -348,6 +357,7 @@ static int run_filter(const options *opt, int argc, char **argv)
     if (opt->placeholder_source) cli_input_close(&source);
     tfm_text_filter_free(job.filter);
     tfm_glossary_free(glossary);
+    tfm_vocab_free(tgt_vocab);
     tfm_vocab_free(vocab);
     return CLI_EXIT_OK;
 }
@@ -521,6 +531,7 @@ static void parse_options(int argc, char **argv, options *opt)
     static const char *const output_formats[] = {"ids", "pieces", NULL};
     static const char *const input_formats[] = {"auto", "ids", "pieces", NULL};
     static const char *const forms[] = {"none", "nfc", "nfkc", NULL};
+    static const char *const sides[] = {"source", "target", NULL}; /* tfm_side's order */
     int c;
     while ((c = getopt_long(argc, argv, "m:do:qvhV", long_options, NULL)) != -1) {
         bool learn_only = false;
@@ -586,6 +597,7 @@ static void parse_options(int argc, char **argv, options *opt)
         }
         case OPT_GLOSSARY: opt->glossary = optarg; break;
         case OPT_CONSTRAINTS: opt->constraints = optarg; break;
+        case OPT_SIDE: opt->side = cli_parse_choice("--side", optarg, sides); break;
         default: cli_common_option(c, usage_text);
         }
         if (learn_only && !opt->learn_only_option) opt->learn_only_option = argv[optind - 1];
@@ -597,7 +609,7 @@ int main(int argc, char **argv)
 {
     cli_init("tokenize", argv);
     options opt = {.mode = MODE_ENCODE, .filter = tfm_filter_default_params(),
-                   .learn = tfm_bpe_learn_default_params()};
+                   .learn = tfm_bpe_learn_default_params(), .side = -1};
     /* The sub-commands come first: "tokenize learn ...", "tokenize normalize ...". */
     if (argc > 1 && strcmp(argv[1], "learn") == 0) opt.mode = MODE_LEARN;
     if (argc > 1 && strcmp(argv[1], "normalize") == 0) opt.mode = MODE_NORMALIZE;
@@ -636,6 +648,9 @@ int main(int argc, char **argv)
                         "vocabulary says how it normalises");
     if ((opt.mode == MODE_ENCODE || opt.mode == MODE_DECODE) && !opt.model)
         cli_usage_error("a vocabulary is required: -m VOCAB");
+    if (opt.side >= 0 && !opt.model)
+        cli_usage_error("--side goes with -m MODEL: it picks the vocabulary of one side");
+    if (opt.side < 0) opt.side = opt.mode == MODE_DECODE ? TFM_TARGET : TFM_SOURCE;
     if ((opt.mode == MODE_ENCODE || opt.mode == MODE_DECODE) && opt.normalize_option_used)
         cli_usage_error("--normalize and --case-fold are options of 'tokenize learn' and "
                         "'tokenize normalize': the vocabulary says how it normalises");

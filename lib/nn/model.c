@@ -50,6 +50,19 @@ tfm_status tfm_model_check_vocab(const tfm_config *c, const tfm_vocab *v, tfm_er
                              "the vocabulary holds %d pieces, but src_vocab_size is %d and "
                              "tgt_vocab_size is %d",
                              (int)n, (int)c->src_vocab_size, (int)c->tgt_vocab_size);
+    return tfm_model_check_side_vocab(c, TFM_TARGET, v, err);
+}
+
+tfm_status tfm_model_check_side_vocab(const tfm_config *c, tfm_side side, const tfm_vocab *v,
+                                      tfm_error *err)
+{
+    const char *name = side == TFM_SOURCE ? "source" : "target";
+    int32_t n = tfm_vocab_size(v);
+    int32_t want = side == TFM_SOURCE ? c->src_vocab_size : c->tgt_vocab_size;
+    if (n != want)
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "the %s vocabulary holds %d pieces, but %s_vocab_size is %d", name,
+                             (int)n, side == TFM_SOURCE ? "src" : "tgt", (int)want);
     const char *names[4] = {"pad_id", "unk_id", "bos_id", "eos_id"};
     const int32_t ids[4] = {c->pad_id, c->unk_id, c->bos_id, c->eos_id};
     const int32_t fixed[4] = {TFM_ID_PAD, TFM_ID_UNK, TFM_ID_BOS, TFM_ID_EOS};
@@ -71,6 +84,7 @@ void tfm_model_free(tfm_model *m)
     tfm_params_free_layout(&m->params);
     free(m->data);
     tfm_vocab_free(m->vocab);
+    tfm_vocab_free(m->src_vocab);
     free(m);
 }
 
@@ -181,7 +195,8 @@ static void init_params(tfm_model *m, uint64_t seed)
     init_embedding(&rng, p->src_embed, (size_t)c->src_vocab_size, D, c->pad_id);
     if (!c->shared_embeddings) {
         init_embedding(&rng, p->tgt_embed, (size_t)c->tgt_vocab_size, D, c->pad_id);
-        init_embedding(&rng, p->output_proj, (size_t)c->tgt_vocab_size, D, -1);
+        if (!c->shared_decoder_embeddings)
+            init_embedding(&rng, p->output_proj, (size_t)c->tgt_vocab_size, D, -1);
     }
     if (c->positions == TFM_POS_LEARNED) {
         init_embedding(&rng, p->src_positions, (size_t)c->max_positions, D, -1);
@@ -211,15 +226,24 @@ static void init_params(tfm_model *m, uint64_t seed)
     }
 }
 
-tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_t seed,
-                            tfm_model **out, tfm_error *err)
+/* A new model with copies of the vocabularies: src NULL for a joint one
+ * (tgt, which may be NULL too). */
+static tfm_status create(const tfm_config *c, const tfm_vocab *src, const tfm_vocab *tgt,
+                         uint64_t seed, tfm_model **out, tfm_error *err)
 {
     *out = NULL;
     tfm_status st = tfm_config_validate(c, err);
-    if (st == TFM_OK && vocab) st = tfm_model_check_vocab(c, vocab, err);
+    if (st == TFM_OK && !src && tgt) st = tfm_model_check_vocab(c, tgt, err);
+    if (st == TFM_OK && src && c->shared_embeddings)
+        st = tfm_error_set(err, TFM_ERR_ARG,
+                           "a vocabulary per side cannot go with shared_embeddings: the "
+                           "source's pieces are not the target's");
+    if (st == TFM_OK && src) st = tfm_model_check_side_vocab(c, TFM_SOURCE, src, err);
+    if (st == TFM_OK && src) st = tfm_model_check_side_vocab(c, TFM_TARGET, tgt, err);
     tfm_model *m = NULL;
     if (st == TFM_OK) st = tfm_model_alloc(c, false, &m, err);
-    if (st == TFM_OK && vocab) st = vocab_copy(vocab, &m->vocab, err);
+    if (st == TFM_OK && tgt) st = vocab_copy(tgt, &m->vocab, err);
+    if (st == TFM_OK && src) st = vocab_copy(src, &m->src_vocab, err);
     if (st != TFM_OK) {
         tfm_model_free(m);
         return st;
@@ -227,6 +251,44 @@ tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_
     init_params(m, seed);
     *out = m;
     return TFM_OK;
+}
+
+tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_t seed,
+                            tfm_model **out, tfm_error *err)
+{
+    return create(c, NULL, vocab, seed, out, err);
+}
+
+tfm_status tfm_model_create_sides(const tfm_config *c, const tfm_vocab *src_vocab,
+                                  const tfm_vocab *tgt_vocab, uint64_t seed, tfm_model **out,
+                                  tfm_error *err)
+{
+    if (!src_vocab || !tgt_vocab) {
+        *out = NULL;
+        return tfm_error_set(err, TFM_ERR_ARG, "a vocabulary per side needs both");
+    }
+    return create(c, src_vocab, tgt_vocab, seed, out, err);
+}
+
+const tfm_vocab *tfm_model_vocab(const tfm_model *m, tfm_side side)
+{
+    return side == TFM_SOURCE && m->src_vocab ? m->src_vocab : m->vocab;
+}
+
+tfm_status tfm_model_text_encoders(const tfm_model *m, tfm_bpe **bpe, tfm_bpe **src_bpe,
+                                   tfm_error *err)
+{
+    *bpe = *src_bpe = NULL;
+    if (!m->vocab)
+        return tfm_error_set(err, TFM_ERR_ARG, "the model holds no vocabulary to tokenize text "
+                             "with: give id lines");
+    tfm_status st = tfm_bpe_create(m->vocab, bpe, err);
+    if (st == TFM_OK && m->src_vocab) st = tfm_bpe_create(m->src_vocab, src_bpe, err);
+    if (st != TFM_OK) {
+        tfm_bpe_free(*bpe);
+        *bpe = NULL;
+    }
+    return st;
 }
 
 

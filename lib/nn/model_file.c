@@ -60,6 +60,8 @@ static const field fields[] = {
      "a non-negative integer", "0"},
     {"norm", FIELD_NORM, offsetof(tfm_config, pre_norm), "'post' or 'pre'", NULL},
     FIELD(shared_embeddings, FIELD_BOOL, "'true' or 'false'"),
+    {"shared_decoder_embeddings", FIELD_BOOL, offsetof(tfm_config, shared_decoder_embeddings),
+     "'true' or 'false'", "false"},
     FIELD(attention_window, FIELD_INT, "a non-negative integer"),
     FIELD(dropout, FIELD_FLOAT, "a number"),
     FIELD(attention_dropout, FIELD_FLOAT, "a number"),
@@ -179,11 +181,37 @@ typedef struct model_header {
     int64_t step;
     bool source_eos;
     tfm_compute_type quantization; /* float32: none */
-    tfm_vocab *vocab; /* owned; NULL when the file has none */
+    tfm_vocab *vocab; /* owned; NULL when the file has none: the joint vocabulary
+                         ("vocab"), or the target side's ("tgt_vocab") */
+    tfm_vocab *src_vocab; /* owned; the source side's ("src_vocab"), or NULL */
 } model_header;
 
+static void header_free_vocabs(model_header *h)
+{
+    tfm_vocab_free(h->vocab);
+    tfm_vocab_free(h->src_vocab);
+    h->vocab = h->src_vocab = NULL;
+}
+
+/* The vocabulary in metadata key, checked against side's size (joint: both). */
+static tfm_status read_vocab(const tfm_safetensors *f, const char *key, const tfm_config *c,
+                             int side, tfm_vocab **out, tfm_error *err)
+{
+    const char *s = tfm_safetensors_metadata(f, key);
+    tfm_status st = tfm_vocab_parse(s, strlen(s), out, err);
+    if (st == TFM_OK)
+        st = side < 0 ? tfm_model_check_vocab(c, *out, err)
+                      : tfm_model_check_side_vocab(c, (tfm_side)side, *out, err);
+    if (st != TFM_OK) {
+        tfm_error_prefix(err, "metadata '%s'", key);
+        tfm_vocab_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 /* Reads and checks the format, the configuration, the step, the source
- * convention and the vocabulary.  On failure h->vocab is NULL. */
+ * convention and the vocabularies.  On failure they are NULL. */
 static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, tfm_error *err)
 {
     const char *s;
@@ -233,16 +261,39 @@ static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, tfm_e
                              "metadata '" QUANTIZATION_KEY "' is '%.40s%s', expected 'int8' or 'bf16'",
                              s, strlen(s) > 40 ? "..." : "");
 
-    s = tfm_safetensors_metadata(f, "vocab");
-    if (!s) return TFM_OK;
-    if ((st = tfm_vocab_parse(s, strlen(s), &h->vocab, err))) {
-        tfm_error_prefix(err, "metadata 'vocab'");
-        return st;
-    }
-    if ((st = tfm_model_check_vocab(c, h->vocab, err))) {
-        tfm_vocab_free(h->vocab);
-        h->vocab = NULL;
-    }
+    /* One vocabulary for both sides ("vocab"), or one per side. */
+    const bool joint = tfm_safetensors_metadata(f, "vocab") != NULL;
+    const bool src = tfm_safetensors_metadata(f, "src_vocab") != NULL;
+    const bool tgt = tfm_safetensors_metadata(f, "tgt_vocab") != NULL;
+    if (joint && (src || tgt))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "metadata 'vocab' (one vocabulary) and '%s' (one per side) "
+                             "contradict each other",
+                             src ? "src_vocab" : "tgt_vocab");
+    if (src != tgt)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "metadata '%s' is missing beside '%s'",
+                             src ? "tgt_vocab" : "src_vocab", src ? "src_vocab" : "tgt_vocab");
+    if (joint) return read_vocab(f, "vocab", c, -1, &h->vocab, err);
+    if (!src) return TFM_OK;
+    if (c->shared_embeddings)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "metadata 'shared_embeddings' is 'true', but the model has a "
+                             "vocabulary per side");
+    st = read_vocab(f, "src_vocab", c, TFM_SOURCE, &h->src_vocab, err);
+    if (st == TFM_OK) st = read_vocab(f, "tgt_vocab", c, TFM_TARGET, &h->vocab, err);
+    if (st != TFM_OK) header_free_vocabs(h);
+    return st;
+}
+
+/* Adds vocabulary v to w under key. */
+static tfm_status add_vocab(tfm_safetensors_writer *w, const char *key, const tfm_vocab *v,
+                            tfm_error *err)
+{
+    char *text;
+    size_t len;
+    tfm_status st = tfm_model_vocab_text(v, &text, &len, err);
+    if (st == TFM_OK) st = tfm_safetensors_writer_add_metadata(w, key, text, err);
+    free(text);
     return st;
 }
 
@@ -328,13 +379,11 @@ tfm_status tfm_model_to_safetensors(const tfm_model *m, const char *const *extra
     if (!m->source_eos && !has_key(extra, NO_EOS_KEY) &&
         (st = tfm_safetensors_writer_add_metadata(w, NO_EOS_KEY, "yes", err)))
         return st;
-    if (m->vocab) {
-        char *text;
-        size_t len;
-        if ((st = tfm_model_vocab_text(m->vocab, &text, &len, err))) return st;
-        st = tfm_safetensors_writer_add_metadata(w, "vocab", text, err);
-        free(text);
-        if (st) return st;
+    if (m->src_vocab) {
+        if ((st = add_vocab(w, "src_vocab", m->src_vocab, err))) return st;
+        if ((st = add_vocab(w, "tgt_vocab", m->vocab, err))) return st;
+    } else if (m->vocab && (st = add_vocab(w, "vocab", m->vocab, err))) {
+        return st;
     }
     for (size_t i = 0; extra && extra[i]; i += 2) {
         if (!extra[i + 1])
@@ -486,10 +535,11 @@ static tfm_status read_model(tfm_safetensors *f, bool whole, bool float_weights,
     tfm_status st = read_metadata(f, &h, err);
     if (st == TFM_OK) st = read_tensors(f, &h, whole, float_weights, &m, err);
     if (st != TFM_OK) {
-        tfm_vocab_free(h.vocab);
+        header_free_vocabs(&h);
         return st;
     }
     m->vocab = h.vocab;
+    m->src_vocab = h.src_vocab;
     m->step = h.step;
     m->source_eos = h.source_eos;
     *out = m;
@@ -524,7 +574,7 @@ tfm_status tfm_model_load_for_inference(const char *path, tfm_compute_type compu
     model_header h = {0};
     tfm_status st = tfm_safetensors_open(path, &f, err);
     if (st == TFM_OK) st = read_metadata(f, &h, err);
-    tfm_vocab_free(h.vocab); /* read again with the model */
+    header_free_vocabs(&h); /* read again with the model */
     if (compute == TFM_COMPUTE_DEFAULT) compute = h.quantization;
     /* its matrices in their own type only when it computes in that type */
     const bool float_weights = h.quantization == TFM_COMPUTE_FLOAT32 || compute != h.quantization;
@@ -553,17 +603,20 @@ tfm_status tfm_model_parse(const void *data, size_t size, tfm_model **out, tfm_e
 
 /* ---- the vocabulary alone ----------------------------------------------------------- */
 
-/* The vocabulary in the metadata of an opened model file. */
-static tfm_status vocab_of_model_file(tfm_safetensors *f, tfm_vocab **out, tfm_error *err)
+/* The vocabulary of side in the metadata of an opened model file: the
+ * joint one, or the side's own. */
+static tfm_status vocab_of_model_file(tfm_safetensors *f, tfm_side side, tfm_vocab **out,
+                                      tfm_error *err)
 {
     const char *text = tfm_safetensors_metadata(f, "vocab");
+    if (!text) text = tfm_safetensors_metadata(f, side == TFM_SOURCE ? "src_vocab" : "tgt_vocab");
     if (!text) return tfm_error_set(err, TFM_ERR_FORMAT, "the model file holds no vocabulary");
     tfm_status st = tfm_vocab_parse(text, strlen(text), out, err);
     if (st != TFM_OK) tfm_error_prefix(err, "the vocabulary in its metadata");
     return st;
 }
 
-tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *err)
+tfm_status tfm_model_load_vocab(const char *path, tfm_side side, tfm_vocab **out, tfm_error *err)
 {
     *out = NULL;
     /* A safetensors file starts with an 8-byte header length and then the
@@ -585,7 +638,7 @@ tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *er
             st = tfm_safetensors_open(path, &f, err);
         else
             st = tfm_safetensors_read_fd(fd, start.data, start.len, &f, err);
-        if (st == TFM_OK) st = vocab_of_model_file(f, out, err);
+        if (st == TFM_OK) st = vocab_of_model_file(f, side, out, err);
         tfm_safetensors_free(f);
     }
     tfm_buf_free(&start);

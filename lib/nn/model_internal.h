@@ -15,6 +15,9 @@ tfm_status tfm_model_alloc(const tfm_config *c, bool untouched, tfm_model **out,
  * special ids must be the ones the configuration names: TFM_ERR_RANGE
  * saying which does not. */
 tfm_status tfm_model_check_vocab(const tfm_config *c, const tfm_vocab *v, tfm_error *err);
+/* The same for the vocabulary of one side only. */
+tfm_status tfm_model_check_side_vocab(const tfm_config *c, tfm_side side, const tfm_vocab *v,
+                                      tfm_error *err);
 
 /* The vocabulary file's text, as tfm_vocab_write makes it: the one
  * serialisation of a vocabulary, used both to copy one and to store it in a

@@ -105,7 +105,7 @@ static size_t walk(const tfm_config *c, float *base, tfm_params *p)
         p->output_proj = p->src_embed;
     } else {
         p->tgt_embed = take(&k, Vt * D);
-        p->output_proj = take(&k, Vt * D);
+        p->output_proj = c->shared_decoder_embeddings ? p->tgt_embed : take(&k, Vt * D);
     }
     p->src_positions = NULL;
     p->tgt_positions = NULL;
@@ -234,11 +234,13 @@ void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit
     const int64_t Vs = c->src_vocab_size, Vt = c->tgt_vocab_size, P = c->max_positions;
     const int64_t Dh = D / c->n_heads, rel = attention_relative_rows(c->relative_positions);
 
-    /* A shared matrix is one tensor, reported once, under the encoder's name. */
+    /* A shared matrix is one tensor, reported once, under the first name:
+     * the encoder's, or the decoder's input embedding's. */
     emit(&v, "encoder.embed_tokens", "weight", p->src_embed, Vs, D);
     if (!c->shared_embeddings) {
         emit(&v, "decoder.embed_tokens", "weight", p->tgt_embed, Vt, D);
-        emit(&v, "decoder.output_projection", "weight", p->output_proj, Vt, D);
+        if (!c->shared_decoder_embeddings)
+            emit(&v, "decoder.output_projection", "weight", p->output_proj, Vt, D);
     }
     if (c->positions == TFM_POS_LEARNED) {
         emit(&v, "encoder.embed_positions", "weight", p->src_positions, P, D);

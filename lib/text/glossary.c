@@ -351,7 +351,7 @@ static tfm_status encode_side(tfm_glossary *g, tfm_bpe *b, tfm_ids *tmp, size_t 
 }
 
 static tfm_status parse_lines(tfm_glossary *g, const char *data, size_t size, tfm_bpe *b,
-                              entry **out, size_t *n_out, tfm_error *err)
+                              tfm_bpe *tgt_b, entry **out, size_t *n_out, tfm_error *err)
 {
     entry *entries = NULL;
     size_t n = 0, cap = 0, line = 0;
@@ -408,7 +408,8 @@ static tfm_status parse_lines(tfm_glossary *g, const char *data, size_t size, tf
             break;
         }
         s = encode_side(g, b, &tmp, line, "source", src, src_len, &e->src, err);
-        if (s == TFM_OK) s = encode_side(g, b, &tmp, line, "target", tgt, tgt_len, &e->tgt, err);
+        if (s == TFM_OK)
+            s = encode_side(g, tgt_b, &tmp, line, "target", tgt, tgt_len, &e->tgt, err);
         n++;
     }
     tfm_ids_free(&tmp);
@@ -423,7 +424,7 @@ static tfm_status parse_lines(tfm_glossary *g, const char *data, size_t size, tf
 }
 
 tfm_status tfm_glossary_parse(const char *data, size_t size, const tfm_vocab *v,
-                              tfm_glossary **out, tfm_error *err)
+                              const tfm_vocab *tgt_v, tfm_glossary **out, tfm_error *err)
 {
     *out = NULL;
     if (!v) return tfm_error_set(err, TFM_ERR_ARG, "glossary: a vocabulary is required");
@@ -432,16 +433,18 @@ tfm_status tfm_glossary_parse(const char *data, size_t size, const tfm_vocab *v,
     g->vocab = v;
     tfm_ids_init(&g->pool);
     tfm_buf_init(&g->text);
-    tfm_bpe *b = NULL;
+    tfm_bpe *b = NULL, *tgt_b = NULL;
     entry *entries = NULL;
     size_t n = 0;
     tfm_status s = piece_flags(v, &g->flags, err);
     if (s == TFM_OK) s = tfm_bpe_create(v, &b, err);
-    if (s == TFM_OK) s = parse_lines(g, data, size, b, &entries, &n, err);
+    if (s == TFM_OK && tgt_v) s = tfm_bpe_create(tgt_v, &tgt_b, err);
+    if (s == TFM_OK) s = parse_lines(g, data, size, b, tgt_b ? tgt_b : b, &entries, &n, err);
     if (s == TFM_OK) s = build_terms(g, entries, n, err);
     if (s == TFM_OK) s = build_forms(g, b, err);
     free(entries);
     tfm_bpe_free(b);
+    tfm_bpe_free(tgt_b);
     if (s != TFM_OK) {
         tfm_glossary_free(g);
         return s;
@@ -450,7 +453,8 @@ tfm_status tfm_glossary_parse(const char *data, size_t size, const tfm_vocab *v,
     return TFM_OK;
 }
 
-tfm_status tfm_glossary_read_fd(int fd, const tfm_vocab *v, tfm_glossary **out, tfm_error *err)
+tfm_status tfm_glossary_read_fd(int fd, const tfm_vocab *v, const tfm_vocab *tgt_v,
+                                tfm_glossary **out, tfm_error *err)
 {
     *out = NULL;
     tfm_buf data;
@@ -459,18 +463,19 @@ tfm_status tfm_glossary_read_fd(int fd, const tfm_vocab *v, tfm_glossary **out, 
     if (s == TFM_OK && data.len > GLOSSARY_MAX_BYTES)
         s = tfm_error_set(err, TFM_ERR_FORMAT, "larger than %llu bytes: not a glossary",
                           (unsigned long long)GLOSSARY_MAX_BYTES);
-    if (s == TFM_OK) s = tfm_glossary_parse(data.data ? data.data : "", data.len, v, out, err);
+    if (s == TFM_OK)
+        s = tfm_glossary_parse(data.data ? data.data : "", data.len, v, tgt_v, out, err);
     tfm_buf_free(&data);
     return s;
 }
 
-tfm_status tfm_glossary_load(const char *path, const tfm_vocab *v, tfm_glossary **out,
-                             tfm_error *err)
+tfm_status tfm_glossary_load(const char *path, const tfm_vocab *v, const tfm_vocab *tgt_v,
+                             tfm_glossary **out, tfm_error *err)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tfm_error_set(err, TFM_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    tfm_status s = tfm_glossary_read_fd(fd, v, out, err);
+    tfm_status s = tfm_glossary_read_fd(fd, v, tgt_v, out, err);
     close(fd);
     return s;
 }

@@ -91,12 +91,13 @@ tfm_status tfm_pair_reader_parse(tfm_pair_reader *pr, tfm_side side, const char 
     const int32_t vocab = side == TFM_SOURCE ? p->src_vocab_size : p->tgt_vocab_size;
     side_reset(out);
     tfm_status s;
-    if (!p->bpe) {
+    tfm_bpe *bpe = side == TFM_SOURCE && p->src_bpe ? p->src_bpe : p->bpe;
+    if (!bpe) {
         s = tfm_ids_parse(line, len, vocab, &out->ids, err);
         if (s != TFM_OK) return s;
     } else {
         tfm_bpe_encode_params ep = {.strict = p->strict};
-        s = tfm_bpe_encode(p->bpe, &ep, line, len, &out->ids, &out->repaired, err);
+        s = tfm_bpe_encode(bpe, &ep, line, len, &out->ids, &out->repaired, err);
         if (s != TFM_OK) return s;
         for (size_t i = 0; vocab > 0 && i < out->ids.len; i++) /* a vocabulary larger than the model's */
             if (out->ids.data[i] >= vocab)

@@ -45,6 +45,10 @@ typedef struct tfm_config {
                                  the paper's post-norm LayerNorm(x + Sublayer(x)) */
     bool shared_embeddings;   /* one matrix for source, target and the output projection
                                  (requires src_vocab_size == tgt_vocab_size) */
+    bool shared_decoder_embeddings; /* without shared_embeddings: one matrix for the
+                                 decoder's input embedding and the output projection
+                                 (fairseq's --share-decoder-input-output-embed), the
+                                 encoder's its own: what separate vocabularies want */
     int attention_window;     /* 0: full attention; r > 0: self-attention restricted to
                                  the r neighbours on each side (decoder: r before) */
     float dropout;            /* on sublayer outputs and on embeddings + positions */
@@ -194,12 +198,15 @@ typedef struct tfm_quantized tfm_quantized;
 /* ---- the model ------------------------------------------------------------------ */
 
 /* A model: configuration, parameters, and the vocabulary it was trained with
- * (NULL for a model made without one).  The parameter buffer is owned. */
+ * (NULL for a model made without one): one for both sides (joint), or one
+ * per side.  The parameter buffer is owned. */
 typedef struct tfm_model {
     tfm_config config;
     tfm_params params;
     float *data;          /* tfm_params_count(&config) floats */
-    tfm_vocab *vocab;     /* owned; may be NULL */
+    tfm_vocab *vocab;     /* owned; may be NULL: the joint vocabulary, or the target
+                             side's when each side has its own */
+    tfm_vocab *src_vocab; /* owned; the source side's own vocabulary, NULL when joint */
     int64_t step;         /* training steps behind these weights */
     bool source_eos;      /* trained with </s> ending each source (see tfm_model_source_eos) */
     struct tfm_packed_model *packed; /* owned; NULL unless packed for encoding or decoding */
@@ -218,7 +225,22 @@ typedef struct tfm_model {
  * model takes a copy. */
 tfm_status tfm_model_create(const tfm_config *c, const tfm_vocab *vocab, uint64_t seed,
                             tfm_model **out, tfm_error *err);
+/* The same with a vocabulary per side (copies of both): their sizes are
+ * src_vocab_size and tgt_vocab_size, and c cannot have shared_embeddings
+ * (the source's pieces are not the target's). */
+tfm_status tfm_model_create_sides(const tfm_config *c, const tfm_vocab *src_vocab,
+                                  const tfm_vocab *tgt_vocab, uint64_t seed, tfm_model **out,
+                                  tfm_error *err);
 void tfm_model_free(tfm_model *m);
+
+/* The vocabulary of a side: the side's own, or the joint one (NULL when the
+ * model has none). */
+const tfm_vocab *tfm_model_vocab(const tfm_model *m, tfm_side side);
+/* Encoders of text for the model's sides, as tfm_pair_params takes them:
+ * *bpe of the joint vocabulary or the target's, *src_bpe of the source's own
+ * (NULL when joint).  TFM_ERR_ARG when the model holds no vocabulary. */
+tfm_status tfm_model_text_encoders(const tfm_model *m, tfm_bpe **bpe, tfm_bpe **src_bpe,
+                                   tfm_error *err);
 
 /* Whether the model was trained with </s> appended to every source sentence
  * (the default of 'train', and what encode, score and inspect-attn do unless
@@ -352,10 +374,12 @@ tfm_status tfm_model_parse(const void *data, size_t size, tfm_model **out, tfm_e
  * and run by encoders and decoders, not trained, scored or saved. */
 tfm_status tfm_model_load_for_inference(const char *path, tfm_compute_type compute,
                                         tfm_model **out, tfm_error *err);
-/* Loads only the vocabulary: from a vocabulary file (tfm-formats(5)) or from
- * the metadata of a model file, whichever path names, without reading the
- * weights.  This is what "tokenize -m" takes. */
-tfm_status tfm_model_load_vocab(const char *path, tfm_vocab **out, tfm_error *err);
+/* Loads only the vocabulary of a side: from a vocabulary file
+ * (tfm-formats(5); any side) or from the metadata of a model file (its
+ * joint vocabulary, or the side's own), whichever path names, without
+ * reading the weights.  This is what "tokenize -m" takes. */
+tfm_status tfm_model_load_vocab(const char *path, tfm_side side, tfm_vocab **out,
+                                tfm_error *err);
 
 /* ---- inference: the encoder ------------------------------------------------------------ */
 

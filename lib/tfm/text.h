@@ -386,7 +386,7 @@ tfm_status tfm_bpe_decode_placeholders(const tfm_vocab *v, const int32_t *ids, s
  * its target terms.  Example (tokenize(1) does this for every line):
  *
  *     tfm_glossary *g;
- *     tfm_glossary_load("terms.tsv", vocab, &g, &err);
+ *     tfm_glossary_load("terms.tsv", vocab, NULL, &g, &err);
  *     tfm_term_matches m;
  *     tfm_term_matches_init(&m);
  *     tfm_bpe_encode(bpe, NULL, line, len, &ids, NULL, &err);
@@ -418,15 +418,18 @@ enum { TFM_GLOSSARY_MAX_CONSTRAINTS = 64 };
 
 typedef struct tfm_glossary tfm_glossary;
 
-/* Parses a glossary held in memory and encodes its terms with v (which must
- * outlive the glossary).  Errors as above, "line N: ..." naming the line. */
+/* Parses a glossary held in memory and encodes its terms with v, the
+ * source's vocabulary, and its target terms with tgt_v, the target's (NULL:
+ * v, a joint vocabulary); v must outlive the glossary.  Errors as above,
+ * "line N: ..." naming the line. */
 tfm_status tfm_glossary_parse(const char *data, size_t size, const tfm_vocab *v,
-                              tfm_glossary **out, tfm_error *err);
+                              const tfm_vocab *tgt_v, tfm_glossary **out, tfm_error *err);
 /* The same from a file descriptor (read to its end; at most 1 GiB). */
-tfm_status tfm_glossary_read_fd(int fd, const tfm_vocab *v, tfm_glossary **out, tfm_error *err);
+tfm_status tfm_glossary_read_fd(int fd, const tfm_vocab *v, const tfm_vocab *tgt_v,
+                                tfm_glossary **out, tfm_error *err);
 /* The same from a file: TFM_ERR_IO "cannot open PATH: ..." when it cannot be opened. */
-tfm_status tfm_glossary_load(const char *path, const tfm_vocab *v, tfm_glossary **out,
-                             tfm_error *err);
+tfm_status tfm_glossary_load(const char *path, const tfm_vocab *v, const tfm_vocab *tgt_v,
+                             tfm_glossary **out, tfm_error *err);
 void tfm_glossary_free(tfm_glossary *g);
 
 /* The number of distinct source terms, numbered 0.. in the order of their
@@ -624,6 +627,8 @@ typedef struct tfm_pair_params {
     int32_t eos_id;
     tfm_bpe *bpe;       /* lines are text encoded with it; NULL: id lines.  Not owned; it
                            must outlive the reader, which alone may use it meanwhile */
+    tfm_bpe *src_bpe;   /* with bpe: the source side's own encoder (a model with a
+                           vocabulary per side); NULL: bpe encodes both */
     bool strict;        /* text: invalid UTF-8 is an error instead of U+FFFD */
 } tfm_pair_params;
 

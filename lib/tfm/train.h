@@ -75,9 +75,13 @@ typedef enum tfm_corpus_format {
 
 typedef struct tfm_corpus_params {
     tfm_corpus_format format;   /* of both files; AUTO decides for each. Default AUTO */
-    const tfm_vocab *vocab;     /* encodes text; bounds ids.  May be NULL for ids */
+    const tfm_vocab *vocab;     /* encodes text; bounds ids.  May be NULL for ids: the
+                                   joint vocabulary, or the target side's */
+    const tfm_vocab *src_vocab; /* the source side's own; NULL: vocab serves both */
     int32_t vocab_size;         /* without a vocabulary: ids must be below this
-                                   (0: any id) */
+                                   (0: any id); the target's when src_vocab_size is set */
+    int32_t src_vocab_size;     /* without a source vocabulary: the source's bound
+                                   (0: vocab_size) */
     int max_length;             /* pairs with more ids on either side are skipped;
                                    0: no limit.  Default 256 */
     bool append_eos;            /* end every source with </s> (TFM_ID_EOS), as 'encode'
@@ -571,7 +575,8 @@ typedef enum tfm_run_option {
     TFM_OPT_ENC_LAYERS, TFM_OPT_DEC_LAYERS, TFM_OPT_MAX_POS, TFM_OPT_PRE_NORM,
     TFM_OPT_LEARNED_POS, TFM_OPT_RELATIVE_POS, TFM_OPT_ABSOLUTE_POS, TFM_OPT_ATTN_WINDOW,
     TFM_OPT_DROPOUT, TFM_OPT_ATTN_DROPOUT,
-    TFM_OPT_ACT_DROPOUT, TFM_OPT_LABEL_SMOOTHING, TFM_OPT_VOCAB, TFM_OPT_VOCAB_SIZE,
+    TFM_OPT_ACT_DROPOUT, TFM_OPT_LABEL_SMOOTHING, TFM_OPT_VOCAB, TFM_OPT_SRC_VOCAB,
+    TFM_OPT_TGT_VOCAB, TFM_OPT_VOCAB_SIZE,
     TFM_OPT_SRC, TFM_OPT_TGT, TFM_OPT_INPUT_FORMAT, TFM_OPT_MAX_LENGTH, TFM_OPT_NO_EOS,
     TFM_OPT_VALID_SRC, TFM_OPT_VALID_TGT, TFM_OPT_BATCH_TOKENS, TFM_OPT_ACCUM,
     TFM_OPT_SORT_WINDOW, TFM_OPT_SCHEDULE, TFM_OPT_LR_FACTOR, TFM_OPT_WARMUP,
@@ -610,7 +615,10 @@ typedef struct tfm_run_params {
     tfm_config model;          /* the preset with the overrides; on resume the
                                   options' (the trainer's model is the checkpoint's) */
     const char *vocab_path;    /* a vocabulary or a model file; NULL: none */
-    int32_t vocab_size;        /* without a vocabulary: ids below it */
+    const char *src_vocab_path, *tgt_vocab_path; /* a vocabulary per side instead (the
+                                  model then shares only the decoder's embeddings) */
+    int32_t vocab_size;        /* without a vocabulary: ids below it (the target's) */
+    int32_t src_vocab_size;    /* the source's, when it differs; else 0 */
     const char *src, *tgt, *valid_src, *valid_tgt;
     tfm_corpus_params corpus;  /* format, max_length, append_eos, n_threads */
     tfm_train_params train;    /* seeds and threads set from seed and threads */

@@ -20,6 +20,7 @@ static bool same_network(const tfm_config *a, const tfm_config *b)
            a->positions == b->positions && a->relative_positions == b->relative_positions &&
            a->pre_norm == b->pre_norm &&
            a->shared_embeddings == b->shared_embeddings &&
+           a->shared_decoder_embeddings == b->shared_decoder_embeddings &&
            a->attention_window == b->attention_window && a->layer_norm_eps == b->layer_norm_eps &&
            a->pad_id == b->pad_id && a->unk_id == b->unk_id && a->bos_id == b->bos_id &&
            a->eos_id == b->eos_id;

@@ -128,15 +128,16 @@ typedef struct side {
     size_t repaired[CHUNK_LINES];
     tfm_status status[CHUNK_LINES];
     tfm_error errors[CHUNK_LINES];
+    const tfm_vocab *vocab;     /* the side's, or NULL */
+    int32_t limit;              /* ids must be below this (0: no limit) */
+    tfm_bpe **bpe;              /* one per worker, text only */
 } side;
 
 typedef struct loader {
     const tfm_corpus_params *p;
-    int32_t limit;              /* ids must be below this (0: no limit) */
     side sides[2];
     size_t n;                   /* line pairs in the chunk */
     int n_workers;
-    tfm_bpe **bpe;              /* one per worker, text only */
 } loader;
 
 /* True when the line holds only digits, spaces and tabs (and something). */
@@ -170,7 +171,7 @@ static tfm_status convert_line(loader *L, side *s, size_t i, tfm_bpe *bpe)
     }
     /* Id lines: a CRLF line ending is not data. */
     if (len > 0 && line[len - 1] == '\r') len--;
-    tfm_status st = tfm_ids_parse(line, len, L->limit, &s->ids[i], err);
+    tfm_status st = tfm_ids_parse(line, len, s->limit, &s->ids[i], err);
     if (st != TFM_OK) return st;
     for (size_t k = 0; k < s->ids[i].len; k++) {
         int32_t id = s->ids[i].data[k];
@@ -196,7 +197,7 @@ static void convert_share(void *ctx, size_t w)
     for (size_t i = w; i < L->n; i += (size_t)job->workers)
         for (int k = 0; k < 2; k++) {
             side *s = &L->sides[k];
-            s->status[i] = convert_line(L, s, i, L->bpe ? L->bpe[w] : NULL);
+            s->status[i] = convert_line(L, s, i, s->bpe ? s->bpe[w] : NULL);
         }
 }
 
@@ -303,23 +304,23 @@ static void loader_free(loader *L)
         tfm_lines_free(s->reader);
         tfm_buf_free(&s->text);
         for (size_t i = 0; i < CHUNK_LINES; i++) tfm_ids_free(&s->ids[i]);
+        if (s->bpe)
+            for (int w = 0; w < L->n_workers; w++) tfm_bpe_free(s->bpe[w]);
+        free(s->bpe);
     }
-    if (L->bpe)
-        for (int w = 0; w < L->n_workers; w++) tfm_bpe_free(L->bpe[w]);
-    free(L->bpe);
 }
 
-/* The encoders for text, made when a side turns out to be text. */
-static tfm_status make_encoders(loader *L, tfm_error *err)
+/* The side's encoders for text, made when it turns out to be text. */
+static tfm_status make_encoders(loader *L, side *s, tfm_error *err)
 {
-    if (L->bpe) return TFM_OK;
-    if (!L->p->vocab)
+    if (s->bpe) return TFM_OK;
+    if (!s->vocab)
         return tfm_error_set(err, TFM_ERR_ARG,
                              "the file holds text, which needs a vocabulary to be encoded");
-    L->bpe = calloc((size_t)L->n_workers, sizeof *L->bpe);
-    if (!L->bpe) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    s->bpe = calloc((size_t)L->n_workers, sizeof *s->bpe);
+    if (!s->bpe) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     for (int w = 0; w < L->n_workers; w++) {
-        tfm_status st = tfm_bpe_create(L->p->vocab, &L->bpe[w], err);
+        tfm_status st = tfm_bpe_create(s->vocab, &s->bpe[w], err);
         if (st != TFM_OK) return st;
     }
     return TFM_OK;
@@ -331,7 +332,8 @@ static tfm_status load_files(loader *L, tfm_corpus *c, tfm_corpus_stats *stats, 
     tfm_status st;
     while ((st = read_chunk(L, stats, err)) == TFM_OK) {
         for (int k = 0; k < 2; k++)
-            if (L->sides[k].format == TFM_CORPUS_TEXT && (st = make_encoders(L, err)) != TFM_OK) {
+            if (L->sides[k].format == TFM_CORPUS_TEXT &&
+                (st = make_encoders(L, &L->sides[k], err)) != TFM_OK) {
                 stats->error_file = k;
                 return st;
             }
@@ -368,8 +370,13 @@ tfm_status tfm_corpus_load(const char *src_path, const char *tgt_path,
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
     L->p = p;
-    L->limit = p->vocab ? tfm_vocab_size(p->vocab) : p->vocab_size;
     L->n_workers = p->n_threads > 0 ? p->n_threads : 1;
+    L->sides[0].vocab = p->src_vocab ? p->src_vocab : p->vocab;
+    L->sides[1].vocab = p->vocab;
+    L->sides[0].limit = p->src_vocab_size > 0 ? p->src_vocab_size : p->vocab_size;
+    L->sides[1].limit = p->vocab_size;
+    for (int k = 0; k < 2; k++)
+        if (L->sides[k].vocab) L->sides[k].limit = tfm_vocab_size(L->sides[k].vocab);
     const char *paths[2] = {src_path, tgt_path};
     int fds[2] = {-1, -1};
     tfm_status st = TFM_OK;

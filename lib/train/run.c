@@ -60,6 +60,8 @@ const tfm_run_option_info tfm_run_options[TFM_RUN_OPTION_COUNT] = {
     [TFM_OPT_ACT_DROPOUT] = {"activation-dropout", ARG, M},
     [TFM_OPT_LABEL_SMOOTHING] = {"label-smoothing", ARG, M},
     [TFM_OPT_VOCAB] = {"vocab", ARG, M},
+    [TFM_OPT_SRC_VOCAB] = {"src-vocab", ARG, M},
+    [TFM_OPT_TGT_VOCAB] = {"tgt-vocab", ARG, M},
     [TFM_OPT_VOCAB_SIZE] = {"vocab-size", ARG, M},
     [TFM_OPT_SRC] = {"src", ARG, T},
     [TFM_OPT_TGT] = {"tgt", ARG, T},
@@ -173,7 +175,8 @@ struct tfm_run {
     tfm_buf scratch;
     char *resume_path;         /* the checkpoint resumed from */
     tfm_model *init_model;     /* --init's, until the trainer takes it */
-    tfm_vocab *vocab;
+    tfm_vocab *vocab;          /* joint, or the target side's */
+    tfm_vocab *src_vocab;      /* the source side's own, or NULL */
     tfm_corpus *data, *valid;
     tfm_trainer *trainer;
     tfm_run_state rs;
@@ -489,6 +492,8 @@ static tfm_status resolve(tfm_run *r, tfm_error *err)
     long long v;
     if ((st = resolve_model(r, err))) return st;
     p->vocab_path = r->value[TFM_OPT_VOCAB];
+    p->src_vocab_path = r->value[TFM_OPT_SRC_VOCAB];
+    p->tgt_vocab_path = r->value[TFM_OPT_TGT_VOCAB];
     if (r->value[TFM_OPT_VOCAB_SIZE]) {
         if ((st = int_option(r, TFM_OPT_VOCAB_SIZE, 1, INT32_MAX, &v, err))) return st;
         p->vocab_size = (int32_t)v;
@@ -572,12 +577,22 @@ static tfm_status resolve(tfm_run *r, tfm_error *err)
 static tfm_status check_usage(tfm_run *r, tfm_error *err)
 {
     tfm_run_params *p = &r->p;
-    if (!p->resume && !p->init && !p->vocab_path && !p->vocab_size)
+    if (!p->src_vocab_path != !p->tgt_vocab_path)
         return tfm_error_set(err, TFM_ERR_ARG,
-                             "a vocabulary is required: -m VOCAB (or --vocab-size N for id files)");
-    if (p->vocab_path && p->vocab_size && !p->resume)
+                             "--src-vocab and --tgt-vocab go together (or -m VOCAB, one for both)");
+    bool sides = p->src_vocab_path != NULL;
+    if (!p->resume && !p->init && !p->vocab_path && !sides && !p->vocab_size)
         return tfm_error_set(err, TFM_ERR_ARG,
-                             "-m and --vocab-size do not go together: the vocabulary has its size");
+                             "a vocabulary is required: -m VOCAB, or --src-vocab and --tgt-vocab "
+                             "(or --vocab-size N for id files)");
+    if ((p->vocab_path || sides) && p->vocab_size && !p->resume)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "%s and --vocab-size do not go together: the vocabulary has its size",
+                             sides ? "--src-vocab" : "-m");
+    if (p->vocab_path && sides && !p->resume)
+        return tfm_error_set(err, TFM_ERR_ARG,
+                             "-m VOCAB (one vocabulary for both sides) and --src-vocab, "
+                             "--tgt-vocab (one per side) do not go together");
     if (p->init_only) return TFM_OK;
     if (!p->src || !p->tgt) return tfm_error_set(err, TFM_ERR_ARG, "--src and --tgt are required");
     if (!p->valid_src != !p->valid_tgt)
@@ -666,8 +681,29 @@ static bool state_number(const tfm_safetensors *f, const char *path, const char 
     return true;
 }
 
+/* Which vocabularies a model file holds. */
+typedef enum { HOLDS_NONE, HOLDS_JOINT, HOLDS_SIDES } model_vocabs;
+
+static model_vocabs vocabs_held(const tfm_safetensors *f)
+{
+    if (tfm_safetensors_metadata(f, "src_vocab")) return HOLDS_SIDES;
+    return tfm_safetensors_metadata(f, "vocab") ? HOLDS_JOINT : HOLDS_NONE;
+}
+
+/* Loads the vocabularies of the model file at path (held, as vocabs_held
+ * says) as the run's. */
+static tfm_status load_vocabs(tfm_run *r, const char *path, model_vocabs held, tfm_error *err)
+{
+    tfm_status st = TFM_OK;
+    if (held == HOLDS_SIDES) st = tfm_model_load_vocab(path, TFM_SOURCE, &r->src_vocab, err);
+    if (st == TFM_OK && held != HOLDS_NONE)
+        st = tfm_model_load_vocab(path, TFM_TARGET, &r->vocab, err);
+    if (st != TFM_OK) tfm_error_prefix(err, "%s", path);
+    return not_usage(st);
+}
+
 /* Reads the checkpoint's options into stored[], its run state, and its
- * vocabulary (or the size of its ids). */
+ * vocabularies (or the sizes of its ids). */
 static tfm_status read_checkpoint(tfm_run *r, bool options_only, tfm_error *err)
 {
     const char *path = r->resume_path;
@@ -704,13 +740,15 @@ static tfm_status read_checkpoint(tfm_run *r, bool options_only, tfm_error *err)
     r->checkpoint_ranks = 1; /* checkpoints of versions before training across processes */
     if (state_number(f, path, "train.ranks", TFM_NUMBER_WHOLE, 1, 1 << 24, &v, &st, err))
         r->checkpoint_ranks = (int)v;
-    /* The model's own vocabulary (a model without one has its size). */
-    bool has_vocab = tfm_safetensors_metadata(f, "vocab") != NULL;
-    if (state_number(f, path, "src_vocab_size", TFM_NUMBER_WHOLE, 1, INT32_MAX, &v, &st, err))
+    /* The model's own vocabularies (a model without one has their sizes). */
+    model_vocabs held = vocabs_held(f);
+    if (state_number(f, path, "tgt_vocab_size", TFM_NUMBER_WHOLE, 1, INT32_MAX, &v, &st, err))
         r->p.vocab_size = (int32_t)v;
+    if (state_number(f, path, "src_vocab_size", TFM_NUMBER_WHOLE, 1, INT32_MAX, &v, &st, err) &&
+        v != r->p.vocab_size)
+        r->p.src_vocab_size = (int32_t)v;
     tfm_safetensors_free(f);
-    if (st == TFM_OK && has_vocab && (st = tfm_model_load_vocab(path, &r->vocab, err)))
-        tfm_error_prefix(err, "%s", path);
+    if (st == TFM_OK) st = load_vocabs(r, path, held, err);
     return not_usage(st);
 }
 
@@ -816,11 +854,18 @@ static tfm_status read_init_model(tfm_run *r, tfm_error *err)
                              "from its checkpoint");
     if (r->given[TFM_OPT_INIT_ONLY])
         return tfm_error_set(err, TFM_ERR_ARG, "--init and --init-only do not go together");
-    if (r->given[TFM_OPT_VOCAB] || r->given[TFM_OPT_VOCAB_SIZE])
-        return tfm_error_set(err, TFM_ERR_ARG,
-                             "%s with --init: the vocabulary is the model's own (%s); leave "
-                             "it out",
-                             r->given[TFM_OPT_VOCAB] ? "-m" : "--vocab-size", path);
+    static const tfm_run_option vocab_options[] = {TFM_OPT_VOCAB, TFM_OPT_SRC_VOCAB,
+                                                   TFM_OPT_TGT_VOCAB, TFM_OPT_VOCAB_SIZE};
+    for (size_t i = 0; i < sizeof vocab_options / sizeof vocab_options[0]; i++)
+        if (r->given[vocab_options[i]])
+            return tfm_error_set(err, TFM_ERR_ARG,
+                                 "%s%s with --init: the vocabulary is the model's own (%s); "
+                                 "leave it out",
+                                 vocab_options[i] == TFM_OPT_VOCAB ? "-" : "--",
+                                 vocab_options[i] == TFM_OPT_VOCAB
+                                     ? "m"
+                                     : tfm_run_options[vocab_options[i]].name,
+                                 path);
     tfm_status st = tfm_checkpoint_load_model(path, &r->init_model, err);
     if (st != TFM_OK) return not_usage(st);
     const tfm_model *m = r->init_model;
@@ -836,12 +881,10 @@ static tfm_status read_init_model(tfm_run *r, tfm_error *err)
     }
     st = store_model_options(r, &m->config, tfm_safetensors_metadata(f, "train.opt.preset"),
                              tfm_safetensors_metadata(f, "train.opt.no-eos"));
-    bool has_vocab = tfm_safetensors_metadata(f, "vocab") != NULL;
+    model_vocabs held = vocabs_held(f);
     tfm_safetensors_free(f);
     if (st != TFM_OK) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    if (has_vocab && (st = tfm_model_load_vocab(path, &r->vocab, err)))
-        tfm_error_prefix(err, "%s", path);
-    return not_usage(st);
+    return load_vocabs(r, path, held, err);
 }
 
 /* The options in effect: given, else the checkpoint's (or --init's model's),
@@ -883,6 +926,27 @@ static tfm_status merge_options(tfm_run *r, tfm_error *err)
     return TFM_OK;
 }
 
+/* Whether path is a model file with a vocabulary per side. */
+static bool file_has_sides(const char *path)
+{
+    tfm_safetensors *f;
+    tfm_error ignored;
+    if (tfm_safetensors_open(path, &f, &ignored) != TFM_OK) return false;
+    bool sides = vocabs_held(f) == HOLDS_SIDES;
+    tfm_safetensors_free(f);
+    return sides;
+}
+
+/* The vocabulary of side from the file an option names (NULL: none). */
+static tfm_status load_vocab_option(const char *path, tfm_side side, tfm_vocab **out,
+                                    tfm_error *err)
+{
+    if (!path) return TFM_OK;
+    tfm_status st = tfm_model_load_vocab(path, side, out, err);
+    if (st != TFM_OK) tfm_error_prefix(err, "%s", path);
+    return not_usage(st);
+}
+
 tfm_status tfm_run_create(const char *const given[TFM_RUN_OPTION_COUNT], tfm_run_report *report,
                           void *ctx, tfm_run **out, tfm_error *err)
 {
@@ -917,18 +981,34 @@ tfm_status tfm_run_create(const char *const given[TFM_RUN_OPTION_COUNT], tfm_run
         m->activation_dropout = c->activation_dropout;
         m->label_smoothing = c->label_smoothing;
         r->p.model = *m;
-        r->p.vocab_size = m->src_vocab_size;
+        r->p.vocab_size = m->tgt_vocab_size;
+        if (m->src_vocab_size != m->tgt_vocab_size) r->p.src_vocab_size = m->src_vocab_size;
     }
     if (st == TFM_OK) st = check_usage(r, err);
     if (st == TFM_OK && !r->p.init_only) st = make_paths(r, err);
     if (st == TFM_OK && r->p.resume) st = read_checkpoint(r, false, err);
-    if (st == TFM_OK && !r->p.resume && r->p.vocab_path &&
-        (st = not_usage(tfm_model_load_vocab(r->p.vocab_path, &r->vocab, err))))
-        tfm_error_prefix(err, "%s", r->p.vocab_path);
+    if (st == TFM_OK && !r->p.resume && r->p.vocab_path && file_has_sides(r->p.vocab_path))
+        st = tfm_error_set(err, TFM_ERR_ARG,
+                           "-m %s: the model has a vocabulary per side; give them as "
+                           "--src-vocab %s --tgt-vocab %s",
+                           r->p.vocab_path, r->p.vocab_path, r->p.vocab_path);
+    if (st == TFM_OK && !r->p.resume) {
+        st = load_vocab_option(r->p.vocab_path, TFM_TARGET, &r->vocab, err);
+        if (st == TFM_OK) st = load_vocab_option(r->p.src_vocab_path, TFM_SOURCE, &r->src_vocab, err);
+        if (st == TFM_OK) st = load_vocab_option(r->p.tgt_vocab_path, TFM_TARGET, &r->vocab, err);
+    }
     if (st == TFM_OK && !r->p.resume) {
         tfm_config *c = &r->p.model;
         if (r->vocab) r->p.vocab_size = tfm_vocab_size(r->vocab);
-        c->src_vocab_size = c->tgt_vocab_size = r->p.vocab_size;
+        if (r->src_vocab) r->p.src_vocab_size = tfm_vocab_size(r->src_vocab);
+        c->tgt_vocab_size = r->p.vocab_size;
+        c->src_vocab_size = r->p.src_vocab_size ? r->p.src_vocab_size : r->p.vocab_size;
+        if (r->src_vocab) {
+            /* A vocabulary per side: the decoder's two embeddings shared, the
+             * encoder's its own. */
+            c->shared_embeddings = false;
+            c->shared_decoder_embeddings = true;
+        }
         if (tfm_config_validate(c, err) != TFM_OK) {
             tfm_error_prefix(err, "the model");
             st = TFM_ERR_ARG;
@@ -952,6 +1032,7 @@ void tfm_run_free(tfm_run *r)
     free(r->resume_path);
     tfm_model_free(r->init_model);
     tfm_vocab_free(r->vocab);
+    tfm_vocab_free(r->src_vocab);
     tfm_trainer_free(r->trainer);
     tfm_corpus_free(r->data);
     tfm_corpus_free(r->valid);
@@ -1033,11 +1114,19 @@ static const char *const *build_metadata(const tfm_run *r, metadata *m, double s
     return m->kv;
 }
 
+/* A model of the options with fresh weights and the run's vocabularies. */
+static tfm_status new_model(const tfm_run *r, tfm_model **out, tfm_error *err)
+{
+    uint64_t seed = r->p.seed + 1;
+    if (r->src_vocab) return tfm_model_create_sides(&r->p.model, r->src_vocab, r->vocab, seed, out, err);
+    return tfm_model_create(&r->p.model, r->vocab, seed, out, err);
+}
+
 tfm_status tfm_run_init_model(tfm_run *r, tfm_error *err)
 {
     if (!writes(r)) return TFM_OK;
     tfm_model *m;
-    tfm_status st = tfm_model_create(&r->p.model, r->vocab, r->p.seed + 1, &m, err);
+    tfm_status st = new_model(r, &m, err);
     if (st != TFM_OK) return not_usage(st);
     metadata md;
     st = tfm_model_save(m, r->p.output, build_metadata(r, &md, 0), err);
@@ -1053,7 +1142,9 @@ static tfm_status load_corpus(tfm_run *r, const char *src, const char *tgt, cons
 {
     tfm_corpus_params cp = r->p.corpus;
     cp.vocab = r->vocab;
+    cp.src_vocab = r->src_vocab;
     cp.vocab_size = r->p.vocab_size;
+    cp.src_vocab_size = r->p.src_vocab_size;
     tfm_corpus_stats stats;
     tfm_status st = tfm_corpus_load(src, tgt, &cp, out, &stats, err);
     if (st != TFM_OK) {
@@ -1305,7 +1396,7 @@ static tfm_status make_trainer(tfm_run *r, tfm_error *err)
     tfm_model *m = r->init_model;
     r->init_model = NULL; /* the trainer's now */
     if (m) m->step = 0;   /* a new run: its schedule starts again */
-    else if ((st = tfm_model_create(&r->p.model, r->vocab, r->p.seed + 1, &m, err))) return st;
+    else if ((st = new_model(r, &m, err))) return st;
     return tfm_trainer_create(m, r->data, &r->p.train, &r->trainer, err);
 }
 
@@ -1365,7 +1456,8 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     if (st != TFM_OK) return not_usage(st);
     check_batches_per_update(r);
     tfm_vocab_free(r->vocab);
-    r->vocab = NULL;
+    tfm_vocab_free(r->src_vocab);
+    r->vocab = r->src_vocab = NULL;
 
     r->started = tfm_run_clock();
     r->first_step = tfm_trainer_steps(r->trainer);

@@ -64,7 +64,7 @@ typedef struct scoring {
     const tfm_model *model;
     const tfm_score_output *out;
     tfm_train_workspace *ws;
-    tfm_bpe *bpe;                 /* text only */
+    tfm_bpe *bpe, *src_bpe;       /* text only: tfm_model_text_encoders */
     input src, tgt;               /* tgt: the targets, or the n-best list */
     tfm_pair_reader *pairs;       /* reads src and tgt in step (nbest: src alone) */
     int max_src, max_tgt;         /* ids a source (</s> included) and a target may hold */
@@ -404,6 +404,7 @@ static void release(scoring *sc, size_t bs)
     tfm_buf_free(&sc->line);
     tfm_pair_reader_free(sc->pairs);
     tfm_bpe_free(sc->bpe);
+    tfm_bpe_free(sc->src_bpe);
     tfm_train_workspace_free(sc->ws);
 }
 
@@ -424,10 +425,7 @@ tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params 
     tfm_buf_init(&sc.line);
     size_t bs = p->batch_size > 0 ? (size_t)p->batch_size : 1;
     tfm_status st = TFM_OK;
-    if (p->text && !model->vocab)
-        st = tfm_error_set(err, TFM_ERR_ARG, "the model holds no vocabulary to tokenize text "
-                           "with: give id lines");
-    if (st == TFM_OK && p->text) st = tfm_bpe_create(model->vocab, &sc.bpe, err);
+    if (p->text) st = tfm_model_text_encoders(model, &sc.bpe, &sc.src_bpe, err);
     if (st == TFM_OK) st = tfm_train_workspace_create(model, &sc.ws, err);
     if (st == TFM_OK) st = allocate(&sc, bs, err);
     if (st == TFM_OK) {
@@ -439,6 +437,7 @@ tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params 
         pp.crop_target = false;
         pp.source_eos = sc.eos;
         pp.bpe = sc.bpe;
+        pp.src_bpe = sc.src_bpe;
         pp.strict = p->strict;
         st = tfm_pair_reader_create(sc.src.reader, p->nbest ? NULL : sc.tgt.reader, &pp, &sc.pairs,
                                     err);

@@ -10,7 +10,8 @@
 
 struct tfm_viewer {
     const tfm_config *config;
-    const tfm_vocab *vocab; /* the model's, or NULL: labels are then ids */
+    const tfm_vocab *src_vocab, *tgt_vocab; /* the model's sides', or NULL: labels are
+                                               then ids */
     tfm_view_params p;      /* p.layer a number or TFM_VIEW_ALL */
     tfm_ids row_ids, col_ids;
     tfm_labels rows, cols;
@@ -55,7 +56,8 @@ tfm_status tfm_viewer_create(const tfm_model *m, const tfm_view_params *p, tfm_v
     tfm_viewer *v = calloc(1, sizeof *v);
     if (!v) return tfm_error_set(err, TFM_ERR_NOMEM, "view: out of memory");
     v->config = c;
-    v->vocab = m->vocab;
+    v->src_vocab = tfm_model_vocab(m, TFM_SOURCE);
+    v->tgt_vocab = tfm_model_vocab(m, TFM_TARGET);
     v->p = *p;
     v->p.layer = layer;
     tfm_ids_init(&v->row_ids);
@@ -111,10 +113,16 @@ static tfm_status label_ids(tfm_viewer *v, const tfm_view_pair *pair)
     return ids_with(&v->col_ids, -1, pair->src, pair->src_len, -1);
 }
 
+/* The labels of the rows (l == &v->rows) or the columns, each axis from
+ * its side's vocabulary: the queries are the source's in the encoder, the
+ * keys the target's in the decoder's self-attention. */
 static tfm_status set_labels(tfm_viewer *v, tfm_labels *l, const int32_t *ids, size_t n,
                              int max_chars, tfm_error *err)
 {
-    return tfm_labels_set(l, v->vocab, ids, (int)n, max_chars, err);
+    const bool rows = l == &v->rows;
+    const bool source = rows ? v->p.kind == TFM_ATTENTION_ENCODER
+                             : v->p.kind != TFM_ATTENTION_DECODER;
+    return tfm_labels_set(l, source ? v->src_vocab : v->tgt_vocab, ids, (int)n, max_chars, err);
 }
 
 /* The labels of l separated by spaces, appended to out. */

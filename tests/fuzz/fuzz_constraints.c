@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     tfm_ids_init(&ids);
     tfm_buf line;
     tfm_buf_init(&line);
-    if (tfm_glossary_parse(x, size, v, &g, &err) == TFM_OK) {
+    if (tfm_glossary_parse(x, size, v, NULL, &g, &err) == TFM_OK) {
         tfm_term_matches m;
         tfm_term_matches_init(&m);
         if (tfm_bpe_encode(b, NULL, x, size, &ids, NULL, NULL) != TFM_OK) abort();

@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         require(inf == NULL && e4.status == st_inf && e4.msg[0] != 0, "a failure left a model");
     }
     tfm_vocab *v = (tfm_vocab *)&size;
-    st = tfm_model_load_vocab(path, &v, &err);
+    st = tfm_model_load_vocab(path, TFM_SOURCE, &v, &err);
     if (st != TFM_OK) {
         require(v == NULL, "a failure left a vocabulary");
         require(err.status == st && err.msg[0] != 0, "a failure without its message");

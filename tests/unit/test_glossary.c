@@ -61,7 +61,7 @@ static tfm_glossary *glossary(const char *text)
 {
     tfm_glossary *g = NULL;
     tfm_error err;
-    CHECK_MSG(tfm_glossary_parse(text, strlen(text), vocab, &g, &err) == TFM_OK, "%s", err.msg);
+    CHECK_MSG(tfm_glossary_parse(text, strlen(text), vocab, NULL, &g, &err) == TFM_OK, "%s", err.msg);
     return g;
 }
 
@@ -316,7 +316,7 @@ static void test_limit(void)
     }
     tfm_glossary *g = NULL;
     tfm_error err;
-    CHECK(tfm_glossary_parse(gl.data, gl.len, vocab, &g, &err) == TFM_OK);
+    CHECK(tfm_glossary_parse(gl.data, gl.len, vocab, NULL, &g, &err) == TFM_OK);
     CHECK(tfm_glossary_size(g) == 70);
     tfm_ids ids;
     tfm_ids_init(&ids);
@@ -346,7 +346,7 @@ static void test_placeholders(void)
     tfm_glossary *g = NULL;
     tfm_error err;
     const char *text = "file\tfichier\nopen %s\touvrir %s\n";
-    CHECK(tfm_glossary_parse(text, strlen(text), ph_vocab, &g, &err) == TFM_OK);
+    CHECK(tfm_glossary_parse(text, strlen(text), ph_vocab, NULL, &g, &err) == TFM_OK);
     const char *got = found_in(g, ph_bpe, "<b>file</b> and %s file", true);
     CHECK_MSG(strcmp(got, "file") == 0, "got '%s'", got);
     got = found_in(g, ph_bpe, "%sfile", true);
@@ -366,7 +366,7 @@ static void test_placeholders(void)
     do {                                                                                 \
         tfm_glossary *g_ = NULL;                                                         \
         tfm_error e_;                                                                    \
-        tfm_status s_ = tfm_glossary_parse(text, sizeof(text) - 1, vocab, &g_, &e_);     \
+        tfm_status s_ = tfm_glossary_parse(text, sizeof(text) - 1, vocab, NULL, &g_, &e_);     \
         CHECK_MSG(s_ == TFM_ERR_FORMAT && g_ == NULL && strstr(e_.msg, want) != NULL,    \
                   "'%s': status %d, '%s'", #text, (int)s_, s_ == TFM_OK ? "" : e_.msg);  \
         tfm_glossary_free(g_);                                                           \
@@ -386,7 +386,7 @@ static void test_malformed(void)
     const char ok[] = "# a comment\r\n\r\n  \n file \t fichier \r\n#\tnot a term\nuser\tutilisateur";
     tfm_glossary *g = NULL;
     tfm_error err;
-    CHECK_MSG(tfm_glossary_parse(ok, sizeof ok - 1, vocab, &g, &err) == TFM_OK, "%s", err.msg);
+    CHECK_MSG(tfm_glossary_parse(ok, sizeof ok - 1, vocab, NULL, &g, &err) == TFM_OK, "%s", err.msg);
     CHECK(g && tfm_glossary_size(g) == 2);
     size_t len = 0;
     const char *t = g ? tfm_glossary_term(g, 0, &len) : NULL;
@@ -395,12 +395,12 @@ static void test_malformed(void)
     if (g) CHECK_FOUND(g, "the user file", "user,file");
     tfm_glossary_free(g);
     /* An empty glossary finds nothing. */
-    CHECK(tfm_glossary_parse("", 0, vocab, &g, &err) == TFM_OK);
+    CHECK(tfm_glossary_parse("", 0, vocab, NULL, &g, &err) == TFM_OK);
     CHECK(g && tfm_glossary_size(g) == 0);
     if (g) CHECK_FOUND(g, "the file", "");
     tfm_glossary_free(g);
     /* A file that is not there. */
-    CHECK(tfm_glossary_load("/nonexistent/terms.tsv", vocab, &g, &err) == TFM_ERR_IO);
+    CHECK(tfm_glossary_load("/nonexistent/terms.tsv", vocab, NULL, &g, &err) == TFM_ERR_IO);
     CHECK(g == NULL && strstr(err.msg, "/nonexistent/terms.tsv") != NULL);
     tfm_glossary_free(NULL);
 }

@@ -1421,6 +1421,12 @@ static void test_model_gradient(void)
     c.relative_positions = 3;
     check_model_gradient("pre-norm, unshared, sinusoidal + relative 3, window 1, 2 layers", &c,
                          26);
+    /* A vocabulary per side: the decoder's input embedding is the output
+     * projection, whose gradient is the sum of both uses. */
+    c = tiny_config(false, false, TFM_POS_NONE, 0, 1);
+    c.shared_decoder_embeddings = true;
+    c.relative_positions = 2;
+    check_model_gradient("post-norm, decoder embeddings shared, relative 2", &c, 27);
 }
 
 /* With dropout on, the gradient of the loss under fixed masks, against

@@ -260,7 +260,8 @@ static size_t expected_count(const tfm_config *c)
                           ? 2 * (2 * (size_t)c->relative_positions + 1) * (D / (size_t)c->n_heads)
                           : 0;
     size_t n = (size_t)c->src_vocab_size * D;
-    if (!c->shared_embeddings) n += 2 * (size_t)c->tgt_vocab_size * D;
+    if (!c->shared_embeddings)
+        n += (c->shared_decoder_embeddings ? 1 : 2) * (size_t)c->tgt_vocab_size * D;
     if (c->positions == TFM_POS_LEARNED) n += 2 * P * D;
     n += (size_t)c->n_encoder_layers * (attention + relative + ffn + 2 * norm);
     n += (size_t)c->n_decoder_layers * (2 * attention + relative + ffn + 3 * norm);
@@ -292,7 +293,7 @@ static void check_layout(const tfm_config *c)
     CHECK_MSG(at == count, "%zu vs %zu", at, count);
 
     const size_t rel = c->relative_positions ? 2 : 0;
-    size_t expected_n = 1 + (c->shared_embeddings ? 0 : 2) +
+    size_t expected_n = 1 + (c->shared_embeddings ? 0 : c->shared_decoder_embeddings ? 1 : 2) +
                         (c->positions == TFM_POS_LEARNED ? 2 : 0) +
                         (size_t)c->n_encoder_layers * (16 + rel) +
                         (size_t)c->n_decoder_layers * (26 + rel) + (c->pre_norm ? 4 : 0);
@@ -317,6 +318,11 @@ static void check_layout(const tfm_config *c)
         CHECK(p.tgt_embed == p.src_embed && p.output_proj == p.src_embed);
         CHECK(seen_find(&s, "decoder.embed_tokens.weight") < 0);
         CHECK(seen_find(&s, "decoder.output_projection.weight") < 0);
+    } else if (c->shared_decoder_embeddings) {
+        CHECK(p.tgt_embed != p.src_embed && p.output_proj == p.tgt_embed);
+        CHECK(seen_find(&s, "decoder.output_projection.weight") < 0);
+        i = seen_find(&s, "decoder.embed_tokens.weight");
+        CHECK(i >= 0 && s.data[i] == p.tgt_embed && s.shape[i][0] == c->tgt_vocab_size);
     } else {
         CHECK(p.tgt_embed != p.src_embed && p.output_proj != p.tgt_embed);
         i = seen_find(&s, "decoder.output_projection.weight");
@@ -393,12 +399,14 @@ static void check_layout(const tfm_config *c)
 
 static void test_layout(void)
 {
-    for (int shared = 0; shared < 2; shared++)
+    /* shared: 0 none, 1 all three, 2 the decoder's two */
+    for (int shared = 0; shared < 3; shared++)
         for (int learned = 0; learned < 2; learned++)
             for (int pre = 0; pre < 2; pre++) {
                 tfm_config c = small_config(300);
-                c.shared_embeddings = shared;
-                if (!shared) c.tgt_vocab_size = 280;
+                c.shared_embeddings = shared == 1;
+                c.shared_decoder_embeddings = shared == 2;
+                if (shared != 1) c.tgt_vocab_size = 280;
                 c.positions = learned ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
                 c.pre_norm = pre;
                 check_layout(&c);
@@ -1254,6 +1262,62 @@ static void test_python(void)
     tfm_model_free(m);
 }
 
+/* A vocabulary per side: kept by the file as src_vocab and tgt_vocab, each
+ * read back for its side (and by tfm_model_load_vocab); contradictions and
+ * a size that does not fit are refused. */
+static void test_side_vocabs(void)
+{
+    tfm_config c = small_config(284);
+    c.shared_embeddings = false;
+    c.shared_decoder_embeddings = true;
+    c.src_vocab_size = 290;
+    tfm_vocab *src = make_vocab(30), *tgt = make_vocab(24);
+    tfm_error err;
+    tfm_model *m = NULL;
+    CHECK_MSG(tfm_model_create_sides(&c, src, tgt, 3, &m, &err) == TFM_OK, "%s", err.msg);
+    if (!m) return;
+    CHECK(tfm_vocab_size(tfm_model_vocab(m, TFM_SOURCE)) == 290);
+    CHECK(tfm_vocab_size(tfm_model_vocab(m, TFM_TARGET)) == 284);
+    char path[512];
+    snprintf(path, sizeof path, "%s", tmp_path("sides.safetensors"));
+    CHECK(tfm_model_save(m, path, NULL, &err) == TFM_OK);
+    tfm_model *back = NULL;
+    CHECK_MSG(tfm_model_load(path, &back, &err) == TFM_OK, "%s", err.msg);
+    CHECK(back && back->src_vocab && tfm_vocab_size(back->src_vocab) == 290 &&
+          tfm_vocab_size(back->vocab) == 284 && back->config.shared_decoder_embeddings);
+    tfm_model_free(back);
+    tfm_safetensors *f = NULL;
+    CHECK(tfm_safetensors_open(path, &f, &err) == TFM_OK);
+    CHECK(f && !tfm_safetensors_metadata(f, "vocab") && tfm_safetensors_metadata(f, "src_vocab") &&
+          tfm_safetensors_metadata(f, "tgt_vocab"));
+    tfm_safetensors_free(f);
+    for (int side = TFM_SOURCE; side <= TFM_TARGET; side++) {
+        tfm_vocab *got = NULL;
+        CHECK_MSG(tfm_model_load_vocab(path, (tfm_side)side, &got, &err) == TFM_OK, "%s", err.msg);
+        CHECK(got && tfm_vocab_size(got) == (side == TFM_SOURCE ? 290 : 284));
+        tfm_vocab_free(got);
+    }
+    /* Both kinds of key, or one side alone: a corrupt file. */
+    char *text = vocab_text(tgt);
+    expect_load_fails(m, meta("vocab", text), TFM_ERR_FORMAT, "contradict");
+    expect_load_fails(m, meta("tgt_vocab", NULL), TFM_ERR_FORMAT,
+                      "metadata 'tgt_vocab' is missing beside 'src_vocab'");
+    /* The target's vocabulary as the source's: its size does not fit. */
+    expect_load_fails(m, meta("src_vocab", text), TFM_ERR_RANGE,
+                      "the source vocabulary holds 284 pieces, but src_vocab_size is 290");
+    free(text);
+    tfm_model_free(m);
+    /* All three shared with two vocabularies: refused. */
+    c.src_vocab_size = 284;
+    c.shared_embeddings = true;
+    tfm_vocab_free(src);
+    src = make_vocab(24);
+    CHECK(tfm_model_create_sides(&c, src, tgt, 3, &m, &err) == TFM_ERR_ARG && !m);
+    CHECK_MSG(contains(err.msg, "cannot go with shared_embeddings"), "%s", err.msg);
+    tfm_vocab_free(src);
+    tfm_vocab_free(tgt);
+}
+
 /* tfm_model_load_vocab reads the vocabulary from a vocabulary file and from a
  * model file alike, and says so when a model has none. */
 static void test_load_vocab(void)
@@ -1271,7 +1335,7 @@ static void test_load_vocab(void)
     const char *paths[] = {model_path, vocab_path};
     for (int k = 0; k < 2; k++) {
         tfm_vocab *got = NULL;
-        CHECK_MSG(tfm_model_load_vocab(paths[k], &got, &err) == TFM_OK, "%s", err.msg);
+        CHECK_MSG(tfm_model_load_vocab(paths[k], TFM_TARGET, &got, &err) == TFM_OK, "%s", err.msg);
         if (!got) continue;
         CHECK(tfm_vocab_size(got) == 284);
         CHECK(tfm_vocab_find(got, "\xe2\x96\x81w23", 6) == tfm_vocab_find(v, "\xe2\x96\x81w23", 6));
@@ -1282,14 +1346,14 @@ static void test_load_vocab(void)
     CHECK(tfm_model_create(&c, NULL, 5, &m, &err) == TFM_OK);
     CHECK(tfm_model_save(m, model_path, NULL, &err) == TFM_OK);
     tfm_vocab *none = NULL;
-    CHECK(tfm_model_load_vocab(model_path, &none, &err) == TFM_ERR_FORMAT && none == NULL);
+    CHECK(tfm_model_load_vocab(model_path, TFM_TARGET, &none, &err) == TFM_ERR_FORMAT && none == NULL);
     CHECK_MSG(contains(err.msg, "holds no vocabulary"), "%s", err.msg);
     FILE *fp = fopen(vocab_path, "w");
     fputs("hello world\n", fp);
     fclose(fp);
-    CHECK(tfm_model_load_vocab(vocab_path, &none, &err) != TFM_OK && none == NULL);
+    CHECK(tfm_model_load_vocab(vocab_path, TFM_TARGET, &none, &err) != TFM_OK && none == NULL);
     CHECK_MSG(contains(err.msg, "line 1"), "%s", err.msg); /* read as a vocabulary file */
-    CHECK(tfm_model_load_vocab("/nonexistent/x", &none, &err) == TFM_ERR_IO);
+    CHECK(tfm_model_load_vocab("/nonexistent/x", TFM_TARGET, &none, &err) == TFM_ERR_IO);
     tfm_model_free(m);
     tfm_vocab_free(v);
 }
@@ -1306,6 +1370,7 @@ int main(void)
     RUN(test_round_trip);
     RUN(test_bad_files);
     RUN(test_load_vocab);
+    RUN(test_side_vocabs);
     RUN(test_streams);
     RUN(test_parse_bad);
     RUN(test_source_eos);
