@@ -89,6 +89,14 @@ check "inspect-attn: the columns (keys) are labelled from the source's vocabular
 check "inspect-attn: the rows (queries) are labelled from the target's vocabulary" sh -c \
     "grep -q 'а\|б\|м\|н' rows.txt && ! grep -q 'a\|b\|m\|n' rows.txt"
 
+# A glossary's source terms are found with the source's vocabulary, and its
+# target terms asked for in the target's ids.
+printf 'gh\tжз\n' >terms.tsv
+printf 'ab gh\nc\n' | "$BIN/tokenize" -m m.st --glossary terms.tsv --constraints c.txt >/dev/null 2>err.txt
+printf 'жз\n' | "$BIN/tokenize" -m m.st --side target >want.txt
+check "tokenize --glossary: the target term in the target's ids, on the line that has the source term" \
+    sh -c "head -1 c.txt | cmp -s - want.txt && [ -z \"\$(sed -n 2p c.txt)\" ]"
+
 # ---- average, quantize, fine-tune -------------------------------------------------------------
 
 # (the last checkpoint holds the model's weights: their average is the model)
