@@ -230,8 +230,9 @@ typedef enum tfm_schedule {
 #define TFM_WARMUP_UNKNOWN_TOTAL 1000
 
 /* The warm-up in updates: warmup, or when share > 0 that share of total
- * updates (of TFM_WARMUP_UNKNOWN_TOTAL when total is 0, unknown); at least 1. */
-int64_t tfm_warmup_steps(int64_t warmup, double share, int64_t total);
+ * updates (of TFM_WARMUP_UNKNOWN_TOTAL when total is 0, unknown) but at
+ * least least updates, or half of them when that is less; at least 1. */
+int64_t tfm_warmup_steps(int64_t warmup, double share, int64_t least, int64_t total);
 
 /* The rate of update step (>= 1) of a run of total updates (0: unknown).
  * Every schedule rises linearly over warmup updates to the paper's peak,
@@ -315,6 +316,8 @@ typedef struct tfm_train_params {
     int warmup;            /* updates.  Default 4000 */
     double warmup_share;   /* > 0: the warm-up is this share of the run's updates
                               (tfm_trainer_set_total), not warmup.  Default 0 */
+    int warmup_least;      /* with warmup_share: at least this many updates, or half
+                              the run when that is less (tfm_warmup_steps).  Default 0 */
     double clip_norm;      /* > 0: gradients are scaled down to this global L2 norm.
                               Default 0 (off; the paper does not clip) */
     tfm_adam_params adam;
@@ -562,7 +565,7 @@ tfm_status tfm_metadata_number(const tfm_safetensors *f, const char *key, tfm_nu
  * "Train"); without a budget, and for --schedule noam, the paper's. */
 #define TFM_AUTO_SCHEDULE TFM_SCHEDULE_LINEAR
 #define TFM_AUTO_LR_FACTOR "0.3"
-#define TFM_AUTO_WARMUP "8%"
+#define TFM_AUTO_WARMUP "8%,150"
 #define TFM_PAPER_LR_FACTOR "1"
 #define TFM_PAPER_WARMUP "4000"
 /* Relative positions in self-attention, unless the options ask for

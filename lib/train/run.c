@@ -417,12 +417,13 @@ static void set_value(tfm_run *r, tfm_run_option id, const char *text)
     r->value[id] = r->defaults[id];
 }
 
-/* --warmup: N updates, or P% of the run's updates. */
+/* --warmup: N updates, or P% of the run's updates, or P%,N: P% but at
+ * least N updates (at most half of them). */
 static tfm_status warmup_option(tfm_run *r, tfm_train_params *t, tfm_error *err)
 {
     const char *text = r->value[TFM_OPT_WARMUP];
-    size_t len = strlen(text);
-    if (len == 0 || text[len - 1] != '%') {
+    const char *share_end = strchr(text, '%');
+    if (!share_end) {
         long long v;
         tfm_status st = int_option(r, TFM_OPT_WARMUP, 1, INT32_MAX, &v, err);
         if (st) return st;
@@ -433,12 +434,23 @@ static tfm_status warmup_option(tfm_run *r, tfm_train_params *t, tfm_error *err)
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (end != text + len - 1 || errno == ERANGE || !(v > 0 && v < 100))
+    long long least = 0;
+    bool ok = end == share_end && errno != ERANGE && v > 0 && v < 100;
+    if (ok && share_end[1] == ',') {
+        errno = 0;
+        least = strtoll(share_end + 2, &end, 10);
+        ok = end != share_end + 2 && *end == 0 && errno != ERANGE && least >= 1 &&
+             least <= INT32_MAX && share_end[2] >= '0' && share_end[2] <= '9';
+    } else if (ok) {
+        ok = share_end[1] == 0;
+    }
+    if (!ok)
         return tfm_error_set(err, TFM_ERR_ARG,
                              "--warmup: '%s' is neither a number of updates nor a share of them "
-                             "above 0%% and below 100%%",
+                             "above 0%% and below 100%% (P%%, or P%%,N for at least N updates)",
                              text);
     t->warmup_share = v / 100;
+    t->warmup_least = (int)least;
     return TFM_OK;
 }
 

@@ -32,10 +32,14 @@ double tfm_lr_schedule(double factor, int d_model, int warmup, int64_t step)
     return factor / sqrt((double)d_model) * (rise < fall ? rise : fall);
 }
 
-int64_t tfm_warmup_steps(int64_t warmup, double share, int64_t total)
+int64_t tfm_warmup_steps(int64_t warmup, double share, int64_t least, int64_t total)
 {
     if (share <= 0) return warmup > 0 ? warmup : 1;
-    double w = share * (double)(total > 0 ? total : TFM_WARMUP_UNKNOWN_TOTAL);
+    double n = (double)(total > 0 ? total : TFM_WARMUP_UNKNOWN_TOTAL);
+    double w = share * n;
+    /* The floor, but never more than half the run (then it could not fall). */
+    double floor = (double)least < n / 2 ? (double)least : n / 2;
+    if (w < floor) w = floor;
     return w < 1 ? 1 : (int64_t)llround(w);
 }
 

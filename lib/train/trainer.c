@@ -81,6 +81,9 @@ tfm_status tfm_train_params_validate(const tfm_train_params *p, tfm_error *err)
                              p->lr_factor);
     if (p->warmup < 1)
         return tfm_error_set(err, TFM_ERR_RANGE, "warmup is %d, expected 1 or more", p->warmup);
+    if (p->warmup_least < 0)
+        return tfm_error_set(err, TFM_ERR_RANGE, "warmup_least is %d, expected 0 or more",
+                             p->warmup_least);
     if (!(p->warmup_share >= 0 && p->warmup_share < 1))
         return tfm_error_set(err, TFM_ERR_RANGE, "warmup_share is %g, expected [0, 1)",
                              p->warmup_share);
@@ -415,7 +418,8 @@ tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
 
     double tokens = r->tgt_tokens > 0 ? (double)r->tgt_tokens : 1.0;
     r->grad_norm = sqrt(grad_sum_squares(t)) / tokens;
-    int64_t warmup = tfm_warmup_steps(t->p.warmup, t->p.warmup_share, t->total);
+    int64_t warmup =
+        tfm_warmup_steps(t->p.warmup, t->p.warmup_share, t->p.warmup_least, t->total);
     r->lr = tfm_lr_at(t->p.schedule, t->p.lr_factor, t->s.model->config.d_model, warmup, step,
                       t->total);
     if (!isfinite(r->loss_sum) || !isfinite(r->grad_norm)) {

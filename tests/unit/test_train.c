@@ -145,11 +145,17 @@ static void test_budgeted_schedules(void)
     CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_CONSTANT, 0.3, 256, 100, 1000, 1000), peak, 1e-15);
     CHECK_NEAR(tfm_lr_at(TFM_SCHEDULE_CONSTANT, 0.3, 256, 100, 5000, 1000), peak, 1e-15);
     /* The warm-up as a share: of the total, or of 1000 before it is known. */
-    CHECK(tfm_warmup_steps(150, 0, 2000) == 150);
-    CHECK(tfm_warmup_steps(150, 0.08, 2000) == 160);
-    CHECK(tfm_warmup_steps(150, 0.08, 0) == (int64_t)(0.08 * TFM_WARMUP_UNKNOWN_TOTAL + 0.5));
-    CHECK(tfm_warmup_steps(150, 0.08, 3) == 1);
-    CHECK(tfm_warmup_steps(0, 0, 3) == 1);
+    CHECK(tfm_warmup_steps(150, 0, 0, 2000) == 150);
+    CHECK(tfm_warmup_steps(150, 0.08, 0, 2000) == 160);
+    CHECK(tfm_warmup_steps(150, 0.08, 0, 0) == (int64_t)(0.08 * TFM_WARMUP_UNKNOWN_TOTAL + 0.5));
+    CHECK(tfm_warmup_steps(150, 0.08, 0, 3) == 1);
+    CHECK(tfm_warmup_steps(0, 0, 0, 3) == 1);
+    /* At least least updates: 8% of 1200 is 96, raised to 150; but never
+     * more than half the run (20 updates: 10). */
+    CHECK(tfm_warmup_steps(4000, 0.08, 150, 1200) == 150);
+    CHECK(tfm_warmup_steps(4000, 0.08, 150, 5000) == 400);
+    CHECK(tfm_warmup_steps(4000, 0.08, 150, 20) == 10);
+    CHECK(tfm_warmup_steps(4000, 0.08, 150, 0) == 150); /* of 1000 unknown: 80, raised */
 }
 
 static void test_nonfinite(void)
@@ -825,11 +831,11 @@ static void test_trainer_budgeted_schedule(void)
         tfm_trainer_set_total(t, totals[i]);
         tfm_step_result r;
         CHECK_MSG(tfm_trainer_step(t, &r, &err) == TFM_OK, "%s", err.msg);
-        int64_t warmup = tfm_warmup_steps(p.warmup, 0.25, totals[i]);
+        int64_t warmup = tfm_warmup_steps(p.warmup, 0.25, 0, totals[i]);
         CHECK(r.lr == tfm_lr_at(TFM_SCHEDULE_LINEAR, p.lr_factor, 16, warmup, i + 1, totals[i]));
     }
     /* update 6 of 12, warm-up 3: 7 of 10 steps down are left */
-    CHECK(tfm_warmup_steps(p.warmup, 0.25, 12) == 3);
+    CHECK(tfm_warmup_steps(p.warmup, 0.25, 0, 12) == 3);
     tfm_trainer_free(t);
     tfm_corpus_free(data);
 }
@@ -1269,6 +1275,7 @@ static void test_run_options_persist_and_resume(void)
     CHECK(!strcmp(tfm_run_option_value(r, TFM_OPT_SCHEDULE), "linear"));
     CHECK(tfm_run_params_of(r)->train.schedule == TFM_AUTO_SCHEDULE &&
           tfm_run_params_of(r)->train.warmup_share == atof(TFM_AUTO_WARMUP) / 100 &&
+          tfm_run_params_of(r)->train.warmup_least == atoi(strchr(TFM_AUTO_WARMUP, ',') + 1) &&
           tfm_run_params_of(r)->train.lr_factor == atof(TFM_AUTO_LR_FACTOR));
     tfm_run_end end;
     CHECK_MSG(tfm_run_train(r, &end, &err) == TFM_OK, "%s", err.msg);
