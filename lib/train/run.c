@@ -883,8 +883,8 @@ static tfm_status read_init_model(tfm_run *r, tfm_error *err)
     const tfm_model *m = r->init_model;
     if (m->quantized)
         return tfm_error_set(err, TFM_ERR_ARG,
-                             "--init %s: an %s model cannot be fine-tuned: start from the "
-                             "float32 model it was quantized from",
+                             "--init %s: the model is in %s and cannot be fine-tuned: start "
+                             "from the float32 model it was quantized from",
                              path, tfm_compute_type_name(m->compute));
     tfm_safetensors *f;
     if ((st = tfm_safetensors_open(path, &f, err))) {

@@ -96,7 +96,7 @@ expect_stderr "no-such.st" "--init: a model that is not there: named"
 "$TRAIN" quantize --compute-type int8 -i general.st -o general.int8.st 2>err.txt
 expect_status 2 "--init: an int8 model is refused" "$TRAIN" --init general.int8.st $FT \
     --max-steps 2 -o x.st
-expect_stderr "an int8 model cannot be fine-tuned: start from the float32 model it was quantized from" \
+expect_stderr "general.int8.st: the model is in int8 and cannot be fine-tuned: start from the float32 model it was quantized from" \
     "--init: an int8 model: said what to do"
 
 # ---- a text vocabulary comes with the model ---------------------------------------------------
