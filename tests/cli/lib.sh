@@ -67,3 +67,12 @@ tensors() {
     tail -c +"$((n + 9))" "$1"
 }
 same_tensors() { tensors "$1" >t1.bin && tensors "$2" >t2.bin && cmp -s t1.bin t2.bin; }
+# to_text: make_sequences' ids 4..13 as the letters a..j.
+to_text() { awk 'BEGIN { split("a b c d e f g h i j", L, " ") }
+    { s = ""; for (i = 1; i <= NF; i++) s = s (i > 1 ? " " : "") L[$i - 3]; print s }'; }
+# reverse: each line's words in reverse order.
+reverse() { awk '{ s = ""; for (i = NF; i >= 1; i--) s = s (i < NF ? " " : "") $i; print s }'; }
+# exact HYP REF: the number of lines equal in both.
+exact() { paste -d '|' "$1" "$2" | awk -F'|' '$1 == $2 { n++ } END { print n + 0 }'; }
+# lr_at STEP LOG: the learning rate of update STEP in a train --log file.
+lr_at() { awk -F'\t' -v s="$1" '$8 == "train" && $1 == s { print $5 }' "$2"; }

@@ -14,13 +14,10 @@
 TRAIN="$BIN/train"
 if [ ! -x "$TRAIN" ]; then fail "no $TRAIN"; exit 0; fi
 SMALL="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 -q"
-# first_loss FILE / lr_at STEP FILE: of a log.
+# first_loss FILE: the loss of update 1 in a log.
 first_loss() { awk -F'\t' '$8 == "train" && $1 == 1 { print $3 }' "$1"; }
-lr_at() { awk -F'\t' -v s="$1" '$8 == "train" && $1 == s { print $5 }' "$2"; }
-# exact HYP REF: the number of lines equal in both.
-exact() { paste -d '|' "$1" "$2" | awk -F'|' '$1 == $2 { n++ } END { print n + 0 }'; }
-# The "general" task copies symbol sequences; the "domain" reverses them.
-reverse() { awk '{ s = ""; for (i = NF; i >= 1; i--) s = s (i < NF ? " " : "") $i; print s }'; }
+# The "general" task copies symbol sequences; the "domain" reverses them
+# (reverse, exact, lr_at and to_text are in lib.sh).
 
 make_sequences 2000 1 >general.src
 cp general.src general.tgt
@@ -101,8 +98,6 @@ expect_stderr "general.int8.st: the model is in int8 and cannot be fine-tuned: s
 
 # ---- a text vocabulary comes with the model ---------------------------------------------------
 
-to_text() { awk 'BEGIN { split("a b c d e f g h i j", L, " ") }
-    { s = ""; for (i = 1; i <= NF; i++) s = s (i > 1 ? " " : "") L[$i - 3]; print s }'; }
 to_text <general.src >text.src
 to_text <domain.src >text-domain.src
 reverse <text-domain.src >text-domain.tgt

@@ -15,7 +15,6 @@
 TRAIN="$BIN/train"
 if [ ! -x "$TRAIN" ]; then fail "no $TRAIN"; exit 0; fi
 SMALL="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 -q"
-exact() { paste -d '|' "$1" "$2" | awk -F'|' '$1 == $2 { n++ } END { print n + 0 }'; }
 # latin / cyrillic: the symbols 4..13 of make_sequences as words of letters.
 latin() { awk 'BEGIN { split("ab c de f gh i jk l mn o", L, " ") }
     { s = ""; for (i = 1; i <= NF; i++) s = s (i > 1 ? " " : "") L[$i - 3]; print s }'; }

@@ -24,14 +24,9 @@ if [ ! -x "$TRAIN" ]; then fail "no $TRAIN"; exit 0; fi
 # (177 reached) and 1,800 (200 reached).
 case "$BIN" in *asan*) SLOW=1 ;; *) SLOW=0 ;; esac
 
-# The small model of every case; options after it override (make_sequences
-# and same_tensors are in lib.sh).
+# The small model of every case; options after it override (make_sequences,
+# same_tensors, to_text, reverse, exact and lr_at are in lib.sh).
 SMALL="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 -q"
-
-# reverse: each line's words in reverse order.
-reverse() { awk '{ s = ""; for (i = NF; i >= 1; i--) s = s (i < NF ? " " : "") $i; print s }'; }
-# exact HYP REF: the number of lines equal in both.
-exact() { paste -d '|' "$1" "$2" | awk -F'|' '$1 == $2 { n++ } END { print n + 0 }'; }
 
 make_sequences 2800 1 >train.src
 make_sequences 200 2 >valid.src
@@ -70,8 +65,6 @@ check "copy task: a checkpoint at the end" test -s copy.st.ckpt-$steps
 # ---- reversal, from text ----------------------------------------------------------------
 
 if [ "$SLOW" = 1 ]; then steps=800; want=150; else steps=1800; want=196; fi
-to_text() { awk 'BEGIN { split("a b c d e f g h i j", L, " ") }
-    { s = ""; for (i = 1; i <= NF; i++) s = s (i > 1 ? " " : "") L[$i - 3]; print s }'; }
 to_text <train.src >rev.src
 reverse <rev.src >rev.tgt
 to_text <valid.src >rev-valid.src
@@ -290,8 +283,6 @@ check "relative and learned absolute positions: both kinds of tables" sh -c \
 
 # ---- schedules ------------------------------------------------------------------------------
 
-# lr_at STEP FILE: the rate of update STEP in a log.
-lr_at() { awk -F'\t' -v s="$1" '$8 == "train" && $1 == s { print $5 }' "$2"; }
 SCHED="$SMALL --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 300 --seed 3"
 # The default with a budget: linear, a warm-up of 8% but at least 150
 # updates, and at most half the run (here 10 of 20 updates), to
