@@ -49,6 +49,15 @@ static const char usage_text[] =
     "                             conversions in order (a model whose vocabulary was\n"
     "                             learnt with 'tokenize learn --placeholders')\n"
     "      --placeholder-classes=LIST  the classes tokenize used (default all)\n"
+    "      --shortlist=FILE       a lexical shortlist ('train shortlist'): each batch\n"
+    "                             computes and searches only the target pieces its\n"
+    "                             sources' pieces list, the frequent ones, and the ids\n"
+    "                             of its prefixes and constraints; needs --source\n"
+    "      --shortlist-best=N     of each source piece's candidates, the N best only\n"
+    "                             (default: all the file holds)\n"
+    "      --source=FILE          the source text of the records, line k for record k\n"
+    "                             (what --shortlist reads), encoded as 'tokenize -m'\n"
+    "                             encodes it\n"
     "\n"
     "Sampling (any of these samples instead of searching):\n"
     "      --sample               sample from the model's distribution\n"
@@ -98,7 +107,7 @@ enum {
     OPT_GREEDY = 256, OPT_LENGTH_RULE, OPT_LENGTH_PENALTY, OPT_MAX_LENGTH_OFFSET, OPT_MAX_LENGTH,
     OPT_MIN_LENGTH, OPT_NO_REPEAT, OPT_PREFIX, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMPERATURE,
     OPT_SEED, OPT_NBEST, OPT_SCORES, OPT_CONSTRAINTS, OPT_PLACEHOLDERS, OPT_PLACEHOLDER_CLASSES,
-    OPT_ALIGNMENT,
+    OPT_ALIGNMENT, OPT_SHORTLIST, OPT_SHORTLIST_BEST, OPT_SOURCE,
 };
 
 static const struct option long_options[] = {
@@ -115,6 +124,9 @@ static const struct option long_options[] = {
     {"constraints", required_argument, NULL, OPT_CONSTRAINTS},
     {"placeholders", required_argument, NULL, OPT_PLACEHOLDERS},
     {"placeholder-classes", required_argument, NULL, OPT_PLACEHOLDER_CLASSES},
+    {"shortlist", required_argument, NULL, OPT_SHORTLIST},
+    {"shortlist-best", required_argument, NULL, OPT_SHORTLIST_BEST},
+    {"source", required_argument, NULL, OPT_SOURCE},
     {"sample", no_argument, NULL, OPT_SAMPLE},
     {"sample-topk", required_argument, NULL, OPT_TOPK},
     {"sample-topp", required_argument, NULL, OPT_TOPP},
@@ -135,6 +147,9 @@ typedef struct options {
     const char *constraints_file;
     const char *placeholders_file;    /* the source text */
     unsigned placeholder_classes;
+    const char *shortlist_file;
+    int shortlist_best;
+    const char *source_file;          /* the source text, for the shortlist */
     cli_batch_options batch;
 } options;
 
@@ -146,8 +161,11 @@ typedef struct decode_run {
     tfm_line_reader *prefix_reader;
     tfm_line_reader *constraints_reader;
     tfm_line_reader *placeholders_reader;
-    int constraints_fd, placeholders_fd;
+    tfm_line_reader *source_reader;
+    int constraints_fd, placeholders_fd, source_fd;
     tfm_vocab *vocab;            /* with --placeholders: the model's */
+    tfm_shortlist *shortlist;    /* with --shortlist ... */
+    tfm_bpe *bpe, *src_bpe;      /* ... the source's encoder: src_bpe, or the joint bpe */
     bool steering_open;          /* the two above are open (at the first record) */
     size_t unmet;                /* records whose constraints could not be met */
     const char *failed_file;     /* where a record could not be read: file and line */
@@ -182,14 +200,20 @@ static void close_side(int fd, tfm_line_reader *reader)
 static void open_steering(decode_run *run)
 {
     const options *opt = &run->opt;
-    if (run->steering_open || (!opt->constraints_file && !opt->placeholders_file)) return;
+    if (run->steering_open ||
+        (!opt->constraints_file && !opt->placeholders_file && !opt->shortlist_file))
+        return;
     run->steering_open = true;
     run->constraints_fd = open_side(opt->constraints_file, &run->constraints_reader);
     run->placeholders_fd = open_side(opt->placeholders_file, &run->placeholders_reader);
+    run->source_fd = open_side(opt->source_file, &run->source_reader);
     tfm_error err;
     tfm_decode_sides sides = {.constraints = run->constraints_reader,
                               .placeholders = run->placeholders_reader, .vocab = run->vocab,
-                              .placeholder_classes = opt->placeholder_classes};
+                              .placeholder_classes = opt->placeholder_classes,
+                              .shortlist = run->shortlist, .shortlist_best = opt->shortlist_best,
+                              .source = run->source_reader,
+                              .source_bpe = run->src_bpe ? run->src_bpe : run->bpe};
     if (tfm_decode_batch_sides(run->b, &sides, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
 }
 
@@ -200,6 +224,7 @@ static const char *side_file(const options *opt, tfm_decode_side side, const cha
     case TFM_SIDE_PREFIX: return opt->prefix_file;
     case TFM_SIDE_CONSTRAINTS: return opt->constraints_file;
     case TFM_SIDE_PLACEHOLDERS: return opt->placeholders_file;
+    case TFM_SIDE_SOURCE: return opt->source_file;
     default: return stream;
     }
 }
@@ -283,6 +308,24 @@ static void decode_file(void *ctx, const char *name)
 
 /* ---- options and the run ------------------------------------------------------------------- */
 
+/* --shortlist: the file, checked against the model, and the encoder of
+ * --source's text. */
+static void load_shortlist(decode_run *run, const tfm_model *model)
+{
+    const options *opt = &run->opt;
+    tfm_error err;
+    if (tfm_shortlist_load(opt->shortlist_file, &run->shortlist, &err) != TFM_OK)
+        cli_fail(NULL, 0, "--shortlist: %s", err.msg);
+    if (tfm_shortlist_check_model(run->shortlist, model, &err) != TFM_OK)
+        cli_fail(opt->shortlist_file, 0, "%s", err.msg);
+    if (tfm_model_text_encoders(model, &run->bpe, &run->src_bpe, &err) != TFM_OK)
+        cli_fail(opt->model, 0, "--shortlist: %s", err.msg);
+    const int best = tfm_shortlist_per_source(run->shortlist);
+    cli_info("shortlist: the %d most frequent target pieces and the %d best of each source "
+             "piece", tfm_shortlist_frequent(run->shortlist),
+             opt->shortlist_best && opt->shortlist_best < best ? opt->shortlist_best : best);
+}
+
 /* --length-rule's words, in the order of tfm_length_rule. */
 static const char *const length_rule_names[] = {"power", "gnmt", NULL};
 
@@ -323,6 +366,11 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_PREFIX: opt->prefix_file = optarg; break;
         case OPT_CONSTRAINTS: opt->constraints_file = optarg; break;
         case OPT_PLACEHOLDERS: opt->placeholders_file = optarg; break;
+        case OPT_SHORTLIST: opt->shortlist_file = optarg; break;
+        case OPT_SHORTLIST_BEST:
+            opt->shortlist_best = (int)cli_parse_int("--shortlist-best", optarg, 1, 1 << 20);
+            break;
+        case OPT_SOURCE: opt->source_file = optarg; break;
         case OPT_PLACEHOLDER_CLASSES: {
             tfm_error err;
             if (tfm_placeholder_classes_parse(optarg, &opt->placeholder_classes, &err) != TFM_OK)
@@ -357,6 +405,12 @@ static void parse_options(int argc, char **argv, options *opt)
     if ((opt->constraints_file || opt->placeholders_file) && sp->sampling)
         cli_usage_error("--constraints and --placeholders steer beam or greedy search, not "
                         "sampling");
+    if (opt->shortlist_file && !opt->source_file)
+        cli_usage_error("--shortlist needs the source text: --source=FILE (line k for record k)");
+    if (opt->source_file && !opt->shortlist_file)
+        cli_usage_error("--source is the source text of --shortlist: give --shortlist too");
+    if (opt->shortlist_best && !opt->shortlist_file)
+        cli_usage_error("--shortlist-best needs --shortlist");
     tfm_error err;
     if (tfm_decode_params_validate(&opt->decode, opt->beam_given, &err) != TFM_OK)
         cli_usage_error("%s", err.msg);
@@ -407,6 +461,8 @@ int main(int argc, char **argv)
                      "tokens (<ph1> ...): learn it with 'tokenize learn --placeholders'");
     }
 
+    if (opt.shortlist_file) load_shortlist(&run, model);
+
     cli_each_input(argc, argv, decode_file, &run);
     cli_flush();
     open_steering(&run); /* no record read: the files must still be there, and empty */
@@ -420,6 +476,10 @@ int main(int argc, char **argv)
     close_side(prefix_fd, run.prefix_reader);
     close_side(run.constraints_fd, run.constraints_reader);
     close_side(run.placeholders_fd, run.placeholders_reader);
+    close_side(run.source_fd, run.source_reader);
+    if (run.shortlist)
+        cli_info("shortlist: the batches were decoded over %.0f of the %d target pieces on "
+                 "average", tfm_decode_batch_shortlist_mean(run.b), model->config.tgt_vocab_size);
     if (run.unmet > 0)
         cli_info("%zu record%s kept unconstrained translations: their constraints could not be "
                  "met", run.unmet, run.unmet == 1 ? "" : "s");
@@ -429,6 +489,9 @@ int main(int argc, char **argv)
              t > 0 ? (double)run.out_tokens / t : 0.0);
     tfm_decode_batch_free(run.b);
     tfm_vocab_free(run.vocab);
+    tfm_shortlist_free(run.shortlist);
+    tfm_bpe_free(run.bpe);
+    tfm_bpe_free(run.src_bpe);
     tfm_model_free(model);
     return CLI_EXIT_OK;
 }

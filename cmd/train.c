@@ -6,6 +6,7 @@
  *   train --init-only --preset tiny -m VOCAB -o m.safetensors
  *   train average -o avg.safetensors m.safetensors.ckpt-*
  *   train quantize --compute-type int8 -i m.safetensors -o m.int8.safetensors
+ *   train shortlist -m m.safetensors --src train.de --tgt train.en -o m.shortlist
  *
  * The program parses options and hands them to a training run (lib/train:
  * tfm_run), which holds the policy: the options stored in every checkpoint
@@ -36,6 +37,8 @@ static const char usage_format[] =
     "       train --init-only [OPTION]... -m VOCAB -o MODEL\n"
     "       train average -o MODEL FILE...\n"
     "       train quantize --compute-type=int8|bf16 --input=MODEL -o OUTPUT\n"
+    "       train shortlist -m MODEL --src FILE --tgt FILE [--text] [--per-source=N]\n"
+    "                       [--frequent=N] -o SHORTLIST\n"
     "Trains a Transformer (\"Attention Is All You Need\") on a parallel corpus: line i\n"
     "of --tgt is the translation of line i of --src.  The files hold id lines (from\n"
     "'tokenize') or text, which is tokenized with the vocabulary.  MODEL is written\n"
@@ -162,7 +165,126 @@ static const char quantize_usage_text[] =
     "quarter of the float32 file) or bf16 (about half).  'encode' and 'decode' then\n"
     "compute in TYPE by default, from the file's values, without quantizing at load.\n";
 
-/* ---- average and quantize ---------------------------------------------------------------------- */
+static const char shortlist_usage_format[] =
+    "Usage: train shortlist -m MODEL --src FILE --tgt FILE -o SHORTLIST\n"
+    "Learns a lexical shortlist for 'decode --shortlist' from a parallel corpus (line\n"
+    "i of --tgt the translation of line i of --src, id lines for MODEL's vocabularies,\n"
+    "or text with --text): for each source piece, the target pieces most often in the\n"
+    "translations of the sentences holding it (by p(target | source) from their\n"
+    "co-occurrence), and the most frequent target pieces.  Writes SHORTLIST\n"
+    "atomically (safetensors; tfm-formats(5)).\n"
+    "\n"
+    "  -m, --model=MODEL          the model the shortlist is for (its vocabularies)\n"
+    "      --src=FILE             source lines\n"
+    "      --tgt=FILE             target lines\n"
+    "      --text                 the files hold text, encoded with MODEL's vocabularies\n"
+    "      --per-source=N         candidates kept per source piece (default %d)\n"
+    "      --frequent=N           the most frequent target pieces, candidates of every\n"
+    "                             sentence (default %d)\n"
+    "  -o, --output=SHORTLIST     the file to write\n"
+    "  -q, --quiet                print errors only\n"
+    "  -v, --verbose              print more about what is done\n"
+    "  -h, --help                 display this help and exit\n"
+    "  -V, --version              output version information and exit\n";
+
+/* ---- average, quantize and shortlist ---------------------------------------------------------- */
+
+/* Counts every pair of the files for the shortlist; fails naming the
+ * file and line of a bad one. */
+static void count_pairs(tfm_shortlist_counter *counter, const char *src, const char *tgt,
+                        tfm_model *model, bool text)
+{
+    const tfm_config *c = &model->config;
+    tfm_error err;
+    tfm_pair_params pp = tfm_pair_default_params();
+    pp.src_vocab_size = c->src_vocab_size;
+    pp.tgt_vocab_size = c->tgt_vocab_size;
+    pp.source_eos = false;
+    if (text && tfm_model_text_encoders(model, &pp.bpe, &pp.src_bpe, &err) != TFM_OK)
+        cli_fail(NULL, 0, "--text: %s", err.msg);
+    int src_fd = cli_open_input(src), tgt_fd = cli_open_input(tgt);
+    tfm_line_reader *src_lines = tfm_lines_create(src_fd), *tgt_lines = tfm_lines_create(tgt_fd);
+    tfm_pair_reader *pr = NULL;
+    if (!src_lines || !tgt_lines) cli_fail(NULL, 0, "out of memory");
+    if (tfm_pair_reader_create(src_lines, tgt_lines, &pp, &pr, &err) != TFM_OK)
+        cli_fail(NULL, 0, "%s", err.msg);
+    tfm_pair pair;
+    tfm_pair_init(&pair);
+    tfm_status st;
+    while ((st = tfm_pair_reader_next(pr, &pair, &err)) == TFM_OK)
+        if (tfm_shortlist_count(counter, pair.src.ids.data, pair.src.ids.len, pair.tgt.ids.data,
+                                pair.tgt.ids.len, &err) != TFM_OK)
+            cli_fail(src, pair.line, "%s", err.msg);
+    if (st != TFM_EOF) {
+        const tfm_pair_failure *f = tfm_pair_reader_failure(pr);
+        const char *file = f->side == TFM_SOURCE ? src : tgt;
+        if (f->mismatch)
+            cli_fail(file, 0, "ends before %s: the files must have as many lines",
+                     f->side == TFM_SOURCE ? tgt : src);
+        cli_fail(file, f->line, "%s", err.msg);
+    }
+    tfm_pair_free(&pair);
+    tfm_pair_reader_free(pr);
+    tfm_lines_free(src_lines);
+    tfm_lines_free(tgt_lines);
+    cli_close_input(src_fd);
+    cli_close_input(tgt_fd);
+    tfm_bpe_free(pp.bpe);
+    tfm_bpe_free(pp.src_bpe);
+}
+
+static int run_shortlist(int argc, char **argv)
+{
+    enum { OPT_SRC = 256, OPT_TGT, OPT_TEXT, OPT_PER_SOURCE, OPT_FREQUENT };
+    static const struct option longs[] = {
+        {"model", required_argument, NULL, 'm'},     {"output", required_argument, NULL, 'o'},
+        {"src", required_argument, NULL, OPT_SRC},   {"tgt", required_argument, NULL, OPT_TGT},
+        {"text", no_argument, NULL, OPT_TEXT},
+        {"per-source", required_argument, NULL, OPT_PER_SOURCE},
+        {"frequent", required_argument, NULL, OPT_FREQUENT},
+        CLI_COMMON_LONG_OPTIONS,                     {NULL, 0, NULL, 0},
+    };
+    tfm_shortlist_params p = tfm_shortlist_default_params();
+    char usage[sizeof shortlist_usage_format + 32];
+    snprintf(usage, sizeof usage, shortlist_usage_format, p.per_source, p.frequent);
+    const char *model_path = NULL, *out = NULL, *src = NULL, *tgt = NULL;
+    bool text = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:o:qvhV", longs, NULL)) != -1) {
+        if (c == 'm') model_path = optarg;
+        else if (c == 'o') out = optarg;
+        else if (c == OPT_SRC) src = optarg;
+        else if (c == OPT_TGT) tgt = optarg;
+        else if (c == OPT_TEXT) text = true;
+        else if (c == OPT_PER_SOURCE)
+            p.per_source = (int)cli_parse_int("--per-source", optarg, 1, 1 << 20);
+        else if (c == OPT_FREQUENT) p.frequent = (int)cli_parse_int("--frequent", optarg, 0, 1 << 24);
+        else cli_common_option(c, usage);
+    }
+    if (!model_path || !src || !tgt || !out)
+        cli_usage_error("shortlist: -m MODEL, --src FILE, --tgt FILE and -o SHORTLIST are "
+                        "required");
+    if (optind < argc) cli_usage_error("shortlist: unexpected argument '%s'", argv[optind]);
+    tfm_model *model = cli_load_model(model_path);
+    tfm_error err;
+    tfm_shortlist_counter *counter;
+    if (tfm_shortlist_counter_create(model->config.src_vocab_size, model->config.tgt_vocab_size,
+                                     &counter, &err) != TFM_OK)
+        cli_fail(NULL, 0, "%s", err.msg);
+    count_pairs(counter, src, tgt, model, text);
+    tfm_shortlist *sl;
+    if (tfm_shortlist_finish(counter, &p, &sl, &err) != TFM_OK ||
+        tfm_shortlist_save(sl, out, &err) != TFM_OK)
+        cli_fail(NULL, 0, "%s", err.msg);
+    cli_info("%s: the %d most frequent target pieces and at most %d per source piece",
+             out, tfm_shortlist_frequent(sl), tfm_shortlist_per_source(sl));
+    tfm_shortlist_free(sl);
+    tfm_shortlist_counter_free(counter);
+    tfm_model_free(model);
+    return CLI_EXIT_OK;
+}
+
 
 static int run_quantize(int argc, char **argv)
 {
@@ -373,6 +495,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "average") == 0) return run_average(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "quantize") == 0) return run_quantize(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "shortlist") == 0) return run_shortlist(argc - 1, argv + 1);
     char usage[sizeof usage_format + 11 * 32];
     format_usage(usage, sizeof usage);
     const char *given[TFM_RUN_OPTION_COUNT] = {0};

@@ -18,6 +18,7 @@
  * both paths, so comparing them tests the caches, the positions and the masks.
  */
 #include <assert.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,13 @@ struct tfm_decoder {
     tfm_buf stats;          /* tfm_logit_stats [R], for tfm_decoder_step */
     tfm_buf sums;           /* double [R, NN_STATS_SUMS]: scratch of the output projection */
     tfm_buf quant;          /* the packed products' scratch (int8, bf16) */
+
+    /* the output layer restricted to some target ids (tfm_decoder_restrict) */
+    int n_short;            /* 0: the whole vocabulary */
+    tfm_buf short_ids;      /* int32 [n_short], sorted */
+    nn_packed_linear short_out; /* their rows of the packed output projection, or ... */
+    tfm_buf short_weight;   /* ... [n_short, D] of the float one, when not packed */
+    tfm_buf short_logits;   /* [R, n_short] */
 };
 
 tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err)
@@ -82,6 +90,9 @@ tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *
     tfm_buf_init(&d->row_slot);
     tfm_buf_init(&d->cache);
     tfm_buf_init(&d->scratch);
+    tfm_buf_init(&d->short_ids);
+    tfm_buf_init(&d->short_weight);
+    tfm_buf_init(&d->short_logits);
     *out = d;
     return TFM_OK;
 }
@@ -102,6 +113,10 @@ void tfm_decoder_free(tfm_decoder *d)
     tfm_buf_free(&d->row_slot);
     tfm_buf_free(&d->cache);
     tfm_buf_free(&d->scratch);
+    tfm_buf_free(&d->short_ids);
+    nn_packed_linear_free(&d->short_out);
+    tfm_buf_free(&d->short_weight);
+    tfm_buf_free(&d->short_logits);
     free(d);
 }
 
@@ -285,6 +300,72 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
     d->total_src = (int)total;
     d->max_src = max_src;
     d->R = R;
+    d->n_short = 0; /* the whole vocabulary, until tfm_decoder_restrict */
+    return TFM_OK;
+}
+
+tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_error *err)
+{
+    const tfm_config *c = &d->m->config;
+    const int V = c->tgt_vocab_size, D = c->d_model;
+    d->n_short = 0;
+    nn_packed_linear_free(&d->short_out);
+    if (!ids || n == 0) return TFM_OK;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V || (i > 0 && ids[i] <= ids[i - 1]))
+            return tfm_error_set(err, TFM_ERR_ARG, "decoder: restricted to id %d (entry %d): "
+                                 "ids must be distinct, sorted and in [0, %d)", (int)ids[i],
+                                 i + 1, V);
+    int32_t *own = nn_reserve(&d->short_ids, (size_t)n, sizeof *own);
+    if (!own) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory");
+    memcpy(own, ids, (size_t)n * sizeof *own);
+    const tfm_packed_model *pm = d->m->packed;
+    tfm_status st = TFM_OK;
+    if (pm && pm->decoder) {
+        st = nn_packed_gather(&d->short_out, &pm->output, own, n);
+    } else if (d->m->float_weights) {
+        float *w = nn_reserve(&d->short_weight, (size_t)n * D, sizeof *w);
+        if (!w) st = TFM_ERR_NOMEM;
+        for (int i = 0; i < n && w; i++)
+            memcpy(w + (size_t)i * D, d->m->params.output_proj + (size_t)own[i] * D,
+                   (size_t)D * sizeof *w);
+    } else {
+        st = TFM_ERR_ARG;
+    }
+    if (st == TFM_ERR_NOMEM) return tfm_error_set(err, st, "decoder: out of memory");
+    if (st != TFM_OK)
+        return tfm_error_set(err, st, "decoder: the model holds its weights in %s only: pack it "
+                             "for decoding first", tfm_compute_type_name(d->m->compute));
+    d->n_short = n;
+    return TFM_OK;
+}
+
+/* The output layer over the restricted ids: their logits [R, n_short] and
+ * stats, then logits [R, V] of -infinity but at those ids; stats' argmax
+ * is a target id. */
+static tfm_status restricted_output(tfm_decoder *d, const float *x, float *logits,
+                                    tfm_logit_stats *stats, bool log_sums, void *qs)
+{
+    const tfm_config *c = &d->m->config;
+    const int R = d->R, n = d->n_short, V = c->tgt_vocab_size, D = c->d_model;
+    const int32_t *ids = (const int32_t *)(const void *)d->short_ids.data;
+    float *part = nn_reserve(&d->short_logits, (size_t)R * n, sizeof *part);
+    if (!part) return TFM_ERR_NOMEM;
+    if (d->short_out.panels) {
+        double *sums = nn_reserve(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
+        if (!sums) return TFM_ERR_NOMEM;
+        nn_packed_forward_stats(part, x, &d->short_out, R, qs, stats, log_sums ? sums : NULL);
+    } else {
+        linear_forward(part, x, (const float *)(const void *)d->short_weight.data, NULL, R, D, n);
+        logit_stats(part, R, n, stats);
+    }
+    for (int r = 0; r < R; r++) {
+        float *row = logits + (size_t)r * V;
+        const float *from = part + (size_t)r * n;
+        for (int v = 0; v < V; v++) row[v] = -INFINITY;
+        for (int i = 0; i < n; i++) row[ids[i]] = from[i];
+        stats[r].argmax = ids[stats[r].argmax];
+    }
     return TFM_OK;
 }
 
@@ -390,7 +471,10 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
 
     /* [R, V] = x [R, D] x output_proj^T, and what the log-softmax needs:
      * the packed kernel gathers it while the logits are in the cache */
-    if (pd) {
+    if (d->n_short > 0) {
+        tfm_status st = restricted_output(d, x, logits, stats, log_sums, qs);
+        if (st != TFM_OK) return tfm_error_set(err, st, "decoder: out of memory for %d rows", R);
+    } else if (pd) {
         double *sums = nn_reserve(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
         if (!sums) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
         nn_packed_forward_stats(logits, x, &pm->output, R, qs, stats, log_sums ? sums : NULL);

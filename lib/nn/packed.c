@@ -489,6 +489,61 @@ void nn_packed_linear_free(nn_packed_linear *p)
     p->col_sums = NULL;
 }
 
+/* Every layout lies in 4-byte units (a float; an int8 group of 4; a bf16
+ * pair): panel pi holds, for each unit u of its columns, width units side
+ * by side.  Sets *width and *units (per column); false for no panels. */
+static bool panel_layout(const nn_packed_linear *p, size_t *width, size_t *units)
+{
+    if (!p->panels) return false;
+    if (nn_kernel_is_int8(p->kernel)) {
+        *width = QUANT_WIDTH;
+        *units = ((size_t)p->K + 3) / 4;
+    } else if (nn_kernel_is_bf16(p->kernel)) {
+        *width = QUANT_WIDTH;
+        *units = ((size_t)p->K + 1) / 2;
+    } else {
+#ifdef HAVE_KERNELS
+        *width = p->kernel == NN_KERNEL_AVX512 ? AVX512_WIDTH : AVX2_WIDTH;
+#else
+        return false;
+#endif
+        *units = (size_t)p->K;
+    }
+    return true;
+}
+
+tfm_status nn_packed_gather(nn_packed_linear *dst, const nn_packed_linear *src,
+                            const int32_t *cols, int n)
+{
+    *dst = (nn_packed_linear){.N = n, .K = src->K, .kernel = src->kernel};
+    size_t width, units;
+    if (!panel_layout(src, &width, &units) || src->bias || n <= 0) return TFM_ERR_ARG;
+    const size_t n_panels = ((size_t)n + width - 1) / width;
+    uint32_t *panels = calloc(n_panels * width * units + 32, sizeof *panels);
+    if (!panels) return TFM_ERR_NOMEM;
+    const uint32_t *from = src->panels;
+    for (int j = 0; j < n; j++) {
+        const size_t c = (size_t)cols[j];
+        const uint32_t *in = from + c / width * width * units + c % width;
+        uint32_t *out = panels + (size_t)j / width * width * units + (size_t)j % width;
+        for (size_t u = 0; u < units; u++) out[u * width] = in[u * width];
+    }
+    dst->panels = panels;
+    if (src->scale) { /* int8: each column's scale and sum, padded to whole panels */
+        dst->scale = calloc(n_panels * width, sizeof *dst->scale);
+        dst->col_sums = calloc(n_panels * width, sizeof *dst->col_sums);
+        if (!dst->scale || !dst->col_sums) {
+            nn_packed_linear_free(dst);
+            return TFM_ERR_NOMEM;
+        }
+        for (int j = 0; j < n; j++) {
+            dst->scale[j] = src->scale[cols[j]];
+            dst->col_sums[j] = src->col_sums[cols[j]];
+        }
+    }
+    return TFM_OK;
+}
+
 void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R,
                        void *scratch)
 {

@@ -57,6 +57,8 @@ tfm_status beam_rows_run(tfm_search *s, tfm_decoder *d, beam_rows *r, void *act,
     }
     tfm_status st = tfm_decoder_start(d, n, in->states, in->src_lens, n, r->parent, S, err);
     if (st != TFM_OK) return st;
+    st = tfm_decoder_restrict(d, in->vocab, in->vocab_size, err);
+    if (st != TFM_OK) return st;
 
     char *a = act;
     int R = n, n_act = n;

@@ -54,6 +54,15 @@ int tfm_constraints_count(const tfm_constraints *c)
     return c ? c->n : 0;
 }
 
+void search_constraints_vocab(const tfm_constraints *c, tfm_vocab_set *set)
+{
+    if (!c) return;
+    for (size_t i = 0; i < c->ids.len; i++) tfm_vocab_set_add(set, c->ids.data[i]);
+    for (int i = 0; i < c->n_limited; i++)
+        if (c->limit[i] > 0) tfm_vocab_set_add(set, c->limited[i]);
+    for (size_t i = 0; i < c->ordered.len; i++) tfm_vocab_set_add(set, c->ordered.data[i]);
+}
+
 /* Makes room for one more alternative. */
 static bool alts_reserve(tfm_constraints *c)
 {

@@ -13,6 +13,7 @@
 #include "tfm/search.h"
 
 #include "decode_align.h"
+#include "search/search_internal.h"
 
 /* One worker: a decoder and a searcher of its own (and with alignment, an
  * aligner). */
@@ -424,6 +425,10 @@ typedef struct steer_group {
 
 struct decode_steer {
     tfm_decode_sides sides;
+    tfm_ids *source;           /* [capacity] each record's source ids (with a shortlist) */
+    tfm_vocab_set *vocab;      /* [workers] the candidates of a group (with a shortlist) */
+    size_t *vocab_sum;         /* [workers] their sizes, summed over the groups decoded */
+    size_t *vocab_groups;      /* [workers] the groups decoded */
     tfm_constraints **cons;    /* [capacity] each record's constraints */
     bool *constrained;         /* [capacity] it has some (and a source) */
     bool *unmet;               /* [capacity] they could not all be met */
@@ -434,6 +439,12 @@ static void steer_free(struct decode_steer *st, size_t capacity, int workers)
 {
     if (!st) return;
     for (size_t i = 0; st->cons && i < capacity; i++) tfm_constraints_free(st->cons[i]);
+    for (size_t i = 0; st->source && i < capacity; i++) tfm_ids_free(&st->source[i]);
+    for (int w = 0; st->vocab && w < workers; w++) tfm_vocab_set_free(&st->vocab[w]);
+    free(st->source);
+    free(st->vocab);
+    free(st->vocab_sum);
+    free(st->vocab_groups);
     for (int w = 0; st->groups && w < workers; w++) {
         steer_group *g = &st->groups[w];
         free(g->slot);
@@ -456,10 +467,32 @@ tfm_status tfm_decode_batch_sides(tfm_decode_batch *b, const tfm_decode_sides *s
 {
     if (sides->placeholders && !sides->vocab)
         return tfm_error_set(err, TFM_ERR_ARG, "placeholders need the model's vocabulary");
+    if (sides->shortlist && (!sides->source || !sides->source_bpe))
+        return tfm_error_set(err, TFM_ERR_ARG, "a shortlist needs the source text and an "
+                             "encoder for it");
+    if (sides->shortlist && tfm_shortlist_check_model(sides->shortlist, b->model, err) != TFM_OK)
+        return err->status;
     const size_t n = b->p.capacity;
     struct decode_steer *st = calloc(1, sizeof *st);
     if (!st) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     st->sides = *sides;
+    if (sides->shortlist) {
+        st->source = calloc(n, sizeof *st->source);
+        st->vocab = calloc((size_t)b->p.workers, sizeof *st->vocab);
+        st->vocab_sum = calloc((size_t)b->p.workers, sizeof *st->vocab_sum);
+        st->vocab_groups = calloc((size_t)b->p.workers, sizeof *st->vocab_groups);
+        if (!st->source || !st->vocab || !st->vocab_sum || !st->vocab_groups) {
+            steer_free(st, n, b->p.workers);
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) tfm_ids_init(&st->source[i]);
+        for (int w = 0; w < b->p.workers; w++)
+            if (tfm_vocab_set_init(&st->vocab[w], b->model->config.tgt_vocab_size, err) !=
+                TFM_OK) {
+                steer_free(st, n, b->p.workers);
+                return err->status;
+            }
+    }
     st->cons = calloc(n, sizeof *st->cons);
     st->constrained = calloc(n, sizeof *st->constrained);
     st->unmet = calloc(n, sizeof *st->unmet);
@@ -485,6 +518,18 @@ tfm_status tfm_decode_batch_sides(tfm_decode_batch *b, const tfm_decode_sides *s
     steer_free(b->steer, n, b->p.workers);
     b->steer = st;
     return TFM_OK;
+}
+
+double tfm_decode_batch_shortlist_mean(const tfm_decode_batch *b)
+{
+    const struct decode_steer *st = b->steer;
+    if (!st || !st->vocab_sum) return 0.0;
+    size_t sum = 0, groups = 0;
+    for (int w = 0; w < b->p.workers; w++) {
+        sum += st->vocab_sum[w];
+        groups += st->vocab_groups[w];
+    }
+    return groups ? (double)sum / (double)groups : 0.0;
 }
 
 bool tfm_decode_batch_unmet(const tfm_decode_batch *b, size_t slot)
@@ -519,9 +564,38 @@ tfm_status tfm_decode_batch_read_sides(tfm_decode_batch *b, size_t slot, tfm_dec
                                              st->sides.placeholder_classes, err);
         if (s != TFM_OK) return side_failed(rec, TFM_SIDE_PLACEHOLDERS, tfm_lines_number(r), s);
     }
+    r = st->sides.shortlist ? st->sides.source : NULL;
+    if (r) {
+        s = read_side_line(r, TFM_SIDE_SOURCE, "the record's source text", &line, &len, rec,
+                           err);
+        if (s != TFM_OK) return s;
+        s = tfm_bpe_encode(st->sides.source_bpe, NULL, line, len, &st->source[slot], NULL, err);
+        if (s != TFM_OK) return side_failed(rec, TFM_SIDE_SOURCE, tfm_lines_number(r), s);
+    }
     st->constrained[slot] = b->src_len[slot] > 0 && !tfm_constraints_empty(c);
     st->unmet[slot] = false;
     return TFM_OK;
+}
+
+/* The candidates of the n records in slots[0..n): the shortlist's for
+ * their source pieces and its frequent ones, </s>, and every id their
+ * prefixes and constraints ask for, sorted. */
+static void shortlist_union(const tfm_decode_batch *b, const size_t *slots, size_t n,
+                            tfm_vocab_set *v)
+{
+    const struct decode_steer *st = b->steer;
+    const tfm_shortlist *sl = st->sides.shortlist;
+    tfm_vocab_set_clear(v);
+    tfm_vocab_set_add(v, b->model->config.eos_id);
+    tfm_shortlist_add_frequent(sl, v);
+    for (size_t j = 0; j < n; j++) {
+        const size_t i = slots[j];
+        tfm_shortlist_add_source(sl, st->source[i].data, st->source[i].len,
+                                 st->sides.shortlist_best, v);
+        for (int k = 0; k < b->prefix_len[i]; k++) tfm_vocab_set_add(v, b->prefix_ids[i][k]);
+        search_constraints_vocab(st->cons[i], v);
+    }
+    tfm_vocab_set_sort(v);
 }
 
 /* Decodes the n records g->slot[off .. off + n) as one batch of worker w,
@@ -552,6 +626,14 @@ static tfm_status run_group(tfm_decode_batch *b, int w, size_t off, size_t n, bo
         .seeds = g->seeds + off,
         .constraints = constrained ? g->cons + off : NULL,
     };
+    if (st->sides.shortlist) {
+        tfm_vocab_set *v = &st->vocab[w];
+        shortlist_union(b, g->slot + off, n, v);
+        in.vocab = v->ids;
+        in.vocab_size = v->n;
+        st->vocab_sum[w] += (size_t)v->n;
+        st->vocab_groups[w]++;
+    }
     decode_worker *wk = &b->workers[w];
     tfm_status s = tfm_search_run(wk->search, wk->decoder, &b->p.search, &in, err);
     size_t unmet = 0;
@@ -594,9 +676,10 @@ tfm_status tfm_decode_batch_finish_sides(const tfm_decode_batch *b, tfm_decode_s
     *line = 0;
     *side = TFM_SIDE_STREAM;
     if (!b->steer) return TFM_OK;
-    tfm_line_reader *readers[] = {b->steer->sides.constraints, b->steer->sides.placeholders};
-    tfm_decode_side sides[] = {TFM_SIDE_CONSTRAINTS, TFM_SIDE_PLACEHOLDERS};
-    for (int k = 0; k < 2; k++) {
+    tfm_line_reader *readers[] = {b->steer->sides.constraints, b->steer->sides.placeholders,
+                                  b->steer->sides.shortlist ? b->steer->sides.source : NULL};
+    tfm_decode_side sides[] = {TFM_SIDE_CONSTRAINTS, TFM_SIDE_PLACEHOLDERS, TFM_SIDE_SOURCE};
+    for (int k = 0; k < 3; k++) {
         const char *text;
         size_t len;
         tfm_error ignored;

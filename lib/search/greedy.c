@@ -42,6 +42,8 @@ tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err)
     }
     tfm_status st = tfm_decoder_start(d, n, in->states, in->src_lens, R0, parent, S, err);
     if (st != TFM_OK) return st;
+    st = tfm_decoder_restrict(d, in->vocab, in->vocab_size, err);
+    if (st != TFM_OK) return st;
 
     int R = R0;
     for (int t = 0; R > 0; t++) {

@@ -165,6 +165,19 @@ int search_prefix_len(const tfm_search *s, int sent)
     return prefix_len(s->in, sent);
 }
 
+/* Whether id is among in->vocab's ids (all are without one). */
+static bool in_vocab(const tfm_search_input *in, int32_t id)
+{
+    int lo = 0, hi = in->vocab ? in->vocab_size : 0;
+    if (!in->vocab) return true;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (in->vocab[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < in->vocab_size && in->vocab[lo] == id;
+}
+
 tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_search_input *in,
                         int spp, int rows_per_sentence, tfm_error *err)
 {
@@ -177,6 +190,8 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
         return tfm_error_set(err, TFM_ERR_ARG, "search: no source states given");
     if (in->prefixes && !in->prefix_lens)
         return tfm_error_set(err, TFM_ERR_ARG, "search: prefixes without their lengths");
+    if (in->vocab && !in_vocab(in, s->eos))
+        return tfm_error_set(err, TFM_ERR_ARG, "search: the restricted vocabulary lacks </s>");
     if (n > 0 && (spp > INT_MAX / n || rows_per_sentence > INT_MAX / n))
         return tfm_error_set(err, TFM_ERR_RANGE, "search: %d sentences are too many", n);
 
@@ -207,6 +222,9 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
                 return tfm_error_set(err, TFM_ERR_RANGE,
                                      "search: sentence %d: prefix id %d at %d is %s", i, (int)id, j,
                                      id == s->eos ? "</s>" : "outside the target vocabulary");
+            if (!in_vocab(in, id))
+                return tfm_error_set(err, TFM_ERR_ARG, "search: sentence %d: prefix id %d at %d "
+                                     "is not in the restricted vocabulary", i, (int)id, j);
         }
         /* max_len = min(src + offset, cap, model limit), at least the prefix */
         int64_t len = (int64_t)src_len + p->max_length_offset;

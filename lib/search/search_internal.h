@@ -75,6 +75,10 @@ tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err);
 /* Constrained beam search (constrained.c), for in->constraints. */
 tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err);
 
+/* Adds to set every id that c asks for (its alternatives, the tokens it
+ * limits to one or more, the ordered ones): what a shortlist must keep. */
+void search_constraints_vocab(const tfm_constraints *c, tfm_vocab_set *set);
+
 /* Checks the input against the model, computes each sentence's max_len and
  * S, and sizes the result slots (spp per sentence, all empty) and the
  * log-prob buffer (rows_per_sentence * n rows). */

@@ -456,6 +456,15 @@ tfm_status tfm_decoder_step_logits(tfm_decoder *d, const int32_t *tokens, float 
 tfm_status tfm_decoder_step_best(tfm_decoder *d, const int32_t *tokens, float *logits,
                                  tfm_logit_stats *stats, tfm_error *err);
 
+/* Restricts the output layer, from the next step until the next
+ * tfm_decoder_start, to ids[0..n) (distinct, sorted, in the target
+ * vocabulary; a lexical shortlist's): each step computes their logits
+ * only, bit for bit as over the whole vocabulary, and writes -infinity for
+ * every other id; the stats are those of the restricted row (the softmax
+ * over ids), argmax a target id.  ids NULL or n 0: the whole vocabulary.
+ * TFM_ERR_ARG for ids that are not so, TFM_ERR_NOMEM. */
+tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_error *err);
+
 /* Rearranges rows after a beam-search step: new row i continues old row
  * parent[i] (its caches are copied), for i in [0, new_R).  Rows may be
  * dropped (finished) or duplicated (a beam splitting); new_R may exceed the

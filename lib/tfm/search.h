@@ -225,6 +225,12 @@ typedef struct tfm_search_input {
                                        none): the search is then constrained beam
                                        search (beam 1 too; not sampling) for every
                                        sentence of the batch.  Read during the call */
+    const int32_t *vocab;           /* NULL: every target id; else the vocab_size ids
+                                       (sorted, distinct, </s> among them) that the output
+                                       layer computes and the search may choose, as a
+                                       lexical shortlist gives them (tfm_vocab_set): the
+                                       log-probs are then those of the softmax over them */
+    int vocab_size;
 } tfm_search_input;
 
 /* One output hypothesis.  Its memory belongs to the tfm_search. */
@@ -346,12 +352,16 @@ void tfm_decode_batch_free(tfm_decode_batch *b);
  * refuses a record of more bytes than that many states hold. */
 tfm_npy_stream tfm_decode_batch_stream(const tfm_decode_batch *b, FILE *fp);
 
+/* A lexical shortlist (below, with its functions). */
+typedef struct tfm_shortlist tfm_shortlist;
+
 /* The files read in step with the records, one line per record. */
 typedef enum tfm_decode_side {
     TFM_SIDE_STREAM = 0,       /* the records themselves */
     TFM_SIDE_PREFIX,           /* --prefix: forced target prefixes */
     TFM_SIDE_CONSTRAINTS,      /* --constraints: tfm_constraints_parse lines */
     TFM_SIDE_PLACEHOLDERS,     /* --placeholders: the source text lines */
+    TFM_SIDE_SOURCE,           /* --source: the source text lines, for a shortlist */
 } tfm_decode_side;
 
 /* What reading a record found; rows and rows_in_file are set as soon as
@@ -366,9 +376,10 @@ typedef struct tfm_decode_record {
 } tfm_decode_record;
 
 /* What steers the search beside prefixes: a constraints file (one line per
- * record, tfm_constraints_parse), and the source text whose placeholders
+ * record, tfm_constraints_parse), the source text whose placeholders
  * the output must keep (tfm_constraints_add_placeholders, with the model's
- * vocabulary and the placeholder classes).  Either reader may be NULL.  A
+ * vocabulary and the placeholder classes), and a lexical shortlist with
+ * the source text it reads.  Any reader may be NULL.  A
  * record with constraints is decoded by constrained beam search (the
  * beam of search.beam; 1 is greedy with banks); the others of its batch by
  * the search asked for, as without this.  When the constraints of a record
@@ -377,6 +388,13 @@ typedef struct tfm_decode_record {
 typedef struct tfm_decode_sides {
     tfm_line_reader *constraints;
     tfm_line_reader *placeholders;
+    const tfm_shortlist *shortlist; /* with source: each batch is decoded over the union of
+                                   its records' candidates (tfm_search_input.vocab), those
+                                   of their source pieces, the frequent ones, </s>, and
+                                   the ids of their prefixes and constraints */
+    int shortlist_best;            /* the best candidates per source piece kept (0: all) */
+    tfm_line_reader *source;       /* the source text lines, for the shortlist ... */
+    tfm_bpe *source_bpe;           /* ... encoded with the model's source vocabulary */
     const tfm_vocab *vocab;        /* with placeholders: outlives the batch */
     unsigned placeholder_classes;  /* TFM_PH_* bits */
 } tfm_decode_sides;
@@ -385,7 +403,8 @@ typedef struct tfm_decode_sides {
  * tfm_decode_batch_read_sides is first called (it may be after the first
  * record was read: a constraints file written earlier in the same pipeline
  * exists once a record has come).  TFM_ERR_NOMEM, or TFM_ERR_ARG for
- * placeholders without a vocabulary. */
+ * placeholders without a vocabulary, a shortlist without its source and
+ * encoder, or one that is not for the model (tfm_shortlist_check_model). */
 tfm_status tfm_decode_batch_sides(tfm_decode_batch *b, const tfm_decode_sides *sides,
                                   tfm_error *err);
 
@@ -394,6 +413,10 @@ tfm_status tfm_decode_batch_sides(tfm_decode_batch *b, const tfm_decode_sides *s
  * without tfm_decode_batch_sides.  A failure says where in rec. */
 tfm_status tfm_decode_batch_read_sides(tfm_decode_batch *b, size_t slot, tfm_decode_record *rec,
                                        tfm_error *err);
+
+/* With a shortlist: the mean number of target ids the batches were decoded
+ * over so far (0 without one, or before any). */
+double tfm_decode_batch_shortlist_mean(const tfm_decode_batch *b);
 
 /* Whether the record in slot had constraints that could not all be met
  * (valid with its output). */
@@ -447,5 +470,74 @@ tfm_status tfm_decode_batch_finish_sides(const tfm_decode_batch *b, tfm_decode_s
 tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
                                             const char *line, size_t len, unsigned classes,
                                             tfm_error *err);
+
+/* ---- lexical shortlists (shortlist.c) ------------------------------------------------- */
+
+/* A lexical shortlist, as Marian and Bergamot decode with (tfm-formats(5)):
+ * for each source piece the target pieces most often in the translations
+ * of sentences that hold it (by p(t | s) from co-occurrence over the
+ * training pairs), and the most frequent target pieces.  A batch decoded
+ * with one computes its output layer and searches over the union of its
+ * sentences' candidates only (tfm_search_input.vocab).  (The type is
+ * declared above, with the decode batch's side files.) */
+
+typedef struct tfm_shortlist_params {
+    int per_source; /* candidates kept per source piece (default 50, Marian's) */
+    int frequent;   /* most frequent target pieces, candidates of every sentence (100) */
+} tfm_shortlist_params;
+
+tfm_shortlist_params tfm_shortlist_default_params(void);
+
+/* Learning: count every training pair, then finish. */
+typedef struct tfm_shortlist_counter tfm_shortlist_counter;
+
+tfm_status tfm_shortlist_counter_create(int src_vocab_size, int tgt_vocab_size,
+                                        tfm_shortlist_counter **out, tfm_error *err);
+void tfm_shortlist_counter_free(tfm_shortlist_counter *c);
+/* Counts one pair.  TFM_ERR_RANGE for an id outside its vocabulary (the
+ * message says which side and where), TFM_ERR_NOMEM. */
+tfm_status tfm_shortlist_count(tfm_shortlist_counter *c, const int32_t *src, size_t n,
+                               const int32_t *tgt, size_t m, tfm_error *err);
+tfm_status tfm_shortlist_finish(const tfm_shortlist_counter *c, const tfm_shortlist_params *p,
+                                tfm_shortlist **out, tfm_error *err);
+
+/* The file: written atomically; a load checks every entry (TFM_ERR_FORMAT
+ * naming the first wrong one, the message prefixed with path). */
+tfm_status tfm_shortlist_save(const tfm_shortlist *sl, const char *path, tfm_error *err);
+tfm_status tfm_shortlist_load(const char *path, tfm_shortlist **out, tfm_error *err);
+void tfm_shortlist_free(tfm_shortlist *sl);
+/* TFM_ERR_ARG when the shortlist's vocabulary sizes are not the model's. */
+tfm_status tfm_shortlist_check_model(const tfm_shortlist *sl, const tfm_model *m,
+                                     tfm_error *err);
+
+int tfm_shortlist_src_vocab_size(const tfm_shortlist *sl);
+int tfm_shortlist_tgt_vocab_size(const tfm_shortlist *sl);
+int tfm_shortlist_per_source(const tfm_shortlist *sl);
+int tfm_shortlist_frequent(const tfm_shortlist *sl);
+/* The per_source candidates of source piece src (< src vocabulary size),
+ * best first, -1 after the last; *probs (may be NULL) their p(t | s). */
+const int32_t *tfm_shortlist_candidates(const tfm_shortlist *sl, int32_t src,
+                                        const float **probs);
+
+/* A set of target ids, cleared in O(1): a batch's candidates. */
+typedef struct tfm_vocab_set {
+    int V;
+    uint32_t *stamp;  /* [V] gen where the id is in the set */
+    uint32_t gen;
+    int32_t *ids;     /* [n] the ids in the set, in the order added (or sorted) */
+    int n;
+} tfm_vocab_set;
+
+tfm_status tfm_vocab_set_init(tfm_vocab_set *set, int V, tfm_error *err);
+void tfm_vocab_set_free(tfm_vocab_set *set);
+void tfm_vocab_set_clear(tfm_vocab_set *set);
+/* Adds id (ids outside [0, V) are ignored). */
+void tfm_vocab_set_add(tfm_vocab_set *set, int32_t id);
+void tfm_vocab_set_sort(tfm_vocab_set *set);
+/* Adds the frequent targets; the candidates of each source piece of
+ * src[0..n) (its first `best` only when 0 < best < per_source). */
+void tfm_shortlist_add_frequent(const tfm_shortlist *sl, tfm_vocab_set *set);
+void tfm_shortlist_add_source(const tfm_shortlist *sl, const int32_t *src, size_t n, int best,
+                              tfm_vocab_set *set);
 
 #endif
