@@ -16,7 +16,7 @@ struct tfm_metric {
     size_t count, segs_cap;
     int min_refs, max_refs;
     double *stats;         /* one segment's statistics (scratch) */
-    const char **refs;     /* the non-empty references of a segment */
+    const char **refs;     /* the references of a segment */
     size_t *ref_lens;
     int refs_cap;
     tfm_metric_scratch s;
@@ -309,19 +309,15 @@ tfm_status tfm_metric_segment(tfm_metric *m, const char *hyp, size_t hyp_len,
         if (!r || !l) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         m->refs_cap = n_refs;
     }
-    /* Metric._cache_references: empty references are left out. */
-    int used = 0;
+    /* Metric._cache_references leaves out undefined (None) references only:
+     * an empty one, or one of spaces that the command line's rstrip()
+     * empties, is a reference of no words and is scored. */
     for (int i = 0; i < n_refs; i++) {
-        if (ref_lens[i] == 0) continue;
-        m->refs[used] = refs[i];
-        m->ref_lens[used] = ref_lens[i];
-        used++;
+        m->refs[i] = refs[i];
+        m->ref_lens[i] = ref_lens[i];
     }
+    const int used = n_refs;
     if (n_used) *n_used = used;
-    if (used == 0)
-        return tfm_error_set(err, TFM_ERR_ARG,
-                             n_refs == 1 ? "the reference is empty"
-                                         : "every reference of the segment is empty");
     switch (m->p.kind) {
     case TFM_METRIC_BLEU:
         return tfm_bleu_segment(&m->p, &m->s, hyp, hyp_len, m->refs, m->ref_lens, used, stats, err);
@@ -400,9 +396,8 @@ void tfm_metric_compute(const tfm_metric *m, const double *stats, tfm_score *out
         /* TER._compute_score_from_stats */
         memset(out, 0, sizeof *out);
         double edits = stats[0], ref_length = stats[1], score;
-        if (ref_length > 0) score = edits / ref_length;
-        else if (edits > 0) score = 1.0; /* empty references, non-empty hypothesis */
-        else score = 0.0;
+        /* empty references: 1 (100), even for an empty hypothesis */
+        score = ref_length > 0 ? edits / ref_length : 1.0;
         out->score = 100 * score;
         out->num_edits = edits;
         out->ref_length = ref_length;

@@ -274,8 +274,7 @@ static tfm_status add_row(void *ctx, size_t j, tfm_error *err)
         }
         if (s->status[at] == TFM_ERR_ARG) {
             fail_at(s, ref, line);
-            return tfm_error_set(err, TFM_ERR_ARG, "%s; sacreBLEU cannot score such a line "
-                                 "either", s->errors[at].msg);
+            return tfm_error_set(err, TFM_ERR_ARG, "%s", s->errors[at].msg);
         }
         if (s->status[at] != TFM_OK) {
             fail_at(s, &s->inputs[y], line);
