@@ -121,7 +121,9 @@ tfm_corpus_params tfm_corpus_default_params(void)
 /* One side of a chunk: the lines' text, and what each became. */
 typedef struct side {
     tfm_line_reader *reader;
-    tfm_corpus_format format;   /* AUTO until the first non-empty line decides */
+    tfm_corpus_format format;   /* AUTO until a chunk with a non-empty line decides */
+    size_t evidence;            /* the non-empty lines AUTO decided on (0: given) */
+    bool single_ids;            /* ... each of them a single number */
     tfm_buf text;               /* the chunk's lines, NUL-separated */
     size_t offset[CHUNK_LINES], len[CHUNK_LINES];
     tfm_ids ids[CHUNK_LINES];
@@ -140,22 +142,56 @@ typedef struct loader {
     int n_workers;
 } loader;
 
-/* True when the line holds only digits, spaces and tabs (and something). */
-static bool looks_like_ids(const char *line, size_t len)
-{
-    bool digit = false;
-    for (size_t i = 0; i < len; i++) {
-        if (line[i] >= '0' && line[i] <= '9') digit = true;
-        else if (line[i] != ' ' && line[i] != '\t') return false;
-    }
-    return digit;
-}
-
 static bool blank(const char *line, size_t len)
 {
     for (size_t i = 0; i < len; i++)
         if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r') return false;
     return true;
+}
+
+/* How many ids the line holds when it is an id line (decimal numbers
+ * separated by spaces or tabs, a CR at the end), or -1 when it is not. */
+static int id_count(const char *line, size_t len)
+{
+    if (len > 0 && line[len - 1] == '\r') len--;
+    int n = 0;
+    for (size_t i = 0; i < len;) {
+        if (line[i] == ' ' || line[i] == '\t') {
+            i++;
+            continue;
+        }
+        int64_t v = 0;
+        size_t start = i;
+        for (; i < len && line[i] >= '0' && line[i] <= '9'; i++)
+            if ((v = v * 10 + (line[i] - '0')) > INT32_MAX) return -1;
+        if (i == start || (i < len && line[i] != ' ' && line[i] != '\t')) return -1;
+        n++;
+    }
+    return n;
+}
+
+/* Decides an AUTO side on the lines of the chunk just read: id lines when
+ * every non-empty one is an id line, else text.  A first line of digits,
+ * or empty first lines, do not decide alone: files of real strings hold
+ * numbers and start with empty lines.  (An id beyond the vocabulary is then
+ * an error naming its line, not a reason to read ids as text.)  A chunk of
+ * empty lines leaves it AUTO for the next one. */
+static void decide_format(side *s, size_t n)
+{
+    size_t lines = 0;
+    bool ids = true, single = true;
+    for (size_t i = 0; i < n && ids; i++) {
+        const char *line = s->text.data + s->offset[i];
+        if (blank(line, s->len[i])) continue;
+        const int k = id_count(line, s->len[i]);
+        ids = k > 0;
+        single = single && k == 1;
+        lines++;
+    }
+    if (lines == 0) return;
+    s->format = ids ? TFM_CORPUS_IDS : TFM_CORPUS_TEXT;
+    s->evidence = ids ? lines : 0;
+    s->single_ids = ids && single;
 }
 
 /* Turns line i of side s into ids. */
@@ -225,8 +261,6 @@ static tfm_status read_chunk(loader *L, tfm_corpus_stats *stats, tfm_error *err)
                 if (tfm_buf_append(&s->text, line, len) != TFM_OK ||
                     tfm_buf_putc(&s->text, 0) != TFM_OK)
                     return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory reading lines");
-                if (s->format == TFM_CORPUS_AUTO && !blank(line, len))
-                    s->format = looks_like_ids(line, len) ? TFM_CORPUS_IDS : TFM_CORPUS_TEXT;
             }
         }
         if (st[0] == TFM_EOF && st[1] == TFM_EOF) break;
@@ -250,6 +284,8 @@ static tfm_status read_chunk(loader *L, tfm_corpus_stats *stats, tfm_error *err)
         }
         L->n++;
     }
+    for (int k = 0; k < 2; k++)
+        if (L->sides[k].format == TFM_CORPUS_AUTO) decide_format(&L->sides[k], L->n);
     return L->n ? TFM_OK : TFM_EOF;
 }
 
@@ -399,6 +435,8 @@ tfm_status tfm_corpus_load(const char *src_path, const char *tgt_path,
         tfm_corpus_format f = L->sides[k].format;
         if (k == 0) stats->src_format = f == TFM_CORPUS_AUTO ? TFM_CORPUS_IDS : f;
         else stats->tgt_format = f == TFM_CORPUS_AUTO ? TFM_CORPUS_IDS : f;
+        stats->format_evidence[k] = L->sides[k].evidence;
+        stats->format_single_ids[k] = L->sides[k].single_ids;
     }
     loader_free(L);
     free(L);

@@ -1149,6 +1149,10 @@ tfm_status tfm_run_init_model(tfm_run *r, tfm_error *err)
 
 /* ---- training ----------------------------------------------------------------------------- */
 
+/* Fewer non-empty lines than this, all ids, are thin evidence that a file
+ * is ids rather than text (TFM_CORPUS_AUTO): train says what it assumed. */
+enum { FORMAT_EVIDENCE = 10 };
+
 static tfm_status load_corpus(tfm_run *r, const char *src, const char *tgt, const char *what,
                               tfm_corpus **out, tfm_error *err)
 {
@@ -1168,6 +1172,16 @@ static tfm_status load_corpus(tfm_run *r, const char *src, const char *tgt, cons
     }
     if (stats.repaired)
         warn(r, "%s data: invalid UTF-8 replaced by U+FFFD in %zu lines", what, stats.repaired);
+    for (int k = 0; k < 2; k++) {
+        /* ids guessed on thin evidence: say what was assumed */
+        const size_t lines = stats.format_evidence[k];
+        if (lines == 0 || (lines >= FORMAT_EVIDENCE && !stats.format_single_ids[k])) continue;
+        warn(r, "%s data: %s read as id lines: %s%zu non-empty line%s %s; give --input-format "
+             "text if it is text", what, k == 0 ? src : tgt,
+             lines < FORMAT_EVIDENCE ? "it has only " : "its first ", lines,
+             lines == 1 ? "" : "s", stats.format_single_ids[k] ? "of a single number each"
+                                                               : "of ids");
+    }
     tfm_run_event ev = event(r, TFM_RUN_DATA);
     ev.text = what;
     ev.data = &stats;

@@ -218,3 +218,20 @@ for stage in 1 2 3 4; do
     hostile "a pipeline of $stage stages, its reader gone after one line" 0 "" 300 "$cmd"
     check "  ... every stage quiet on stderr" sh -c 'for f in s1.err s2.err s3.err s4.err; do [ ! -s $f ] || exit 1; done'
 done
+
+# ---- strings that look like ids (train --input-format auto) -------------------------------------
+
+# Real strings start with empty lines and numbers: the first block decides,
+# not the first line.
+{ echo; echo 42; echo 2026; echo undefined; echo null; head -20 text.txt; } >strings.txt
+awk '{ print "x" }' strings.txt >x.txt
+"$TRAIN" --preset tiny -m v.vocab --src strings.txt --tgt x.txt --batch-tokens 512 --threads 1 \
+    --max-steps 1 -o strings.st 2>h.err
+check "train: strings that start with an empty line and numbers are read as text" \
+    grep -q 'training data: .*(text, text)' h.err
+head -3 text.ids >three.ids
+head -3 text.txt >three.txt
+"$TRAIN" --preset tiny -m v.vocab --src three.ids --tgt three.txt --batch-tokens 512 --threads 1 \
+    --max-steps 1 -o three.st 2>h.err
+check "train: three id lines are ids, and train says it assumed so in one line" \
+    sh -c "grep -q '(ids, text)' h.err && [ \"\$(grep -c 'three.ids read as id lines: it has only 3 non-empty lines of ids; give --input-format text' h.err)\" -eq 1 ]"
