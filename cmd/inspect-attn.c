@@ -32,13 +32,15 @@ static const char usage_text[] =
     "Shows what a model attends to: the attention weights of sentence pairs, one\n"
     "record per pair, in order.  With SRC alone ('-' or none: standard input) each\n"
     "source is translated first and the attention that produced the translation\n"
-    "is shown.  Lines are token ids; with --text, text in the model's vocabulary.\n"
+    "is shown.  Lines are token ids or text, as most of each file's first lines\n"
+    "are; with --text, text in the model's vocabulary.\n"
     "\n"
     "Input:\n"
     "  -m, --model=MODEL          the model file (safetensors)\n"
     "      --src=FILE             source lines\n"
     "      --tgt=FILE             target lines, one per source line (else translate)\n"
     "      --text                 lines are text, tokenized with the model's vocabulary\n"
+    "                             (without it: as each file's first lines show)\n"
     "      --no-eos               do not end each source with </s> (the default for a\n"
     "                             model trained with 'train --no-eos', which says so)\n"
     "  -b, --beam=K               translate sources alone with beam search of K\n"
@@ -134,7 +136,9 @@ typedef struct options {
 typedef struct run {
     options opt;
     tfm_model *model;
-    tfm_bpe *bpe, *src_bpe;        /* --text: tfm_model_text_encoders */
+    tfm_bpe *bpe, *src_bpe;        /* --text, or guess: tfm_model_text_encoders */
+    bool guess;                    /* no --text: each side ids or text, as its lines show */
+    bool noted[2];                 /* what the guess assumed was said, by side */
     tfm_inspector *inspector;
     cli_input src, tgt;
     tfm_pair_reader *pairs;
@@ -203,6 +207,14 @@ static tfm_status read_pair(void *ctx, size_t slot, size_t *cost, tfm_error *err
             tfm_error_set(err, TFM_ERR_FORMAT, "has %zu lines, fewer than %s",
                           tfm_lines_number(r->tgt.lines), r->src.name);
         return fail_at(r, r->tgt.name, 0, TFM_ERR_FORMAT);
+    }
+    for (int k = 0; k < 2; k++) { /* a guess on thin evidence: say what was assumed */
+        const tfm_pair_format fmt = tfm_pair_reader_format(r->pairs, (tfm_side)k);
+        char note[200];
+        if (r->noted[k] || !fmt.decided) continue;
+        r->noted[k] = true;
+        if (tfm_format_guess_note(&fmt.guess, "--text", note, sizeof note))
+            cli_warn(k == 0 ? r->src.name : r->tgt.name, 0, "%s", note);
     }
     const tfm_config *c = &r->model->config;
     warn_side(&p->src, r->src.name, number,
@@ -328,6 +340,7 @@ static void open_input(run *r)
     pp.source_eos = r->opt.inspect.view.source_eos;
     pp.bpe = r->bpe;
     pp.src_bpe = r->src_bpe;
+    pp.guess_format = r->guess;
     tfm_error err;
     if (tfm_pair_reader_create(r->src.lines, r->tgt.lines, &pp, &r->pairs, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);
@@ -358,6 +371,10 @@ int main(int argc, char **argv)
         cli_usage_error("--%s", err.msg);
     if (opt->text && tfm_model_text_encoders(r.model, &r.bpe, &r.src_bpe, &err) != TFM_OK)
         cli_fail(opt->model, 0, "--text: %s", err.msg);
+    /* without --text, a model with a vocabulary reads each side as ids or
+     * text, as its first lines show */
+    r.guess = !opt->text && tfm_model_vocab(r.model, TFM_TARGET) &&
+              tfm_model_text_encoders(r.model, &r.bpe, &r.src_bpe, &err) == TFM_OK;
     /* Encoder self-attention needs no target: sources alone are not translated. */
     opt->inspect.translate = !opt->tgt && view->kind != TFM_ATTENTION_ENCODER;
     if (tfm_inspector_create(r.model, &opt->inspect, &r.inspector, &err) != TFM_OK)

@@ -165,3 +165,24 @@ tfm_status tfm_ids_format(const int32_t *ids, size_t n, tfm_buf *out)
     out->data[out->len] = 0;
     return TFM_OK;
 }
+
+/* How many ids the line holds when it is an id line (decimal numbers
+ * separated by spaces or tabs, a CR at the end), or -1 when it is not. */
+int tfm_id_line_count(const char *line, size_t len)
+{
+    if (len > 0 && line[len - 1] == '\r') len--;
+    int n = 0;
+    for (size_t i = 0; i < len;) {
+        if (line[i] == ' ' || line[i] == '\t') {
+            i++;
+            continue;
+        }
+        int64_t v = 0;
+        size_t start = i;
+        for (; i < len && line[i] >= '0' && line[i] <= '9'; i++)
+            if ((v = v * 10 + (line[i] - '0')) > INT32_MAX) return -1;
+        if (i == start || (i < len && line[i] != ' ' && line[i] != '\t')) return -1;
+        n++;
+    }
+    return n;
+}

@@ -34,6 +34,16 @@ tfm_status tfm_error_set(tfm_error *err, tfm_status status, const char *fmt, ...
     return status;
 }
 
+void tfm_error_append(tfm_error *err, const char *fmt, ...)
+{
+    if (!err) return;
+    size_t used = strnlen(err->msg, sizeof err->msg - 1);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg + used, sizeof err->msg - used, fmt, ap);
+    va_end(ap);
+}
+
 void tfm_error_prefix(tfm_error *err, const char *fmt, ...)
 {
     if (!err) return;

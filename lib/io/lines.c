@@ -63,12 +63,18 @@ static bool has_buffered_line(const tfm_line_reader *r)
     return r->end > r->start && memchr(r->buf + r->start, '\n', r->end - r->start);
 }
 
-bool tfm_lines_ready(tfm_line_reader *r)
+/* Whether a read of the descriptor would return at once. */
+static bool input_ready(const tfm_line_reader *r)
 {
-    if (r->at_eof || has_buffered_line(r)) return true;
+    if (r->at_eof) return true;
     struct pollfd p = {.fd = r->fd, .events = POLLIN};
     int n = poll(&p, 1, 0);
     return n != 0; /* data, hang-up or an error: the next read returns at once */
+}
+
+bool tfm_lines_ready(tfm_line_reader *r)
+{
+    return has_buffered_line(r) || input_ready(r);
 }
 
 /* Reads more input after the buffered bytes, moving or growing the buffer
@@ -116,6 +122,40 @@ static tfm_status skip_rest_of_line(tfm_line_reader *r, tfm_error *err)
     }
 }
 
+tfm_status tfm_lines_peek(tfm_line_reader *r, size_t max_lines, size_t max_bytes,
+                          const char **block, size_t *len, tfm_error *err)
+{
+    *block = "";
+    *len = 0;
+    if (r->skipping) return TFM_OK; /* a long line is being read past: nothing to show */
+    size_t lines = 0, scanned = 0, whole = 0;
+    for (;;) {
+        /* count the whole lines buffered, up to the limits */
+        const char *p = r->buf + r->start;
+        const size_t have = r->end - r->start;
+        while (lines < max_lines && scanned < have) {
+            const char *nl = memchr(p + scanned, '\n', have - scanned);
+            if (!nl) break;
+            scanned = (size_t)(nl - p) + 1;
+            whole = scanned;
+            lines++;
+        }
+        if (lines < max_lines) scanned = have; /* the tail holds no '\n' */
+        const bool enough = lines >= max_lines || (lines > 0 && have >= max_bytes);
+        /* at least one line, then what is ready without waiting */
+        if (enough || r->at_eof || have - whole > r->max_length ||
+            (lines > 0 && !input_ready(r)))
+            break;
+        tfm_status s = fill(r, err);
+        if (s != TFM_OK) return s;
+    }
+    *block = r->buf + r->start;
+    *len = r->at_eof && lines < max_lines && r->end - r->start <= r->max_length
+               ? r->end - r->start /* a final line without '\n' */
+               : whole;
+    return TFM_OK;
+}
+
 tfm_status tfm_lines_next(tfm_line_reader *r, const char **line, size_t *len, tfm_error *err)
 {
     if (r->skipping) {
@@ -125,6 +165,15 @@ tfm_status tfm_lines_next(tfm_line_reader *r, const char **line, size_t *len, tf
     size_t scanned = 0; /* bytes after start already known to hold no '\n' */
     for (;;) {
         char *nl = memchr(r->buf + r->start + scanned, '\n', r->end - r->start - scanned);
+        const size_t line_len = nl ? (size_t)(nl - (r->buf + r->start)) : r->end - r->start;
+        if ((nl || r->at_eof) && line_len > r->max_length) {
+            /* a long line buffered whole (tfm_lines_peek read ahead): the
+             * same error, and the next call reads past the rest of it */
+            r->start += r->max_length + 1;
+            r->skipping = true;
+            return tfm_error_set(err, TFM_ERR_RANGE, "the line is longer than %zu bytes (the "
+                                 "most a line may have)", r->max_length);
+        }
         if (nl) {
             *line = r->buf + r->start;
             *len = (size_t)(nl - *line);

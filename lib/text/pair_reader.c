@@ -6,7 +6,9 @@
  * Both lines of a pair are read before either is parsed: files of different
  * lengths are the first thing to say, whatever their last lines hold. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tfm/io.h"
 #include "tfm/text.h"
@@ -14,6 +16,7 @@
 struct tfm_pair_reader {
     tfm_line_reader *lines[2]; /* by tfm_side; lines[TFM_TARGET] NULL: sources alone */
     tfm_pair_params p;
+    tfm_pair_format format[2];
     tfm_pair_failure failure;
 };
 
@@ -54,7 +57,40 @@ tfm_status tfm_pair_reader_create(tfm_line_reader *src, tfm_line_reader *tgt,
     pr->lines[TFM_SOURCE] = src;
     pr->lines[TFM_TARGET] = tgt;
     pr->p = *p;
+    for (int k = 0; k < 2; k++) {
+        const bool text = (k == TFM_SOURCE && p->src_bpe) || p->bpe;
+        const bool guess = text && p->guess_format; /* undecided: read as ids (empty lines) */
+        pr->format[k] = (tfm_pair_format){.decided = !guess, .text = text && !guess};
+    }
     *out = pr;
+    return TFM_OK;
+}
+
+tfm_pair_format tfm_pair_reader_format(const tfm_pair_reader *pr, tfm_side side)
+{
+    return pr->format[side];
+}
+
+/* Guesses the format of side k from the lines ready to be read (at least
+ * the next one; tfm_format_guess); nothing when they are all empty (an
+ * empty line reads the same either way). */
+static tfm_status guess_format(tfm_pair_reader *pr, int k, tfm_error *err)
+{
+    tfm_pair_format *f = &pr->format[k];
+    if (f->decided || !pr->lines[k]) return TFM_OK;
+    const char *block;
+    size_t len;
+    tfm_status s = tfm_lines_peek(pr->lines[k], TFM_GUESS_LINES, (size_t)1 << 20, &block, &len, err);
+    if (s != TFM_OK) return s;
+    tfm_format_guess g = {0};
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(block + at, '\n', len - at);
+        const size_t n = nl ? (size_t)(nl - (block + at)) : len - at;
+        tfm_format_guess_add(&g, block + at, n);
+        at += n + 1;
+    }
+    if (g.lines == 0) return TFM_OK;
+    *f = (tfm_pair_format){.decided = true, .text = !tfm_format_guess_ids(&g), .guess = g};
     return TFM_OK;
 }
 
@@ -92,8 +128,13 @@ tfm_status tfm_pair_reader_parse(tfm_pair_reader *pr, tfm_side side, const char 
     side_reset(out);
     tfm_status s;
     tfm_bpe *bpe = side == TFM_SOURCE && p->src_bpe ? p->src_bpe : p->bpe;
+    if (!pr->format[side].text) bpe = NULL; /* guessed ids, or nothing guessed yet */
     if (!bpe) {
         s = tfm_ids_parse(line, len, vocab, &out->ids, err);
+        const tfm_format_guess *g = &pr->format[side].guess;
+        if (s == TFM_ERR_FORMAT && g->lines > 0)
+            tfm_error_append(err, " (the file was read as id lines: %zu of its first %zu "
+                             "non-empty lines are)", g->id_lines, g->lines);
         if (s != TFM_OK) return s;
     } else {
         tfm_bpe_encode_params ep = {.strict = p->strict};
@@ -152,6 +193,11 @@ tfm_status tfm_pair_reader_next(tfm_pair_reader *pr, tfm_pair *pair, tfm_error *
     }
     const char *line[2] = {NULL, NULL};
     size_t len[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        tfm_status g = guess_format(pr, k, err);
+        if (g != TFM_OK)
+            return fail_at(pr, (tfm_side)k, tfm_lines_number(pr->lines[k]) + 1, false, g);
+    }
     tfm_status s = read_lines(pr, line, len, err);
     if (s != TFM_OK || !pair) return s;
     pair->line = tfm_lines_number(pr->lines[TFM_SOURCE]);

@@ -48,6 +48,8 @@ const char *tfm_strerror(tfm_status status);
 tfm_status tfm_error_set(tfm_error *err, tfm_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Appends to the message already in err (cut to fit); err may be NULL. */
+void tfm_error_append(tfm_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Puts "context: " in front of the message already in err. */
 void tfm_error_prefix(tfm_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -96,6 +98,12 @@ static inline void tfm_ids_clear(tfm_ids *v) { v->len = 0; }
  * limit other than INT32_MAX).  An empty or blank line gives no ids. */
 tfm_status tfm_ids_parse(const char *line, size_t len, int32_t limit, tfm_ids *out,
                          tfm_error *err);
+
+/* How many ids line holds when it is an id line (decimal numbers separated
+ * by spaces or tabs; a CR at the end is not data), or -1 when it is not:
+ * what tells id files from text (a non-empty line of text that is all
+ * numbers looks the same; decide on many lines). */
+int tfm_id_line_count(const char *line, size_t len);
 
 /* Appends the ids of v as a decimal id line (no newline) to out. */
 tfm_status tfm_ids_format(const int32_t *ids, size_t n, tfm_buf *out);

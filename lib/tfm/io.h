@@ -35,6 +35,15 @@ void tfm_lines_set_max_length(tfm_line_reader *r, size_t max_length);
 tfm_status tfm_lines_next(tfm_line_reader *r, const char **line, size_t *len,
                           tfm_error *err);
 
+/* The lines tfm_lines_next would return next, without taking them: *block
+ * points at *len bytes of whole lines (each with its '\n'; the last may
+ * lack it at the end of the input), at most max_lines of them, and at least
+ * one line (waiting for it), then no more than is ready without waiting or
+ * than ends past max_bytes.  Valid until the next call; empty at the end of
+ * the input or when the next line is longer than the limit. */
+tfm_status tfm_lines_peek(tfm_line_reader *r, size_t max_lines, size_t max_bytes,
+                          const char **block, size_t *len, tfm_error *err);
+
 /* True when the next tfm_lines_next would return at once: a whole line is
  * buffered, the input has ended, or the descriptor has data ready now. */
 bool tfm_lines_ready(tfm_line_reader *r);
@@ -50,6 +59,25 @@ size_t tfm_lines_number(const tfm_line_reader *r);
  * what the input really holds.  TFM_ERR_IO ("read error: ...") or
  * TFM_ERR_NOMEM. */
 tfm_status tfm_read_upto(int fd, tfm_buf *b, uint64_t want, tfm_error *err);
+
+/* ---- lock files ----------------------------------------------------------------- */
+
+/* PATH.lock held (flock) while a process writes PATH, so that a second
+ * process refuses at once; the kernel frees it when the holder ends, even
+ * killed, so a lock left behind blocks nothing. */
+typedef struct tfm_lock {
+    int fd;
+    char *path;   /* PATH.lock */
+    bool held;
+} tfm_lock;
+
+/* Takes the lock of path: TFM_OK, or TFM_ERR_IO saying which process holds
+ * it ("PATH is being written by another process (process 123 holds
+ * PATH.lock) ...") or why PATH.lock cannot be made. */
+tfm_status tfm_lock_take(tfm_lock *lock, const char *path, tfm_error *err);
+/* Frees the lock (nothing when not held); remove: delete PATH.lock too,
+ * once the work is done. */
+void tfm_lock_release(tfm_lock *lock, bool remove);
 
 /* ---- atomic files ------------------------------------------------------------- */
 

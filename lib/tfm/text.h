@@ -630,7 +630,41 @@ typedef struct tfm_pair_params {
     tfm_bpe *src_bpe;   /* with bpe: the source side's own encoder (a model with a
                            vocabulary per side); NULL: bpe encodes both */
     bool strict;        /* text: invalid UTF-8 is an error instead of U+FFFD */
+    bool guess_format;  /* with bpe: each side is id lines or text as its first lines show
+                           (up to TFM_GUESS_LINES, what is ready; tfm_format_guess);
+                           false: text whenever bpe is given */
 } tfm_pair_params;
+
+/* ---- id lines or text (format_guess.c) ---- */
+
+enum { TFM_GUESS_LINES = 4096 }; /* the lines a guess of the format looks at, at most */
+/* Fewer non-empty lines than this, all ids, are thin evidence that a file
+ * holds ids rather than text. */
+enum { TFM_GUESS_THIN = 10 };
+
+/* What the first lines of a file say: ids when most non-empty ones are id
+ * lines (tfm_id_line_count), else text. */
+typedef struct tfm_format_guess {
+    size_t lines;       /* non-empty lines seen */
+    size_t id_lines;    /* ... that were id lines */
+    bool single_ids;    /* each of them a single number */
+} tfm_format_guess;
+
+/* Counts one line (empty or blank lines say nothing). */
+void tfm_format_guess_add(tfm_format_guess *g, const char *line, size_t len);
+/* Whether the lines seen say ids (false when none were seen). */
+bool tfm_format_guess_ids(const tfm_format_guess *g);
+/* When ids were guessed on thin evidence (few lines, single numbers, or
+ * some lines not ids): true, and the note to give in out ("read as id
+ * lines: it has only 3 non-empty lines of ids; give HINT if it is text"). */
+bool tfm_format_guess_note(const tfm_format_guess *g, const char *hint, char *out, size_t size);
+
+/* How a side of a pair reader is read. */
+typedef struct tfm_pair_format {
+    bool decided;       /* known (always, without guess_format) */
+    bool text;
+    tfm_format_guess guess; /* guess_format: what the first lines said */
+} tfm_pair_format;
 
 /* Id lines, no vocabulary limits, no length limits, crop_target, sources
  * ended with TFM_ID_EOS, not strict. */
@@ -697,6 +731,9 @@ tfm_status tfm_pair_reader_count(tfm_pair_reader *pr, size_t *n_src, size_t *n_t
 /* True when next would return without waiting: each file has a line ready
  * or has ended (tfm_lines_ready). */
 bool tfm_pair_reader_ready(tfm_pair_reader *pr);
+
+/* How side is read, so far (tfm_pair_format). */
+tfm_pair_format tfm_pair_reader_format(const tfm_pair_reader *pr, tfm_side side);
 
 /* Where the last failure of next or count was. */
 const tfm_pair_failure *tfm_pair_reader_failure(const tfm_pair_reader *pr);

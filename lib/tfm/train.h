@@ -68,8 +68,8 @@ void tfm_corpus_pair(const tfm_corpus *c, size_t i, const int32_t **src, int *sr
 uint64_t tfm_corpus_hash(const tfm_corpus *c);
 
 typedef enum tfm_corpus_format {
-    TFM_CORPUS_AUTO = 0, /* ids when every non-empty line of the file's first 4096 lines
-                            is an id line; else text */
+    TFM_CORPUS_AUTO = 0, /* ids when most non-empty lines of the file's first 4096 lines
+                            are id lines (tfm_format_guess); else text */
     TFM_CORPUS_IDS,      /* id lines, as 'tokenize' writes them */
     TFM_CORPUS_TEXT,     /* text lines, encoded with the vocabulary's BPE */
 } tfm_corpus_format;
@@ -104,13 +104,14 @@ typedef struct tfm_corpus_stats {
     size_t repaired;            /* text lines with invalid UTF-8 replaced by U+FFFD */
     int64_t src_tokens, tgt_tokens; /* ids in the kept pairs (</s>s included) */
     tfm_corpus_format src_format, tgt_format; /* as read (IDS or TEXT) */
-    /* With TFM_CORPUS_AUTO, each side (source, target) read as ids: the
-     * non-empty lines of its first chunk (4096 lines) that all were id
-     * lines, and whether each held a single
-     * number (thin evidence: text of numbers looks the same); 0 when the
-     * format was given or is text. */
-    size_t format_evidence[2];
-    bool format_single_ids[2];
+    /* With TFM_CORPUS_AUTO, what each side's first chunk (4096 lines) said
+     * (tfm_format_guess; lines 0 when the format was given), for a note
+     * when the evidence was thin (tfm_format_guess_note). */
+    tfm_format_guess format_guess[2];
+    /* Repairs, by side: the file started with a UTF-8 byte order mark, and
+     * lines ended in CR LF; neither is data, and both were dropped. */
+    bool bom[2];
+    size_t crlf[2];
     /* On failure: which file (0 source, 1 target, -1 both or neither) and the
      * 1-based line (0: none), so the caller can print FILE:LINE: message. */
     int error_file;

@@ -122,9 +122,11 @@ tfm_corpus_params tfm_corpus_default_params(void)
 typedef struct side {
     tfm_line_reader *reader;
     tfm_corpus_format format;   /* AUTO until a chunk with a non-empty line decides */
-    size_t evidence;            /* the non-empty lines AUTO decided on (0: given) */
-    bool single_ids;            /* ... each of them a single number */
+    tfm_format_guess guess;     /* what AUTO decided on (lines 0: the format was given) */
     tfm_buf text;               /* the chunk's lines, NUL-separated */
+    bool huge[CHUNK_LINES];     /* the line was over the reader's limit (held empty) */
+    bool bom;                   /* the file started with a byte order mark, dropped */
+    size_t crlf;                /* lines that ended in CR LF, the CR dropped */
     size_t offset[CHUNK_LINES], len[CHUNK_LINES];
     tfm_ids ids[CHUNK_LINES];
     size_t repaired[CHUNK_LINES];
@@ -142,56 +144,16 @@ typedef struct loader {
     int n_workers;
 } loader;
 
-static bool blank(const char *line, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r') return false;
-    return true;
-}
-
-/* How many ids the line holds when it is an id line (decimal numbers
- * separated by spaces or tabs, a CR at the end), or -1 when it is not. */
-static int id_count(const char *line, size_t len)
-{
-    if (len > 0 && line[len - 1] == '\r') len--;
-    int n = 0;
-    for (size_t i = 0; i < len;) {
-        if (line[i] == ' ' || line[i] == '\t') {
-            i++;
-            continue;
-        }
-        int64_t v = 0;
-        size_t start = i;
-        for (; i < len && line[i] >= '0' && line[i] <= '9'; i++)
-            if ((v = v * 10 + (line[i] - '0')) > INT32_MAX) return -1;
-        if (i == start || (i < len && line[i] != ' ' && line[i] != '\t')) return -1;
-        n++;
-    }
-    return n;
-}
-
-/* Decides an AUTO side on the lines of the chunk just read: id lines when
- * every non-empty one is an id line, else text.  A first line of digits,
- * or empty first lines, do not decide alone: files of real strings hold
- * numbers and start with empty lines.  (An id beyond the vocabulary is then
- * an error naming its line, not a reason to read ids as text.)  A chunk of
- * empty lines leaves it AUTO for the next one. */
+/* Decides an AUTO side on the lines of the chunk just read
+ * (tfm_format_guess: ids when most non-empty ones are id lines, else text);
+ * a chunk of empty lines leaves it AUTO for the next one. */
 static void decide_format(side *s, size_t n)
 {
-    size_t lines = 0;
-    bool ids = true, single = true;
-    for (size_t i = 0; i < n && ids; i++) {
-        const char *line = s->text.data + s->offset[i];
-        if (blank(line, s->len[i])) continue;
-        const int k = id_count(line, s->len[i]);
-        ids = k > 0;
-        single = single && k == 1;
-        lines++;
-    }
-    if (lines == 0) return;
-    s->format = ids ? TFM_CORPUS_IDS : TFM_CORPUS_TEXT;
-    s->evidence = ids ? lines : 0;
-    s->single_ids = ids && single;
+    tfm_format_guess g = {0};
+    for (size_t i = 0; i < n; i++) tfm_format_guess_add(&g, s->text.data + s->offset[i], s->len[i]);
+    if (g.lines == 0) return;
+    s->format = tfm_format_guess_ids(&g) ? TFM_CORPUS_IDS : TFM_CORPUS_TEXT;
+    s->guess = g;
 }
 
 /* Turns line i of side s into ids. */
@@ -205,9 +167,10 @@ static tfm_status convert_line(loader *L, side *s, size_t i, tfm_bpe *bpe)
         tfm_bpe_encode_params ep = {0};
         return tfm_bpe_encode(bpe, &ep, line, len, &s->ids[i], &s->repaired[i], err);
     }
-    /* Id lines: a CRLF line ending is not data. */
-    if (len > 0 && line[len - 1] == '\r') len--;
     tfm_status st = tfm_ids_parse(line, len, s->limit, &s->ids[i], err);
+    if (st == TFM_ERR_FORMAT && s->guess.lines > 0)
+        tfm_error_append(err, " (the file was read as id lines: %zu of its first %zu non-empty "
+                         "lines are)", s->guess.id_lines, s->guess.lines);
     if (st != TFM_OK) return st;
     for (size_t k = 0; k < s->ids[i].len; k++) {
         int32_t id = s->ids[i].data[k];
@@ -250,12 +213,33 @@ static tfm_status read_chunk(loader *L, tfm_corpus_stats *stats, tfm_error *err)
             const char *line;
             size_t len;
             st[k] = tfm_lines_next(s->reader, &line, &len, err);
+            s->huge[L->n] = false;
+            if (st[k] == TFM_ERR_RANGE && L->p->max_length > 0) {
+                /* a line over the reader's limit (16 MiB) holds far more
+                 * than max_length tokens: its pair is skipped as too long,
+                 * like any other, and the reader reads past its rest */
+                s->huge[L->n] = true;
+                line = "";
+                len = 0;
+                st[k] = TFM_OK;
+            }
             if (st[k] != TFM_OK && st[k] != TFM_EOF) {
                 stats->error_file = k;
                 stats->error_line = tfm_lines_number(s->reader) + 1;
                 return st[k];
             }
             if (st[k] == TFM_OK) {
+                /* a byte order mark and a CR before the LF are not data */
+                if (tfm_lines_number(s->reader) == 1 && len >= 3 &&
+                    memcmp(line, "\xef\xbb\xbf", 3) == 0) {
+                    line += 3;
+                    len -= 3;
+                    s->bom = true;
+                }
+                if (len > 0 && line[len - 1] == '\r') {
+                    len--;
+                    s->crlf++;
+                }
                 s->offset[L->n] = s->text.len;
                 s->len[L->n] = len;
                 if (tfm_buf_append(&s->text, line, len) != TFM_OK ||
@@ -306,6 +290,10 @@ static tfm_status keep_chunk(loader *L, tfm_corpus *c, size_t first_line,
             if (s->repaired[i]) stats->repaired++;
         }
         stats->lines++;
+        if (src->huge[i] || tgt->huge[i]) {
+            stats->too_long++;
+            continue;
+        }
         size_t ns = src->ids[i].len, nt = tgt->ids[i].len;
         if (ns == 0 || nt == 0) {
             stats->empty++;
@@ -435,8 +423,9 @@ tfm_status tfm_corpus_load(const char *src_path, const char *tgt_path,
         tfm_corpus_format f = L->sides[k].format;
         if (k == 0) stats->src_format = f == TFM_CORPUS_AUTO ? TFM_CORPUS_IDS : f;
         else stats->tgt_format = f == TFM_CORPUS_AUTO ? TFM_CORPUS_IDS : f;
-        stats->format_evidence[k] = L->sides[k].evidence;
-        stats->format_single_ids[k] = L->sides[k].single_ids;
+        stats->format_guess[k] = L->sides[k].guess;
+        stats->bom[k] = L->sides[k].bom;
+        stats->crlf[k] = L->sides[k].crlf;
     }
     loader_free(L);
     free(L);

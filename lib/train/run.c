@@ -189,6 +189,7 @@ struct tfm_run {
     double run_wait, run_reduce; /* seconds waiting for the other ranks, summing gradients */
     int checkpoint_ranks;      /* the processes that trained the checkpoint resumed from */
     tfm_train_log *log;        /* NULL: none, or given up after a write failed */
+    tfm_lock lock;             /* OUTPUT.lock, while training writes OUTPUT */
 };
 
 double tfm_run_clock(void)
@@ -1049,6 +1050,7 @@ void tfm_run_free(tfm_run *r)
     tfm_corpus_free(r->data);
     tfm_corpus_free(r->valid);
     tfm_train_log_close(r->log);
+    tfm_lock_release(&r->lock, false);
     free(r);
 }
 
@@ -1149,10 +1151,6 @@ tfm_status tfm_run_init_model(tfm_run *r, tfm_error *err)
 
 /* ---- training ----------------------------------------------------------------------------- */
 
-/* Fewer non-empty lines than this, all ids, are thin evidence that a file
- * is ids rather than text (TFM_CORPUS_AUTO): train says what it assumed. */
-enum { FORMAT_EVIDENCE = 10 };
-
 static tfm_status load_corpus(tfm_run *r, const char *src, const char *tgt, const char *what,
                               tfm_corpus **out, tfm_error *err)
 {
@@ -1173,14 +1171,18 @@ static tfm_status load_corpus(tfm_run *r, const char *src, const char *tgt, cons
     if (stats.repaired)
         warn(r, "%s data: invalid UTF-8 replaced by U+FFFD in %zu lines", what, stats.repaired);
     for (int k = 0; k < 2; k++) {
-        /* ids guessed on thin evidence: say what was assumed */
-        const size_t lines = stats.format_evidence[k];
-        if (lines == 0 || (lines >= FORMAT_EVIDENCE && !stats.format_single_ids[k])) continue;
-        warn(r, "%s data: %s read as id lines: %s%zu non-empty line%s %s; give --input-format "
-             "text if it is text", what, k == 0 ? src : tgt,
-             lines < FORMAT_EVIDENCE ? "it has only " : "its first ", lines,
-             lines == 1 ? "" : "s", stats.format_single_ids[k] ? "of a single number each"
-                                                               : "of ids");
+        /* the repairs made, and a format guessed on thin evidence */
+        const char *file = k == 0 ? src : tgt;
+        const tfm_corpus_format f = k == 0 ? stats.src_format : stats.tgt_format;
+        char note[200];
+        if (stats.bom[k])
+            warn(r, "%s data: %s: the byte order mark at its start was dropped", what, file);
+        if (stats.crlf[k] && f == TFM_CORPUS_TEXT)
+            warn(r, "%s data: %s: %zu lines end in CR LF; the CRs were dropped", what, file,
+                 stats.crlf[k]);
+        if (tfm_format_guess_note(&stats.format_guess[k], "--input-format text", note,
+                                  sizeof note))
+            warn(r, "%s data: %s %s", what, file, note);
     }
     tfm_run_event ev = event(r, TFM_RUN_DATA);
     ev.text = what;
@@ -1474,7 +1476,10 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     const tfm_run_params *p = &r->p;
     tfm_blas_threads(p->threads);
     r->p.train.dist = r->dist;
-    tfm_status st = load_corpus(r, p->src, p->tgt, "training", &r->data, err);
+    /* one run at a time on an output and its checkpoints */
+    tfm_status st = writes(r) ? tfm_lock_take(&r->lock, p->output, err) : TFM_OK;
+    if (st != TFM_OK) return st;
+    st = load_corpus(r, p->src, p->tgt, "training", &r->data, err);
     if (st == TFM_OK && p->valid_src && writes(r))
         st = load_corpus(r, p->valid_src, p->valid_tgt, "validation", &r->valid, err);
     if (st == TFM_OK) st = make_trainer(r, err);
@@ -1516,6 +1521,7 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     ev.run_wait_seconds = r->run_wait;
     ev.run_reduce_seconds = r->run_reduce;
     emit(r, &ev);
+    tfm_lock_release(&r->lock, true);
     return TFM_OK;
 }
 

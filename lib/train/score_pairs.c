@@ -67,6 +67,7 @@ typedef struct scoring {
     tfm_bpe *bpe, *src_bpe;       /* text only: tfm_model_text_encoders */
     input src, tgt;               /* tgt: the targets, or the n-best list */
     tfm_pair_reader *pairs;       /* reads src and tgt in step (nbest: src alone) */
+    bool noted[2];                /* what the format guess assumed was said, by side */
     int max_src, max_tgt;         /* ids a source (</s> included) and a target may hold */
     bool eos;                     /* sources end with </s> */
     pair_slot *slots;             /* [batch_size] */
@@ -176,6 +177,19 @@ static bool pairs_ready(void *ctx)
     return sc->p->nbest ? tfm_lines_ready(sc->tgt.reader) : tfm_pair_reader_ready(sc->pairs);
 }
 
+/* Says once per side what a guess of its format assumed on thin evidence. */
+static void note_formats(scoring *sc)
+{
+    for (int k = 0; k < 2; k++) {
+        const tfm_pair_format f = tfm_pair_reader_format(sc->pairs, (tfm_side)k);
+        char note[200];
+        if (sc->noted[k] || !f.decided) continue;
+        sc->noted[k] = true;
+        if (tfm_format_guess_note(&f.guess, "--text", note, sizeof note))
+            tfm_score_warn(sc->out, k == 0 ? sc->src.label : sc->tgt.label, 0, "%s", note);
+    }
+}
+
 /* Reads the next pair of the sources and targets into the slot; false at
  * the end of both or on a failure (then sc->failure says which). */
 static bool gather_pair(scoring *sc, pair_slot *slot)
@@ -189,6 +203,7 @@ static bool gather_pair(scoring *sc, pair_slot *slot)
     }
     warn_side(sc, &sc->src, slot->pair.line, &slot->pair.src, true);
     warn_side(sc, &sc->tgt, slot->pair.line, &slot->pair.tgt, false);
+    note_formats(sc);
     if (st != TFM_OK) return pairs_failed(sc, &err);
     return check_target(sc, &sc->tgt, slot->pair.line, slot);
 }
@@ -425,7 +440,10 @@ tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params 
     tfm_buf_init(&sc.line);
     size_t bs = p->batch_size > 0 ? (size_t)p->batch_size : 1;
     tfm_status st = TFM_OK;
-    if (p->text) st = tfm_model_text_encoders(model, &sc.bpe, &sc.src_bpe, err);
+    /* without --text, each side is ids or text as its first lines show
+     * (when the model holds a vocabulary; n-best lists are ids or --text) */
+    const bool guess = !p->text && !p->nbest && tfm_model_vocab(model, TFM_TARGET);
+    if (p->text || guess) st = tfm_model_text_encoders(model, &sc.bpe, &sc.src_bpe, err);
     if (st == TFM_OK) st = tfm_train_workspace_create(model, &sc.ws, err);
     if (st == TFM_OK) st = allocate(&sc, bs, err);
     if (st == TFM_OK) {
@@ -439,6 +457,7 @@ tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params 
         pp.bpe = sc.bpe;
         pp.src_bpe = sc.src_bpe;
         pp.strict = p->strict;
+        pp.guess_format = guess;
         st = tfm_pair_reader_create(sc.src.reader, p->nbest ? NULL : sc.tgt.reader, &pp, &sc.pairs,
                                     err);
     }

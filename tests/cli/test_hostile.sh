@@ -185,7 +185,12 @@ check "  ... the 19 records before it were translated" test "$(wc -l <h.out)" -e
 bytes 3000 17 >random.txt
 hostile "score bleu: random bytes as hypotheses" "0 1" "random\.txt:[0-9]+: " 300 \
     "\"$SCORE\" bleu -r random.txt random.txt"
-hostile "inspect-attn: random bytes as sources" 1 "random\.txt:1: " 300 "\"$IA\" -m m.st random.txt"
+# Read as text (they are not id lines), the 8 lines become sources of 1,023
+# tokens, translated to as many: the attention of every layer and head of
+# such pairs is what takes the memory (about 430 MB).
+hostile "inspect-attn: random bytes as sources: read as text, the bytes repaired" 0 "" 600 \
+    "\"$IA\" -m m.st random.txt"
+check "  ... with a warning naming the file and line" grep -q 'random\.txt:1: warning: invalid UTF-8' h.err
 
 # ---- a full disk, a file-size limit --------------------------------------------------------
 
@@ -202,6 +207,67 @@ hostile "train -o over a model, with too little room (ulimit -f 64)" 1 "keep\.st
     "ulimit -f 64; \"$TRAIN\" --preset tiny -m v.vocab --init-only -q -o keep.st"
 check "  ... the model there before is intact" cmp -s m.st keep.st
 check "  ... and no temporary file is left" sh -c '! ls keep.st.tmp* >/dev/null 2>&1'
+cp t.st.ckpt-2 before.ckpt
+hostile "train: the disk fills while a checkpoint is written (ulimit -f 64)" 1 \
+    "t\.st\.ckpt-4.*File too large" 300 \
+    "ulimit -f 64; \"$TRAIN\" --resume=t.st.ckpt-2 --max-steps 4 --save-every 2 -q -o t.st"
+check "  ... the checkpoint before it is intact" cmp -s before.ckpt t.st.ckpt-2
+check "  ... no half-written checkpoint is left" sh -c '! ls t.st.ckpt-4* >/dev/null 2>&1'
+hostile "  ... and the run resumes from it with room" 0 "" 300 \
+    "\"$TRAIN\" --resume=t.st.ckpt-2 --max-steps 3 --save-every 0 -q -o t3.st"
+
+# ---- hostile training data: a message naming file and line, or a documented repair ----------
+
+T1="--preset tiny -m v.vocab --batch-tokens 512 --threads 1 --max-steps 1 -q"
+head -60 text.txt >d.txt
+{ printf '\357\273\277'; cat d.txt; } >bom.txt
+sed 's/$/\r/' d.txt >crlf.txt
+"$TRAIN" $T1 --src d.txt --tgt d.txt -o clean.st 2>/dev/null
+"$TRAIN" --preset tiny -m v.vocab --batch-tokens 512 --threads 1 --max-steps 1 --src bom.txt \
+    --tgt crlf.txt -o bom.st 2>h.err
+check "train: a byte order mark is dropped, and said" grep -q 'bom\.txt: the byte order mark at its start was dropped' h.err
+check "train: CR LF line ends: the CRs are dropped, and said" grep -q 'crlf\.txt: 60 lines end in CR LF; the CRs were dropped' h.err
+check "  ... so the model learns what it learns from the clean files" same_tensors clean.st bom.st
+{ head -3 d.txt; head -c 50000000 /dev/zero | tr '\0' 'a'; echo; tail -3 d.txt; } >huge.txt
+{ head -3 d.txt; echo x; tail -3 d.txt; } >huget.txt
+hostile "train: a 50 MB line is skipped as too long, not held" 0 "" 100 \
+    "\"$TRAIN\" $T1 --src huge.txt --tgt huget.txt -o huge.st"
+"$TRAIN" --preset tiny -m v.vocab --batch-tokens 512 --threads 1 --max-steps 1 --src huge.txt --tgt huget.txt -o huge.st 2>h.err
+check "  ... and counted with the long pairs" grep -q '6 pairs of 7 lines .* 1 longer than 256 tokens' h.err
+hostile "train: every pair longer than --max-length" 1 "hold no usable sentence pair" 300 \
+    "\"$TRAIN\" $T1 --max-length 2 --src d.txt --tgt d.txt -o long.st"
+head -1 d.txt >one.txt
+hostile "train: a corpus of one pair" 0 "" 300 "\"$TRAIN\" $T1 --src one.txt --tgt one.txt -o one.st"
+{ head -5 d.txt; echo; echo; head -3 d.txt; } >v.txt
+"$TRAIN" --preset tiny -m v.vocab --batch-tokens 512 --threads 1 --max-steps 1 --src d.txt --tgt d.txt \
+    --valid-src v.txt --valid-tgt v.txt -o val.st 2>h.err
+check "train: validation data with empty lines: skipped and counted" \
+    grep -q 'validation data: 8 pairs of 10 lines .*skipped 2 with an empty side' h.err
+printf 'a\000b c\n' >nul.txt
+hostile "train: NUL bytes in text are text" 0 "" 300 "\"$TRAIN\" $T1 --src nul.txt --tgt one.txt -o nul.st"
+{ head -3 text.ids; echo "5 99999 6"; } >beyond.ids
+head -4 text.ids >four.ids
+hostile "train: an id beyond the vocabulary" 1 "beyond\.ids:4: .*99999" 300 \
+    "\"$TRAIN\" $T1 --src beyond.ids --tgt four.ids -o beyond.st"
+head -3 text.ids >three3.ids
+hostile "train: files of different lengths" 1 "source file has 4 lines but the target file has 3" 300 \
+    "\"$TRAIN\" $T1 --src four.ids --tgt three3.ids -o diff.st"
+
+# ---- two runs on one output, and a run killed -------------------------------------------------
+
+TINY="--preset tiny -m v.vocab --src text.ids --tgt text.ids --batch-tokens 512 --threads 1"
+"$TRAIN" $TINY --max-steps 100000 --save-every 0 -q -o busy.st 2>busy.err &
+first=$!
+i=0; while [ ! -s busy.st.lock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+kill -STOP "$first"
+hostile "train: a second run on the same output refuses at once" 1 \
+    "busy\.st is being written by another process \(process $first holds busy\.st\.lock\)" 300 \
+    "\"$TRAIN\" $TINY --max-steps 1 -q -o busy.st"
+kill -KILL "$first"; wait "$first" 2>/dev/null
+check "  ... the killed run leaves its lock file behind" test -e busy.st.lock
+hostile "train: a lock left by a killed run blocks nothing" 0 "" 300 \
+    "\"$TRAIN\" $TINY --max-steps 1 -q -o busy.st"
+check "  ... and a run that ends removes it" test ! -e busy.st.lock
 
 # ---- a reader that goes away, at every stage ---------------------------------------------------
 

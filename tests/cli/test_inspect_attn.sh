@@ -308,8 +308,18 @@ timeout $TMO "$IA" -m m.st --src src.ids --tgt tgt.ids -f soft >eos.txt 2>/dev/n
 check "a model trained with --no-eos: not what the default gives" sh -c '! cmp -s eos.txt got-noeos.txt'
 expect_status 1 "--sentence beyond the input fails" "$IA" -m m.st --src src.ids --tgt tgt.ids --sentence 9
 expect_stderr "only 5 lines" "--sentence beyond the input: the message says how many"
-expect_status 1 "text without --text fails, naming the line" "$IA" -m m.st --src src.txt --tgt tgt.txt
-expect_stderr "^inspect-attn: src.txt:1: " "text without --text: FILE:LINE"
+# Without --text, each file is ids or text as its first lines show.
+ia auto.tsv --src src.txt --tgt tgt.txt -f tsv
+check "text without --text is read as text: what --text gives" cmp -s auto.tsv text.tsv
+check "... with nothing said of the guess" sh -c "! grep -q 'read as' ia.err"
+ia auto-ids.tsv --src src.ids --tgt tgt.ids -f tsv
+check "id lines without --text are ids: what they give" cmp -s auto-ids.tsv pairs.tsv
+check "... and the guess is said in one line per file, thin evidence as it is" sh -c \
+    "grep -q '^inspect-attn: src.ids: warning: read as id lines: it has only 4 non-empty lines of ids; give --text if it is text' ia.err && [ \$(grep -c 'read as id lines' ia.err) -eq 2 ]"
+{ head -3 src.ids; echo "5 x 7"; tail -n +5 src.ids; } >mostly.ids
+expect_status 1 "a file of ids with a bad line fails at that line" "$IA" -m m.st --src mostly.ids --tgt tgt.ids
+expect_stderr "^inspect-attn: mostly.ids:4: .*\(the file was read as id lines: 4 of its first 5 non-empty lines are\)" \
+    "... naming it, and why the file was read as ids"
 expect_status 1 "a missing input file fails" "$IA" -m m.st nothere-9f3a.txt
 expect_stderr "^inspect-attn: nothere-9f3a\.txt: No such file or directory$" "a missing input file: named"
 

@@ -184,6 +184,15 @@ expect_stderr "^score: nbform\\.txt:1: not an n-best line" "says so"
 
 sc -m m.st --text --src src.txt --tgt tgt.txt >text.txt 2>/dev/null
 check "--text: the same as tokenize -m then id lines" cmp -s text.txt plain.txt
+sc -m m.st --src src.txt --tgt tgt.txt >auto.txt 2>auto.err
+check "without --text, text files are read as text: what --text gives" cmp -s auto.txt text.txt
+# strings that start with an empty line and numbers, as real catalogs do
+{ echo; echo 42; echo 2026; sed -n 4,30p src.txt; } >num-src.txt
+{ echo; echo 42; echo 2026; sed -n 4,30p tgt.txt; } >num-tgt.txt
+sc -m m.st --text --src num-src.txt --tgt num-tgt.txt >num-text.txt 2>/dev/null
+expect_status 0 "without --text, strings that start with an empty line and numbers: scored" \
+    sc -m m.st --src num-src.txt --tgt num-tgt.txt
+check "... as text, as --text scores them" cmp -s out.txt num-text.txt
 
 # ---- edges ----------------------------------------------------------------------------------
 
@@ -199,6 +208,8 @@ check "... after the lines before it" test "$(wc -l <out.txt)" -eq 2
 { echo "1 x 2"; tail -n +2 src.ids; } >badsrc.ids
 expect_status 1 "a malformed source line: exit 1" sc -m m.st --src badsrc.ids --tgt tgt.ids
 expect_stderr "^score: badsrc\\.ids:1: column 3: expected a token id" "names the source file and line"
+expect_stderr "\\(the file was read as id lines: 29 of its first 30 non-empty lines are\\)" \
+    "... and says why the file was read as ids"
 printf '5 0 7\n' >padtgt.ids
 expect_status 1 "<pad> in a target: exit 1" sc -m m.st --src s7.ids --tgt padtgt.ids
 expect_stderr "^score: padtgt\\.ids:1: token 2: id 0 is <pad>" "says <pad> cannot be scored"

@@ -131,6 +131,53 @@ static void test_lines_ready(void)
     close(fds[0]);
 }
 
+/* Peeking shows the next lines without taking them: at most max_lines,
+ * no more than is ready, never a line over the limit; what comes next is
+ * the same as without the peek, the long line's error included. */
+static void test_lines_peek(void)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    tfm_line_reader *r = tfm_lines_create(fds[0]);
+    const char *block, *line;
+    size_t len;
+    tfm_error err;
+    CHECK(write(fds[1], "1 2\n\nthree\nfo", 13) == 13);
+    CHECK(tfm_lines_peek(r, 100, 1 << 20, &block, &len, &err) == TFM_OK);
+    CHECK_MSG(len == 11 && memcmp(block, "1 2\n\nthree\n", 11) == 0, "%zu", len); /* what is ready */
+    CHECK(tfm_lines_peek(r, 2, 1 << 20, &block, &len, &err) == TFM_OK && len == 5);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && !strcmp(line, "1 2"));
+    CHECK(tfm_lines_number(r) == 1);
+    close(fds[1]);
+    CHECK(tfm_lines_peek(r, 100, 1 << 20, &block, &len, &err) == TFM_OK);
+    CHECK(len == 9 && memcmp(block, "\nthree\nfo", 9) == 0); /* the end: the last line too */
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && len == 0);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && !strcmp(line, "three"));
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && !strcmp(line, "fo"));
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_EOF);
+    tfm_lines_free(r);
+    close(fds[0]);
+
+    /* a line over the limit after a short one: the peek stops before it,
+     * and reading it is the same error as without a peek */
+    size_t big = 300000, total = 3 + big + 1 + 3;
+    char *data = malloc(total);
+    memcpy(data, "ok\n", 3);
+    memset(data + 3, 'x', big);
+    memcpy(data + 3 + big, "\nok\n", 4);
+    int fd = pipe_with(data, total);
+    r = tfm_lines_create(fd);
+    tfm_lines_set_max_length(r, 100000);
+    CHECK(tfm_lines_peek(r, 100, 1 << 20, &block, &len, &err) == TFM_OK && len == 3);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && !strcmp(line, "ok"));
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_ERR_RANGE && tfm_lines_number(r) == 1);
+    CHECK(tfm_lines_next(r, &line, &len, &err) == TFM_OK && !strcmp(line, "ok"));
+    CHECK(tfm_lines_number(r) == 3);
+    tfm_lines_free(r);
+    close(fd);
+    free(data);
+}
+
 static void test_lines_error(void)
 {
     tfm_line_reader *r = tfm_lines_create(-1); /* a descriptor that does not exist */
@@ -149,6 +196,7 @@ int main(void)
     RUN(test_lines_long);
     RUN(test_lines_limit);
     RUN(test_lines_ready);
+    RUN(test_lines_peek);
     RUN(test_lines_error);
     CHECK_DONE();
 }

@@ -408,13 +408,18 @@ static void test_corpus_load_errors(void)
     write_file(tgt, "5\n6\n7 3\n");
     CHECK(tfm_corpus_load(src, tgt, &p, &c, &st, &err) == TFM_ERR_RANGE);
     CHECK(st.error_file == 1 && st.error_line == 3 && strstr(err.msg, "</s>"));
-    /* Text without a vocabulary (a first line of ids does not make a file
-     * ids), and a missing file. */
+    /* A file mostly of ids with a line that is not one: an error at that
+     * line, saying the file was read as ids; text without a vocabulary;
+     * a missing file. */
     write_file(tgt, "5\nsome text\n7\n");
+    CHECK(tfm_corpus_load(src, tgt, &p, &c, &st, &err) == TFM_ERR_FORMAT);
+    CHECK_MSG(st.error_file == 1 && st.error_line == 2 &&
+                  strstr(err.msg, "(the file was read as id lines: 2 of its first 3 non-empty "
+                                  "lines are)"),
+              "%s", err.msg);
+    write_file(tgt, "hello\nworld\n7\n");
     CHECK(tfm_corpus_load(src, tgt, &p, &c, &st, &err) == TFM_ERR_ARG);
     CHECK(st.error_file == 1 && strstr(err.msg, "needs a vocabulary"));
-    write_file(tgt, "hello\n6\n7\n");
-    CHECK(tfm_corpus_load(src, tgt, &p, &c, &st, &err) == TFM_ERR_ARG);
     CHECK(tfm_corpus_load(tmp_path("nothere"), tgt, &p, &c, &st, &err) == TFM_ERR_IO);
     CHECK(st.error_file == 0);
 }
@@ -459,14 +464,15 @@ static void test_corpus_load_text(void)
         return;
     }
     CHECK(st.src_format == TFM_CORPUS_TEXT && st.tgt_format == TFM_CORPUS_IDS);
-    CHECK(st.format_evidence[0] == 0 && st.format_evidence[1] == 2 && !st.format_single_ids[1]);
+    CHECK(st.format_guess[0].id_lines == 0 && st.format_guess[1].lines == 2 &&
+          st.format_guess[1].id_lines == 2 && !st.format_guess[1].single_ids);
     tfm_corpus_pair(c, 1, &s, &ns, &t, &nt);
     CHECK(nt == 2 && t[0] == 4 && t[1] == 5);
     tfm_corpus_free(c);
     /* Auto decides on the first block, not the first line: strings that
      * start with an empty line and a number are text; single numbers are
-     * ids, said to be thin evidence; an id beyond the vocabulary is an error
-     * at its line, not a reason to read ids as text. */
+     * ids (thin evidence, for a note); an id beyond the vocabulary is an
+     * error at its line, not a reason to read ids as text. */
     struct {
         const char *src, *tgt;
         tfm_corpus_format want_src, want_tgt;
@@ -483,10 +489,10 @@ static void test_corpus_load_text(void)
         CHECK_MSG(tfm_corpus_load(src, tgt, &p, &c, &st, &err) == TFM_OK, "case %zu: %s", i,
                   err.msg);
         CHECK_MSG(st.src_format == cases[i].want_src && st.tgt_format == cases[i].want_tgt &&
-                      st.format_evidence[1] == cases[i].evidence &&
-                      st.format_single_ids[1] == cases[i].single,
+                      st.format_guess[1].id_lines == cases[i].evidence &&
+                      st.format_guess[1].single_ids == cases[i].single,
                   "case %zu: formats %d %d, evidence %zu", i, (int)st.src_format,
-                  (int)st.tgt_format, st.format_evidence[1]);
+                  (int)st.tgt_format, st.format_guess[1].id_lines);
         tfm_corpus_free(c);
     }
     write_file(tgt, "4 5\n99999\n6\n");
