@@ -102,26 +102,40 @@ tfm_status tfm_ids_push(tfm_ids *v, int32_t id)
     return TFM_OK;
 }
 
+/* One token of an id line, from *at on (tfm_ids_parse, tfm_id_line_count). */
+typedef enum id_token { ID_VALUE, ID_END, ID_NOT_ID, ID_TOO_LARGE } id_token;
+
+/* Reads the next token of line from *at: ID_VALUE (*value; *at moves past
+ * it), ID_END, or ID_NOT_ID / ID_TOO_LARGE for a token that is not a
+ * decimal id or is above INT32_MAX.  *start is where the token begins. */
+static id_token next_id(const char *line, size_t len, size_t *at, size_t *start,
+                        int64_t *value)
+{
+    size_t i = *at;
+    while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
+    *at = *start = i;
+    if (i == len) return ID_END;
+    int64_t v = 0;
+    for (; i < len && line[i] >= '0' && line[i] <= '9'; i++)
+        if ((v = v * 10 + (line[i] - '0')) > INT32_MAX) return ID_TOO_LARGE;
+    if (i == *start || (i < len && line[i] != ' ' && line[i] != '\t')) return ID_NOT_ID;
+    *at = i;
+    *value = v;
+    return ID_VALUE;
+}
+
 tfm_status tfm_ids_parse(const char *line, size_t len, int32_t limit, tfm_ids *out,
                          tfm_error *err)
 {
     tfm_ids_clear(out);
-    size_t i = 0;
-    while (i < len) {
-        if (line[i] == ' ' || line[i] == '\t') {
-            i++;
-            continue;
-        }
-        size_t start = i;
-        int64_t value = 0;
-        while (i < len && line[i] >= '0' && line[i] <= '9') {
-            value = value * 10 + (line[i] - '0');
-            if (value > INT32_MAX)
-                return tfm_error_set(err, TFM_ERR_RANGE, "column %zu: id is too large",
-                                     start + 1);
-            i++;
-        }
-        if (i == start || (i < len && line[i] != ' ' && line[i] != '\t')) {
+    size_t at = 0, start;
+    int64_t value;
+    for (;;) {
+        const id_token t = next_id(line, len, &at, &start, &value);
+        if (t == ID_END) return TFM_OK;
+        if (t == ID_TOO_LARGE)
+            return tfm_error_set(err, TFM_ERR_RANGE, "column %zu: id is too large", start + 1);
+        if (t == ID_NOT_ID) {
             size_t end = start;
             while (end < len && end - start < 20 && line[end] != ' ' && line[end] != '\t')
                 end++;
@@ -138,7 +152,6 @@ tfm_status tfm_ids_parse(const char *line, size_t len, int32_t limit, tfm_ids *o
         if (tfm_ids_push(out, (int32_t)value) != TFM_OK)
             return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
-    return TFM_OK;
 }
 
 tfm_status tfm_ids_format(const int32_t *ids, size_t n, tfm_buf *out)
@@ -166,23 +179,15 @@ tfm_status tfm_ids_format(const int32_t *ids, size_t n, tfm_buf *out)
     return TFM_OK;
 }
 
-/* How many ids the line holds when it is an id line (decimal numbers
- * separated by spaces or tabs, a CR at the end), or -1 when it is not. */
+/* How many ids the line holds when it is an id line (tokens as
+ * tfm_ids_parse takes them, a CR at the end), or -1 when it is not. */
 int tfm_id_line_count(const char *line, size_t len)
 {
     if (len > 0 && line[len - 1] == '\r') len--;
+    size_t at = 0, start;
+    int64_t value;
     int n = 0;
-    for (size_t i = 0; i < len;) {
-        if (line[i] == ' ' || line[i] == '\t') {
-            i++;
-            continue;
-        }
-        int64_t v = 0;
-        size_t start = i;
-        for (; i < len && line[i] >= '0' && line[i] <= '9'; i++)
-            if ((v = v * 10 + (line[i] - '0')) > INT32_MAX) return -1;
-        if (i == start || (i < len && line[i] != ' ' && line[i] != '\t')) return -1;
-        n++;
-    }
-    return n;
+    id_token t;
+    while ((t = next_id(line, len, &at, &start, &value)) == ID_VALUE) n++;
+    return t == ID_END ? n : -1;
 }

@@ -60,6 +60,12 @@ static void test_ids_parse(void)
     CHECK_MSG(strstr(err.msg, "id 10 is outside the vocabulary (0..9)"), "%s", err.msg);
     /* A NUL byte inside the line is a bad token, not the end of the line. */
     CHECK(tfm_ids_parse("1 \0 2", 5, 0, &ids, &err) == TFM_ERR_FORMAT);
+    /* tfm_id_line_count takes the same tokens, and a CR at the end */
+    CHECK(tfm_id_line_count(line, strlen(line)) == 4);
+    CHECK(tfm_id_line_count("", 0) == 0 && tfm_id_line_count("   ", 3) == 0);
+    CHECK(tfm_id_line_count("4 5\r", 4) == 2);
+    CHECK(tfm_id_line_count("1 2 x3", 6) == -1 && tfm_id_line_count("1 2a", 4) == -1);
+    CHECK(tfm_id_line_count("2147483648", 10) == -1 && tfm_id_line_count("1 \0 2", 5) == -1);
 
     tfm_buf out;
     tfm_buf_init(&out);
