@@ -138,7 +138,6 @@ typedef struct run {
     tfm_model *model;
     tfm_bpe *bpe, *src_bpe;        /* --text, or guess: tfm_model_text_encoders */
     bool guess;                    /* no --text: each side ids or text, as its lines show */
-    bool noted[2];                 /* what the guess assumed was said, by side */
     tfm_inspector *inspector;
     cli_input src, tgt;
     tfm_pair_reader *pairs;
@@ -209,11 +208,8 @@ static tfm_status read_pair(void *ctx, size_t slot, size_t *cost, tfm_error *err
         return fail_at(r, r->tgt.name, 0, TFM_ERR_FORMAT);
     }
     for (int k = 0; k < 2; k++) { /* a guess on thin evidence: say what was assumed */
-        const tfm_pair_format fmt = tfm_pair_reader_format(r->pairs, (tfm_side)k);
         char note[200];
-        if (r->noted[k] || !fmt.decided) continue;
-        r->noted[k] = true;
-        if (tfm_format_guess_note(&fmt.guess, "--text", note, sizeof note))
+        if (tfm_pair_reader_note(r->pairs, (tfm_side)k, "--text", note, sizeof note))
             cli_warn(k == 0 ? r->src.name : r->tgt.name, 0, "%s", note);
     }
     const tfm_config *c = &r->model->config;

@@ -17,6 +17,7 @@ struct tfm_pair_reader {
     tfm_line_reader *lines[2]; /* by tfm_side; lines[TFM_TARGET] NULL: sources alone */
     tfm_pair_params p;
     tfm_pair_format format[2];
+    bool noted[2];             /* tfm_pair_reader_note has looked at the side's guess */
     tfm_pair_failure failure;
 };
 
@@ -66,9 +67,12 @@ tfm_status tfm_pair_reader_create(tfm_line_reader *src, tfm_line_reader *tgt,
     return TFM_OK;
 }
 
-tfm_pair_format tfm_pair_reader_format(const tfm_pair_reader *pr, tfm_side side)
+bool tfm_pair_reader_note(tfm_pair_reader *pr, tfm_side side, const char *hint, char *out,
+                          size_t size)
 {
-    return pr->format[side];
+    if (pr->noted[side] || !pr->format[side].decided) return false;
+    pr->noted[side] = true;
+    return tfm_format_guess_note(&pr->format[side].guess, hint, out, size);
 }
 
 /* Guesses the format of side k from the lines ready to be read (at least

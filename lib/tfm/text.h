@@ -732,8 +732,10 @@ tfm_status tfm_pair_reader_count(tfm_pair_reader *pr, size_t *n_src, size_t *n_t
  * or has ended (tfm_lines_ready). */
 bool tfm_pair_reader_ready(tfm_pair_reader *pr);
 
-/* How side is read, so far (tfm_pair_format). */
-tfm_pair_format tfm_pair_reader_format(const tfm_pair_reader *pr, tfm_side side);
+/* Once per side, when its format has been guessed on thin evidence: true,
+ * and the note to give (tfm_format_guess_note with hint) in out. */
+bool tfm_pair_reader_note(tfm_pair_reader *pr, tfm_side side, const char *hint, char *out,
+                          size_t size);
 
 /* Where the last failure of next or count was. */
 const tfm_pair_failure *tfm_pair_reader_failure(const tfm_pair_reader *pr);

@@ -67,7 +67,6 @@ typedef struct scoring {
     tfm_bpe *bpe, *src_bpe;       /* text only: tfm_model_text_encoders */
     input src, tgt;               /* tgt: the targets, or the n-best list */
     tfm_pair_reader *pairs;       /* reads src and tgt in step (nbest: src alone) */
-    bool noted[2];                /* what the format guess assumed was said, by side */
     int max_src, max_tgt;         /* ids a source (</s> included) and a target may hold */
     bool eos;                     /* sources end with </s> */
     pair_slot *slots;             /* [batch_size] */
@@ -181,11 +180,8 @@ static bool pairs_ready(void *ctx)
 static void note_formats(scoring *sc)
 {
     for (int k = 0; k < 2; k++) {
-        const tfm_pair_format f = tfm_pair_reader_format(sc->pairs, (tfm_side)k);
         char note[200];
-        if (sc->noted[k] || !f.decided) continue;
-        sc->noted[k] = true;
-        if (tfm_format_guess_note(&f.guess, "--text", note, sizeof note))
+        if (tfm_pair_reader_note(sc->pairs, (tfm_side)k, "--text", note, sizeof note))
             tfm_score_warn(sc->out, k == 0 ? sc->src.label : sc->tgt.label, 0, "%s", note);
     }
 }
