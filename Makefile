@@ -43,10 +43,12 @@ else
 Q := @
 endif
 
-# The Debian packages the build and the tests need; the benchmarks and the
-# fuzzers need a few more, installed by their own targets.
+# The Debian packages the build and the demo need; make check needs a few
+# more for its guards (PyTorch for the training-parity harness, xz for the
+# real corpora), and the benchmarks and the fuzzers theirs.
 DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
                  libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time
+CHECK_PACKAGES = python3-torch xz-utils
 BENCH_PACKAGES = sentencepiece python3-torch time xz-utils gettext
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
 
@@ -71,7 +73,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-finetune fuzz install uninstall clean
+.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-finetune fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a
 
@@ -126,6 +128,7 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtfm.a
 
 # Installs only what is missing; runs apt-get update first only when needed.
 deps: ; @$(call install_missing,$(DEB_PACKAGES))
+deps-check: deps ; @$(call install_missing,$(CHECK_PACKAGES))
 deps-bench: deps ; @$(call install_missing,$(BENCH_PACKAGES))
 deps-fuzz: deps ; @$(call install_missing,$(FUZZ_PACKAGES))
 
@@ -144,7 +147,7 @@ endef
 
 # ---- tests -----------------------------------------------------------------
 
-check: deps
+check: deps-check
 	$(Q)rm -f build/check-*.log
 	$(Q)$(MAKE) --no-print-directory check-release
 	$(Q)$(MAKE) --no-print-directory check-asan
