@@ -770,3 +770,30 @@ const char *tfm_model_kernel_name(const tfm_model *m)
     }
     return "OpenBLAS sgemm";
 }
+
+const char *tfm_model_kernel_reason(const tfm_model *m)
+{
+    const tfm_packed_model *pm = m->packed;
+    const nn_packed_layer *L = !pm ? NULL : pm->encoder ? pm->encoder : pm->decoder;
+    const char *asked = getenv("TFM_ISA");
+    if (asked && (strcmp(asked, "avx2") == 0 || strcmp(asked, "avx512bw") == 0 ||
+                  strcmp(asked, "none") == 0))
+        return "TFM_ISA in the environment asks for no more";
+    switch (L ? L->self_qkv.kernel : NN_KERNEL_SGEMM) {
+    case NN_KERNEL_AVX512: return "the CPU has AVX-512";
+    case NN_KERNEL_AVX2: return "the CPU has AVX2 and FMA but not AVX-512";
+    case NN_KERNEL_INT8_VNNI: return "the CPU has AVX-512 VNNI (vpdpbusd)";
+    case NN_KERNEL_INT8_AVX512BW:
+        return "the CPU has AVX-512BW but not VNNI (vpmaddubsw, 64 bytes at a time)";
+    case NN_KERNEL_INT8_AVX2:
+        return "the CPU has AVX2 but not AVX-512BW (vpmaddubsw, 32 bytes at a time; int8 "
+               "measured faster than float32 at batch 1 and 64 there)";
+    case NN_KERNEL_BF16_AVX512: return "the CPU has AVX-512 BF16 (vdpbf16ps)";
+    case NN_KERNEL_BF16_AVX512BW: return "the CPU has AVX-512BW but not AVX-512 BF16";
+    case NN_KERNEL_BF16_AVX2: return "the CPU has AVX2 but not AVX-512BW";
+    case NN_KERNEL_INT8_C:
+    case NN_KERNEL_BF16_C: return "the CPU has no AVX2 (plain C, the reference kernel)";
+    case NN_KERNEL_SGEMM: break;
+    }
+    return "no weights are packed (a CPU without AVX2 and FMA, or nothing to pack)";
+}

@@ -226,7 +226,7 @@ static float prepare_int8_row(int8_t *q, const float *x, size_t K, size_t row_by
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define HAVE_PREPARE512 1
+#define HAVE_PREPARE_X86 1
 
 /* prepare_int8_row with AVX-512, the same bytes: the maximum is exact in
  * any order, x * inv is the same product, cvtps2dq rounds to nearest even
@@ -251,6 +251,38 @@ prepare_int8_row512(int8_t *q, const float *x, size_t K, size_t row_bytes, uint8
     for (; k < row_bytes; k++) q[k] = (int8_t)flip;
     return amax / 127.0f;
 }
+
+/* prepare_int8_row with AVX2, the same bytes by the same argument: eight
+ * floats at a time; 32 at a time narrowed to bytes by vpackssdw and
+ * vpacksswb (nothing to saturate), whose lane order vpermd restores. */
+__attribute__((target("avx2,fma"))) static float
+prepare_int8_row_avx2(int8_t *q, const float *x, size_t K, size_t row_bytes, uint8_t flip)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    size_t k = 0;
+    for (; k + 8 <= K; k += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, m);
+    float amax = 0.0f;
+    for (int i = 0; i < 8; i++) amax = lanes[i] > amax ? lanes[i] : amax;
+    for (; k < K; k++) amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i vflip = _mm256_set1_epi8((char)flip);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+#define AVX2_ROUNDED(j) _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * (j)), vinv))
+    for (k = 0; k + 32 <= K; k += 32) {
+        const __m256i w01 = _mm256_packs_epi32(AVX2_ROUNDED(0), AVX2_ROUNDED(1));
+        const __m256i w23 = _mm256_packs_epi32(AVX2_ROUNDED(2), AVX2_ROUNDED(3));
+        const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), order);
+        _mm256_storeu_si256((__m256i *)(q + k), _mm256_xor_si256(b, vflip));
+    }
+#undef AVX2_ROUNDED
+    for (; k < K; k++) q[k] = (int8_t)((uint8_t)round_int8(x[k] * inv) ^ flip);
+    for (; k < row_bytes; k++) q[k] = (int8_t)flip;
+    return amax / 127.0f;
+}
 #endif
 
 /* One row x [K] rounded to bf16 and widened back to float32, zero-padded
@@ -271,12 +303,12 @@ static void prepare_widened_row(float *out, const float *x, size_t K, size_t pad
  * nn_quant_row_bytes, zero-padded) and, for int8, each row's scale into
  * xs [rows]; bf16 rounded to nearest by nn_round_bf16 (and widened, for
  * the kernels that widen).  The AVX-512 int8 kernels prepare with AVX-512
- * too (the same bytes). */
+ * too, the AVX2 one with AVX2 (the same bytes). */
 void nn_quant_prepare(const nn_packed_linear *p, const float *x, size_t ldx, int rows, void *xq,
                       float *xs)
 {
     const size_t K = (size_t)p->K, row_bytes = nn_quant_row_bytes(p);
-#ifdef HAVE_PREPARE512
+#ifdef HAVE_PREPARE_X86
     const bool wide = p->kernel == NN_KERNEL_INT8_VNNI || p->kernel == NN_KERNEL_INT8_AVX512BW;
 #else
     const bool wide = false;
@@ -286,9 +318,13 @@ void nn_quant_prepare(const nn_packed_linear *p, const float *x, size_t ldx, int
         const float *row = x + (size_t)r * ldx;
         char *out = (char *)xq + (size_t)r * row_bytes;
         if (nn_kernel_is_int8(p->kernel)) {
-#ifdef HAVE_PREPARE512
+#ifdef HAVE_PREPARE_X86
             if (wide) {
                 xs[r] = prepare_int8_row512((int8_t *)out, row, K, row_bytes, flip);
+                continue;
+            }
+            if (p->kernel == NN_KERNEL_INT8_AVX2) {
+                xs[r] = prepare_int8_row_avx2((int8_t *)out, row, K, row_bytes, flip);
                 continue;
             }
 #endif
@@ -487,54 +523,88 @@ bw_rows(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *x
 DEFINE_BLOCK(AVX512BW_TARGET, int8_block_bw, bw_rows)
 
 
-/* AVX2: as AVX-512BW with vpsignb, two rows at a time, the panel's 32
- * outputs in four registers of 8. */
+/* AVX2: as AVX-512BW with vpsignb, QUANT_ROWS_AVX2 (2) rows at a time, the
+ * panel's 32 outputs in four registers of 8 per row: eight sums, the two
+ * rows' broadcasts and their absolute values, the weights, ones and a
+ * temporary make the 16 ymm registers.  The sums are named, not an array
+ * (an array indexed in the loop is kept in memory: a load and a store per
+ * product, which made this kernel no faster than float32).  Per group of
+ * 4 k: four loads, two broadcasts, two vpabsb and, per row and register,
+ * vpsignb, vpmaddubsw, vpmaddwd and vpaddd. */
+#define AVX2_INT8_SUMS(i) __m256i c##i##0 = zero, c##i##1 = zero, c##i##2 = zero, c##i##3 = zero
+#define AVX2_INT8_PRODUCT(i, b)                                                            \
+    if (MR > i)                                                                            \
+        c##i##b = _mm256_add_epi32(                                                        \
+            c##i##b, _mm256_madd_epi16(_mm256_maddubs_epi16(ax##i, _mm256_sign_epi8(w, a##i)), ones));
+#define AVX2_INT8_BLOCK(b)                                                                 \
+    {                                                                                      \
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(panel + (size_t)g * 128 + 32 * b)); \
+        AVX2_INT8_PRODUCT(0, b) AVX2_INT8_PRODUCT(1, b)                                    \
+    }
+#define AVX2_INT8_STORE(i)                                                                 \
+    if (MR > i) {                                                                          \
+        store8_int8(out + i * ldo, c##i##0, xs[i], p, n0, cols);                           \
+        store8_int8(out + i * ldo + 8, c##i##1, xs[i], p, n0 + 8, cols - 8);               \
+        store8_int8(out + i * ldo + 16, c##i##2, xs[i], p, n0 + 16, cols - 16);            \
+        store8_int8(out + i * ldo + 24, c##i##3, xs[i], p, n0 + 24, cols - 24);            \
+    }
+
+/* Stores 8 int32 sums of outputs n .. as floats (cols of them):
+ * fma(sum, s_x * s_w, bias), as int8_block_c. */
+AVX2_INT8_TARGET static inline void store8_int8(float *out, __m256i sum, float xs,
+                                                const nn_packed_linear *p, int n, int cols)
+{
+    if (cols <= 0) return;
+    if (cols >= 8) {
+        const __m256 s = _mm256_mul_ps(_mm256_set1_ps(xs), _mm256_loadu_ps(p->scale + n));
+        const __m256 b = p->bias ? _mm256_loadu_ps(p->bias + n) : _mm256_setzero_ps();
+        _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), s, b));
+        return;
+    }
+    int32_t sums[8];
+    _mm256_storeu_si256((__m256i *)sums, sum);
+    for (int j = 0; j < cols; j++)
+        out[j] = fmaf((float)sums[j], xs * p->scale[n + j], p->bias ? p->bias[n + j] : 0.0f);
+}
+
+AVX2_INT8_TARGET static inline __attribute__((always_inline)) void
+int8_rows_avx2(float *out, size_t ldo, const void *xq, size_t row_bytes, const float *xs,
+               const nn_packed_linear *p, int pi, int cols, const int MR)
+{
+    const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * row_bytes;
+    const int G = (int)(row_bytes / 4), n0 = pi * QUANT_WIDTH;
+    const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
+    const int32_t *x0 = (const int32_t *)xq;
+    const int32_t *x1 = (const int32_t *)((const char *)xq + (MR > 1 ? row_bytes : 0));
+    AVX2_INT8_SUMS(0);
+    AVX2_INT8_SUMS(1);
+    for (int g = 0; g < G; g++) {
+        const __m256i a0 = _mm256_set1_epi32(x0[g]), ax0 = _mm256_abs_epi8(a0);
+        const __m256i a1 = _mm256_set1_epi32(x1[g]), ax1 = _mm256_abs_epi8(a1);
+        AVX2_INT8_BLOCK(0)
+        AVX2_INT8_BLOCK(1)
+        AVX2_INT8_BLOCK(2)
+        AVX2_INT8_BLOCK(3)
+    }
+    AVX2_INT8_STORE(0)
+    AVX2_INT8_STORE(1)
+}
+#undef AVX2_INT8_SUMS
+#undef AVX2_INT8_PRODUCT
+#undef AVX2_INT8_BLOCK
+#undef AVX2_INT8_STORE
+
 AVX2_INT8_TARGET static void int8_block_avx2(float *out, size_t ldo, const void *xq,
                                              size_t row_bytes, const float *xs, int rows,
                                              const nn_packed_linear *p, int pi, int cols)
 {
-    const int8_t *panel = (const int8_t *)p->panels + (size_t)pi * QUANT_WIDTH * row_bytes;
-    const int G = (int)(row_bytes / 4), n0 = pi * QUANT_WIDTH;
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int r0 = 0; r0 < rows; r0 += QUANT_ROWS_AVX2) {
-        const int MR = rows - r0 < QUANT_ROWS_AVX2 ? rows - r0 : QUANT_ROWS_AVX2;
-        const int32_t *x0 = (const int32_t *)((const char *)xq + (size_t)r0 * row_bytes);
-        const int32_t *x1 = MR > 1 ? (const int32_t *)((const char *)x0 + row_bytes) : x0;
-        __m256i c0[4], c1[4];
-        for (int i = 0; i < 4; i++) c0[i] = c1[i] = _mm256_setzero_si256();
-        for (int g = 0; g < G; g++) {
-            const __m256i a0 = _mm256_set1_epi32(x0[g]), a1 = _mm256_set1_epi32(x1[g]);
-            const __m256i ax0 = _mm256_abs_epi8(a0), ax1 = _mm256_abs_epi8(a1);
-            for (int i = 0; i < 4; i++) {
-                const __m256i w = _mm256_loadu_si256((const __m256i *)(panel + (size_t)g * 128 + 32 * i));
-                c0[i] = _mm256_add_epi32(
-                    c0[i], _mm256_madd_epi16(_mm256_maddubs_epi16(ax0, _mm256_sign_epi8(w, a0)), ones));
-                c1[i] = _mm256_add_epi32(
-                    c1[i], _mm256_madd_epi16(_mm256_maddubs_epi16(ax1, _mm256_sign_epi8(w, a1)), ones));
-            }
-        }
-        for (int r = 0; r < MR; r++) {
-            const __m256i *c = r == 0 ? c0 : c1;
-            float *o = out + (size_t)(r0 + r) * ldo;
-            const __m256 sx = _mm256_set1_ps(xs[r0 + r]);
-            for (int i = 0; i < 4 && 8 * i < cols; i++) {
-                float v[8];
-                const int n = n0 + 8 * i, m = cols - 8 * i < 8 ? cols - 8 * i : 8;
-                if (m == 8) {
-                    const __m256 s = _mm256_mul_ps(sx, _mm256_loadu_ps(p->scale + n));
-                    const __m256 b = p->bias ? _mm256_loadu_ps(p->bias + n) : _mm256_setzero_ps();
-                    _mm256_storeu_ps(o + 8 * i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[i]), s, b));
-                    continue;
-                }
-                int32_t sums[8];
-                _mm256_storeu_si256((__m256i *)sums, c[i]);
-                for (int j = 0; j < m; j++)
-                    v[j] = fmaf((float)sums[j], xs[r0 + r] * p->scale[n + j],
-                                p->bias ? p->bias[n + j] : 0.0f);
-                memcpy(o + 8 * i, v, (size_t)m * sizeof *v);
-            }
-        }
-    }
+    int r0 = 0;
+    for (; r0 + QUANT_ROWS_AVX2 <= rows; r0 += QUANT_ROWS_AVX2)
+        int8_rows_avx2(out + (size_t)r0 * ldo, ldo, (const char *)xq + (size_t)r0 * row_bytes,
+                       row_bytes, xs + r0, p, pi, cols, QUANT_ROWS_AVX2);
+    if (r0 < rows)
+        int8_rows_avx2(out + (size_t)r0 * ldo, ldo, (const char *)xq + (size_t)r0 * row_bytes,
+                       row_bytes, xs + r0, p, pi, cols, 1);
 }
 
 /* Stores 16 float sums of outputs n .. plus their bias (cols of them). */

@@ -273,6 +273,10 @@ tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err);
  * AVX-512BW", "int8 AVX2", "int8 C"; "bf16 AVX-512 BF16", "bf16 AVX-512BW
  * (widened to float32)", "bf16 AVX2 (widened to float32)", "bf16 C". */
 const char *tfm_model_kernel_name(const tfm_model *m);
+/* Why that kernel, in one phrase for -v: what the CPU has ("the CPU has
+ * AVX2 but not AVX-512BW (...)") or "TFM_ISA in the environment asks for no
+ * more". */
+const char *tfm_model_kernel_reason(const tfm_model *m);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
 /* For a program that has packed all it will run (decode after
  * _for_decoding, encode after _for_encoding): frees the int8 or bf16

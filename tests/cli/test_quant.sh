@@ -91,6 +91,11 @@ done
 head -3 test.src | tokenize -m int8.st | encode -m int8.st >three.npy 2>/dev/null
 expect_status 0 "decode -v with an int8 model" decode -v -m int8.st three.npy
 expect_stderr "^decode: matrix kernel: int8 " "decode -v names the int8 kernel"
+expect_stderr "^decode: why this kernel: the CPU has " "decode -v says why: what the CPU has"
+TFM_ISA=avx2 expect_status 0 "decode -v with an int8 model, TFM_ISA=avx2" decode -v -m int8.st three.npy
+expect_stderr "^decode: matrix kernel: int8 (AVX2|C)$" "decode -v names the AVX2 int8 kernel (or C, without AVX2)"
+expect_stderr "^decode: why this kernel: TFM_ISA in the environment asks for no more$" \
+    "decode -v says TFM_ISA chose it"
 expect_status 0 "decode -v with a bf16 model" decode -v -m bf16.st three.npy
 expect_stderr "^decode: matrix kernel: bf16 " "decode -v names the bf16 kernel"
 TFM_ISA=avx2 expect_status 0 "decode -v with a bf16 model, TFM_ISA=avx2" decode -v -m bf16.st three.npy
