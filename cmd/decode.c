@@ -14,7 +14,8 @@
 
 #include "filter.h"
 
-static const char usage_text[] =
+/* The help; the %-conversions are the library's defaults (format_usage). */
+static const char usage_format[] =
     "Usage: decode -m MODEL [OPTION]... [FILE]...\n"
     "Translates encoder states (the .npy stream 'encode' writes, one record per\n"
     "sentence) into lines of target token ids, one line per record, in order.\n"
@@ -22,19 +23,19 @@ static const char usage_text[] =
     "\n"
     "Search:\n"
     "  -m, --model=MODEL          the model file (safetensors) the states came from\n"
-    "  -b, --beam=K               beam size (default 4, as the paper); 1 is greedy\n"
+    "  -b, --beam=K               beam size (default %d, as the paper); 1 is greedy\n"
     "      --greedy               greedy search: the same as --beam 1\n"
     "      --length-rule=RULE     how a hypothesis's log-probability is divided by its\n"
-    "                             length m (its ids and </s>): 'power' (the default):\n"
+    "                             length m (its ids and </s>): '%s' (the default):\n"
     "                             by m^A, as fairseq and Marian; 'gnmt': by GNMT's\n"
     "                             ((5 + m) / 6)^A\n"
-    "      --length-penalty=A     the alpha A of the length rule (default 1.0: the\n"
+    "      --length-penalty=A     the alpha A of the length rule (default %.1f: the\n"
     "                             average log-probability per token); GNMT's usual\n"
     "                             alpha is 0.6; 0 disables either rule\n"
-    "      --max-length-offset=N  at most source length + N ids (default 50)\n"
+    "      --max-length-offset=N  at most source length + N ids (default %d)\n"
     "      --max-length=N         at most N ids, whatever the source (default: no cap\n"
     "                             but the model's max_positions - 1)\n"
-    "      --min-length=N         no </s> before N ids (default 0)\n"
+    "      --min-length=N         no </s> before N ids (default %d)\n"
     "      --no-repeat-ngram=N    never repeat an N-gram within a hypothesis (0: off)\n"
     "      --prefix=FILE          force a target prefix: one line of ids per record of\n"
     "                             the input; an empty line forces nothing\n"
@@ -63,8 +64,8 @@ static const char usage_text[] =
     "      --sample               sample from the model's distribution\n"
     "      --sample-topk=K        sample from the K most probable tokens only\n"
     "      --sample-topp=P        sample from the smallest set holding probability P\n"
-    "      --temperature=T        divide the log-probabilities by T (default 1)\n"
-    "      --seed=N               seed of the samples (default 1); each sentence draws\n"
+    "      --temperature=T        divide the log-probabilities by T (default %g)\n"
+    "      --seed=N               seed of the samples (default %llu); each sentence draws\n"
     "                             from its own generator, seeded by N and its number\n"
     "\n"
     "Output:\n"
@@ -84,9 +85,9 @@ static const char usage_text[] =
     "\n"
     "Resources:\n"
     "      --batch-size=N         sentences each thread decodes together, at most\n"
-    "                             (default 64)\n"
+    "                             (default %d)\n"
     "      --batch-tokens=N       source tokens each thread decodes together, at most\n"
-    "                             (default 4096)\n"
+    "                             (default %d)\n"
     "      --max-input-length=N   crop longer sources to N states, with a warning\n"
     "                             (default: the model's max_positions)\n"
     "      --threads=N            threads to use (default: the number of CPUs); each\n"
@@ -332,9 +333,21 @@ static const char *const length_rule_names[] = {"power", "gnmt", NULL};
 /* --alignment's words, in the order of tfm_alignment after TFM_ALIGNMENT_NONE. */
 static const char *const alignment_names[] = {"hard", "soft", NULL};
 
+/* The help text with the library's defaults in it, so the two cannot differ. */
+static void format_usage(char *out, size_t size)
+{
+    const tfm_decode_params d = tfm_decode_default_params();
+    snprintf(out, size, usage_format, d.search.beam, length_rule_names[d.search.length_rule],
+             (double)d.search.length_penalty, d.search.max_length_offset, d.search.min_length,
+             (double)d.search.temperature, (unsigned long long)d.search.seed,
+             TFM_DECODE_BATCH_SIZE, TFM_DECODE_BATCH_TOKENS);
+}
+
 static void parse_options(int argc, char **argv, options *opt)
 {
     tfm_search_params *sp = &opt->decode.search;
+    static char usage[sizeof usage_format + 128];
+    format_usage(usage, sizeof usage);
     int c;
     while ((c = getopt_long(argc, argv, "m:b:qvhV", long_options, NULL)) != -1) {
         switch (c) {
@@ -398,7 +411,7 @@ static void parse_options(int argc, char **argv, options *opt)
                 : (tfm_alignment)(1 + cli_parse_choice("--alignment", optarg, alignment_names));
             break;
         default:
-            if (!cli_batch_option(c, optarg, &opt->batch)) cli_common_option(c, usage_text);
+            if (!cli_batch_option(c, optarg, &opt->batch)) cli_common_option(c, usage);
         }
     }
     if (!opt->model) cli_usage_error("a model is required: -m MODEL");
@@ -419,7 +432,7 @@ static void parse_options(int argc, char **argv, options *opt)
 int main(int argc, char **argv)
 {
     cli_init("decode", argv);
-    options opt = {.decode = tfm_decode_default_params(), .batch = cli_batch_defaults(64, 4096),
+    options opt = {.decode = tfm_decode_default_params(), .batch = cli_batch_defaults(TFM_DECODE_BATCH_SIZE, TFM_DECODE_BATCH_TOKENS),
                    .placeholder_classes = TFM_PH_ALL};
     parse_options(argc, argv, &opt);
     const tfm_search_params *sp = &opt.decode.search;

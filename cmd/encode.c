@@ -20,7 +20,8 @@
  * costs more in thread start-up than it saves. */
 #define MIN_TOKENS_PER_THREAD 64
 
-static const char usage_text[] =
+/* The help; the %d are the library's defaults (format_usage). */
+static const char usage_format[] =
     "Usage: encode -m MODEL [OPTION]... [FILE]...\n"
     "Runs the Transformer's encoder over lines of source token ids (as 'tokenize'\n"
     "writes them) and writes the final encoder states of each line as one .npy\n"
@@ -34,9 +35,9 @@ static const char usage_text[] =
     "      --max-input-length=N   crop longer sources (</s> included) to N tokens,\n"
     "                             with a warning (default: the model's max_positions)\n"
     "      --batch-size=N         sentences each thread encodes together, at most\n"
-    "                             (default 128)\n"
+    "                             (default %d)\n"
     "      --batch-tokens=N       source tokens each thread encodes together, at most\n"
-    "                             (default 8192)\n"
+    "                             (default %d)\n"
     "      --threads=N            threads to use (default: the number of CPUs); each\n"
     "                             takes its own batch of the sentences read\n"
     CLI_COMPUTE_TYPE_HELP
@@ -186,13 +187,15 @@ static void encode_file(void *ctx, const char *name)
 
 static void parse_options(int argc, char **argv, options *opt)
 {
+    static char usage[sizeof usage_format + 32];
+    snprintf(usage, sizeof usage, usage_format, TFM_ENCODE_BATCH_SIZE, TFM_ENCODE_BATCH_TOKENS);
     int c;
     while ((c = getopt_long(argc, argv, "m:qvhV", long_options, NULL)) != -1) {
         switch (c) {
         case 'm': opt->model = optarg; break;
         case OPT_NO_EOS: opt->eos = false; break;
         default:
-            if (!cli_batch_option(c, optarg, &opt->batch)) cli_common_option(c, usage_text);
+            if (!cli_batch_option(c, optarg, &opt->batch)) cli_common_option(c, usage);
         }
     }
     if (!opt->model) cli_usage_error("a model is required: -m MODEL");
@@ -201,7 +204,7 @@ static void parse_options(int argc, char **argv, options *opt)
 int main(int argc, char **argv)
 {
     cli_init("encode", argv);
-    options opt = {.eos = true, .batch = cli_batch_defaults(128, 8192)};
+    options opt = {.eos = true, .batch = cli_batch_defaults(TFM_ENCODE_BATCH_SIZE, TFM_ENCODE_BATCH_TOKENS)};
     parse_options(argc, argv, &opt);
     const int threads = opt.batch.threads;
     if (isatty(STDOUT_FILENO))

@@ -53,7 +53,8 @@ static tfm_status run_steered(tfm_decode_batch *b, int worker, size_t lo, size_t
 
 tfm_decode_params tfm_decode_default_params(void)
 {
-    tfm_decode_params p = {.search = tfm_search_default_params(), .capacity = 64, .workers = 1};
+    tfm_decode_params p = {.search = tfm_search_default_params(), .capacity = TFM_DECODE_BATCH_SIZE,
+                           .workers = 1};
     p.search.seed = 1;
     return p;
 }

@@ -392,6 +392,10 @@ tfm_status tfm_model_load_vocab(const char *path, tfm_side side, tfm_vocab **out
  * model must outlive the encoder; one encoder per thread. */
 typedef struct tfm_encoder tfm_encoder;
 
+/* encode(1)'s batches per thread, at most (its --batch-size and
+ * --batch-tokens defaults): sentences, and source tokens. */
+enum { TFM_ENCODE_BATCH_SIZE = 128, TFM_ENCODE_BATCH_TOKENS = 8192 };
+
 tfm_status tfm_encoder_create(const tfm_model *m, tfm_encoder **out, tfm_error *err);
 void tfm_encoder_free(tfm_encoder *e);
 

@@ -324,7 +324,7 @@ typedef struct tfm_decode_params {
     bool scores;               /* a 1-best line ends with a TAB and its score (%.6f) */
     int max_input;             /* states a record may hold, longer ones cropped;
                                   0: the model's max_positions */
-    size_t capacity;           /* records a batch holds.  Default 64 */
+    size_t capacity;           /* records a batch holds.  Default TFM_DECODE_BATCH_SIZE */
     int workers;               /* slices decoded at once, each by a decoder and a
                                   searcher of its own.  Default 1 */
     tfm_alignment alignment;   /* each hypothesis's alignment as one more field: a 1-best
@@ -335,6 +335,10 @@ typedef struct tfm_decode_params {
 } tfm_decode_params;
 
 tfm_decode_params tfm_decode_default_params(void);
+
+/* decode(1)'s batches per thread, at most (its --batch-size and
+ * --batch-tokens defaults): records, and source states. */
+enum { TFM_DECODE_BATCH_SIZE = 64, TFM_DECODE_BATCH_TOKENS = 4096 };
 
 /* The search parameters as decode(1)'s options set them: TFM_ERR_ARG, in
  * the options' words, when sampling is asked for with a beam given
