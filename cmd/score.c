@@ -25,7 +25,8 @@
 #include "files.h"
 #include "filter.h"
 
-static const char usage_text[] =
+/* The help; the %-conversions are the library's defaults (format_usage). */
+static const char usage_format[] =
     "Usage: score METRIC -r REF [-r REF]... [OPTION]... [HYP]\n"
     "       score METRIC -r REF [-r REF]... --paired-bs [OPTION]... BASELINE SYSTEM...\n"
     "       score -m MODEL --src=SRC --tgt=TGT [OPTION]...\n"
@@ -40,20 +41,20 @@ static const char usage_text[] =
     "      --sentence             one score per hypothesis line instead of the corpus\n"
     "  -f, --format=FORMAT        'text' (default) or 'json', as sacreBLEU prints them\n"
     "  -b, --score-only           print the score alone\n"
-    "  -w, --width=N              decimals of the score (default 1, as sacreBLEU)\n"
+    "  -w, --width=N              decimals of the score (default %d, as sacreBLEU)\n"
     "      --strict               invalid UTF-8 is an error, not replaced by U+FFFD\n"
     "\n"
     "BLEU ('score bleu'):\n"
-    "      --tokenize=TOK         13a (default), intl, zh, char or none\n"
+    "      --tokenize=TOK         %s (default), intl, zh, char or none\n"
     "      --lowercase, -lc       lowercase everything first (also for chrF)\n"
-    "      --smooth=METHOD        exp (default), floor, add-k or none\n"
-    "      --smooth-value=V       the value of floor (0.1) or add-k (1)\n"
+    "      --smooth=METHOD        %s (default), floor, add-k or none\n"
+    "      --smooth-value=V       the value of floor (%g) or add-k (%g)\n"
     "      --force                no warning about hypotheses that look tokenized\n"
     "\n"
     "chrF ('score chrf', 'score chrf++'):\n"
-    "      --char-order=N         character n-gram order (default 6)\n"
-    "      --word-order=N         word n-gram order (default 0; 2 for chrf++)\n"
-    "      --beta=N               weight of recall over precision (default 2)\n"
+    "      --char-order=N         character n-gram order (default %d)\n"
+    "      --word-order=N         word n-gram order (default %d; %d for chrf++)\n"
+    "      --beta=N               weight of recall over precision (default %d)\n"
     "      --whitespace           keep whitespace in character n-grams\n"
     "      --eps-smoothing        chrF++.py's epsilon smoothing instead of sacreBLEU's\n"
     "                             effective order\n"
@@ -64,13 +65,13 @@ static const char usage_text[] =
     "      --no-punct             remove . , ? : ; ! \" ( ) first\n"
     "\n"
     "Statistics:\n"
-    "      --confidence           add a 95% confidence interval by bootstrap resampling\n"
-    "      --confidence-n=N       resamples for --confidence (default 1000)\n"
+    "      --confidence           add a 95%% confidence interval by bootstrap resampling\n"
+    "      --confidence-n=N       resamples for --confidence (default %d)\n"
     "      --paired-bs            paired bootstrap test of each SYSTEM against BASELINE\n"
-    "      --paired-bs-n=N        resamples for --paired-bs (default 1000)\n"
-    "      --seed=N               seed of the resampling (default 12345)\n"
+    "      --paired-bs-n=N        resamples for --paired-bs (default %d)\n"
+    "      --seed=N               seed of the resampling (default %llu)\n"
     "      --threads=N            threads to use (default: the number of CPUs, at most\n"
-    "                             8); with -m, the BLAS threads of the forward pass\n"
+    "                             %d); with -m, the BLAS threads of the forward pass\n"
     "\n"
     "Scoring with a model ('score -m MODEL'), as marian-scorer does:\n"
     "  -m, --model=MODEL          the model file (safetensors) to score with\n"
@@ -92,9 +93,9 @@ static const char usage_text[] =
     "                             text, as most of each file's first lines are)\n"
     "      --no-eos               do not end each source with </s> (the default for a\n"
     "                             model trained with 'train --no-eos', which says so)\n"
-    "      --batch-size=N         pairs scored together, at most (default 64)\n"
+    "      --batch-size=N         pairs scored together, at most (default %d)\n"
     "      --batch-tokens=N       source and target ids scored together, at most\n"
-    "                             (default 2048)\n"
+    "                             (default %d)\n"
     "\n"
     "Common options:\n"
     CLI_COMMON_HELP
@@ -302,9 +303,30 @@ static void note_takers(options *opt, int c, int long_index)
     }
 }
 
+/* The help text with the library's defaults in it, so the two cannot differ. */
+static void format_usage(char *out, size_t size)
+{
+    const tfm_metric_params bleu = tfm_metric_default_params(TFM_METRIC_BLEU);
+    const tfm_metric_params chrf = tfm_metric_default_params(TFM_METRIC_CHRF);
+    tfm_metric_params chrf_pp = chrf;
+    tfm_metric_parse_name("chrf++", &chrf_pp);
+    const tfm_file_scorer_params files = tfm_file_scorer_default_params();
+    const tfm_bootstrap_params boot = tfm_bootstrap_default_params();
+    const tfm_pair_scorer_params pairs = tfm_pair_scorer_default_params();
+    snprintf(out, size, usage_format, files.format.width, tfm_bleu_tok_name(bleu.tokenize),
+             tfm_bleu_smooth_name(bleu.smooth),
+             tfm_bleu_smooth_default_value(TFM_BLEU_SMOOTH_FLOOR),
+             tfm_bleu_smooth_default_value(TFM_BLEU_SMOOTH_ADD_K), chrf.char_order,
+             chrf.word_order, chrf_pp.word_order, chrf.beta, boot.n_samples, boot.n_samples,
+             (unsigned long long)boot.seed, TFM_SCORE_MAX_THREADS, pairs.batch_size,
+             pairs.batch_tokens);
+}
+
 static void parse_options(int argc, char **argv, options *opt)
 {
     static const char *const formats[] = {"text", "json", NULL};
+    static char usage_text[sizeof usage_format + 128];
+    format_usage(usage_text, sizeof usage_text);
     static const struct option common[] = {CLI_COMMON_LONG_OPTIONS, {NULL, 0, NULL, 0}};
     struct option long_options[N_OPTIONS + sizeof common / sizeof common[0]];
     for (size_t i = 0; i < N_OPTIONS; i++) long_options[i] = options_table[i].o;
@@ -413,7 +435,7 @@ int main(int argc, char **argv)
                    .pairs = tfm_pair_scorer_default_params()};
     opt.n_confidence = opt.n_paired = opt.files.bootstrap.n_samples;
     opt.batch = cli_batch_defaults(opt.pairs.batch_size, opt.pairs.batch_tokens);
-    if (opt.batch.threads > 8) opt.batch.threads = 8;
+    if (opt.batch.threads > TFM_SCORE_MAX_THREADS) opt.batch.threads = TFM_SCORE_MAX_THREADS;
     bool have_metric = argc > 1 && tfm_metric_parse_name(argv[1], &opt.files.metric);
     if (have_metric) {
         opt.metric_name = argv[1];

@@ -157,7 +157,7 @@ void tfm_bleu_compute(const tfm_metric_params *p, const double *stats, tfm_score
     memcpy(total, stats + 2 + order, (size_t)order * sizeof *total);
     double sys_len = stats[0], ref_len = stats[1];
     double smooth_value = p->smooth_value;
-    if (smooth_value < 0) smooth_value = p->smooth == TFM_BLEU_SMOOTH_FLOOR ? 0.1 : 1.0;
+    if (smooth_value < 0) smooth_value = tfm_bleu_smooth_default_value(p->smooth);
 
     memset(out, 0, sizeof *out);
     out->order = order;

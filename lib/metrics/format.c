@@ -66,7 +66,7 @@ static int signature_pairs(const tfm_metric *m, const tfm_score_format *f, sig_p
         PAIR("tok", "%s", tfm_bleu_tok_name(p->tokenize));
         if (p->smooth == TFM_BLEU_SMOOTH_FLOOR || p->smooth == TFM_BLEU_SMOOTH_ADD_K) {
             double v = p->smooth_value >= 0 ? p->smooth_value
-                                            : p->smooth == TFM_BLEU_SMOOTH_FLOOR ? 0.1 : 1.0;
+                                            : tfm_bleu_smooth_default_value(p->smooth);
             PAIR("smooth", "%s[%.2f]", tfm_bleu_smooth_name(p->smooth), v);
         } else {
             PAIR("smooth", "%s", tfm_bleu_smooth_name(p->smooth));

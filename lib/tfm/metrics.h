@@ -134,6 +134,9 @@ bool tfm_bleu_tok_parse(const char *name, tfm_bleu_tok *tok);
 const char *tfm_bleu_tok_name(tfm_bleu_tok tok);
 bool tfm_bleu_smooth_parse(const char *name, tfm_bleu_smooth *smooth);
 const char *tfm_bleu_smooth_name(tfm_bleu_smooth smooth);
+/* The value a smoothing method takes when smooth_value < 0: sacreBLEU's
+ * 0.1 for floor, 1 for add-k (and 0 for the others, which take none). */
+double tfm_bleu_smooth_default_value(tfm_bleu_smooth smooth);
 
 /* ---- the metric ---------------------------------------------------------------- */
 
@@ -243,6 +246,10 @@ typedef struct tfm_bootstrap_params {
 } tfm_bootstrap_params;
 
 tfm_bootstrap_params tfm_bootstrap_default_params(void);
+
+/* score(1) uses at most this many threads by default: the metrics and a
+ * small model's forward pass gain nothing from more. */
+enum { TFM_SCORE_MAX_THREADS = 8 };
 
 /* A 95% confidence interval from n_samples resamples (with replacement) of
  * the n_segments rows of seg_stats: *mean is the mean resampled score and
