@@ -26,7 +26,8 @@
  * this many tokens. */
 #define BATCH_TOKENS 4096
 
-static const char usage_text[] =
+/* The help; the %-conversions are the library's defaults (format_usage). */
+static const char usage_format[] =
     "Usage: inspect-attn -m MODEL [OPTION]... --src SRC --tgt TGT\n"
     "       inspect-attn -m MODEL [OPTION]... [SRC]\n"
     "Shows what a model attends to: the attention weights of sentence pairs, one\n"
@@ -44,20 +45,21 @@ static const char usage_text[] =
     "      --no-eos               do not end each source with </s> (the default for a\n"
     "                             model trained with 'train --no-eos', which says so)\n"
     "  -b, --beam=K               translate sources alone with beam search of K\n"
-    "                             (default 1: greedy search)\n"
+    "                             (default %d; 1 is greedy search)\n"
     "      --sentence=N           only the pair on line N (1-based)\n"
     "\n"
     "What to show:\n"
-    "      --kind=KIND            'cross' (encoder-decoder attention; default), 'self'\n"
+    "      --kind=KIND            'cross' (encoder-decoder attention), 'self'\n"
     "                             (encoder self-attention) or 'dec-self' (decoder\n"
-    "                             self-attention, causal)\n"
+    "                             self-attention, causal); default '%s'\n"
     "      --layer=N              a layer, 0-based as in the model's tensor names,\n"
-    "                             'last' (default) or 'all'\n"
-    "      --head=N               a head (0-based), 'all', or 'mean' (default: the\n"
-    "                             mean of the heads)\n"
+    "                             'last' or 'all' (default '%s')\n"
+    "      --head=N               a head (0-based), 'all', or 'mean', the mean of the\n"
+    "                             heads (default '%s')\n"
     "\n"
     "Output:\n"
-    "  -f, --format=FORMAT        'term' (default): a heatmap for the terminal;\n"
+    "  -f, --format=FORMAT        one of these (default '%s'):\n"
+    "                             'term': a heatmap for the terminal;\n"
     "                             'svg': an SVG heatmap of one sentence (--sentence,\n"
     "                             default 1), a panel per layer and head;\n"
     "                             'tsv': a table per layer and head, labels in the first\n"
@@ -72,9 +74,9 @@ static const char usage_text[] =
     "      --tokens=FILE          npy: write each record's labels to FILE, a line per\n"
     "                             record: query pieces, a tab, key pieces\n"
     "      --max-tokens=N         svg, term: draw at most N queries and N keys, with a\n"
-    "                             note (default 100; 0: all)\n"
+    "                             note (default %d; 0: all)\n"
     "      --label-width=N        svg, term: shorten longer labels to N characters with\n"
-    "                             an ellipsis (default 16; 0: never)\n"
+    "                             an ellipsis (default %d; 0: never)\n"
     "      --color=WHEN           term: colours 'auto' (default: on a terminal, unless\n"
     "                             NO_COLOR is set), 'always' or 'never'\n"
     CLI_COMMON_HELP
@@ -265,8 +267,30 @@ static void flush_output(void *ctx)
 
 /* ---- options ----------------------------------------------------------------------------------- */
 
+/* A layer or head as the options name it: a number, 'last', 'all' or 'mean'. */
+static void selector_name(char *out, size_t size, int v)
+{
+    if (v == TFM_VIEW_LAST) snprintf(out, size, "last");
+    else if (v == TFM_VIEW_ALL) snprintf(out, size, "all");
+    else if (v == TFM_VIEW_MEAN) snprintf(out, size, "mean");
+    else snprintf(out, size, "%d", v);
+}
+
+/* The help text with the library's defaults in it, so the two cannot differ. */
+static void format_usage(char *out, size_t size)
+{
+    const tfm_inspect_params d = tfm_inspect_default_params();
+    char layer[16], head[16];
+    selector_name(layer, sizeof layer, d.view.layer);
+    selector_name(head, sizeof head, d.view.head);
+    snprintf(out, size, usage_format, d.beam, kind_names[d.view.kind], layer, head,
+             format_names[d.view.format], d.view.max_tokens, d.view.label_width);
+}
+
 static void parse_options(int argc, char **argv, options *opt)
 {
+    static char usage[sizeof usage_format + 64];
+    format_usage(usage, sizeof usage);
     tfm_view_params *view = &opt->inspect.view;
     int c;
     while ((c = getopt_long(argc, argv, "m:b:f:o:qvhV", long_options, NULL)) != -1) {
@@ -300,7 +324,7 @@ static void parse_options(int argc, char **argv, options *opt)
             view->label_width = (int)cli_parse_int("--label-width", optarg, 0, 1 << 20);
             break;
         case OPT_COLOR: opt->color = (tfm_color_when)cli_parse_choice("--color", optarg, color_names); break;
-        default: cli_common_option(c, usage_text);
+        default: cli_common_option(c, usage);
         }
     }
     if (!opt->model) cli_usage_error("a model is required: -m MODEL");

@@ -27,7 +27,8 @@
 #include "files.h"
 #include "filter.h"
 
-static const char usage_text[] =
+/* The help; the %-conversions are the library's defaults (format_usage). */
+static const char usage_format[] =
     "Usage: tokenize [OPTION]... -m VOCAB [FILE]...\n"
     "       tokenize -d [OPTION]... -m VOCAB [FILE]...\n"
     "       tokenize learn --vocab-size N [OPTION]... [FILE]...\n"
@@ -43,13 +44,13 @@ static const char usage_text[] =
     "  -d, --decode               decode id lines or piece lines back to text\n"
     "      --side=SIDE            of a model with a vocabulary per side: 'source' or\n"
     "                             'target' (default: source to encode, target with -d)\n"
-    "      --output=FORMAT        encode to 'ids' (default) or 'pieces'\n"
-    "      --input=FORMAT         decode from 'auto' (default), 'ids' or 'pieces'\n"
+    "      --output=FORMAT        encode to 'ids' or 'pieces' (default '%s')\n"
+    "      --input=FORMAT         decode from 'auto', 'ids' or 'pieces' (default '%s')\n"
     "      --dropout=P            BPE-dropout: skip each merge with probability P\n"
-    "      --seed=N               seed of the random choices (default 1)\n"
+    "      --seed=N               seed of the random choices (default %llu)\n"
     "      --threads=N            threads to use (default: the number of CPUs)\n"
     "      --strict               invalid UTF-8 is an error, not replaced by U+FFFD\n"
-    "      --placeholders         encode each placeholder (%s, {0}, <b>, &amp;, ...) as\n"
+    "      --placeholders         encode each placeholder (%%s, {0}, <b>, &amp;, ...) as\n"
     "                             the token <phN>; needs a vocabulary learnt with\n"
     "                             'tokenize learn --placeholders'\n"
     "  -d --placeholders=SRC      decode each <phN> as the text of placeholder N of the\n"
@@ -70,11 +71,11 @@ static const char usage_text[] =
     "\n"
     "Learning ('tokenize learn'):\n"
     "      --vocab-size=N         pieces in the vocabulary, specials and bytes included\n"
-    "      --normalize=FORM       'nfkc' (default), 'nfc' or 'none'\n"
+    "      --normalize=FORM       'nfkc', 'nfc' or 'none' (default '%s')\n"
     "      --case-fold            fold case (Unicode case folding) before anything else\n"
     "      --character-coverage=F share of character occurrences the alphabet covers;\n"
-    "                             rarer characters are spelled with bytes (0.9995)\n"
-    "      --max-piece-length=N   longest piece in characters (16)\n"
+    "                             rarer characters are spelled with bytes (%g)\n"
+    "      --max-piece-length=N   longest piece in characters (%d)\n"
     "      --input-sentence-size=N  learn from a random sample of N lines (0: all)\n"
     "      --user-symbols=A,B,... symbols always kept whole as one piece\n"
     "      --placeholders         reserve the pieces <ph1> .. <ph32> and learn from the\n"
@@ -525,11 +526,24 @@ static char **split_commas(const char *list, int *count)
     return out;
 }
 
+/* In the order of tfm_line_format. */
+static const char *const output_formats[] = {"ids", "pieces", NULL}; /* from TFM_LINE_IDS */
+static const char *const input_formats[] = {"auto", "ids", "pieces", NULL};
+
+/* The help text with the library's defaults in it, so the two cannot differ. */
+static void format_usage(char *out, size_t size)
+{
+    const tfm_filter_params f = tfm_filter_default_params();
+    const tfm_bpe_learn_params l = tfm_bpe_learn_default_params();
+    snprintf(out, size, usage_format, output_formats[f.output - TFM_LINE_IDS],
+             input_formats[f.input], (unsigned long long)f.seed, tfm_norm_form_name(l.norm.form),
+             l.character_coverage, l.max_piece_length);
+}
+
 static void parse_options(int argc, char **argv, options *opt)
 {
-    /* In the order of tfm_line_format. */
-    static const char *const output_formats[] = {"ids", "pieces", NULL};
-    static const char *const input_formats[] = {"auto", "ids", "pieces", NULL};
+    static char usage[sizeof usage_format + 64];
+    format_usage(usage, sizeof usage);
     static const char *const forms[] = {"none", "nfc", "nfkc", NULL};
     static const char *const sides[] = {"source", "target", NULL}; /* tfm_side's order */
     int c;
@@ -598,7 +612,7 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_GLOSSARY: opt->glossary = optarg; break;
         case OPT_CONSTRAINTS: opt->constraints = optarg; break;
         case OPT_SIDE: opt->side = cli_parse_choice("--side", optarg, sides); break;
-        default: cli_common_option(c, usage_text);
+        default: cli_common_option(c, usage);
         }
         if (learn_only && !opt->learn_only_option) opt->learn_only_option = argv[optind - 1];
         if (c != OPT_PLACEHOLDER_CLASSES && c != 'q' && c != 'v') opt->not_for_listing = true;

@@ -45,7 +45,7 @@ static const char usage_format[] =
     "atomically at the end; checkpoints MODEL.ckpt-STEP on the way.\n"
     "\n"
     "Model (fixed once training starts):\n"
-    "      --preset=NAME          base (default), big, small or tiny\n"
+    "      --preset=NAME          base, big, small or tiny (default %s)\n"
     "      --d-model=N, --d-ff=N, --heads=N, --layers=N (encoder and decoder),\n"
     "      --encoder-layers=N, --decoder-layers=N, --max-positions=N\n"
     "                             override the preset\n"
@@ -59,10 +59,11 @@ static const char usage_format[] =
     "      --absolute-positions   absolute positions besides the relative ones\n"
     "                             (sinusoids, or learned with --learned-positions)\n"
     "      --attention-window=R   self-attention restricted to R neighbours (0: full)\n"
-    "      --dropout=P            on sublayer outputs and embeddings (preset's: 0.1)\n"
-    "      --attention-dropout=P  on attention weights (0)\n"
-    "      --activation-dropout=P on the FFN's activations after the ReLU (0)\n"
-    "      --label-smoothing=E    (0.1)\n"
+    "      --dropout=P            on sublayer outputs and embeddings (the preset's;\n"
+    "                             %s: %g)\n"
+    "      --attention-dropout=P  on attention weights (%g)\n"
+    "      --activation-dropout=P on the FFN's activations after the ReLU (%g)\n"
+    "      --label-smoothing=E    (%g)\n"
     "      --seed=N               seed of the weights, the batches and dropout (%s)\n"
     "\n"
     "Data:\n"
@@ -349,8 +350,14 @@ static void format_usage(char *out, size_t size)
     char d[N_SHOWN + 1][32];
     for (int i = 0; i < N_SHOWN; i++) tfm_run_option_default(shown[i], d[i], sizeof d[i]);
     snprintf(d[N_SHOWN], sizeof d[N_SHOWN], "%d", tfm_train_default_params().max_bad_steps);
-    snprintf(out, size, usage_format, d[0], d[1], d[2], d[3], d[4], TFM_AUTO_WARMUP, d[5], d[6],
-             d[7], d[8]);
+    char preset[32];
+    tfm_run_option_default(TFM_OPT_PRESET, preset, sizeof preset);
+    tfm_config c;
+    tfm_error err;
+    if (tfm_config_preset(preset, &c, &err) != TFM_OK) c = (tfm_config){0};
+    snprintf(out, size, usage_format, preset, preset, (double)c.dropout,
+             (double)c.attention_dropout, (double)c.activation_dropout, (double)c.label_smoothing,
+             d[0], d[1], d[2], d[3], d[4], TFM_AUTO_WARMUP, d[5], d[6], d[7], d[8]);
 }
 
 /* Fills given[] with the options' texts: a flag's is "yes", --resume's
@@ -496,7 +503,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "average") == 0) return run_average(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "quantize") == 0) return run_quantize(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "shortlist") == 0) return run_shortlist(argc - 1, argv + 1);
-    char usage[sizeof usage_format + 11 * 32];
+    char usage[sizeof usage_format + 20 * 32];
     format_usage(usage, sizeof usage);
     const char *given[TFM_RUN_OPTION_COUNT] = {0};
     parse_command_line(argc, argv, usage, given);
