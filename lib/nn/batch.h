@@ -41,7 +41,7 @@
  * accumulates into it.  Shapes: B pairs, Ns and Nt rows, N = max(Ns, Nt),
  * D, H, Dh = D / H, F, V = target vocabulary.
  *
- * Threads (tfm_train_workspace_set_threads): the GEMMs over all rows use
+ * Threads (tfm_pass_workspace_set_threads): the GEMMs over all rows use
  * the BLAS's threads; everything between them runs on the workspace's
  * threads, one level at a time.  Attention goes sentence by sentence, each
  * thread with scratch of its own; the norms, dropout, residual adds, the
@@ -168,7 +168,7 @@ typedef struct packing {
     size_t fwd_stride, bwd_stride; /* floats of attention scratch per thread */
 } packing;
 
-struct tfm_train_workspace {
+struct tfm_pass_workspace {
     const tfm_model *m;
     int n_threads;            /* for the work between the GEMMs; 1 to BATCH_MAX_THREADS */
     encoder_layer_acts *enc;
@@ -198,13 +198,13 @@ size_t batch_row_chunk(size_t width);
 /* Runs fn(ctx, c, lo, hi) over the chunks of rows [0, N) of a pass width
  * floats wide, on the workspace's threads when there are a few chunks at
  * least (a smaller pass takes less time than starting a thread). */
-void batch_for_rows(const tfm_train_workspace *ws, int N, size_t width,
+void batch_for_rows(const tfm_pass_workspace *ws, int N, size_t width,
                     void (*fn)(void *ctx, size_t c, size_t lo, size_t hi), void *ctx);
 
 /* Runs fn(ctx, slot, b) for every sentence b of the batch, slot naming the
  * thread (for its scratch).  On more than one thread the BLAS is held at
  * one meanwhile (core/blas.h). */
-void batch_for_sentences(const tfm_train_workspace *ws,
+void batch_for_sentences(const tfm_pass_workspace *ws,
                          void (*fn)(void *ctx, int slot, size_t b), void *ctx);
 
 /* x: [N, width] = 0.  One memset in the calling thread: it streams at the
@@ -237,20 +237,20 @@ void *batch_carve(batch_arena *k, size_t n, size_t size);
 
 /* Runs layout twice: to count, then, with b grown to the count, to place.
  * false when memory runs out. */
-bool batch_arena_build(tfm_buf *b, void (*layout)(tfm_train_workspace *, batch_arena *),
-                       tfm_train_workspace *ws);
+bool batch_arena_build(tfm_buf *b, void (*layout)(tfm_pass_workspace *, batch_arena *),
+                       tfm_pass_workspace *ws);
 
 /* Layouts for batch_arena_build: the activations of the packed batch at the
  * dropout rates in ws (into ws->act), and their gradients (into ws->grad). */
-void batch_layout_acts(tfm_train_workspace *ws, batch_arena *k);
-void batch_layout_grads(tfm_train_workspace *ws, batch_arena *k);
+void batch_layout_acts(tfm_pass_workspace *ws, batch_arena *k);
+void batch_layout_grads(tfm_pass_workspace *ws, batch_arena *k);
 
 /* ---- batch_pack.c -------------------------------------------------------------------- */
 
 /* Checks the batch, packs its ids into ws->pk and lays out the activations
  * for the dropout rates in ws.  TFM_ERR_ARG, TFM_ERR_RANGE (a length or an
  * id out of range, naming the pair), TFM_ERR_NOMEM. */
-tfm_status batch_pack(tfm_train_workspace *ws, const tfm_train_batch *batch, tfm_error *err);
+tfm_status batch_pack(tfm_pass_workspace *ws, const tfm_pair_batch *batch, tfm_error *err);
 
 /* Which rows each sentence's queries and keys are, for one kind of attention. */
 typedef struct attention_geometry {
@@ -259,22 +259,22 @@ typedef struct attention_geometry {
     attention_mask mask;
 } attention_geometry;
 
-attention_geometry batch_encoder_geometry(const tfm_train_workspace *ws);
-attention_geometry batch_decoder_geometry(const tfm_train_workspace *ws);
-attention_geometry batch_cross_geometry(const tfm_train_workspace *ws);
+attention_geometry batch_encoder_geometry(const tfm_pass_workspace *ws);
+attention_geometry batch_decoder_geometry(const tfm_pass_workspace *ws);
+attention_geometry batch_cross_geometry(const tfm_pass_workspace *ws);
 
 /* ---- batch_embedding.c --------------------------------------------------------------- */
 
 /* embeddings * sqrt(D) + positions, sentence by sentence, then dropout.
  * x: [rows, D]; keep: [rows, D] (NULL without dropout); ids: [rows];
  * off, len: [B] each sentence's rows. */
-void batch_embed_forward(const tfm_train_workspace *ws, float *x, uint8_t *keep,
+void batch_embed_forward(const tfm_pass_workspace *ws, float *x, uint8_t *keep,
                          const int32_t *ids, const float *embed, const float *positions,
                          const int *off, const int *len, int rows, tfm_rng *rng);
 
 /* Through dropout into the embedding and position tables. dx: [rows, D],
  * used as scratch when there is no dropout. */
-void batch_embed_backward(const tfm_train_workspace *ws, const float *dx, const uint8_t *keep,
+void batch_embed_backward(const tfm_pass_workspace *ws, const float *dx, const uint8_t *keep,
                           const int32_t *ids, float *dembed, float *dpositions, const int *off,
                           const int *len, int rows);
 
@@ -282,36 +282,36 @@ void batch_embed_backward(const tfm_train_workspace *ws, const float *dx, const 
 
 /* out = LN(inp) with the statistics saved, on the workspace's threads.
  * out, inp: [N, D]; mean, rstd: [N] */
-void batch_layer_norm_forward(const tfm_train_workspace *ws, float *out, float *mean,
+void batch_layer_norm_forward(const tfm_pass_workspace *ws, float *out, float *mean,
                               float *rstd, const float *inp, const tfm_layer_norm *ln, int N);
 
 /* dinp [N, D] accumulates dLoss/d(inp), gln the weight and bias gradients;
  * dout: [N, D]; inp, mean, rstd as the forward had and saved them. */
-void batch_layer_norm_backward(const tfm_train_workspace *ws, float *dinp, tfm_layer_norm *gln,
+void batch_layer_norm_backward(const tfm_pass_workspace *ws, float *dinp, tfm_layer_norm *gln,
                                const float *dout, const float *inp, const float *mean,
                                const float *rstd, const tfm_layer_norm *ln, int N);
 
 /* layer_norm_backward on the chunk c of rows [lo, hi), its weight and bias
  * gradients into chunk c's partial sums (for batch_add_ln_partials).  All
  * [N, D] but mean, rstd [N]. */
-void batch_ln_backward_rows(const tfm_train_workspace *ws, size_t c, size_t lo, size_t hi,
+void batch_ln_backward_rows(const tfm_pass_workspace *ws, size_t c, size_t lo, size_t hi,
                             float *dinp, const float *dout, const float *inp, const float *mean,
                             const float *rstd, const float *weight);
 
 /* Adds the chunks' parts of a LayerNorm's weight and bias gradients over N
  * rows into gln, in chunk order (so in the same order for any thread count). */
-void batch_add_ln_partials(const tfm_train_workspace *ws, tfm_layer_norm *gln, int N);
+void batch_add_ln_partials(const tfm_pass_workspace *ws, tfm_layer_norm *gln, int N);
 
 /* ---- batch_residual.c ---------------------------------------------------------------- */
 
 /* The sublayer's input: LN(x) under pre-norm (statistics saved), x itself
  * under post-norm.  x: [N, D] */
-const float *batch_residual_forward_begin(const tfm_train_workspace *ws, residual_acts *r,
+const float *batch_residual_forward_begin(const tfm_pass_workspace *ws, residual_acts *r,
                                           const float *x, const tfm_layer_norm *ln, int N);
 
 /* Dropout on the sublayer's output sub (in place), the residual add, and
  * under post-norm the LayerNorm.  x, sub: [N, D] */
-void batch_residual_forward_end(const tfm_train_workspace *ws, residual_acts *r, const float *x,
+void batch_residual_forward_end(const tfm_pass_workspace *ws, residual_acts *r, const float *x,
                                 float *sub, const tfm_layer_norm *ln, int N, tfm_rng *rng);
 
 /* The first half of a residual sublayer's backward.  On entry dx [N, D]
@@ -321,13 +321,13 @@ void batch_residual_forward_end(const tfm_train_workspace *ws, residual_acts *r,
  *     g->sum; dx becomes that (the residual path), and f adds its part to dx;
  *   pre-norm (out = x + Dropout(f(LN(x)))): dx is already the residual
  *     path; f's input gradient goes to g->norm, for batch_residual_backward_end. */
-const float *batch_residual_backward_begin(const tfm_train_workspace *ws,
+const float *batch_residual_backward_begin(const tfm_pass_workspace *ws,
                                            const residual_acts *r, float *dx, float **din,
                                            const tfm_layer_norm *ln, tfm_layer_norm *gln, int N);
 
 /* The second half: under pre-norm, from g->norm through LN(x) into dx.
  * x: the sublayer's input stream [N, D]. */
-void batch_residual_backward_end(const tfm_train_workspace *ws, const residual_acts *r,
+void batch_residual_backward_end(const tfm_pass_workspace *ws, const residual_acts *r,
                                  float *dx, const float *x, const tfm_layer_norm *ln,
                                  tfm_layer_norm *gln, int N);
 
@@ -339,36 +339,36 @@ static inline const float *batch_sublayer_in(const residual_acts *r, const float
 
 /* Dropout alone at the rate ws->p_drop (the embeddings'): x [rows, D] in
  * place, keep [rows, D] its mask.  Nothing, no draw, without dropout. */
-void batch_dropout_forward(const tfm_train_workspace *ws, float *x, uint8_t *keep, int rows,
+void batch_dropout_forward(const tfm_pass_workspace *ws, float *x, uint8_t *keep, int rows,
                            tfm_rng *rng);
 
 /* Its backward: returns dLoss/d(x before dropout) [rows, D], written to
  * g->sub, from dx [rows, D]; dx itself without dropout. */
-const float *batch_dropout_backward(const tfm_train_workspace *ws, const float *dx,
+const float *batch_dropout_backward(const tfm_pass_workspace *ws, const float *dx,
                                     const uint8_t *keep, int rows);
 
 /* ---- batch_attention.c --------------------------------------------------------------- */
 
 /* Self-attention of the rows in (the sublayer's input) into out [N, D]. */
-void batch_self_attention_forward(const tfm_train_workspace *ws, attention_acts *A,
+void batch_self_attention_forward(const tfm_pass_workspace *ws, attention_acts *A,
                                   const tfm_attention *w, const float *in, int N,
                                   const attention_geometry *geo, float *out, tfm_rng *rng);
 
 /* dsub: dLoss/d(out) [N, D]; din accumulates dLoss/d(in). */
-void batch_self_attention_backward(const tfm_train_workspace *ws, const attention_acts *A,
+void batch_self_attention_backward(const tfm_pass_workspace *ws, const attention_acts *A,
                                    const tfm_attention *w, tfm_attention *gw, const float *in,
                                    float *din, const float *dsub, int N,
                                    const attention_geometry *geo);
 
 /* Encoder-decoder attention of the decoder rows in [Nt, D] over the
  * encoder's output, into out [Nt, D]. */
-void batch_cross_attention_forward(const tfm_train_workspace *ws, attention_acts *A,
+void batch_cross_attention_forward(const tfm_pass_workspace *ws, attention_acts *A,
                                    const tfm_attention *w, const float *in, float *out,
                                    tfm_rng *rng);
 
 /* As batch_self_attention_backward; the keys' and values' part goes into
  * g->enc_out, the gradient of the encoder's output. */
-void batch_cross_attention_backward(const tfm_train_workspace *ws, const attention_acts *A,
+void batch_cross_attention_backward(const tfm_pass_workspace *ws, const attention_acts *A,
                                     const tfm_attention *w, tfm_attention *gw, const float *in,
                                     float *din, const float *dsub);
 
@@ -376,12 +376,12 @@ void batch_cross_attention_backward(const tfm_train_workspace *ws, const attenti
 
 /* ffn_forward with its ReLU (and activation dropout) on the workspace's
  * threads.  out, in: [N, D]; hidden: [N, F] */
-void batch_ffn_forward(const tfm_train_workspace *ws, float *out, float *hidden, const float *in,
+void batch_ffn_forward(const tfm_pass_workspace *ws, float *out, float *hidden, const float *in,
                        const tfm_linear *fc1, const tfm_linear *fc2, int N, tfm_rng *rng);
 
 /* Its backward: din [N, D] (or NULL) and gfc1, gfc2 accumulate; dout: [N, D];
  * in, hidden as the forward had and left them; ws->g.hidden is scratch. */
-void batch_ffn_backward(const tfm_train_workspace *ws, float *din, tfm_linear *gfc1,
+void batch_ffn_backward(const tfm_pass_workspace *ws, float *din, tfm_linear *gfc1,
                         tfm_linear *gfc2, const float *dout, const float *in,
                         const float *hidden, const tfm_linear *fc1, const tfm_linear *fc2,
                         int N);
@@ -390,10 +390,10 @@ void batch_ffn_backward(const tfm_train_workspace *ws, float *din, tfm_linear *g
 
 /* The log-softmax of ws->a.logits [Nt, V] in place, and each prediction's
  * label-smoothed loss and -log p(label) into ws->a.row_loss, row_nll [Nt]. */
-void batch_loss_forward(const tfm_train_workspace *ws);
+void batch_loss_forward(const tfm_pass_workspace *ws);
 
 /* In place: the log-probabilities [Nt, V] become the gradient of
  * scale * sum(loss) with respect to the logits. */
-void batch_loss_backward(const tfm_train_workspace *ws, float scale);
+void batch_loss_backward(const tfm_pass_workspace *ws, float scale);
 
 #endif

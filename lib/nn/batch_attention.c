@@ -16,7 +16,7 @@
  * b touches only its own rows, weights, mask and partials, so sentences
  * run on any thread. */
 typedef struct attend_job {
-    const tfm_train_workspace *ws;
+    const tfm_pass_workspace *ws;
     const attention_geometry *geo;
     const attention_acts *A;
     const attention_relative *rel; /* NULL: no relative positions */
@@ -27,7 +27,7 @@ typedef struct attend_job {
 } attend_job;
 
 /* Floats of one sentence's relative partials: the two tables. */
-static size_t relative_partial_size(const tfm_train_workspace *ws)
+static size_t relative_partial_size(const tfm_pass_workspace *ws)
 {
     const tfm_config *c = &ws->m->config;
     return 2 * (size_t)attention_relative_rows(c->relative_positions) *
@@ -37,7 +37,7 @@ static size_t relative_partial_size(const tfm_train_workspace *ws)
 static void attend_forward_sentence(void *ctx, int slot, size_t i)
 {
     const attend_job *j = ctx;
-    const tfm_train_workspace *ws = j->ws;
+    const tfm_pass_workspace *ws = j->ws;
     const attention_geometry *geo = j->geo;
     const attention_acts *A = j->A;
     const int D = ws->m->config.d_model, H = ws->m->config.n_heads, Dh = D / H, b = (int)i;
@@ -60,7 +60,7 @@ static void attend_forward_sentence(void *ctx, int slot, size_t i)
 
 /* Every sentence's attention: q rows ldq apart, k and v rows ldk apart;
  * rel: the relative tables, or NULL. */
-static void attend_forward(const tfm_train_workspace *ws, const attention_geometry *geo,
+static void attend_forward(const tfm_pass_workspace *ws, const attention_geometry *geo,
                            attention_acts *A, const attention_relative *rel, const float *q,
                            int ldq, const float *k, const float *v, int ldk, tfm_rng *rng)
 {
@@ -73,7 +73,7 @@ static void attend_forward(const tfm_train_workspace *ws, const attention_geomet
 static void attend_backward_sentence(void *ctx, int slot, size_t i)
 {
     const attend_job *j = ctx;
-    const tfm_train_workspace *ws = j->ws;
+    const tfm_pass_workspace *ws = j->ws;
     const attention_geometry *geo = j->geo;
     const attention_acts *A = j->A;
     const int D = ws->m->config.d_model, H = ws->m->config.n_heads, Dh = D / H, b = (int)i;
@@ -96,7 +96,7 @@ static void attend_backward_sentence(void *ctx, int slot, size_t i)
 /* The backward of attend_forward: dq, dk, dv laid out as q, k, v; gw's
  * relative tables (when rel is not NULL) gather every sentence's part, in
  * sentence order. */
-static void attend_backward(const tfm_train_workspace *ws, const attention_geometry *geo,
+static void attend_backward(const tfm_pass_workspace *ws, const attention_geometry *geo,
                             const attention_acts *A, const attention_relative *rel,
                             tfm_attention *gw, float *dq, float *dk, float *dv, const float *q,
                             int ldq, const float *k, const float *v, int ldk)
@@ -117,7 +117,7 @@ static void attend_backward(const tfm_train_workspace *ws, const attention_geome
 /* ---- self-attention ------------------------------------------------------------------ */
 
 /* Self-attention of the rows in (the sublayer's input) into out [N, D]. */
-void batch_self_attention_forward(const tfm_train_workspace *ws, attention_acts *A,
+void batch_self_attention_forward(const tfm_pass_workspace *ws, attention_acts *A,
                                   const tfm_attention *w, const float *in, int N,
                                   const attention_geometry *geo, float *out, tfm_rng *rng)
 {
@@ -131,7 +131,7 @@ void batch_self_attention_forward(const tfm_train_workspace *ws, attention_acts 
 }
 
 /* dsub: dLoss/d(out) [N, D]; din accumulates dLoss/d(in). */
-void batch_self_attention_backward(const tfm_train_workspace *ws, const attention_acts *A,
+void batch_self_attention_backward(const tfm_pass_workspace *ws, const attention_acts *A,
                                    const tfm_attention *w, tfm_attention *gw, const float *in,
                                    float *din, const float *dsub, int N,
                                    const attention_geometry *geo)
@@ -156,7 +156,7 @@ void batch_self_attention_backward(const tfm_train_workspace *ws, const attentio
 
 /* Encoder-decoder attention of the decoder rows in [Nt, D] over the
  * encoder's output, into out [Nt, D]. */
-void batch_cross_attention_forward(const tfm_train_workspace *ws, attention_acts *A,
+void batch_cross_attention_forward(const tfm_pass_workspace *ws, attention_acts *A,
                                    const tfm_attention *w, const float *in, float *out,
                                    tfm_rng *rng)
 {
@@ -171,7 +171,7 @@ void batch_cross_attention_forward(const tfm_train_workspace *ws, attention_acts
 
 /* As batch_self_attention_backward; the keys' and values' part goes into
  * g->enc_out, the gradient of the encoder's output. */
-void batch_cross_attention_backward(const tfm_train_workspace *ws, const attention_acts *A,
+void batch_cross_attention_backward(const tfm_pass_workspace *ws, const attention_acts *A,
                                     const tfm_attention *w, tfm_attention *gw, const float *in,
                                     float *din, const float *dsub)
 {

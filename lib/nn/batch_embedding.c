@@ -7,7 +7,7 @@
 
 /* Embeddings * sqrt(D) + positions of the sentences [lo, hi). */
 typedef struct embed_job {
-    const tfm_train_workspace *ws;
+    const tfm_pass_workspace *ws;
     float *x;
     const int32_t *ids;
     const float *embed, *positions;
@@ -25,7 +25,7 @@ static void embed_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 
 /* embeddings * sqrt(D) + positions, sentence by sentence, then dropout.
  * x: [rows, D]; ids: [rows] */
-void batch_embed_forward(const tfm_train_workspace *ws, float *x, uint8_t *keep,
+void batch_embed_forward(const tfm_pass_workspace *ws, float *x, uint8_t *keep,
                          const int32_t *ids, const float *embed, const float *positions,
                          const int *off, const int *len, int rows, tfm_rng *rng)
 {
@@ -39,7 +39,7 @@ void batch_embed_forward(const tfm_train_workspace *ws, float *x, uint8_t *keep,
 
 /* Through dropout into the embedding and position tables. dx: [rows, D],
  * used as scratch when there is no dropout. */
-void batch_embed_backward(const tfm_train_workspace *ws, const float *dx, const uint8_t *keep,
+void batch_embed_backward(const tfm_pass_workspace *ws, const float *dx, const uint8_t *keep,
                           const int32_t *ids, float *dembed, float *dpositions, const int *off,
                           const int *len, int rows)
 {

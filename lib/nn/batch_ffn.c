@@ -28,7 +28,7 @@ static void relu_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 
 /* ffn_forward with its ReLU (and activation dropout) on the workspace's
  * threads.  out, in: [N, D]; hidden: [N, F] */
-void batch_ffn_forward(const tfm_train_workspace *ws, float *out, float *hidden, const float *in,
+void batch_ffn_forward(const tfm_pass_workspace *ws, float *out, float *hidden, const float *in,
                        const tfm_linear *fc1, const tfm_linear *fc2, int N, tfm_rng *rng)
 {
     const int D = ws->m->config.d_model, F = ws->m->config.d_ff;
@@ -43,7 +43,7 @@ void batch_ffn_forward(const tfm_train_workspace *ws, float *out, float *hidden,
  * [N, F] as the forward had and left them.  ffn_backward in one thread: its
  * ReLU backward only streams memory (see nn/batch.h); it needs no dropout
  * mask, as hidden is 0 wherever one dropped. */
-void batch_ffn_backward(const tfm_train_workspace *ws, float *din, tfm_linear *gfc1,
+void batch_ffn_backward(const tfm_pass_workspace *ws, float *din, tfm_linear *gfc1,
                         tfm_linear *gfc2, const float *dout, const float *in,
                         const float *hidden, const tfm_linear *fc1, const tfm_linear *fc2, int N)
 {

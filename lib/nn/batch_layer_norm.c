@@ -27,7 +27,7 @@ static void norm_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 
 /* out = LN(inp) with the statistics saved, on the workspace's threads.
  * out, inp: [N, D]; mean, rstd: [N] */
-void batch_layer_norm_forward(const tfm_train_workspace *ws, float *out, float *mean,
+void batch_layer_norm_forward(const tfm_pass_workspace *ws, float *out, float *mean,
                               float *rstd, const float *inp, const tfm_layer_norm *ln, int N)
 {
     const tfm_config *c = &ws->m->config;
@@ -36,14 +36,14 @@ void batch_layer_norm_forward(const tfm_train_workspace *ws, float *out, float *
 }
 
 /* Chunk c's part of a LayerNorm's weight and bias gradients: [2, D]. */
-static float *ln_partial(const tfm_train_workspace *ws, size_t c)
+static float *ln_partial(const tfm_pass_workspace *ws, size_t c)
 {
     return ws->g.ln_partials + c * 2 * (size_t)ws->m->config.d_model;
 }
 
 /* Adds the chunks' parts of a LayerNorm's weight and bias gradients into
  * gln, in chunk order (so in the same order for any thread count). */
-void batch_add_ln_partials(const tfm_train_workspace *ws, tfm_layer_norm *gln, int N)
+void batch_add_ln_partials(const tfm_pass_workspace *ws, tfm_layer_norm *gln, int N)
 {
     const int D = ws->m->config.d_model;
     const size_t chunks = tfm_chunk_count((size_t)N, batch_row_chunk((size_t)D));
@@ -56,7 +56,7 @@ void batch_add_ln_partials(const tfm_train_workspace *ws, tfm_layer_norm *gln, i
 
 /* layer_norm_backward on a chunk of rows, its weight and bias gradients
  * into chunk c's partial sums.  All [N, D] but mean, rstd [N]. */
-void batch_ln_backward_rows(const tfm_train_workspace *ws, size_t c, size_t lo, size_t hi,
+void batch_ln_backward_rows(const tfm_pass_workspace *ws, size_t c, size_t lo, size_t hi,
                             float *dinp, const float *dout, const float *inp, const float *mean,
                             const float *rstd, const float *weight)
 {
@@ -70,7 +70,7 @@ void batch_ln_backward_rows(const tfm_train_workspace *ws, size_t c, size_t lo, 
 
 /* The LayerNorm out = LN(inp) backward, on the workspace's threads. */
 typedef struct norm_backward_job {
-    const tfm_train_workspace *ws;
+    const tfm_pass_workspace *ws;
     float *dinp;
     const float *dout, *inp, *mean, *rstd, *weight;
 } norm_backward_job;
@@ -84,7 +84,7 @@ static void norm_backward_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 
 /* dinp [N, D] accumulates dLoss/d(inp), gln the weight and bias gradients;
  * dout: [N, D]; inp, mean, rstd as the forward had and saved them. */
-void batch_layer_norm_backward(const tfm_train_workspace *ws, float *dinp, tfm_layer_norm *gln,
+void batch_layer_norm_backward(const tfm_pass_workspace *ws, float *dinp, tfm_layer_norm *gln,
                                const float *dout, const float *inp, const float *mean,
                                const float *rstd, const tfm_layer_norm *ln, int N)
 {

@@ -7,7 +7,7 @@
 
 /* The log-softmax and the loss of a chunk of rows of the logits. */
 typedef struct loss_job {
-    const tfm_train_workspace *ws;
+    const tfm_pass_workspace *ws;
     float scale; /* backward: the gradient's scale */
 } loss_job;
 
@@ -24,7 +24,7 @@ static void loss_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 }
 
 /* logits [Nt, V] become log-probabilities; row_loss, row_nll: [Nt] */
-void batch_loss_forward(const tfm_train_workspace *ws)
+void batch_loss_forward(const tfm_pass_workspace *ws)
 {
     loss_job lj = {ws, 1.0f};
     batch_for_rows(ws, ws->pk.Nt, (size_t)ws->m->config.tgt_vocab_size, loss_chunk, &lj);
@@ -40,7 +40,7 @@ static void loss_backward_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 }
 
 /* log-probabilities [Nt, V] become scale * dLoss/d(logits), in place */
-void batch_loss_backward(const tfm_train_workspace *ws, float scale)
+void batch_loss_backward(const tfm_pass_workspace *ws, float scale)
 {
     loss_job lj = {ws, scale};
     batch_for_rows(ws, ws->pk.Nt, (size_t)ws->m->config.tgt_vocab_size, loss_backward_chunk, &lj);

@@ -14,7 +14,7 @@
  * batch_pack() packed.  Dropout sites draw their seeds in a fixed order:
  * source embeddings, then each encoder layer's sublayers, then the target
  * side. */
-static void forward(tfm_train_workspace *ws, tfm_rng *rng)
+static void forward(tfm_pass_workspace *ws, tfm_rng *rng)
 {
     const tfm_config *c = &ws->m->config;
     const tfm_params *p = &ws->m->params;
@@ -92,7 +92,7 @@ static void forward(tfm_train_workspace *ws, tfm_rng *rng)
 
 /* The whole backward pass of the forward just run, accumulating
  * grad_scale * dLoss/d(params) into gp.  Destroys the log-probabilities. */
-static void backward(tfm_train_workspace *ws, tfm_params *gp, float grad_scale)
+static void backward(tfm_pass_workspace *ws, tfm_params *gp, float grad_scale)
 {
     const tfm_config *c = &ws->m->config;
     const tfm_params *p = &ws->m->params;
@@ -199,7 +199,7 @@ static void backward(tfm_train_workspace *ws, tfm_params *gp, float grad_scale)
 
 /* Sets the dropout rates, checks rng, packs the batch and runs the forward
  * pass; fills sums. */
-static tfm_status run_forward(tfm_train_workspace *ws, const tfm_train_batch *batch, bool dropout,
+static tfm_status run_forward(tfm_pass_workspace *ws, const tfm_pair_batch *batch, bool dropout,
                               tfm_rng *rng, tfm_loss_sums *sums, tfm_error *err)
 {
     const tfm_config *c = &ws->m->config;
@@ -224,7 +224,7 @@ static tfm_status run_forward(tfm_train_workspace *ws, const tfm_train_batch *ba
     return TFM_OK;
 }
 
-tfm_status tfm_model_loss(tfm_train_workspace *ws, const tfm_train_batch *batch, bool dropout,
+tfm_status tfm_model_loss(tfm_pass_workspace *ws, const tfm_pair_batch *batch, bool dropout,
                           tfm_rng *rng, tfm_loss_sums *sums, double *sentence_logprob,
                           float *token_logprob, tfm_error *err)
 {
@@ -243,7 +243,7 @@ tfm_status tfm_model_loss(tfm_train_workspace *ws, const tfm_train_batch *batch,
     return TFM_OK;
 }
 
-tfm_status tfm_model_forward_backward(tfm_train_workspace *ws, const tfm_train_batch *batch,
+tfm_status tfm_model_forward_backward(tfm_pass_workspace *ws, const tfm_pair_batch *batch,
                                       tfm_rng *rng, float grad_scale, float *grads,
                                       tfm_loss_sums *sums, tfm_error *err)
 {
@@ -269,7 +269,7 @@ tfm_status tfm_model_forward_backward(tfm_train_workspace *ws, const tfm_train_b
  * pass (attention_acts.att), so inspection sees exactly what training and
  * scoring compute, with no second code path to keep in step; a window's
  * band becomes a whole matrix here, for this sentence only. */
-tfm_status tfm_model_attention(const tfm_train_workspace *ws, int b, tfm_attention_kind kind,
+tfm_status tfm_model_attention(const tfm_pass_workspace *ws, int b, tfm_attention_kind kind,
                                int layer, float *weights, int *n_q, int *n_k, tfm_error *err)
 {
     const tfm_config *c = &ws->m->config;

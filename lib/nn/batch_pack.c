@@ -17,7 +17,7 @@ static size_t forward_scratch(int n_q, int n_k, attention_mask mask, int rel_cli
     return dropout ? zmax(n, attention_dropout_scratch_size(n_q, n_k, mask, rel_clip)) : n;
 }
 
-static void layout_index(tfm_train_workspace *ws, batch_arena *k)
+static void layout_index(tfm_pass_workspace *ws, batch_arena *k)
 {
     packing *pk = &ws->pk;
     const size_t B = (size_t)pk->B;
@@ -33,7 +33,7 @@ static void layout_index(tfm_train_workspace *ws, batch_arena *k)
     pk->labels = BATCH_CARVE(k, (size_t)pk->Nt, int32_t);
 }
 
-tfm_status batch_pack(tfm_train_workspace *ws, const tfm_train_batch *batch, tfm_error *err)
+tfm_status batch_pack(tfm_pass_workspace *ws, const tfm_pair_batch *batch, tfm_error *err)
 {
     const tfm_config *c = &ws->m->config;
     const tfm_params *p = &ws->m->params;
@@ -147,21 +147,21 @@ tfm_status batch_pack(tfm_train_workspace *ws, const tfm_train_batch *batch, tfm
     return TFM_OK;
 }
 
-attention_geometry batch_encoder_geometry(const tfm_train_workspace *ws)
+attention_geometry batch_encoder_geometry(const tfm_pass_workspace *ws)
 {
     const packing *pk = &ws->pk;
     return (attention_geometry){pk->src_off, pk->src_len, pk->src_off, pk->src_len, pk->enc_att,
                                 {0, false, ws->m->config.attention_window}};
 }
 
-attention_geometry batch_decoder_geometry(const tfm_train_workspace *ws)
+attention_geometry batch_decoder_geometry(const tfm_pass_workspace *ws)
 {
     const packing *pk = &ws->pk;
     return (attention_geometry){pk->tgt_off, pk->tgt_len, pk->tgt_off, pk->tgt_len, pk->dec_att,
                                 {0, true, ws->m->config.attention_window}};
 }
 
-attention_geometry batch_cross_geometry(const tfm_train_workspace *ws)
+attention_geometry batch_cross_geometry(const tfm_pass_workspace *ws)
 {
     const packing *pk = &ws->pk;
     return (attention_geometry){pk->tgt_off, pk->tgt_len, pk->src_off, pk->src_len,

@@ -12,7 +12,7 @@
 
 /* The sublayer's input: LN(x) under pre-norm (statistics saved), x itself
  * under post-norm.  x: [N, D] */
-const float *batch_residual_forward_begin(const tfm_train_workspace *ws, residual_acts *r,
+const float *batch_residual_forward_begin(const tfm_pass_workspace *ws, residual_acts *r,
                                           const float *x, const tfm_layer_norm *ln, int N)
 {
     if (!ws->m->config.pre_norm) return x;
@@ -57,7 +57,7 @@ static void residual_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 
 /* Dropout on the sublayer's output sub (in place), the residual add, and
  * under post-norm the LayerNorm.  x, sub: [N, D] */
-void batch_residual_forward_end(const tfm_train_workspace *ws, residual_acts *r, const float *x,
+void batch_residual_forward_end(const tfm_pass_workspace *ws, residual_acts *r, const float *x,
                                 float *sub, const tfm_layer_norm *ln, int N, tfm_rng *rng)
 {
     const tfm_config *c = &ws->m->config;
@@ -69,7 +69,7 @@ void batch_residual_forward_end(const tfm_train_workspace *ws, residual_acts *r,
 }
 
 /* Dropout alone on x [rows, D], in place: the residual pass without x. */
-void batch_dropout_forward(const tfm_train_workspace *ws, float *x, uint8_t *keep, int rows,
+void batch_dropout_forward(const tfm_pass_workspace *ws, float *x, uint8_t *keep, int rows,
                            tfm_rng *rng)
 {
     if (ws->p_drop <= 0) return;
@@ -84,7 +84,7 @@ void batch_dropout_forward(const tfm_train_workspace *ws, float *x, uint8_t *kee
 /* batch_residual_backward_begin on a chunk of rows (see there); with r
  * NULL, only the dropout: g->sub = Dropout'(dx) (the embeddings). */
 typedef struct begin_job {
-    const tfm_train_workspace *ws;
+    const tfm_pass_workspace *ws;
     const residual_acts *r;
     const uint8_t *keep;
     const float *ln_weight;
@@ -94,7 +94,7 @@ typedef struct begin_job {
 static void begin_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 {
     const begin_job *j = ctx;
-    const tfm_train_workspace *ws = j->ws;
+    const tfm_pass_workspace *ws = j->ws;
     const grad_acts *g = &ws->g;
     const size_t o = lo * (size_t)ws->m->config.d_model;
     const size_t n = (hi - lo) * (size_t)ws->m->config.d_model;
@@ -120,7 +120,7 @@ static void begin_chunk(void *ctx, size_t c, size_t lo, size_t hi)
  *     g->sum; dx becomes that (the residual path), and f adds its part to dx;
  *   pre-norm (out = x + Dropout(f(LN(x)))): dx is already the residual
  *     path; f's input gradient goes to g->norm, for batch_residual_backward_end. */
-const float *batch_residual_backward_begin(const tfm_train_workspace *ws,
+const float *batch_residual_backward_begin(const tfm_pass_workspace *ws,
                                            const residual_acts *r, float *dx, float **din,
                                            const tfm_layer_norm *ln, tfm_layer_norm *gln, int N)
 {
@@ -136,7 +136,7 @@ const float *batch_residual_backward_begin(const tfm_train_workspace *ws,
 
 /* The second half: under pre-norm, from g->norm through LN(x) into dx.
  * x: the sublayer's input stream [N, D]. */
-void batch_residual_backward_end(const tfm_train_workspace *ws, const residual_acts *r,
+void batch_residual_backward_end(const tfm_pass_workspace *ws, const residual_acts *r,
                                  float *dx, const float *x, const tfm_layer_norm *ln,
                                  tfm_layer_norm *gln, int N)
 {
@@ -145,7 +145,7 @@ void batch_residual_backward_end(const tfm_train_workspace *ws, const residual_a
 }
 
 /* The backward of batch_dropout_forward: g->sub = Dropout'(dx), dx [rows, D]. */
-const float *batch_dropout_backward(const tfm_train_workspace *ws, const float *dx,
+const float *batch_dropout_backward(const tfm_pass_workspace *ws, const float *dx,
                                     const uint8_t *keep, int rows)
 {
     if (ws->p_drop <= 0) return dx;

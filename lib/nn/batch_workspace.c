@@ -21,7 +21,7 @@ size_t batch_row_chunk(size_t width)
     return width >= ROW_FLOATS ? 1 : (ROW_FLOATS + width - 1) / width;
 }
 
-void batch_for_rows(const tfm_train_workspace *ws, int N, size_t width,
+void batch_for_rows(const tfm_pass_workspace *ws, int N, size_t width,
                     void (*fn)(void *ctx, size_t c, size_t lo, size_t hi), void *ctx)
 {
     const size_t rows = batch_row_chunk(width);
@@ -31,7 +31,7 @@ void batch_for_rows(const tfm_train_workspace *ws, int N, size_t width,
 
 /* The BLAS is held to one thread meanwhile (one level of threads at a
  * time), in a section of core/blas.h: other workspaces may hold it too. */
-void batch_for_sentences(const tfm_train_workspace *ws,
+void batch_for_sentences(const tfm_pass_workspace *ws,
                          void (*fn)(void *ctx, int slot, size_t b), void *ctx)
 {
     const size_t B = (size_t)ws->pk.B;
@@ -54,8 +54,8 @@ void *batch_carve(batch_arena *k, size_t n, size_t size)
     return at;
 }
 
-bool batch_arena_build(tfm_buf *b, void (*layout)(tfm_train_workspace *, batch_arena *),
-                       tfm_train_workspace *ws)
+bool batch_arena_build(tfm_buf *b, void (*layout)(tfm_pass_workspace *, batch_arena *),
+                       tfm_pass_workspace *ws)
 {
     batch_arena k = {NULL, 0};
     layout(ws, &k);
@@ -95,7 +95,7 @@ static void place_norm(batch_arena *k, norm_acts *n, size_t N, size_t D, bool pr
     n->rstd = pre ? BATCH_CARVE(k, N, float) : NULL;
 }
 
-void batch_layout_acts(tfm_train_workspace *ws, batch_arena *k)
+void batch_layout_acts(tfm_pass_workspace *ws, batch_arena *k)
 {
     const tfm_config *c = &ws->m->config;
     const packing *pk = &ws->pk;
@@ -136,7 +136,7 @@ void batch_layout_acts(tfm_train_workspace *ws, batch_arena *k)
     a->scratch = BATCH_CARVE(k, pk->fwd_stride * (size_t)ws->n_threads, float);
 }
 
-void batch_layout_grads(tfm_train_workspace *ws, batch_arena *k)
+void batch_layout_grads(tfm_pass_workspace *ws, batch_arena *k)
 {
     const tfm_config *c = &ws->m->config;
     const packing *pk = &ws->pk;
@@ -163,7 +163,7 @@ void batch_layout_grads(tfm_train_workspace *ws, batch_arena *k)
 
 /* ---- the workspace's life ------------------------------------------------------------ */
 
-tfm_status tfm_train_workspace_create(const tfm_model *m, tfm_train_workspace **out,
+tfm_status tfm_pass_workspace_create(const tfm_model *m, tfm_pass_workspace **out,
                                       tfm_error *err)
 {
     *out = NULL;
@@ -171,7 +171,7 @@ tfm_status tfm_train_workspace_create(const tfm_model *m, tfm_train_workspace **
         return tfm_error_set(err, TFM_ERR_ARG, "the model holds its weights in %s only (loaded "
                              "for inference): load it with tfm_model_load",
                              tfm_compute_type_name(m->compute));
-    tfm_train_workspace *ws = calloc(1, sizeof *ws);
+    tfm_pass_workspace *ws = calloc(1, sizeof *ws);
     if (!ws) return tfm_error_set(err, TFM_ERR_NOMEM, "training: out of memory");
     ws->m = m;
     ws->n_threads = 1;
@@ -182,14 +182,14 @@ tfm_status tfm_train_workspace_create(const tfm_model *m, tfm_train_workspace **
     tfm_buf_init(&ws->grad);
     tfm_buf_init(&ws->sinusoids);
     if (!ws->enc || !ws->dec) {
-        tfm_train_workspace_free(ws);
+        tfm_pass_workspace_free(ws);
         return tfm_error_set(err, TFM_ERR_NOMEM, "training: out of memory");
     }
     *out = ws;
     return TFM_OK;
 }
 
-void tfm_train_workspace_free(tfm_train_workspace *ws)
+void tfm_pass_workspace_free(tfm_pass_workspace *ws)
 {
     if (!ws) return;
     free(ws->enc);
@@ -202,7 +202,7 @@ void tfm_train_workspace_free(tfm_train_workspace *ws)
     free(ws);
 }
 
-void tfm_train_workspace_set_threads(tfm_train_workspace *ws, int n_threads)
+void tfm_pass_workspace_set_threads(tfm_pass_workspace *ws, int n_threads)
 {
     ws->n_threads = n_threads < 1 ? 1
                     : n_threads > BATCH_MAX_THREADS ? BATCH_MAX_THREADS

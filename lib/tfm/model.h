@@ -538,10 +538,12 @@ tfm_status tfm_aligner_run(tfm_aligner *a, int n_sentences, const float *const *
  * TFM_ATTENTION_CROSS.  Valid until the next run or tfm_aligner_free. */
 const float *tfm_aligner_weights(const tfm_aligner *a, int i);
 
-/* ---- training: forward and backward ------------------------------------------------------ */
+/* ---- passes over sentence pairs: training, scoring, inspecting ------------------------------ */
 
-/* The training objective of a batch, its gradient, and the same forward pass
- * for validation and scoring.
+/* The training objective of a batch of sentence pairs, its gradient, and the
+ * same forward pass for validation, scoring (score -m) and the attention
+ * weights (inspect-attn): one batch type (tfm_pair_batch) and one workspace
+ * (tfm_pass_workspace) serve all of them.
  *
  * A batch is B sentence pairs.  The decoder reads <s> followed by the target
  * (teacher forcing) and learns to predict the target followed by </s>, so a
@@ -561,8 +563,8 @@ const float *tfm_aligner_weights(const tfm_aligner *a, int i);
  *
  * A training step, in outline (error checks left out):
  *
- *     tfm_train_workspace *ws;
- *     tfm_train_workspace_create(model, &ws, &err);
+ *     tfm_pass_workspace *ws;
+ *     tfm_pass_workspace_create(model, &ws, &err);
  *     float *grads = calloc(tfm_params_count(&model->config), sizeof *grads);
  *     tfm_rng rng;
  *     tfm_rng_seed(&rng, seed);
@@ -573,21 +575,22 @@ const float *tfm_aligner_weights(const tfm_aligner *a, int i);
  *         // grads now hold d(sums.loss)/d(params): divide by sums.n_tokens
  *         // (fairseq's sample size), then update model->data (Adam)
  *     }
- *     tfm_train_workspace_free(ws);
+ *     tfm_pass_workspace_free(ws);
  */
 
-/* B sentence pairs: src[b] holds src_lens[b] source ids and tgt[b]
+/* B sentence pairs, as every pass takes them (the trainer's tfm_batch holds
+ * one): src[b] holds src_lens[b] source ids and tgt[b]
  * tgt_lens[b] target ids, without <s> or </s> (the model adds them).  A
  * length may be 0 (the ids pointer is then not read); a source may be up to
  * max_positions long and a target up to max_positions - 1 (with <s> in
  * front).  The caller owns all the arrays. */
-typedef struct tfm_train_batch {
+typedef struct tfm_pair_batch {
     int B;
     const int32_t *const *src;
     const int *src_lens;
     const int32_t *const *tgt;
     const int *tgt_lens;
-} tfm_train_batch;
+} tfm_pair_batch;
 
 /* Sums over the predictions of a batch (divide by n_tokens for means; the
  * paper's perplexity is exp(nll / n_tokens)). */
@@ -597,8 +600,9 @@ typedef struct tfm_loss_sums {
     int64_t n_tokens; /* predictions counted: sum of tgt_lens[b] + 1, less <pad> labels */
 } tfm_loss_sums;
 
-/* Holds the activations of a batch for the backward pass, and the gradient
- * scratch, grown to the largest batch shape seen: once the shapes settle, a
+/* Holds the activations of a batch (for the backward pass when training;
+ * read by tfm_model_attention when inspecting), and the gradient scratch,
+ * grown to the largest batch shape seen: once the shapes settle, a
  * step allocates nothing.  Memory grows with the batch: per source row and
  * encoder layer ~(8 D + F) floats, per target row and decoder layer
  * ~(12 D + F), the [target rows, V] logits once, and the attention weights,
@@ -608,11 +612,11 @@ typedef struct tfm_loss_sums {
  * whose gradients accumulate.  The model must outlive the workspace; its
  * parameters may change between calls (the optimizer updates them in
  * place).  One workspace per thread. */
-typedef struct tfm_train_workspace tfm_train_workspace;
+typedef struct tfm_pass_workspace tfm_pass_workspace;
 
-tfm_status tfm_train_workspace_create(const tfm_model *m, tfm_train_workspace **out,
+tfm_status tfm_pass_workspace_create(const tfm_model *m, tfm_pass_workspace **out,
                                       tfm_error *err);
-void tfm_train_workspace_free(tfm_train_workspace *ws);
+void tfm_pass_workspace_free(tfm_pass_workspace *ws);
 
 /* Threads for the work between the BLAS's matrix products: attention
  * sentence by sentence, the norms, dropout, the loss and the other
@@ -622,7 +626,7 @@ void tfm_train_workspace_free(tfm_train_workspace *ws);
  * attention runs (its products are small; one level of threads at a time)
  * and given its count back after, a process-wide setting: run one
  * multi-threaded workspace at a time. */
-void tfm_train_workspace_set_threads(tfm_train_workspace *ws, int n_threads);
+void tfm_pass_workspace_set_threads(tfm_pass_workspace *ws, int n_threads);
 
 /* The forward pass only: the loss of a batch, and optionally what "score"
  * prints.  dropout: apply the training dropout (from rng, which may be NULL
@@ -634,7 +638,7 @@ void tfm_train_workspace_set_threads(tfm_train_workspace *ws, int n_threads);
  * sum over b' < b of (tgt_lens[b'] + 1).  A <pad> label gets 0 in both.
  * TFM_ERR_RANGE for an id outside its vocabulary or a sentence too long,
  * TFM_ERR_ARG for a missing rng, TFM_ERR_NOMEM. */
-tfm_status tfm_model_loss(tfm_train_workspace *ws, const tfm_train_batch *batch, bool dropout,
+tfm_status tfm_model_loss(tfm_pass_workspace *ws, const tfm_pair_batch *batch, bool dropout,
                           tfm_rng *rng, tfm_loss_sums *sums, double *sentence_logprob,
                           float *token_logprob, tfm_error *err);
 
@@ -649,7 +653,7 @@ tfm_status tfm_model_loss(tfm_train_workspace *ws, const tfm_train_batch *batch,
  * allocates).  The rng is advanced by the dropout masks drawn, in a fixed
  * order, so the same state, batch, parameters and BLAS thread count give
  * the same gradients bit for bit.  Errors as tfm_model_loss; on an error grads are unchanged. */
-tfm_status tfm_model_forward_backward(tfm_train_workspace *ws, const tfm_train_batch *batch,
+tfm_status tfm_model_forward_backward(tfm_pass_workspace *ws, const tfm_pair_batch *batch,
                                       tfm_rng *rng, float grad_scale, float *grads,
                                       tfm_loss_sums *sums, tfm_error *err);
 
@@ -686,7 +690,7 @@ typedef enum tfm_attention_kind {
  * which applies only in training.  n_k may be 0 (an empty source).
  * TFM_ERR_ARG when no forward pass has succeeded on ws, TFM_ERR_RANGE for
  * b, kind or layer out of range. */
-tfm_status tfm_model_attention(const tfm_train_workspace *ws, int b, tfm_attention_kind kind,
+tfm_status tfm_model_attention(const tfm_pass_workspace *ws, int b, tfm_attention_kind kind,
                                int layer, float *weights, int *n_q, int *n_k, tfm_error *err);
 
 #endif

@@ -132,15 +132,14 @@ tfm_status tfm_corpus_load(const char *src_path, const char *tgt_path,
 
 /* ---- batches -------------------------------------------------------------------- */
 
-/* A batch of sentence pairs.  The pointers are valid until the next call of
- * the batcher that made it. */
+/* A batch of sentence pairs: the pairs as the model's passes take them
+ * (tfm_model_forward_backward(ws, &batch.pairs, ...)), and where they come
+ * from.  The pointers are valid until the next call of the batcher that
+ * made it. */
 typedef struct tfm_batch {
-    int B;
-    const int32_t *const *src;  /* [B] source ids */
-    const int *src_lens;        /* [B] */
-    const int32_t *const *tgt;  /* [B] target ids, without <s> and </s> */
-    const int *tgt_lens;        /* [B] */
-    const size_t *pairs;        /* [B] their numbers in the corpus */
+    tfm_pair_batch pairs;       /* B, and each pair's source and target ids (the
+                                   target without <s> and </s>) and lengths */
+    const size_t *numbers;      /* [B] the pairs' numbers in the corpus */
     int64_t src_tokens;         /* sum of src_lens */
     int64_t tgt_tokens;         /* sum of (tgt_lens + 1): the </s> is predicted too */
     int64_t epoch;              /* 0-based epoch this batch belongs to */
@@ -340,7 +339,7 @@ typedef struct tfm_train_params {
     int64_t debug_nan_count; /* ... starting at update number debug_nan_step */
     int n_threads;         /* threads for the work of an update besides the BLAS's
                               own: the step's work between matrix products
-                              (tfm_train_workspace_set_threads) and the optimizer's
+                              (tfm_pass_workspace_set_threads) and the optimizer's
                               passes over the parameters.  Results do not depend
                               on it.  Default 1 */
     tfm_dist *dist;        /* the processes an update is shared with (not owned;

@@ -74,7 +74,7 @@ tfm_status tfm_view_check_selection(const tfm_model *m, tfm_attention_kind kind,
  * number (H' = 1), TFM_VIEW_ALL (H' = n_heads) or TFM_VIEW_MEAN (H' = 1, the
  * mean of the heads: its rows still sum to 1).  Errors as
  * tfm_model_attention; TFM_ERR_RANGE as tfm_view_check_selection. */
-tfm_status tfm_attention_gather(const tfm_model *m, const tfm_train_workspace *ws, int b,
+tfm_status tfm_attention_gather(const tfm_model *m, const tfm_pass_workspace *ws, int b,
                                 tfm_attention_kind kind, int layer, int head, tfm_tensor *out,
                                 tfm_error *err);
 

@@ -211,12 +211,9 @@ tfm_status tfm_batcher_next(tfm_batcher *b, tfm_batch *out, tfm_error *err)
         out->src_tokens += b->src_lens[k];
         out->tgt_tokens += b->tgt_lens[k] + 1;
     }
-    out->B = (int)(hi - lo);
-    out->src = b->src;
-    out->src_lens = b->src_lens;
-    out->tgt = b->tgt;
-    out->tgt_lens = b->tgt_lens;
-    out->pairs = b->pairs;
+    out->pairs = (tfm_pair_batch){.B = (int)(hi - lo), .src = b->src, .src_lens = b->src_lens,
+                                  .tgt = b->tgt, .tgt_lens = b->tgt_lens};
+    out->numbers = b->pairs;
     out->epoch = b->state.epoch;
     b->state.position++;
     (void)err;

@@ -63,7 +63,7 @@ typedef struct scoring {
     const tfm_pair_scorer_params *p;
     const tfm_model *model;
     const tfm_score_output *out;
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_bpe *bpe, *src_bpe;       /* text only: tfm_model_text_encoders */
     input src, tgt;               /* tgt: the targets, or the n-best list */
     tfm_pair_reader *pairs;       /* reads src and tgt in step (nbest: src alone) */
@@ -305,7 +305,7 @@ static tfm_status score_batch(void *ctx, int worker, size_t lo, size_t hi, tfm_e
         if (!sc->token_lp) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         sc->token_cap = labels;
     }
-    tfm_train_batch tb = {.B = B, .src = sc->src_ptr, .src_lens = sc->src_len,
+    tfm_pair_batch tb = {.B = B, .src = sc->src_ptr, .src_lens = sc->src_len,
                           .tgt = sc->tgt_ptr, .tgt_lens = sc->tgt_len};
     if (B == 0) return TFM_OK;
     return tfm_model_loss(sc->ws, &tb, false, NULL, NULL, sc->sentence_lp, sc->token_lp, err);
@@ -416,7 +416,7 @@ static void release(scoring *sc, size_t bs)
     tfm_pair_reader_free(sc->pairs);
     tfm_bpe_free(sc->bpe);
     tfm_bpe_free(sc->src_bpe);
-    tfm_train_workspace_free(sc->ws);
+    tfm_pass_workspace_free(sc->ws);
 }
 
 tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params *p,
@@ -440,7 +440,7 @@ tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params 
      * (when the model holds a vocabulary; n-best lists are ids or --text) */
     const bool guess = !p->text && !p->nbest && tfm_model_vocab(model, TFM_TARGET);
     if (p->text || guess) st = tfm_model_text_encoders(model, &sc.bpe, &sc.src_bpe, err);
-    if (st == TFM_OK) st = tfm_train_workspace_create(model, &sc.ws, err);
+    if (st == TFM_OK) st = tfm_pass_workspace_create(model, &sc.ws, err);
     if (st == TFM_OK) st = allocate(&sc, bs, err);
     if (st == TFM_OK) {
         /* Sentences as the model reads them (ids below its vocabulary sizes,

@@ -45,7 +45,7 @@ struct tfm_trainer {
     double *parts;               /* [ranks x PART_FIELDS] every rank's part of an update */
     double *chunk_sums;          /* [chunks of n_params] the squared norm per chunk */
     tfm_batcher *batcher;
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     int64_t poisoned;            /* updates poisoned so far (debug_nan_*) */
     int64_t total;               /* updates the run will make (0: unknown) */
 };
@@ -115,7 +115,7 @@ tfm_status tfm_train_params_validate(const tfm_train_params *p, tfm_error *err)
 void tfm_trainer_free(tfm_trainer *t)
 {
     if (!t) return;
-    tfm_train_workspace_free(t->ws);
+    tfm_pass_workspace_free(t->ws);
     tfm_batcher_free(t->batcher);
     free(t->grads);
     free(t->batch_grads);
@@ -155,8 +155,8 @@ static tfm_status build(tfm_trainer *t, tfm_error *err)
     if (!t->chunk_sums) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     tfm_status st = tfm_batcher_create(t->corpus, &t->p.batches, &t->batcher, err);
     if (st == TFM_OK) st = tfm_batcher_set_state(t->batcher, &t->s.batcher, err);
-    if (st == TFM_OK) st = tfm_train_workspace_create(t->s.model, &t->ws, err);
-    if (st == TFM_OK) tfm_train_workspace_set_threads(t->ws, t->p.n_threads);
+    if (st == TFM_OK) st = tfm_pass_workspace_create(t->s.model, &t->ws, err);
+    if (st == TFM_OK) tfm_pass_workspace_set_threads(t->ws, t->p.n_threads);
     return st;
 }
 
@@ -317,12 +317,6 @@ static double grad_sum_squares(tfm_trainer *t)
     return sum;
 }
 
-static tfm_train_batch train_batch(const tfm_batch *b)
-{
-    return (tfm_train_batch){.B = b->B, .src = b->src, .src_lens = b->src_lens, .tgt = b->tgt,
-                             .tgt_lens = b->tgt_lens};
-}
-
 /* The gradient of this rank's batches of the update into t->grads, and
  * their figures into part[].  With accum 1 the batch's backward pass adds
  * into the zeroed t->grads itself; with more, each batch's gradient is made
@@ -345,11 +339,10 @@ static tfm_status backward_own_batches(tfm_trainer *t, double part[PART_FIELDS],
         if (k < first || k >= first + accum) continue; /* another rank's */
         tfm_rng dropout;
         tfm_rng_seed(&dropout, seed);
-        tfm_train_batch tb = train_batch(&b);
         tfm_loss_sums sums;
         /* one memset: it streams at the memory's speed, a second thread adds nothing */
         memset(accum == 1 ? t->grads : t->batch_grads, 0, bytes);
-        st = tfm_model_forward_backward(t->ws, &tb, &dropout, 1.0f,
+        st = tfm_model_forward_backward(t->ws, &b.pairs, &dropout, 1.0f,
                                         accum == 1 ? t->grads : t->batch_grads, &sums, err);
         if (st != TFM_OK) return st;
         param_job job = {.t = t};
@@ -359,7 +352,7 @@ static tfm_status backward_own_batches(tfm_trainer *t, double part[PART_FIELDS],
         part[PART_NLL] += sums.nll;
         part[PART_TGT_TOKENS] += (double)sums.n_tokens;
         part[PART_SRC_TOKENS] += (double)b.src_tokens;
-        part[PART_SENTENCES] += b.B;
+        part[PART_SENTENCES] += b.pairs.B;
     }
     return TFM_OK;
 }
@@ -469,13 +462,12 @@ static tfm_status valid_loss(tfm_trainer *t, const tfm_corpus *valid, tfm_valid_
     for (int64_t i = 0; i < n && st == TFM_OK; i++) {
         tfm_batch batch;
         if ((st = tfm_batcher_next(b, &batch, err)) != TFM_OK) break;
-        tfm_train_batch tb = train_batch(&batch);
         tfm_loss_sums sums;
-        st = tfm_model_loss(t->ws, &tb, false, NULL, &sums, NULL, NULL, err);
+        st = tfm_model_loss(t->ws, &batch.pairs, false, NULL, &sums, NULL, NULL, err);
         r->loss_sum += sums.loss;
         r->nll_sum += sums.nll;
         r->tgt_tokens += sums.n_tokens;
-        r->sentences += batch.B;
+        r->sentences += batch.pairs.B;
     }
     tfm_batcher_free(b);
     return st;

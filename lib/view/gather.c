@@ -7,7 +7,7 @@
 
 #include "tfm/view.h"
 
-tfm_status tfm_attention_gather(const tfm_model *m, const tfm_train_workspace *ws, int b,
+tfm_status tfm_attention_gather(const tfm_model *m, const tfm_pass_workspace *ws, int b,
                                 tfm_attention_kind kind, int layer, int head, tfm_tensor *out,
                                 tfm_error *err)
 {

@@ -11,7 +11,7 @@
 struct tfm_inspector {
     const tfm_model *model;
     tfm_inspect_params p;
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_viewer *viewer;
     tfm_encoder *encoder;    /* translating */
     tfm_decoder *decoder;
@@ -59,7 +59,7 @@ tfm_status tfm_inspector_create(const tfm_model *m, const tfm_inspect_params *p,
     if (s == TFM_OK && p->translate) s = tfm_encoder_create(m, &in->encoder, err);
     if (s == TFM_OK && p->translate) s = tfm_decoder_create(m, &in->decoder, err);
     if (s == TFM_OK && p->translate) s = tfm_search_create(m, &in->search, err);
-    if (s == TFM_OK) s = tfm_train_workspace_create(m, &in->ws, err);
+    if (s == TFM_OK) s = tfm_pass_workspace_create(m, &in->ws, err);
     if (s != TFM_OK) {
         tfm_inspector_free(in);
         return s;
@@ -80,7 +80,7 @@ void tfm_inspector_free(tfm_inspector *in)
     free(in->state_of);
     free(in->states);
     tfm_tensor_free(&in->weights);
-    tfm_train_workspace_free(in->ws);
+    tfm_pass_workspace_free(in->ws);
     tfm_search_free(in->search);
     tfm_decoder_free(in->decoder);
     tfm_encoder_free(in->encoder);
@@ -144,7 +144,7 @@ tfm_status tfm_inspector_forward(tfm_inspector *in, int n, tfm_error *err)
         in->tgt[i] = in->pairs[i].tgt.ids.data;
         in->tgt_len[i] = (int)in->pairs[i].tgt.ids.len;
     }
-    tfm_train_batch tb = {n, in->src, in->src_len, in->tgt, in->tgt_len};
+    tfm_pair_batch tb = {n, in->src, in->src_len, in->tgt, in->tgt_len};
     return tfm_model_loss(in->ws, &tb, false, NULL, NULL, NULL, NULL, err);
 }
 

@@ -181,8 +181,8 @@ static void measure_attention(int n, int window, double seconds)
 /* ---- the layer part ----------------------------------------------------------------- */
 
 typedef struct layer_pass {
-    tfm_train_workspace *ws;
-    const tfm_train_batch *batch;
+    tfm_pass_workspace *ws;
+    const tfm_pair_batch *batch;
     float *grads;
     size_t n_params;
     tfm_rng rng;
@@ -221,18 +221,18 @@ static void measure_layer(int n, int window, double seconds)
     const int32_t tgt[1] = {5};
     const int32_t *srcp = src, *tgtp = tgt;
     const int one = 1;
-    if (tfm_train_workspace_create(m, &l.ws, &err)) die("workspace", &err);
+    if (tfm_pass_workspace_create(m, &l.ws, &err)) die("workspace", &err);
     /* a one-token step first: the BLAS's buffers and the gradients resident */
-    const tfm_train_batch tiny = {1, &srcp, &one, &tgtp, &one};
+    const tfm_pair_batch tiny = {1, &srcp, &one, &tgtp, &one};
     l.batch = &tiny;
     layer_step(&l);
     const double before = resident_bytes();
-    const tfm_train_batch batch = {1, &srcp, &n, &tgtp, &one};
+    const tfm_pair_batch batch = {1, &srcp, &n, &tgtp, &one};
     l.batch = &batch;
     double best = best_time(layer_step, &l, seconds);
     printf("window_layer n=%d window=%d seconds=%.6f peak_mb=%.2f\n", n, window, best,
            grown_mb(before));
-    tfm_train_workspace_free(l.ws);
+    tfm_pass_workspace_free(l.ws);
     tfm_model_free(m);
     free(l.grads);
     free(src);

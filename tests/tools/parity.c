@@ -201,13 +201,13 @@ int main(int argc, char **argv)
         if (tfm_batcher_next(batcher, &b, &err) != TFM_OK) die("batcher", err.msg);
         tfm_step_result r;
         if (tfm_trainer_step(trainer, &r, &err) != TFM_OK) die("training", err.msg);
-        if (r.sentences != b.B || r.tgt_tokens != b.tgt_tokens)
+        if (r.sentences != b.pairs.B || r.tgt_tokens != b.tgt_tokens)
             die("batcher", "the twin batcher's batch is not the trainer's");
-        for (int i = 0; i < b.B; i++) {
+        for (int i = 0; i < b.pairs.B; i++) {
             fprintf(batches_fp, "%d\t", s);
-            write_ids(batches_fp, b.src[i], b.src_lens[i]);
+            write_ids(batches_fp, b.pairs.src[i], b.pairs.src_lens[i]);
             fputc('\t', batches_fp);
-            write_ids(batches_fp, b.tgt[i], b.tgt_lens[i]);
+            write_ids(batches_fp, b.pairs.tgt[i], b.pairs.tgt_lens[i]);
             fputc('\n', batches_fp);
         }
         fprintf(steps_fp, "%d\t%.9g\t%.9g\t%lld\t%d\t%.9g\n", s, r.loss_sum / (double)r.tgt_tokens,

@@ -115,9 +115,9 @@ static void check_against_training(tfm_model *m, const fixture *f, double tol)
 {
     tfm_error err;
     tfm_aligner *al = NULL;
-    tfm_train_workspace *ws = NULL;
+    tfm_pass_workspace *ws = NULL;
     CHECK(tfm_aligner_create(m, &al, &err) == TFM_OK);
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     if (!al || !ws) goto done;
     /* the pairs as inspect-attn gives them: each target with its source's ids */
     const int32_t *pair_src[N_TGT];
@@ -126,7 +126,7 @@ static void check_against_training(tfm_model *m, const fixture *f, double tol)
         pair_src[i] = f->src[f->sentence[i]];
         pair_src_lens[i] = f->src_lens[f->sentence[i]];
     }
-    tfm_train_batch batch = {N_TGT, pair_src, pair_src_lens, f->tgt_ptr, f->tgt_lens};
+    tfm_pair_batch batch = {N_TGT, pair_src, pair_src_lens, f->tgt_ptr, f->tgt_lens};
     CHECK(tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
     tfm_tensor t;
     tfm_tensor_init(&t);
@@ -158,7 +158,7 @@ static void check_against_training(tfm_model *m, const fixture *f, double tol)
     CHECK_MSG(worst <= tol, "the weights differ from the training pass's by %.3g", worst);
     tfm_tensor_free(&t);
 done:
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_aligner_free(al);
 }
 

@@ -98,19 +98,19 @@ static void inspect_align(const tfm_model *m, const int32_t *src, int src_len,
                           const int32_t *tgt, int tgt_len, tfm_buf *out)
 {
     tfm_error err;
-    tfm_train_workspace *ws = NULL;
+    tfm_pass_workspace *ws = NULL;
     tfm_tensor t;
     tfm_tensor_init(&t);
     tfm_buf_clear(out);
-    tfm_train_batch batch = {1, &src, &src_len, &tgt, &tgt_len};
-    bool ok = tfm_train_workspace_create(m, &ws, &err) == TFM_OK &&
+    tfm_pair_batch batch = {1, &src, &src_len, &tgt, &tgt_len};
+    bool ok = tfm_pass_workspace_create(m, &ws, &err) == TFM_OK &&
               tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK &&
               tfm_attention_gather(m, ws, 0, TFM_ATTENTION_CROSS, TFM_VIEW_LAST, TFM_VIEW_MEAN,
                                    &t, &err) == TFM_OK &&
               tfm_align_hard(t.data, tgt_len, src_len, src_len - 1, out) == TFM_OK;
     CHECK_MSG(ok, "inspect: %s", err.msg);
     tfm_tensor_free(&t);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
 }
 
 static void test_aligner_runs(void)

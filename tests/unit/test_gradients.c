@@ -1111,7 +1111,7 @@ static void test_label_smoothed_loss(void)
 typedef struct ref_model {
     const tfm_model *m;
     double *theta;
-    const tfm_train_batch *batch;
+    const tfm_pair_batch *batch;
 } ref_model;
 
 #define TH(r, ptr) ((r)->theta + ((ptr) - (r)->m->data))
@@ -1264,7 +1264,7 @@ static double ref_pair_loss(const ref_model *r, const int32_t *src, int S, const
 static double ref_batch_loss(void *p)
 {
     const ref_model *r = p;
-    const tfm_train_batch *b = r->batch;
+    const tfm_pair_batch *b = r->batch;
     double loss = 0;
     for (int i = 0; i < b->B; i++)
         loss += ref_pair_loss(r, b->src[i], b->src_lens[i], b->tgt[i], b->tgt_lens[i], NULL);
@@ -1304,7 +1304,7 @@ typedef struct test_batch {
     int32_t src[MAX_PAIRS][MAX_LEN], tgt[MAX_PAIRS][MAX_LEN];
     const int32_t *srcp[MAX_PAIRS], *tgtp[MAX_PAIRS];
     int src_lens[MAX_PAIRS], tgt_lens[MAX_PAIRS];
-    tfm_train_batch b;
+    tfm_pair_batch b;
 } test_batch;
 
 /* Pairs of the given lengths with ids drawn from the non-special ones. */
@@ -1324,13 +1324,13 @@ static void make_batch(test_batch *t, const tfm_config *c, int B, const int *src
         t->srcp[b] = t->src[b];
         t->tgtp[b] = t->tgt[b];
     }
-    t->b = (tfm_train_batch){B, t->srcp, t->src_lens, t->tgtp, t->tgt_lens};
+    t->b = (tfm_pair_batch){B, t->srcp, t->src_lens, t->tgtp, t->tgt_lens};
 }
 
 /* One pair of t as a batch of its own. */
-static tfm_train_batch single(const test_batch *t, int b)
+static tfm_pair_batch single(const test_batch *t, int b)
 {
-    return (tfm_train_batch){1, &t->srcp[b], &t->src_lens[b], &t->tgtp[b], &t->tgt_lens[b]};
+    return (tfm_pair_batch){1, &t->srcp[b], &t->src_lens[b], &t->tgtp[b], &t->tgt_lens[b]};
 }
 
 /* The tensors of a model, for walking gradients tensor by tensor. */
@@ -1364,9 +1364,9 @@ static void check_model_gradient(const char *name, const tfm_config *c, uint64_t
     test_batch t;
     make_batch(&t, c, 3, src_lens, tgt_lens, seed + 1);
 
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     size_t n = tfm_params_count(c);
     float *grads = calloc(n, sizeof *grads);
     tfm_loss_sums sums;
@@ -1398,7 +1398,7 @@ static void check_model_gradient(const char *name, const tfm_config *c, uint64_t
     free(tl);
     free(theta);
     free(grads);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -1446,9 +1446,9 @@ static void check_model_gradient_with_dropout(const char *name, const tfm_config
     const int src_lens[3] = {4, 3, 5}, tgt_lens[3] = {3, 4, 2};
     test_batch t;
     make_batch(&t, &c, 3, src_lens, tgt_lens, 32);
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     size_t n = tfm_params_count(&c);
     float *grads = calloc(n, sizeof *grads);
     tfm_rng rng;
@@ -1495,7 +1495,7 @@ static void check_model_gradient_with_dropout(const char *name, const tfm_config
     CHECK_MSG(bad == 0, "%s: %d of %d points off", name, bad, points);
     free(tl);
     free(grads);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -1520,10 +1520,10 @@ static void check_against_inference(const char *name, const tfm_config *c, uint6
     const int src_lens[4] = {5, 0, 7, 2}, tgt_lens[4] = {4, 3, 6, 0};
     test_batch t;
     make_batch(&t, c, 4, src_lens, tgt_lens, seed + 1);
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_encoder *enc;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     CHECK(tfm_encoder_create(m, &enc, &err) == TFM_OK);
     float token_lp[32];
     double sentence_lp[4];
@@ -1555,7 +1555,7 @@ static void check_against_inference(const char *name, const tfm_config *c, uint6
     CHECK_NEAR(sums.nll, nll, 1e-4);
     CHECK(sums.n_tokens == off);
     tfm_encoder_free(enc);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -1586,15 +1586,15 @@ static void check_batched_equals_single(const tfm_config *cp)
     const int src_lens[5] = {5, 0, 7, 2, 3}, tgt_lens[5] = {4, 3, 6, 0, 2};
     test_batch t;
     make_batch(&t, &c, 5, src_lens, tgt_lens, 52);
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     const size_t n = tfm_params_count(&c);
     float *batched = calloc(n, sizeof *batched), *singles = calloc(n, sizeof *singles);
     tfm_loss_sums all, one, sum = {0, 0, 0};
     CHECK(tfm_model_forward_backward(ws, &t.b, NULL, 1.0f, batched, &all, &err) == TFM_OK);
     for (int b = 0; b < 5; b++) {
-        tfm_train_batch s = single(&t, b);
+        tfm_pair_batch s = single(&t, b);
         /* the singles' gradients accumulate into one buffer */
         CHECK(tfm_model_forward_backward(ws, &s, NULL, 1.0f, singles, &one, &err) == TFM_OK);
         sum.loss += one.loss;
@@ -1614,7 +1614,7 @@ static void check_batched_equals_single(const tfm_config *cp)
     CHECK(fwd.loss == all.loss && fwd.nll == all.nll);
     free(batched);
     free(singles);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -1639,9 +1639,9 @@ static void test_window_covering_equals_full(void)
     const int src_lens[3] = {5, 7, 3}, tgt_lens[3] = {4, 6, 2};
     test_batch t;
     make_batch(&t, &c, 3, src_lens, tgt_lens, 82);
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     const size_t n = tfm_params_count(&c);
     const int windows[3] = {0, 8, 2};
     float *g[3];
@@ -1661,7 +1661,7 @@ static void test_window_covering_equals_full(void)
               gmax);
     CHECK(fabs(sums[2].loss - sums[0].loss) > 1e-4 && other > 1e-3 * gmax);
     for (int w = 0; w < 3; w++) free(g[w]);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -1677,9 +1677,9 @@ static void test_accumulate_scale_repeat(void)
     const int src_lens[3] = {3, 4, 5}, tgt_lens[3] = {4, 2, 5};
     test_batch t;
     make_batch(&t, &c, 3, src_lens, tgt_lens, 62);
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     const size_t n = tfm_params_count(&c);
     float *g1 = calloc(n, sizeof *g1), *g2 = calloc(n, sizeof *g2), *g3 = calloc(n, sizeof *g3);
     tfm_rng rng;
@@ -1719,7 +1719,7 @@ static void test_accumulate_scale_repeat(void)
     free(g1);
     free(g2);
     free(g3);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -1728,7 +1728,7 @@ typedef struct big_batch {
     int32_t *ids;
     const int32_t **srcp, **tgtp;
     int *src_lens, *tgt_lens;
-    tfm_train_batch b;
+    tfm_pair_batch b;
 } big_batch;
 
 static void make_big_batch(big_batch *t, const tfm_config *c, int B, int lo, int hi,
@@ -1753,7 +1753,7 @@ static void make_big_batch(big_batch *t, const tfm_config *c, int B, int lo, int
         t->tgt_lens[b] = lo + (int)tfm_rng_below(&rng, (uint64_t)(hi - lo + 1));
     }
     t->src_lens[B / 2] = 0; /* an empty source among them */
-    t->b = (tfm_train_batch){B, t->srcp, t->src_lens, t->tgtp, t->tgt_lens};
+    t->b = (tfm_pair_batch){B, t->srcp, t->src_lens, t->tgtp, t->tgt_lens};
 }
 
 static void free_big_batch(big_batch *t)
@@ -1794,9 +1794,9 @@ static void check_threads(const char *name, bool pre_norm, int relative, uint64_
     int rows = 0;
     for (int b = 0; b < B; b++) rows += t.tgt_lens[b] + 1;
     CHECK(rows > 4 * 512); /* 4 chunks of rows at least at D = 32 (512 rows each) */
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     const size_t n = tfm_params_count(&c);
     float *g[3], *lp[3];
     tfm_loss_sums sums[3], fsums[3];
@@ -1805,7 +1805,7 @@ static void check_threads(const char *name, bool pre_norm, int relative, uint64_
     for (int k = 0; k < 3; k++) {
         g[k] = calloc(n, sizeof(float));
         lp[k] = malloc((size_t)rows * sizeof(float));
-        tfm_train_workspace_set_threads(ws, k + 1);
+        tfm_pass_workspace_set_threads(ws, k + 1);
         tfm_rng rng;
         tfm_rng_seed(&rng, seed + 2);
         CHECK(tfm_model_forward_backward(ws, &t.b, &rng, 1.0f, g[k], &sums[k], &err) == TFM_OK);
@@ -1829,11 +1829,11 @@ static void check_threads(const char *name, bool pre_norm, int relative, uint64_
     m->config.dropout = m->config.attention_dropout = 0;
     float *batched = calloc(n, sizeof(float)), *singles = calloc(n, sizeof(float));
     tfm_loss_sums all, one, sum = {0, 0, 0};
-    tfm_train_workspace_set_threads(ws, 2);
+    tfm_pass_workspace_set_threads(ws, 2);
     CHECK(tfm_model_forward_backward(ws, &t.b, NULL, 1.0f, batched, &all, &err) == TFM_OK);
-    tfm_train_workspace_set_threads(ws, 1);
+    tfm_pass_workspace_set_threads(ws, 1);
     for (int b = 0; b < B; b++) {
-        tfm_train_batch s = {1, &t.srcp[b], &t.src_lens[b], &t.tgtp[b], &t.tgt_lens[b]};
+        tfm_pair_batch s = {1, &t.srcp[b], &t.src_lens[b], &t.tgtp[b], &t.tgt_lens[b]};
         CHECK(tfm_model_forward_backward(ws, &s, NULL, 1.0f, singles, &one, &err) == TFM_OK);
         sum.loss += one.loss;
         sum.n_tokens += one.n_tokens;
@@ -1854,7 +1854,7 @@ static void check_threads(const char *name, bool pre_norm, int relative, uint64_
         free(lp[k]);
     }
     free_big_batch(&t);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -1875,9 +1875,9 @@ static void test_arguments(void)
     const int src_lens[2] = {3, 4}, tgt_lens[2] = {2, 3};
     test_batch t;
     make_batch(&t, &c, 2, src_lens, tgt_lens, 72);
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     const size_t n = tfm_params_count(&c);
     float *g = calloc(n, sizeof *g);
     tfm_rng rng;
@@ -1916,9 +1916,9 @@ static void test_arguments(void)
     CHECK(tfm_model_forward_backward(ws, &t.b, &rng, 1.0f, g, &s, &err) == TFM_OK);
     CHECK(s.loss == 0 && s.nll == 0 && s.n_tokens == 0);
     for (size_t i = 0; i < n; i++) CHECK(g[i] == 0.0f);
-    tfm_train_workspace_free(NULL);
+    tfm_pass_workspace_free(NULL);
     free(g);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 

@@ -89,13 +89,13 @@ static double pair_logprob(const tfm_model *m, const int32_t *src, int ns, const
     s[ns++] = m->config.eos_id;
     const int32_t *sp[1] = {s}, *tp[1] = {tgt};
     int sl[1] = {ns}, tl[1] = {nt};
-    tfm_train_batch b = {.B = 1, .src = sp, .src_lens = sl, .tgt = tp, .tgt_lens = tl};
-    tfm_train_workspace *ws;
+    tfm_pair_batch b = {.B = 1, .src = sp, .src_lens = sl, .tgt = tp, .tgt_lens = tl};
+    tfm_pass_workspace *ws;
     tfm_error err;
     double lp = 0;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     CHECK_MSG(tfm_model_loss(ws, &b, false, NULL, NULL, &lp, NULL, &err) == TFM_OK, "%s", err.msg);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     return lp;
 }
 

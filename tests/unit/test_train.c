@@ -213,19 +213,19 @@ static void test_batches_cover_epoch(void)
             if (i == 0) nb = tfm_batcher_epoch_batches(b);
             int ms = 0, mt = 0;
             int64_t tt = 0;
-            for (int k = 0; k < batch.B; k++) {
-                seen[batch.pairs[k]]++;
-                if (batch.src_lens[k] > ms) ms = batch.src_lens[k];
-                if (batch.tgt_lens[k] > mt) mt = batch.tgt_lens[k];
-                tt += batch.tgt_lens[k] + 1;
+            for (int k = 0; k < batch.pairs.B; k++) {
+                seen[batch.numbers[k]]++;
+                if (batch.pairs.src_lens[k] > ms) ms = batch.pairs.src_lens[k];
+                if (batch.pairs.tgt_lens[k] > mt) mt = batch.pairs.tgt_lens[k];
+                tt += batch.pairs.tgt_lens[k] + 1;
                 const int32_t *s, *t;
                 int ns, nt;
-                tfm_corpus_pair(c, batch.pairs[k], &s, &ns, &t, &nt);
-                CHECK(batch.src[k] == s && batch.tgt[k] == t && batch.src_lens[k] == ns);
+                tfm_corpus_pair(c, batch.numbers[k], &s, &ns, &t, &nt);
+                CHECK(batch.pairs.src[k] == s && batch.pairs.tgt[k] == t && batch.pairs.src_lens[k] == ns);
             }
             CHECK(tt == batch.tgt_tokens);
-            int64_t cost = tfm_batch_cost(batch.B, ms, mt);
-            CHECK_MSG(cost <= p.batch_tokens, "batch of %d costs %lld", batch.B, (long long)cost);
+            int64_t cost = tfm_batch_cost(batch.pairs.B, ms, mt);
+            CHECK_MSG(cost <= p.batch_tokens, "batch of %d costs %lld", batch.pairs.B, (long long)cost);
             padded += cost;
             real += tt > batch.src_tokens ? tt : batch.src_tokens;
         }
@@ -246,7 +246,7 @@ static void take_batches(tfm_batcher *b, int n, long *out, size_t *len)
     for (int i = 0; i < n; i++) {
         tfm_batch batch;
         tfm_batcher_next(b, &batch, NULL);
-        for (int k = 0; k < batch.B; k++) out[(*len)++] = (long)batch.pairs[k];
+        for (int k = 0; k < batch.pairs.B; k++) out[(*len)++] = (long)batch.numbers[k];
         out[(*len)++] = -1;
     }
 }
@@ -313,9 +313,9 @@ static void test_batches_unshuffled_and_edges(void)
     for (int64_t i = 0; i < nb; i++) {
         tfm_batch batch;
         tfm_batcher_next(b, &batch, &err);
-        for (int k = 0; k < batch.B; k++) {
-            int key = batch.src_lens[k] > batch.tgt_lens[k] + 1 ? batch.src_lens[k]
-                                                                 : batch.tgt_lens[k] + 1;
+        for (int k = 0; k < batch.pairs.B; k++) {
+            int key = batch.pairs.src_lens[k] > batch.pairs.tgt_lens[k] + 1 ? batch.pairs.src_lens[k]
+                                                                 : batch.pairs.tgt_lens[k] + 1;
             CHECK(key >= last_key);
             last_key = key;
         }
@@ -1083,14 +1083,14 @@ static void test_trainer_accumulation_order(void)
     float *g[2], *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
     for (int k = 0; k < 2; k++) g[k] = calloc(n, sizeof(float));
     tfm_batcher *twin;
-    tfm_train_workspace *ws;
+    tfm_pass_workspace *ws;
     CHECK(tfm_batcher_create(data, &p.batches, &twin, &err) == TFM_OK);
-    CHECK(tfm_train_workspace_create(b, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(b, &ws, &err) == TFM_OK);
     int64_t tokens = 0;
     for (int k = 0; k < 2; k++) {
         tfm_batch batch;
         CHECK(tfm_batcher_next(twin, &batch, &err) == TFM_OK);
-        tfm_train_batch tb = {batch.B, batch.src, batch.src_lens, batch.tgt, batch.tgt_lens};
+        tfm_pair_batch tb = batch.pairs;
         tfm_loss_sums sums;
         CHECK(tfm_model_forward_backward(ws, &tb, NULL, 1.0f, g[k], &sums, &err) == TFM_OK);
         tokens += sums.n_tokens;
@@ -1103,7 +1103,7 @@ static void test_trainer_accumulation_order(void)
     CHECK(r.tgt_tokens == tokens);
     CHECK_MSG(memcmp(tfm_trainer_model(t)->data, b->data, n * sizeof(float)) == 0,
               "the update is not Adam of g0 + g1 made apart");
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_batcher_free(twin);
     for (int k = 0; k < 2; k++) free(g[k]);
     free(m);

@@ -97,9 +97,9 @@ static void run_distribution_checks(int window, int relative)
 {
     tfm_model *m = random_model(5, window, relative, NULL);
     if (!m) return;
-    tfm_train_workspace *ws = NULL;
+    tfm_pass_workspace *ws = NULL;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     tfm_rng rng;
     tfm_rng_seed(&rng, 9);
     enum { B = 4 };
@@ -112,7 +112,7 @@ static void run_distribution_checks(int window, int relative)
         sp[b] = src[b];
         tp[b] = tgt[b];
     }
-    tfm_train_batch batch = {B, sp, src_lens, tp, tgt_lens};
+    tfm_pair_batch batch = {B, sp, src_lens, tp, tgt_lens};
     CHECK(tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
     const int H = m->config.n_heads;
     static float w[4 * 12 * 12]; /* [H, n_q, n_k] of the longest pair */
@@ -170,7 +170,7 @@ static void run_distribution_checks(int window, int relative)
     tfm_tensor_free(&all);
     tfm_tensor_free(&one);
     tfm_tensor_free(&mean);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -183,9 +183,9 @@ static void test_errors(void)
 {
     tfm_model *m = random_model(3, 0, 0, NULL);
     if (!m) return;
-    tfm_train_workspace *ws = NULL;
+    tfm_pass_workspace *ws = NULL;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     float w[4 * 3 * 4];
     int n_q, n_k;
     tfm_tensor t;
@@ -195,7 +195,7 @@ static void test_errors(void)
     const int32_t ids[3] = {5, 6, 7};
     const int32_t *p = ids;
     const int len = 3;
-    tfm_train_batch batch = {1, &p, &len, &p, &len};
+    tfm_pair_batch batch = {1, &p, &len, &p, &len};
     CHECK(tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
     CHECK(tfm_model_attention(ws, 1, TFM_ATTENTION_CROSS, 0, w, &n_q, &n_k, &err) ==
           TFM_ERR_RANGE);
@@ -211,11 +211,11 @@ static void test_errors(void)
     const int32_t bad[1] = {V + 3};
     const int32_t *bp = bad;
     const int one = 1;
-    tfm_train_batch bad_batch = {1, &bp, &one, &p, &len};
+    tfm_pair_batch bad_batch = {1, &bp, &one, &p, &len};
     CHECK(tfm_model_loss(ws, &bad_batch, false, NULL, NULL, NULL, NULL, &err) == TFM_ERR_RANGE);
     CHECK(tfm_model_attention(ws, 0, TFM_ATTENTION_CROSS, 0, w, &n_q, &n_k, &err) == TFM_ERR_ARG);
     tfm_tensor_free(&t);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -271,14 +271,14 @@ static void test_identity_alignment(void)
 {
     tfm_model *m = identity_model();
     if (!m) return;
-    tfm_train_workspace *ws = NULL;
+    tfm_pass_workspace *ws = NULL;
     tfm_error err;
-    CHECK(tfm_train_workspace_create(m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     /* 6 source words and </s>; 6 target tokens: 7 queries */
     const int32_t src[7] = {9, 9, 12, 30, 5, 17, TFM_ID_EOS}, tgt[6] = {8, 21, 21, 4, 33, 6};
     const int32_t *sp = src, *tp = tgt;
     const int sl = 7, tl = 6;
-    tfm_train_batch batch = {1, &sp, &sl, &tp, &tl};
+    tfm_pair_batch batch = {1, &sp, &sl, &tp, &tl};
     CHECK(tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
     tfm_tensor t;
     tfm_tensor_init(&t);
@@ -299,7 +299,7 @@ static void test_identity_alignment(void)
     CHECK_MSG(out.data && strcmp(out.data, "0-0 1-1 2-2 3-3 4-4") == 0, "'%s'", out.data);
     tfm_buf_free(&out);
     tfm_tensor_free(&t);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_model_free(m);
 }
 
@@ -330,12 +330,12 @@ static void check_search_logprobs(int beam)
     tfm_encoder *enc = NULL;
     tfm_decoder *dec = NULL;
     tfm_search *search = NULL;
-    tfm_train_workspace *ws = NULL;
+    tfm_pass_workspace *ws = NULL;
     bool ok = states && tfm_encoder_create(m, &enc, &err) == TFM_OK &&
               tfm_encoder_forward(enc, B, sp, lens, states, &err) == TFM_OK &&
               tfm_decoder_create(m, &dec, &err) == TFM_OK &&
               tfm_search_create(m, &search, &err) == TFM_OK &&
-              tfm_train_workspace_create(m, &ws, &err) == TFM_OK;
+              tfm_pass_workspace_create(m, &ws, &err) == TFM_OK;
     CHECK_MSG(ok, "%s", err.msg);
     if (ok) {
         for (int b = 0, off = 0; b < B; off += lens[b], b++) st[b] = states + (size_t)off * D;
@@ -352,7 +352,7 @@ static void check_search_logprobs(int beam)
             tl[b] = nb.hyps[0].len;
             n_labels += tl[b] + 1;
         }
-        tfm_train_batch batch = {B, sp, lens, tp, tl};
+        tfm_pair_batch batch = {B, sp, lens, tp, tl};
         float *lp = malloc((size_t)n_labels * sizeof(float));
         double sent[B];
         CHECK(lp && tfm_model_loss(ws, &batch, false, NULL, NULL, sent, lp, &err) == TFM_OK);
@@ -363,7 +363,7 @@ static void check_search_logprobs(int beam)
         }
         free(lp);
     }
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     tfm_search_free(search);
     tfm_decoder_free(dec);
     tfm_encoder_free(enc);
@@ -862,11 +862,11 @@ static void test_record_gathered_and_errors(void)
     record_fixture f;
     if (!record_make(&f)) return record_free(&f);
     tfm_error err;
-    tfm_train_workspace *ws = NULL;
-    CHECK(tfm_train_workspace_create(f.m, &ws, &err) == TFM_OK);
+    tfm_pass_workspace *ws = NULL;
+    CHECK(tfm_pass_workspace_create(f.m, &ws, &err) == TFM_OK);
     const int32_t *sp[1] = {f.src}, *tp[1] = {f.tgt};
     const int sl[1] = {4}, tl[1] = {2};
-    tfm_train_batch batch = {1, sp, sl, tp, tl};
+    tfm_pair_batch batch = {1, sp, sl, tp, tl};
     CHECK(ws && tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
     tfm_tensor last;
     tfm_tensor_init(&last);
@@ -882,7 +882,7 @@ static void test_record_gathered_and_errors(void)
         CHECK(count(f.out.data, "\n") == (kind == TFM_ATTENTION_ENCODER ? 4u : 3u) + 2);
     }
     tfm_tensor_free(&last);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
 
     /* weights that are not the pair's; parameters the model cannot take */
     tfm_view_params p = tfm_view_default_params();
@@ -1006,13 +1006,13 @@ static void test_inspector(void)
     CHECK(tfm_inspector_record(in, 1, NULL, &f.out, &err) == TFM_OK);
     CHECK(tfm_inspector_record(in, 2, NULL, &f.out, &err) == TFM_ERR_ARG);
 
-    tfm_train_workspace *ws = NULL;
+    tfm_pass_workspace *ws = NULL;
     tfm_viewer *v = NULL;
-    CHECK(tfm_train_workspace_create(f.m, &ws, &err) == TFM_OK);
+    CHECK(tfm_pass_workspace_create(f.m, &ws, &err) == TFM_OK);
     CHECK(tfm_viewer_create(f.m, &p.view, &v, &err) == TFM_OK);
     const int32_t *sp[2] = {f.src, src2}, *tp[2] = {f.tgt, tgt2};
     const int sl[2] = {4, 3}, tl[2] = {2, 3};
-    tfm_train_batch batch = {2, sp, sl, tp, tl};
+    tfm_pair_batch batch = {2, sp, sl, tp, tl};
     CHECK(ws && tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err) == TFM_OK);
     CHECK(ws && tfm_attention_gather(f.m, ws, 1, p.view.kind, p.view.layer, p.view.head, &f.w,
                                      &err) == TFM_OK);
@@ -1079,7 +1079,7 @@ static void test_inspector(void)
     CHECK(tfm_inspector_create(f.m, &p, &in, &err) == TFM_ERR_ARG && in == NULL);
 done:
     tfm_viewer_free(v);
-    tfm_train_workspace_free(ws);
+    tfm_pass_workspace_free(ws);
     record_free(&f);
 }
 
