@@ -155,11 +155,11 @@ const tfm_metric_params *tfm_metric_get_params(const tfm_metric *m);
 size_t tfm_metric_n_stats(const tfm_metric *m);
 
 /* Computes the statistics of one segment into stats[tfm_metric_n_stats].
- * The text is UTF-8 (an invalid byte counts as U+FFFD); n_refs >= 1.  Empty
- * references are left out, as sacreBLEU does; when every reference is empty
- * the result is TFM_ERR_ARG (sacreBLEU refuses such a segment too), as it is
- * when n_refs is above TFM_METRIC_MAX_REFS.
- * *n_used (may be NULL) is set to the number of non-empty references. */
+ * The text is UTF-8 (an invalid byte counts as U+FFFD); 1 <= n_refs <=
+ * TFM_METRIC_MAX_REFS, else TFM_ERR_ARG.  An empty reference (or one of
+ * spaces) is a reference of no words and is scored, as sacreBLEU 2.3.1's
+ * metrics score it (only its command line refuses an empty reference line).
+ * *n_used (may be NULL) is set to the number of references used: n_refs. */
 tfm_status tfm_metric_segment(tfm_metric *m, const char *hyp, size_t hyp_len,
                               const char *const *refs, const size_t *ref_lens, int n_refs,
                               double *stats, int *n_used, tfm_error *err);
