@@ -27,9 +27,12 @@ CC        ?= cc
 OPT       ?= -O2 -march=x86-64-v2
 SAN       ?=
 CFLAGS    ?= $(OPT) -g
+# A section per function and object, so that a program keeps only what it
+# calls of libtfm.a (--gc-sections; see libtfm.a below).
 TFM_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-             -pthread -Ilib -DTFM_VERSION='"$(VERSION)"' $(SAN)
+             -pthread -Ilib -DTFM_VERSION='"$(VERSION)"' -ffunction-sections -fdata-sections $(SAN)
 LDLIBS     = -lopenblas -lutf8proc -lcjson -lm -pthread
+PROGRAM_LDFLAGS = -Wl,--gc-sections
 # Open MPI, for training across processes: lib/train/dist.c alone includes
 # mpi.h, and the programs that train (train, and the tests and tools that
 # link the trainer) link libmpi.  (Evaluated where used, after make deps.)
@@ -75,7 +78,7 @@ REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
 .PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-finetune fuzz install uninstall clean
 
-all: $(BINS) $(BUILD)/libtfm.a
+all: $(BINS) $(BUILD)/libtfm.a $(BUILD)/libtfm-internal.a
 
 # The library and the tests see lib/ only; the programs also see their
 # command-line layer, cmd/common.
@@ -95,32 +98,50 @@ $(BUILD)/lib/train/dist.o: lib/train/dist.c $(LIB_HDR)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
-$(BUILD)/libtfm.a: $(LIB_OBJ)
+# libtfm.a, the library the programs link and make install installs, shows
+# the public API alone: the library's objects are linked into one (ld -r)
+# whose symbols other than tfm_* are then made local (objcopy), so a
+# program that links libtfm.a beside another library cannot collide with an
+# internal name (tests/cli/test_symbols.sh).  lib/train/dist.o, the one
+# object that calls Open MPI, stays a member of its own; a program that does
+# not train drops it with the trainer (--gc-sections) and does not link MPI.
+# libtfm-internal.a holds the same objects as they are, for the tests, tools
+# and benchmarks, which also call the internals they test.
+DIST_OBJ := $(BUILD)/lib/train/dist.o
+$(BUILD)/libtfm-public.o: $(filter-out $(DIST_OBJ),$(LIB_OBJ))
+	$(if $(Q),@echo "  LD -r   $@")
+	$(Q)ld -r -o $@.all $^ && objcopy -w --keep-global-symbol='tfm_*' $@.all $@ && rm -f $@.all
+
+$(BUILD)/libtfm.a: $(BUILD)/libtfm-public.o $(DIST_OBJ)
+	$(if $(Q),@echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libtfm-internal.a: $(LIB_OBJ)
 	$(if $(Q),@echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(BUILD)/libtfm.a
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $(PROGRAM_LDFLAGS) $^ $(LDLIBS) -o $@
 
 # The programs that link the trainer link Open MPI; the filters do not.
 $(BUILD)/tests/bench/allreduce.o: TFM_CFLAGS += $(MPI_CFLAGS)
 $(BUILD)/bin/train $(UNIT_BINS) $(TOOL_BINS) $(REPLAY_BINS) $(BENCH_BINS): LDLIBS += $(MPI_LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libtfm.a
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libtfm-internal.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tools/%: $(BUILD)/tests/tools/%.o $(BUILD)/libtfm.a
+$(BUILD)/tools/%: $(BUILD)/tests/tools/%.o $(BUILD)/libtfm-internal.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay.o $(BUILD)/libtfm.a
+$(BUILD)/fuzz-replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay.o $(BUILD)/libtfm-internal.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtfm.a
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(BUILD)/libtfm-internal.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) $^ $(LDLIBS) -o $@
 
@@ -147,21 +168,27 @@ endef
 
 # ---- tests -----------------------------------------------------------------
 
+# make check: both builds (each with -j, one after the other), then every
+# test of both side by side (tests/run.sh, JOBS at a time: the CPU count);
+# its last line is the total.  One test alone: tests/run.sh build/release
+# test_quant (after make check, or make BUILD=... all tests).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNN_NO_MULTIVERSION
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+
 check: deps-check
-	$(Q)rm -f build/check-*.log
-	$(Q)$(MAKE) --no-print-directory check-release
-	$(Q)$(MAKE) --no-print-directory check-asan
-	$(Q)sh tests/summary.sh build/check-release.log build/check-asan.log
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/release all tests
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/asan OPT=-O1 SAN="$(SAN_FLAGS)" all tests
+	$(Q){ $(SAN_ENV) sh tests/run.sh build/release build/asan; echo $$? >build/check.rc; } | \
+	  tee build/check.log; exit "$$(cat build/check.rc)"
 
 check-release:
-	$(Q)$(MAKE) --no-print-directory BUILD=build/release all tests
-	$(Q)sh tests/run.sh build/release | tee build/check-release.log
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/release all tests
+	$(Q)sh tests/run.sh build/release
 
 check-asan:
-	$(Q)$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
-	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNN_NO_MULTIVERSION" all tests
-	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  sh tests/run.sh build/asan | tee build/check-asan.log
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/asan OPT=-O1 SAN="$(SAN_FLAGS)" all tests
+	$(Q)$(SAN_ENV) sh tests/run.sh build/asan
 
 .PHONY: tests
 tests: $(UNIT_BINS) $(BINS) $(TOOL_BINS) $(REPLAY_BINS)
