@@ -7,11 +7,13 @@
  *   - every segment is scored, empty references too (a reference of no
  *     words, as sacreBLEU 2.3.1's metrics take it);
  *   - its statistics are the same when computed twice;
- *   - the score is finite, BLEU and chrF in [0, 100], TER at least 0;
+ *   - the score is finite, BLEU and chrF in [0, 100] (up to rounding), TER
+ *     at least 0;
  *   - the corpus score of the one segment equals the score of its
  *     statistics;
- *   - TER of the hypothesis against itself is 0, and so is the number of
- *     its edits. */
+ *   - TER of the hypothesis against itself (without --normalized) makes
+ *     no edits, and scores 0 unless the line has no words (sacreBLEU
+ *     scores that 100). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +71,9 @@ static void score_or_abort(tfm_metric *m, const char *hyp, size_t hyp_len,
     tfm_metric_corpus_score(m, &corpus);
     if (!isfinite(one.score) || one.score != corpus.score) abort();
     const tfm_metric_kind kind = tfm_metric_get_params(m)->kind;
-    if (kind != TFM_METRIC_TER && (one.score < 0 || one.score > 100)) abort();
+    /* exp(mean(log p)) of precisions all 100 may round to 100 + 1e-14, as in
+     * sacreBLEU, which computes it the same way */
+    if (kind != TFM_METRIC_TER && (one.score < 0 || one.score > 100 + 1e-9)) abort();
     if (kind == TFM_METRIC_TER && one.score < 0) abort();
     free(stats);
     free(again);
@@ -108,15 +112,20 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     score_or_abort(m, text, hyp_len, refs, lens, n_refs);
     tfm_metric_free(m);
 
-    /* TER of the hypothesis against itself: no edits */
-    if (p.kind == TFM_METRIC_TER && hyp_len > 0) {
+    /* TER of the hypothesis against itself: no edits.  Not with Tercom's
+     * normalisation: sacreBLEU tokenizes a reference twice and the
+     * hypothesis once (lib/metrics/ter.c does the same), and that tokenizer
+     * is not idempotent (",\xc3\xc3..2" against itself makes 2 edits). */
+    if (p.kind == TFM_METRIC_TER && hyp_len > 0 && !p.normalized) {
         if (tfm_metric_create(&p, &m, &err) != TFM_OK) abort();
         const char *self[1] = {text};
         const size_t self_len[1] = {hyp_len};
         if (tfm_metric_add(m, text, hyp_len, self, self_len, 1, &err) != TFM_OK) abort();
         tfm_score s;
         tfm_metric_corpus_score(m, &s);
-        if (s.num_edits != 0 || s.score != 0) abort();
+        /* a line of no words (after TER's tokenization) scores 100 against
+         * an empty reference, as sacreBLEU 2.3.1 does, with no edits */
+        if (s.num_edits != 0 || (s.ref_length > 0 && s.score != 0)) abort();
         tfm_metric_free(m);
     }
     return 0;
