@@ -432,7 +432,8 @@ static void parse_options(int argc, char **argv, options *opt)
 int main(int argc, char **argv)
 {
     cli_init("decode", argv);
-    options opt = {.decode = tfm_decode_default_params(), .batch = cli_batch_defaults(TFM_DECODE_BATCH_SIZE, TFM_DECODE_BATCH_TOKENS),
+    options opt = {.decode = tfm_decode_default_params(),
+                   .batch = cli_batch_defaults(TFM_DECODE_BATCH_SIZE, TFM_DECODE_BATCH_TOKENS),
                    .placeholder_classes = TFM_PH_ALL};
     parse_options(argc, argv, &opt);
     const tfm_search_params *sp = &opt.decode.search;

@@ -204,7 +204,8 @@ static void parse_options(int argc, char **argv, options *opt)
 int main(int argc, char **argv)
 {
     cli_init("encode", argv);
-    options opt = {.eos = true, .batch = cli_batch_defaults(TFM_ENCODE_BATCH_SIZE, TFM_ENCODE_BATCH_TOKENS)};
+    options opt = {.eos = true,
+                   .batch = cli_batch_defaults(TFM_ENCODE_BATCH_SIZE, TFM_ENCODE_BATCH_TOKENS)};
     parse_options(argc, argv, &opt);
     const int threads = opt.batch.threads;
     if (isatty(STDOUT_FILENO))
