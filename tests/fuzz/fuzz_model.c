@@ -15,13 +15,8 @@
 #include "memfile.h"
 #include "tfm.h"
 
-static void require(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_model: %s\n", what);
-        abort();
-    }
-}
+#define FUZZ_TARGET "fuzz_model"
+#include "require.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -10,13 +10,8 @@
 #include "tfm/io.h"
 
 /* Stops the fuzzer with a report when a property fails. */
-static void require(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_npy: %s\n", what);
-        abort();
-    }
-}
+#define FUZZ_TARGET "fuzz_npy"
+#include "require.h"
 
 static int same_tensor(const tfm_tensor *a, const tfm_tensor *b)
 {

@@ -17,13 +17,8 @@
 #include "tfm/safetensors.h"
 
 /* Stops the fuzzer with a report when a property fails. */
-static void require(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_safetensors: %s\n", what);
-        abort();
-    }
-}
+#define FUZZ_TARGET "fuzz_safetensors"
+#include "require.h"
 
 /* Writes f out again (all its tensors must be F32 or I32 of at most
  * TFM_MAX_DIMS dimensions) and checks that the result parses to the same. */

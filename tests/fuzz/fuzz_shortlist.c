@@ -13,13 +13,8 @@
 #include "memfile.h"
 #include "tfm.h"
 
-static void require(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_shortlist: %s\n", what);
-        abort();
-    }
-}
+#define FUZZ_TARGET "fuzz_shortlist"
+#include "require.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
