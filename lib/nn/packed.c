@@ -751,11 +751,18 @@ tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err)
     return TFM_OK;
 }
 
-const char *tfm_model_kernel_name(const tfm_model *m)
+/* The kernel of a model's packed weights (those of its first packed layer),
+ * NN_KERNEL_SGEMM when none are packed. */
+static nn_kernel model_kernel(const tfm_model *m)
 {
     const tfm_packed_model *pm = m->packed;
     const nn_packed_layer *L = !pm ? NULL : pm->encoder ? pm->encoder : pm->decoder;
-    switch (L ? L->self_qkv.kernel : NN_KERNEL_SGEMM) {
+    return L ? L->self_qkv.kernel : NN_KERNEL_SGEMM;
+}
+
+const char *tfm_model_kernel_name(const tfm_model *m)
+{
+    switch (model_kernel(m)) {
     case NN_KERNEL_AVX512: return "AVX-512";
     case NN_KERNEL_AVX2: return "AVX2";
     case NN_KERNEL_INT8_VNNI: return "int8 AVX-512 VNNI";
@@ -773,13 +780,11 @@ const char *tfm_model_kernel_name(const tfm_model *m)
 
 const char *tfm_model_kernel_reason(const tfm_model *m)
 {
-    const tfm_packed_model *pm = m->packed;
-    const nn_packed_layer *L = !pm ? NULL : pm->encoder ? pm->encoder : pm->decoder;
     const char *asked = getenv("TFM_ISA");
     if (asked && (strcmp(asked, "avx2") == 0 || strcmp(asked, "avx512bw") == 0 ||
                   strcmp(asked, "none") == 0))
         return "TFM_ISA in the environment asks for no more";
-    switch (L ? L->self_qkv.kernel : NN_KERNEL_SGEMM) {
+    switch (model_kernel(m)) {
     case NN_KERNEL_AVX512: return "the CPU has AVX-512";
     case NN_KERNEL_AVX2: return "the CPU has AVX2 and FMA but not AVX-512";
     case NN_KERNEL_INT8_VNNI: return "the CPU has AVX-512 VNNI (vpdpbusd)";
