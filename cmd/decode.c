@@ -443,7 +443,7 @@ int main(int argc, char **argv)
      * thread, so this program parallelises over sentences instead, one level
      * of threads at a time (DESIGN.md, Threads). */
     tfm_blas_threads(1);
-    double t0 = cli_seconds();
+    double t0 = tfm_clock_seconds();
 
     static decode_run run;
     tfm_error err;
@@ -498,7 +498,7 @@ int main(int argc, char **argv)
     if (run.unmet > 0)
         cli_info("%zu record%s kept unconstrained translations: their constraints could not be "
                  "met", run.unmet, run.unmet == 1 ? "" : "s");
-    double t = cli_seconds() - t0;
+    double t = tfm_clock_seconds() - t0;
     cli_info("decoded %zu sentences into %zu tokens in %.2f s (%.1f sentences/s, %.0f tokens/s)",
              records, run.out_tokens, t, t > 0 ? (double)records / t : 0.0,
              t > 0 ? (double)run.out_tokens / t : 0.0);

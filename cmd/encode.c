@@ -214,7 +214,7 @@ int main(int argc, char **argv)
     /* The BLAS's own threads are switched off: this program parallelises over
      * sentences itself, and two levels of threads fight (DESIGN.md, Threads). */
     tfm_blas_threads(1);
-    double t0 = cli_seconds();
+    double t0 = tfm_clock_seconds();
 
     static encode_run run;
     run.opt = opt;
@@ -247,7 +247,7 @@ int main(int argc, char **argv)
     cli_each_input(argc, argv, encode_file, &run);
     cli_flush();
 
-    double t = cli_seconds() - t0;
+    double t = tfm_clock_seconds() - t0;
     cli_info("encoded %zu sentences, %zu tokens in %.2f s (%.0f tokens/s)", run.sentences,
              run.tokens, t, t > 0 ? (double)run.tokens / t : 0.0);
     for (size_t i = 0; i < bs; i++) tfm_pair_free(&b->pairs[i]);

@@ -206,7 +206,7 @@ static _Noreturn void run_failed(const tfm_score_failure *at, const tfm_error *e
 
 static int score_files(const options *opt, char **files, int n_files)
 {
-    double start = cli_seconds();
+    double start = tfm_clock_seconds();
     static char *const stdin_only[] = {"-"};
     if (n_files == 0) {
         files = (char **)stdin_only;
@@ -236,7 +236,7 @@ static int score_files(const options *opt, char **files, int n_files)
     }
     cli_flush();
     cli_info("scored %zu lines in %.2f s (BLEU, chrF and TER as sacreBLEU %s computes them)",
-             tfm_file_scorer_lines(s), cli_seconds() - start, TFM_SACREBLEU_VERSION);
+             tfm_file_scorer_lines(s), tfm_clock_seconds() - start, TFM_SACREBLEU_VERSION);
     tfm_file_scorer_free(s);
     free(fin);
     free(in);
@@ -245,7 +245,7 @@ static int score_files(const options *opt, char **files, int n_files)
 
 static int score_pairs(const options *opt)
 {
-    double start = cli_seconds();
+    double start = tfm_clock_seconds();
     /* One forward pass at a time, with large GEMMs (all the batch's rows):
      * the threads are the BLAS's own (one level). */
     tfm_blas_threads(opt->batch.threads);
@@ -270,7 +270,7 @@ static int score_pairs(const options *opt)
     if (cli_verbosity >= 1 && tfm_pair_scores_format(&t, &summary) == TFM_OK)
         fprintf(stderr, "%s: %s\n", cli_program(), summary.data);
     tfm_buf_free(&summary);
-    double secs = cli_seconds() - start;
+    double secs = tfm_clock_seconds() - start;
     cli_info("scored %zu pairs, %lld target tokens in %.2f s (%.0f target tokens/s)", t.n_pairs,
              (long long)t.n_tokens, secs, secs > 0 ? (double)t.n_tokens / secs : 0.0);
     tfm_model_free(model);

@@ -424,7 +424,7 @@ typedef struct learn_job {
     const char *name;       /* the file being read */
     int64_t lines_read;
     double bytes_read;
-    double start;           /* cli_seconds */
+    double start;           /* tfm_clock_seconds */
     double last_report;
     bool tty;
 } learn_job;
@@ -435,7 +435,7 @@ static void learn_progress(void *ctx, const char *stage, int64_t done, int64_t t
 {
     learn_job *job = ctx;
     if (cli_verbosity < 1) return;
-    double t = cli_seconds() - job->start;
+    double t = tfm_clock_seconds() - job->start;
     bool last = total > 0 && done >= total;
     if (!last && t - job->last_report < (job->tty ? 0.2 : 10.0)) return;
     job->last_report = t;
@@ -474,7 +474,7 @@ static void learn_file(void *ctx, const char *name)
 
 static int run_learn(options *opt, int argc, char **argv)
 {
-    learn_job job = {.tty = isatty(STDERR_FILENO), .start = cli_seconds(), .last_report = -1e9};
+    learn_job job = {.tty = isatty(STDERR_FILENO), .start = tfm_clock_seconds(), .last_report = -1e9};
     opt->learn.n_threads = opt->filter.threads;
     opt->learn.seed = opt->filter.seed;
     opt->learn.norm.strict = opt->filter.strict;
@@ -485,7 +485,7 @@ static int run_learn(options *opt, int argc, char **argv)
         cli_fail(NULL, 0, "%s", err.msg);
     cli_each_input(argc, argv, learn_file, &job);
     cli_info("read %lld lines (%.1f MB) in %.1f s", (long long)job.lines_read, job.bytes_read / 1e6,
-             cli_seconds() - job.start);
+             tfm_clock_seconds() - job.start);
     tfm_vocab *vocab;
     if (tfm_bpe_learner_finish(job.learner, &vocab, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     if (tfm_vocab_size(vocab) < opt->learn.vocab_size)
@@ -497,7 +497,7 @@ static int run_learn(options *opt, int argc, char **argv)
     tfm_status s = opt->output_file ? tfm_vocab_save(vocab, opt->output_file, &err)
                                     : tfm_vocab_write(vocab, stdout, &err);
     if (s != TFM_OK) cli_fail(opt->output_file ? opt->output_file : "standard output", 0, "%s", err.msg);
-    cli_info("learnt %d pieces in %.1f s", tfm_vocab_size(vocab), cli_seconds() - job.start);
+    cli_info("learnt %d pieces in %.1f s", tfm_vocab_size(vocab), tfm_clock_seconds() - job.start);
     tfm_vocab_free(vocab);
     tfm_bpe_learner_free(job.learner);
     return CLI_EXIT_OK;

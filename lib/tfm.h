@@ -4,7 +4,7 @@
  * This header is the manual.  It includes one header per part:
  *
  *   tfm/core.h   status codes and error details, buffers, UTF-8, hash maps,
- *                seeded random numbers, a blocking parallel-for, the batch
+ *                seeded random numbers, a blocking parallel-for, a clock, the batch
  *                loop every filter runs on (bounded batches of what is
  *                ready, split over threads, written in order)
  *   tfm/io.h     line reading that never holds a line back, .npy records and

@@ -1,6 +1,5 @@
 /* filter.c - the command line of the batch filters (see filter.h). */
 #include <string.h>
-#include <time.h>
 
 #include "filter.h"
 
@@ -73,9 +72,3 @@ void cli_each_input(int argc, char **argv, void (*fn)(void *ctx, const char *nam
     for (int i = optind; i < argc; i++) fn(ctx, argv[i]);
 }
 
-double cli_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}

@@ -70,7 +70,4 @@ tfm_batch_loop cli_batch_loop(const cli_batch_options *o, void *ctx);
  * with "-" (standard input) when there is none. */
 void cli_each_input(int argc, char **argv, void (*fn)(void *ctx, const char *name), void *ctx);
 
-/* Seconds on the monotonic clock. */
-double cli_seconds(void);
-
 #endif

@@ -213,6 +213,9 @@ uint64_t tfm_rng_below(tfm_rng *r, uint64_t n);
 tfm_status tfm_parallel_for(int n_threads, size_t n, void (*fn)(void *ctx, size_t i),
                             void *ctx);
 
+/* Seconds of the monotonic clock (clock.c): differences are durations. */
+double tfm_clock_seconds(void);
+
 /* The number of CPUs this process may run on (at least 1). */
 int tfm_cpu_count(void);
 

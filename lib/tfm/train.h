@@ -685,7 +685,7 @@ typedef struct tfm_run_event {
     int64_t step;              /* updates made */
     double epoch;              /* tfm_trainer_epoch */
     double elapsed;            /* seconds of training, earlier processes' included */
-    double time;               /* when: tfm_run_clock() */
+    double time;               /* when: tfm_clock_seconds() */
     double seconds;            /* STEP, VALID: how long it took */
     const tfm_corpus_stats *data;     /* DATA */
     const tfm_step_result *update;    /* STEP */
@@ -791,8 +791,6 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err);
 /* Writes a freshly initialised model of the options (init_only). */
 tfm_status tfm_run_init_model(tfm_run *r, tfm_error *err);
 
-/* Seconds of the monotonic clock the run's times are on. */
-double tfm_run_clock(void);
 /* The time left at time t: the nearest of the limits, at this process's
  * pace so far; negative when unknown. */
 double tfm_run_eta(const tfm_run *r, double t);

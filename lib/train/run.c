@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "tfm/train.h"
 
@@ -192,16 +191,9 @@ struct tfm_run {
     tfm_lock lock;             /* OUTPUT.lock, while training writes OUTPUT */
 };
 
-double tfm_run_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double elapsed(const tfm_run *r)
 {
-    return r->rs.elapsed + (tfm_run_clock() - r->started);
+    return r->rs.elapsed + (tfm_clock_seconds() - r->started);
 }
 
 static void warn(tfm_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -213,7 +205,7 @@ static void warn(tfm_run *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    tfm_run_event ev = {.kind = TFM_RUN_WARNING, .text = text, .time = tfm_run_clock(),
+    tfm_run_event ev = {.kind = TFM_RUN_WARNING, .text = text, .time = tfm_clock_seconds(),
                         .ranks = tfm_dist_size(r->dist)};
     r->report(r->ctx, &ev);
 }
@@ -231,14 +223,14 @@ static void log_event(tfm_run *r, const tfm_run_event *ev)
     char text[600];
     snprintf(text, sizeof text, "%s; training goes on without the log", err.msg);
     tfm_run_event w = {.kind = TFM_RUN_WARNING, .text = text, .file = r->p.log,
-                       .time = tfm_run_clock(), .ranks = tfm_dist_size(r->dist)};
+                       .time = tfm_clock_seconds(), .ranks = tfm_dist_size(r->dist)};
     r->report(r->ctx, &w);
 }
 
 /* An event of the trainer's position now. */
 static tfm_run_event event(const tfm_run *r, tfm_run_event_kind kind)
 {
-    tfm_run_event ev = {.kind = kind, .time = tfm_run_clock(), .ranks = tfm_dist_size(r->dist)};
+    tfm_run_event ev = {.kind = kind, .time = tfm_clock_seconds(), .ranks = tfm_dist_size(r->dist)};
     if (r->trainer) {
         ev.step = tfm_trainer_steps(r->trainer);
         ev.epoch = tfm_trainer_epoch(r->trainer);
@@ -1233,7 +1225,7 @@ bool tfm_run_state_validation(tfm_run_state *s, double score, int64_t step)
 static tfm_status validate(tfm_run *r, bool *stop, tfm_error *err)
 {
     tfm_valid_result v;
-    double t0 = tfm_run_clock();
+    double t0 = tfm_clock_seconds();
     tfm_status st = tfm_trainer_validate(r->trainer, r->valid, r->p.valid_bleu, &v, err);
     if (st != TFM_OK) {
         tfm_error_prefix(err, "%s: validation", r->p.valid_src);
@@ -1302,7 +1294,7 @@ static int64_t expected_updates(const tfm_run *r)
     double updates = (double)(resumed_pace ? step : step - r->first_step);
     double total = p->max_steps > 0 ? (double)p->max_steps : 0;
     if (p->max_time > 0) {
-        double now = r->rs.elapsed + (tfm_run_clock() - r->started);
+        double now = r->rs.elapsed + (tfm_clock_seconds() - r->started);
         double seconds = resumed_pace ? r->rs.elapsed : now - r->rs.elapsed;
         double left = p->max_time > now ? p->max_time - now : 0;
         double t = updates > 0 && seconds > 0 ? (double)step + 1 + left * updates / seconds : 0;
@@ -1340,7 +1332,7 @@ static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
         tfm_trainer_set_total(r->trainer, total);
         int64_t step = tfm_trainer_steps(r->trainer);
         tfm_step_result res;
-        double t0 = tfm_run_clock();
+        double t0 = tfm_clock_seconds();
         st = tfm_trainer_step(r->trainer, &res, err);
         if (st != TFM_OK) {
             if (r->last_saved > 0 && writes(r)) {
@@ -1490,7 +1482,7 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     tfm_vocab_free(r->src_vocab);
     r->vocab = r->src_vocab = NULL;
 
-    r->started = tfm_run_clock();
+    r->started = tfm_clock_seconds();
     r->first_step = tfm_trainer_steps(r->trainer);
     r->first_epoch = tfm_trainer_epoch(r->trainer);
     tfm_run_event ev = event(r, TFM_RUN_START);

@@ -365,10 +365,10 @@ static tfm_status add_up_parts(tfm_trainer *t, double part[PART_FIELDS], tfm_sta
 {
     tfm_error exchange_err;
     part[PART_FAILED] = own != TFM_OK;
-    double t0 = tfm_run_clock();
+    double t0 = tfm_clock_seconds();
     tfm_status st = tfm_dist_allgather(t->p.dist, part, PART_FIELDS * sizeof(double), t->parts,
                                        own == TFM_OK ? err : &exchange_err);
-    r->wait_seconds = tfm_run_clock() - t0;
+    r->wait_seconds = tfm_clock_seconds() - t0;
     if (own != TFM_OK || st != TFM_OK) return own != TFM_OK ? own : st;
     double tgt = 0, src = 0, sentences = 0;
     for (int k = 0; k < tfm_dist_size(t->p.dist); k++) {
@@ -405,9 +405,9 @@ tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
         t->poisoned++;
     }
     if ((st = add_up_parts(t, part, st, r, err)) != TFM_OK) return st;
-    double t0 = tfm_run_clock();
+    double t0 = tfm_clock_seconds();
     if ((st = tfm_dist_sum_floats(t->p.dist, t->grads, t->n_params, err)) != TFM_OK) return st;
-    r->reduce_seconds = tfm_run_clock() - t0;
+    r->reduce_seconds = tfm_clock_seconds() - t0;
 
     double tokens = r->tgt_tokens > 0 ? (double)r->tgt_tokens : 1.0;
     r->grad_norm = sqrt(grad_sum_squares(t)) / tokens;
