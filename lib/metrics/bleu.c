@@ -57,42 +57,6 @@ static tfm_status number_words(tfm_metric_scratch *s, const tfm_ids *t, tfm_py_w
     return TFM_OK;
 }
 
-/* Walks the n-grams of s->tokens, order 1 to max_order.  With add (the
- * hypothesis) each n-gram gets an id and is counted in hyp_count; without
- * (a reference) only n-grams the hypothesis has are counted, in ref_count,
- * and their ids are listed in touched. */
-static tfm_status count_ngrams(const tfm_metric_params *p, tfm_metric_scratch *s, bool add)
-{
-    size_t n_tok = s->tokens.len;
-    tfm_ids_clear(&s->pos_ids);
-    for (size_t i = 0; i < n_tok; i++)
-        if (tfm_cp_push(&s->pos_ids, -1) != TFM_OK) return TFM_ERR_NOMEM;
-    int32_t *ids = s->pos_ids.data;
-    for (int n = 1; n <= p->max_order && (size_t)n <= n_tok; n++) {
-        for (size_t i = 0; i + (size_t)n <= n_tok; i++) {
-            int64_t prefix = n == 1 ? -1 : ids[i];
-            if (n > 1 && prefix < 0) continue; /* (n-1)-gram absent: so is this one */
-            int64_t id = tfm_ngrams_id(&s->ngrams, n, prefix, s->tokens.data[i + (size_t)n - 1], add);
-            if (id == -2) return TFM_ERR_NOMEM;
-            ids[i] = (int32_t)id;
-            if (id < 0) continue;
-            if (add) {
-                if ((size_t)id >= s->hyp_count.cap &&
-                    (tfm_counts_reserve(&s->hyp_count, (size_t)id + 1) != TFM_OK ||
-                     tfm_counts_reserve(&s->order_of, (size_t)id + 1) != TFM_OK ||
-                     tfm_counts_reserve(&s->ref_count, (size_t)id + 1) != TFM_OK ||
-                     tfm_counts_reserve(&s->ref_max, (size_t)id + 1) != TFM_OK))
-                    return TFM_ERR_NOMEM;
-                s->hyp_count.v[id]++;
-                s->order_of.v[id] = n;
-            } else if (s->ref_count.v[id]++ == 0) {
-                if (tfm_cp_push(&s->touched, (int32_t)id) != TFM_OK) return TFM_ERR_NOMEM;
-            }
-        }
-    }
-    return TFM_OK;
-}
-
 tfm_status tfm_bleu_segment(const tfm_metric_params *p, tfm_metric_scratch *s, const char *hyp,
                             size_t hyp_len, const char *const *refs, const size_t *ref_lens,
                             int n_refs, double *stats, tfm_error *err)
@@ -103,7 +67,7 @@ tfm_status tfm_bleu_segment(const tfm_metric_params *p, tfm_metric_scratch *s, c
     size_t n_hyp = s->hyp_words.n;
     if (tfm_ngrams_reset(&s->ngrams, n_hyp, n_hyp * (size_t)order) != TFM_OK ||
         number_words(s, &s->hyp, &s->hyp_words, true) != TFM_OK ||
-        count_ngrams(p, s, true) != TFM_OK)
+        tfm_ngrams_count(s, s->tokens.data, s->tokens.len, p->max_order, 0, true) != TFM_OK)
         return nomem(err);
 
     int64_t closest_len = -1, closest_diff = -1;
@@ -111,7 +75,7 @@ tfm_status tfm_bleu_segment(const tfm_metric_params *p, tfm_metric_scratch *s, c
         if (prepare(p, s, refs[r], ref_lens[r], &s->refs[0]) != TFM_OK) return nomem(err);
         tfm_ids_clear(&s->touched);
         if (number_words(s, &s->refs[0], &s->ref_words, false) != TFM_OK ||
-            count_ngrams(p, s, false) != TFM_OK)
+            tfm_ngrams_count(s, s->tokens.data, s->tokens.len, p->max_order, 0, false) != TFM_OK)
             return nomem(err);
         /* Clipping counts: the most any one reference has of each n-gram. */
         for (size_t k = 0; k < s->touched.len; k++) {
@@ -134,9 +98,9 @@ tfm_status tfm_bleu_segment(const tfm_metric_params *p, tfm_metric_scratch *s, c
     stats[1] = (double)closest_len;
     double *correct = stats + 2, *total = stats + 2 + order;
     for (int64_t id = 0; id < s->ngrams.n_ids; id++) {
-        int64_t n = s->order_of.v[id], h = s->hyp_count.v[id], m = s->ref_max.v[id];
-        total[n - 1] += (double)h;
-        correct[n - 1] += (double)(h < m ? h : m);
+        int64_t slot = s->order_of.v[id], h = s->hyp_count.v[id], m = s->ref_max.v[id];
+        total[slot] += (double)h;
+        correct[slot] += (double)(h < m ? h : m);
         s->hyp_count.v[id] = 0;
         s->ref_max.v[id] = 0;
     }
@@ -194,4 +158,10 @@ void tfm_bleu_compute(const tfm_metric_params *p, const double *stats, tfm_score
     double sum = 0;
     for (int n = 0; n < eff_order; n++) sum += my_log(out->precisions[n]);
     out->score = out->bp * exp(sum / eff_order);
+}
+
+/* sacreBLEU's default smooth_value of each method (BLEU.SMOOTH_DEFAULTS). */
+double tfm_bleu_smooth_default_value(tfm_bleu_smooth smooth)
+{
+    return smooth == TFM_BLEU_SMOOTH_FLOOR ? 0.1 : smooth == TFM_BLEU_SMOOTH_ADD_K ? 1.0 : 0.0;
 }

@@ -69,42 +69,6 @@ static tfm_status prepare(const tfm_metric_params *p, tfm_metric_scratch *s, con
     return TFM_OK;
 }
 
-/* Walks the n-grams of seq for orders 1..max_order, whose statistics slots
- * start at slot0 (tag = slot + 1).  As in bleu.c: the hypothesis adds and
- * counts in hyp_count, a reference only counts what the hypothesis has. */
-static tfm_status count_ngrams(tfm_metric_scratch *s, const tfm_ids *seq, int max_order, int slot0,
-                               bool add)
-{
-    size_t n_tok = seq->len;
-    tfm_ids_clear(&s->pos_ids);
-    for (size_t i = 0; i < n_tok; i++)
-        if (tfm_cp_push(&s->pos_ids, -1) != TFM_OK) return TFM_ERR_NOMEM;
-    int32_t *ids = s->pos_ids.data;
-    for (int n = 1; n <= max_order && (size_t)n <= n_tok; n++) {
-        int slot = slot0 + n - 1;
-        for (size_t i = 0; i + (size_t)n <= n_tok; i++) {
-            int64_t prefix = n == 1 ? -1 : ids[i];
-            if (n > 1 && prefix < 0) continue;
-            int64_t id = tfm_ngrams_id(&s->ngrams, slot + 1, prefix, seq->data[i + (size_t)n - 1], add);
-            if (id == -2) return TFM_ERR_NOMEM;
-            ids[i] = (int32_t)id;
-            if (id < 0) continue;
-            if (add) {
-                if ((size_t)id >= s->hyp_count.cap &&
-                    (tfm_counts_reserve(&s->hyp_count, (size_t)id + 1) != TFM_OK ||
-                     tfm_counts_reserve(&s->order_of, (size_t)id + 1) != TFM_OK ||
-                     tfm_counts_reserve(&s->ref_count, (size_t)id + 1) != TFM_OK))
-                    return TFM_ERR_NOMEM;
-                s->hyp_count.v[id]++;
-                s->order_of.v[id] = slot;
-            } else if (s->ref_count.v[id]++ == 0) {
-                if (tfm_cp_push(&s->touched, (int32_t)id) != TFM_OK) return TFM_ERR_NOMEM;
-            }
-        }
-    }
-    return TFM_OK;
-}
-
 static double n_grams(size_t len, int n)
 {
     return len >= (size_t)n ? (double)(len - (size_t)n + 1) : 0.0;
@@ -129,16 +93,16 @@ tfm_status tfm_chrf_segment(const tfm_metric_params *p, tfm_metric_scratch *s, c
     tfm_ids_clear(&s->hyp_num);
     for (size_t i = 0; i < s->tokens.len; i++)
         if (tfm_cp_push(&s->hyp_num, s->tokens.data[i]) != TFM_OK) return nomem(err);
-    if (count_ngrams(s, &s->hyp, nc, 0, true) != TFM_OK ||
-        count_ngrams(s, &s->hyp_num, nw, nc, true) != TFM_OK)
+    if (tfm_ngrams_count(s, s->hyp.data, s->hyp.len, nc, 0, true) != TFM_OK ||
+        tfm_ngrams_count(s, s->hyp_num.data, s->hyp_num.len, nw, nc, true) != TFM_OK)
         return nomem(err);
 
     double best_f = -1.0, cur[3 * TFM_CHRF_MAX_ORDER];
     for (int r = 0; r < n_refs; r++) {
         if (prepare(p, s, refs[r], ref_lens[r], &s->refs[0], false) != TFM_OK) return nomem(err);
         tfm_ids_clear(&s->touched);
-        if (count_ngrams(s, &s->refs[0], nc, 0, false) != TFM_OK ||
-            count_ngrams(s, &s->tokens, nw, nc, false) != TFM_OK)
+        if (tfm_ngrams_count(s, s->refs[0].data, s->refs[0].len, nc, 0, false) != TFM_OK ||
+            tfm_ngrams_count(s, s->tokens.data, s->tokens.len, nw, nc, false) != TFM_OK)
             return nomem(err);
         for (int k = 0; k < n_orders; k++) {
             bool chars = k < nc;

@@ -85,11 +85,6 @@ const char *tfm_bleu_smooth_name(tfm_bleu_smooth smooth)
     return (unsigned)smooth < 4 ? smooth_names[smooth] : "?";
 }
 
-double tfm_bleu_smooth_default_value(tfm_bleu_smooth smooth)
-{
-    return smooth == TFM_BLEU_SMOOTH_FLOOR ? 0.1 : smooth == TFM_BLEU_SMOOTH_ADD_K ? 1.0 : 0.0;
-}
-
 /* ---- options by name ---------------------------------------------------------------- */
 
 typedef enum option_kind { OPTION_FLAG, OPTION_INT, OPTION_DOUBLE, OPTION_TOK, OPTION_SMOOTH } option_kind;

@@ -112,6 +112,16 @@ typedef struct tfm_metric_scratch {
 
 void tfm_metric_scratch_free(tfm_metric_scratch *s);
 
+/* Counts the n-grams of tokens [n_tok], orders 1 to max_order, as the
+ * n-grams of slots slot0 .. slot0 + max_order - 1 (an n-gram of order n is
+ * of slot slot0 + n - 1; BLEU uses slots 0 .. 3, chrF++ its character
+ * orders and then its word orders).  With add (the hypothesis) each n-gram
+ * gets an id, counted in hyp_count, its slot in order_of; without (a
+ * reference) only the n-grams the hypothesis has are counted, in
+ * ref_count, and their ids listed in touched.  (ngrams.c) */
+tfm_status tfm_ngrams_count(tfm_metric_scratch *s, const int32_t *tokens, size_t n_tok,
+                            int max_order, int slot0, bool add);
+
 /* Statistics of one segment whose empty references are already left out
  * (n_refs >= 1).  The texts are raw UTF-8, as given to tfm_metric_segment. */
 tfm_status tfm_bleu_segment(const tfm_metric_params *p, tfm_metric_scratch *s, const char *hyp,

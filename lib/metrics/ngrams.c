@@ -83,3 +83,36 @@ void tfm_counts_free(tfm_counts *c)
     c->v = NULL;
     c->cap = 0;
 }
+
+tfm_status tfm_ngrams_count(tfm_metric_scratch *s, const int32_t *tokens, size_t n_tok,
+                            int max_order, int slot0, bool add)
+{
+    tfm_ids_clear(&s->pos_ids);
+    for (size_t i = 0; i < n_tok; i++)
+        if (tfm_cp_push(&s->pos_ids, -1) != TFM_OK) return TFM_ERR_NOMEM;
+    int32_t *ids = s->pos_ids.data; /* the id of the n-gram starting at i */
+    for (int n = 1; n <= max_order && (size_t)n <= n_tok; n++) {
+        const int slot = slot0 + n - 1;
+        for (size_t i = 0; i + (size_t)n <= n_tok; i++) {
+            int64_t prefix = n == 1 ? -1 : ids[i];
+            if (n > 1 && prefix < 0) continue; /* (n-1)-gram absent: so is this one */
+            int64_t id = tfm_ngrams_id(&s->ngrams, slot + 1, prefix, tokens[i + (size_t)n - 1], add);
+            if (id == -2) return TFM_ERR_NOMEM;
+            ids[i] = (int32_t)id;
+            if (id < 0) continue;
+            if (add) {
+                if ((size_t)id >= s->hyp_count.cap &&
+                    (tfm_counts_reserve(&s->hyp_count, (size_t)id + 1) != TFM_OK ||
+                     tfm_counts_reserve(&s->order_of, (size_t)id + 1) != TFM_OK ||
+                     tfm_counts_reserve(&s->ref_count, (size_t)id + 1) != TFM_OK ||
+                     tfm_counts_reserve(&s->ref_max, (size_t)id + 1) != TFM_OK))
+                    return TFM_ERR_NOMEM;
+                s->hyp_count.v[id]++;
+                s->order_of.v[id] = slot;
+            } else if (s->ref_count.v[id]++ == 0) {
+                if (tfm_cp_push(&s->touched, (int32_t)id) != TFM_OK) return TFM_ERR_NOMEM;
+            }
+        }
+    }
+    return TFM_OK;
+}
