@@ -87,6 +87,9 @@ $(BUILD)/%.o: %.c $(LIB_HDR)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -c $< -o $@
 
+# the test tools' shared helpers
+$(TOOL_SRC:%.c=$(BUILD)/%.o): tests/tools/tool.h
+
 $(BUILD)/cmd/%.o: cmd/%.c $(LIB_HDR) $(CLI_HDR)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")

@@ -12,13 +12,15 @@
  * the seed; the file is written atomically by tfm_model_save.  A later
  * 'train' program takes this job over for users, so this tool lives with the
  * tests and prints plain messages. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tfm.h"
+
+#define TOOL_NAME "mkmodel"
+#include "tool.h"
 
 static const char usage_text[] =
     "Usage: mkmodel --vocab VOCAB [OPTION]... -o MODEL\n"
@@ -34,25 +36,6 @@ static const char usage_text[] =
     "  --no-eos               mark the model as trained without </s> ending sources\n"
     "  -o, --output FILE      the model file to write\n"
     "  -h, --help\n";
-
-static _Noreturn void die(const char *what, const char *msg)
-{
-    fprintf(stderr, "mkmodel: %s%s%s\n", what ? what : "", what ? ": " : "", msg);
-    exit(1);
-}
-
-static int parse_int(const char *option, const char *text, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "mkmodel: %s: '%s' is not an integer from %ld to %ld\n", option, text, lo,
-                hi);
-        exit(2);
-    }
-    return (int)v;
-}
 
 enum {
     OPT_PRESET = 256, OPT_VOCAB, OPT_SEED, OPT_D_MODEL, OPT_D_FF, OPT_HEADS, OPT_LAYERS,

@@ -30,6 +30,9 @@
 
 #include "tfm.h"
 
+#define TOOL_NAME "parity"
+#include "tool.h"
+
 void openblas_set_num_threads(int num_threads);
 
 static const char usage_text[] =
@@ -48,34 +51,6 @@ static const char usage_text[] =
     "  --threads N            (1)\n"
     "  -o, --output DIR       an existing directory\n"
     "  -h, --help\n";
-
-static _Noreturn void die(const char *what, const char *msg)
-{
-    fprintf(stderr, "parity: %s%s%s\n", what ? what : "", what ? ": " : "", msg);
-    exit(1);
-}
-
-static double parse_number(const char *option, const char *text, double lo, double hi)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || *end || errno || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "parity: %s: '%s' is not a number from %g to %g\n", option, text, lo, hi);
-        exit(2);
-    }
-    return v;
-}
-
-static int parse_int(const char *option, const char *text, int lo, int hi)
-{
-    double v = parse_number(option, text, lo, hi);
-    if (v != (int)v) {
-        fprintf(stderr, "parity: %s: '%s' is not an integer\n", option, text);
-        exit(2);
-    }
-    return (int)v;
-}
 
 static FILE *open_out(const char *dir, const char *name, char *path, size_t cap)
 {
