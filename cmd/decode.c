@@ -9,7 +9,7 @@
  *
  * The program parses options, opens the inputs and prints: reading and
  * checking records, the search and the output lines are lib/search's
- * (tfm_decode_batch, over tfm_search_run and lib/nn's incremental decoder). */
+ * (tfm_decode_batch, over tfm_search_run and lib/pass's incremental decoder). */
 #include <unistd.h>
 
 #include "filter.h"

@@ -9,7 +9,7 @@
  *
  * The program parses options, reads lines, and prints: the lines are read
  * as the model reads sources by lib/text (tfm_pair_reader, its parameters
- * from tfm_pair_params_from_model), encoded by lib/nn (tfm_encoder_forward)
+ * from tfm_pair_params_from_model), encoded by lib/pass (tfm_encoder_forward)
  * and written by lib/io (tfm_npy_write). */
 #include <stdlib.h>
 #include <unistd.h>

@@ -15,10 +15,13 @@
  *                sentence pairs read from two files (tfm_pair_reader)
  *   tfm/metrics.h  BLEU, chrF and TER as sacreBLEU computes them, files
  *                scored in step (tfm_file_scorer), n-best lists
- *   tfm/model.h  the Transformer: configuration, parameters, model files, the
- *                batched encoder, the incremental decoder, the cross-attention
- *                of chosen targets (tfm_aligner), training's forward and
- *                backward passes, attention weights for inspection
+ *   tfm/model.h  the Transformer as data: configuration, parameters, the
+ *                model's life, model files, its quantized and packed forms
+ *   tfm/pass.h   the passes over batches: the batched encoder, the
+ *                incremental decoder, the cross-attention of chosen targets
+ *                (tfm_aligner) and alignments from attention, the forward
+ *                and backward passes over batches of sentence pairs that
+ *                training, scoring and inspection share, attention weights
  *   tfm/search.h greedy and beam search and sampling over the decoder,
  *                batches of encoder states decoded (tfm_decode_batch)
  *   tfm/train.h  training: data, batches, Adam and the schedule, checkpoints,
@@ -26,6 +29,10 @@
  *                (tfm_dist: Open MPI), pairs scored (tfm_score_pairs)
  *   tfm/view.h   attention as npy, TSV, SVG, terminal heatmaps, alignments,
  *                batches of pairs inspected (tfm_inspector)
+ *
+ * The folders of lib/ sit on floors and call only downwards (the README's
+ * Layout; tests/cli/test_layout.sh): core; io and nn (the kernels); text and
+ * metrics; model; pass; search; train and view.
  *
  * Rules that hold everywhere:
  *   - Every function that can fail returns tfm_status; TFM_OK is 0.  Pass a
@@ -71,6 +78,7 @@
 #include "tfm/metrics.h"
 #include "tfm/search.h"
 #include "tfm/model.h"
+#include "tfm/pass.h"
 #include "tfm/train.h"
 #include "tfm/view.h"
 

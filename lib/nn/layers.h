@@ -1,4 +1,5 @@
-/* nn/layers.h - the layer kernels of the Transformer, internal to lib/nn.
+/* nn/layers.h - the layer kernels of the Transformer (lib/nn), internal to the
+ * library: lib/model packs weights for them, lib/pass runs them.
  *
  * One file per layer kind (linear.c, layer_norm.c, softmax.c, attention.c,
  * relative.c, embedding.c, dropout.c, loss.c), each with its forward function and the
@@ -510,7 +511,8 @@ typedef struct nn_packed_layer {
     nn_packed_linear self_qkv, self_out, cross_q, cross_kv, cross_out, fc1, fc2;
 } nn_packed_layer;
 
-/* A model's packed weights (tfm_model_pack_for_encoding, _for_decoding). */
+/* A model's packed weights (tfm_model_pack_for_encoding, _for_decoding, and
+ * tfm_packed_model_free: lib/model/model_packed.c). */
 struct tfm_packed_model {
     int n_encoder_layers, n_decoder_layers;
     nn_packed_layer *encoder; /* [n_encoder_layers], or NULL: not packed */

@@ -85,9 +85,19 @@ void search_constraints_vocab(const tfm_constraints *c, tfm_vocab_set *set);
 tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_search_input *in,
                         int spp, int rows_per_sentence, tfm_error *err);
 
+/* ---- rules.c: below every search ---- */
+
+/* Makes b hold at least n elements of size bytes (contents kept) and returns
+ * them, or NULL when memory runs out or the size overflows. */
+void *search_reserve(tfm_buf *b, size_t n, size_t size);
+
 /* Scratch buffer i (0 <= i < SEARCH_WORK) holding at least n elements of size bytes,
  * or NULL when memory runs out.  Contents are not kept across runs. */
 void *search_work(tfm_search *s, int i, size_t n, size_t size);
+
+/* Whether sentence sent's source is empty: it is translated into the empty
+ * sentence (only </s>), in every search and whatever its prefix. */
+bool search_source_empty(const tfm_search_input *in, int sent);
 
 /* The forced prefix length of sentence sent (0 for an empty source). */
 int search_prefix_len(const tfm_search *s, int sent);

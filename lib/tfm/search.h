@@ -97,6 +97,7 @@
 #include "tfm/core.h"
 #include "tfm/io.h"
 #include "tfm/model.h"
+#include "tfm/pass.h"
 #include "tfm/text.h"
 
 /* How a hypothesis's log-prob is normalised by its length m (counting </s>).

@@ -40,6 +40,7 @@
 #include "tfm/core.h"
 #include "tfm/metrics.h" /* scoring: where lines go (tfm_score_output), n-best lines */
 #include "tfm/model.h"
+#include "tfm/pass.h"
 #include "tfm/safetensors.h"
 #include "tfm/text.h"
 

@@ -46,6 +46,7 @@
 #include "tfm/core.h"
 #include "tfm/io.h"
 #include "tfm/model.h"
+#include "tfm/pass.h"
 #include "tfm/text.h"
 
 /* ---- gathering the weights ------------------------------------------------------ */
@@ -174,20 +175,6 @@ tfm_term_colors tfm_term_choose_colors(tfm_color_when when, bool to_terminal);
  * columns per key; then a legend of the scale. */
 tfm_status tfm_view_term(const tfm_attention_view *v, tfm_term_colors colors, tfm_buf *out,
                          tfm_error *err);
-
-/* ---- alignments ------------------------------------------------------------------ */
-
-/* Hard alignment from one matrix w [n_rows, n_cols] (rows: target tokens,
- * columns: source positions): for each row t in order, the column i of its
- * largest weight (the first on ties) as "i-t", 0-based, separated by
- * spaces, appended to out (fast_align's and Marian's "source-target" form).
- * A row whose largest weight lies at a column >= n_words (the source's </s>)
- * is left unaligned, as fast_align leaves a word it cannot align. */
-tfm_status tfm_align_hard(const float *w, int n_rows, int n_cols, int n_words, tfm_buf *out);
-
-/* Soft alignment in Marian's form: each row's weights ("%.6g") joined by
- * ',', the rows joined by ' ', appended to out. */
-tfm_status tfm_align_soft(const float *w, int n_rows, int n_cols, tfm_buf *out);
 
 /* ---- one record per sentence pair ------------------------------------------------------ */
 

@@ -1,6 +1,6 @@
 /* trainer.c - the training loop's one update, validation, and the trainer's
  * checkpoints: everything of training but the forward and backward pass
- * (tfm_model_forward_backward, lib/nn) and the program around it
+ * (tfm_model_forward_backward, lib/pass) and the program around it
  * (cmd/train.c).
  *
  * An update: accum batches forward and backward, their gradients added in

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 /* Debian's cblas.h declares it for OpenBLAS; a repeated declaration is harmless. */
 void openblas_set_num_threads(int num_threads);

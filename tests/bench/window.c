@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "nn/layers.h" /* the attention kernels, for the attention part */
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 void openblas_set_num_threads(int num_threads);
 

@@ -1,5 +1,5 @@
 /* test_aligner.c - the teacher-forced pass over chosen targets that
- * decode --alignment reads its alignments from (tfm_aligner, lib/nn).
+ * decode --alignment reads its alignments from (tfm_aligner, lib/pass).
  *
  * What it checks:
  *   - its weights are inspect-attn's: for every decoder layer, the mean over
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 #include "tfm/view.h"
 
 enum { V = 40, B = 4, MAXS = 10, MAXT = 9, N_TGT = 7 };

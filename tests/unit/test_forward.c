@@ -22,7 +22,7 @@
 #include "check.h"
 #include "testmodel.h"
 #include "nn/layers.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 /* ---- helpers ------------------------------------------------------------------- */
 

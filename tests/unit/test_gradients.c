@@ -11,7 +11,7 @@
  * mostly rounding noise.  So beside each kernel this file holds a plain-loop
  * reference of the same function in double (and one of the whole model,
  * written from the paper and the layer definitions, sharing no code with
- * lib/nn).  For each check:
+ * lib/nn and lib/pass).  For each check:
  *   1. the float forward is compared with the double reference at the same
  *      point, so the two are the same function (to float rounding);
  *   2. the float backward's gradient is compared with central differences
@@ -40,7 +40,7 @@
 #include "check.h"
 #include "testmodel.h"
 #include "nn/layers.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 

@@ -18,7 +18,7 @@
 
 #include "check.h"
 #include "testutil.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 #include "tfm/safetensors.h"
 
 /* The tiny preset, made smaller still so every test runs fast under ASan. */

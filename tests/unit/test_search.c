@@ -28,7 +28,7 @@
 
 #include "check.h"
 #include "search/search_internal.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 #include "tfm/search.h"
 #include "tfm/text.h"
 

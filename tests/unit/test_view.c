@@ -36,7 +36,7 @@
 
 #include "check.h"
 #include "testutil.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 #include "tfm/search.h"
 #include "tfm/view.h"
 

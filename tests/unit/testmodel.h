@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "check.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 /* NULL (and a failed check) when the model cannot be made. */
 static inline tfm_model *test_nudged_model(const tfm_config *c, uint64_t seed)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/chunks.h"
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 /* A LayerNorm over rows: out, inp [N, D]; mean, rstd [N]. */
 typedef struct norm_job {

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "nn/layers.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 struct tfm_aligner {
     const tfm_model *m;

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "nn/layers.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 struct tfm_decoder {
     const tfm_model *m;

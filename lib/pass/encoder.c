@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "nn/layers.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 struct tfm_encoder {
     const tfm_model *m;

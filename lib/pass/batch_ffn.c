@@ -2,7 +2,7 @@
  * max(0, x W1^T + b1) W2^T + b2, forward and backward: the two linear maps
  * as GEMMs over all rows, the ReLU and activation dropout in chunks of rows
  * on the workspace's threads.  The kernels are linear.c's; see nn/batch.h. */
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 /* hidden [N, F], in place: the ReLU of rows [lo, hi), then activation
  * dropout (fairseq's --activation-dropout; nn.Transformer's dropout after

@@ -283,3 +283,28 @@ void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit
         visit_norm(&v, "decoder.layer_norm", &p->decoder_layer_norm, D);
     }
 }
+
+/* The configuration in one line, with the parameter count it makes (here,
+ * beside tfm_params_count, so that config.c needs nothing of this file). */
+tfm_status tfm_config_describe(const tfm_config *c, tfm_buf *out)
+{
+    static const char *const absolute[] = {"sinusoidal", "learned", ""};
+    char positions[80], vocab[32];
+    if (c->relative_positions && c->positions == TFM_POS_NONE)
+        snprintf(positions, sizeof positions, "relative positions (clipped at %d)",
+                 c->relative_positions);
+    else if (c->relative_positions)
+        snprintf(positions, sizeof positions, "%s and relative positions (clipped at %d)",
+                 absolute[c->positions], c->relative_positions);
+    else
+        snprintf(positions, sizeof positions, "%s positions", absolute[c->positions]);
+    if (c->src_vocab_size == c->tgt_vocab_size)
+        snprintf(vocab, sizeof vocab, "%d", (int)c->tgt_vocab_size);
+    else
+        snprintf(vocab, sizeof vocab, "%d/%d", (int)c->src_vocab_size, (int)c->tgt_vocab_size);
+    return tfm_buf_printf(out, "d_model %d, d_ff %d, %d heads, %d+%d layers, %s-norm, %s, "
+                               "vocabulary %s, %zu parameters",
+                          c->d_model, c->d_ff, c->n_heads, c->n_encoder_layers,
+                          c->n_decoder_layers, c->pre_norm ? "pre" : "post", positions, vocab,
+                          tfm_params_count(c));
+}

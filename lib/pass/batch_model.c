@@ -6,7 +6,7 @@
  * score -m, inspect-attn), tfm_model_forward_backward (a training step) and
  * tfm_model_attention.  Each layer kind's forward and backward live in its
  * own batch_*.c; this file runs them in order.  See nn/batch.h. */
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 /* ---- the forward pass ---------------------------------------------------------------- */
 

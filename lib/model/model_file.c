@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "nn/model_internal.h"
+#include "model/model_internal.h"
 
 /* ---- the configuration as metadata ------------------------------------------------- */
 
@@ -643,5 +643,22 @@ tfm_status tfm_model_load_vocab(const char *path, tfm_side side, tfm_vocab **out
     }
     tfm_buf_free(&start);
     close(fd);
+    return st;
+}
+
+/* Loads, quantizes (model_quant.c) and saves: the file form of
+ * tfm_model_quantize, here beside the loading and saving it needs. */
+tfm_status tfm_model_quantize_file(const char *in, const char *out, tfm_compute_type type,
+                                   tfm_error *err)
+{
+    tfm_model *m;
+    tfm_status st = tfm_model_load(in, &m, err);
+    if (st != TFM_OK) {
+        tfm_error_prefix(err, "%s", in);
+        return st;
+    }
+    if ((st = tfm_model_quantize(m, type, err)) != TFM_OK) tfm_error_prefix(err, "%s", in);
+    else if ((st = tfm_model_save(m, out, NULL, err)) != TFM_OK) tfm_error_prefix(err, "%s", out);
+    tfm_model_free(m);
     return st;
 }

@@ -1,8 +1,8 @@
-/* nn/batch.h - the whole model over a packed batch of sentence pairs, for
+/* pass/batch.h - the whole model over a packed batch of sentence pairs, for
  * training, scoring and attention inspection (tfm_model_loss,
  * tfm_model_forward_backward, tfm_model_attention): the workspace, its
  * saved activations and their gradients, and the layers as the batch runs
- * them on the workspace's threads.  Internal to lib/nn.
+ * them on the workspace's threads.  Internal to lib/pass.
  *
  * The batch is packed as the inference encoder packs it: the sentences' rows
  * lie one after another with no padding, Ns source rows and Nt decoder rows
@@ -55,8 +55,8 @@
  * added in order.  So the results are the same bit for bit on any number of
  * threads.
  */
-#ifndef TFM_NN_BATCH_H
-#define TFM_NN_BATCH_H
+#ifndef TFM_PASS_BATCH_H
+#define TFM_PASS_BATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,7 +64,7 @@
 #include <string.h>
 
 #include "nn/layers.h"
-#include "tfm/model.h"
+#include "tfm/pass.h"
 
 /* ---- saved activations --------------------------------------------------------------- */
 

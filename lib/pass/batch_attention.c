@@ -6,7 +6,7 @@
  * a window), its attention-dropout mask from a generator of its own, its
  * part of the relative position tables' gradients in a buffer of its own.
  * The kernels are attention.c's, relative.c's and linear.c's; see nn/batch.h. */
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 /* One kind of attention over the batch, sentence by sentence: the forward
  * pass reads q, k, v and writes A's ctx, att and keep; the backward pass

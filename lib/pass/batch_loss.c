@@ -3,7 +3,7 @@
  * each prediction, then the gradient of the logits in place of the
  * log-probabilities; in chunks of rows on the workspace's threads.  The
  * kernels are softmax.c's and loss.c's; see nn/batch.h. */
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 /* The log-softmax and the loss of a chunk of rows of the logits. */
 typedef struct loss_job {

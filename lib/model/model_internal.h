@@ -1,7 +1,8 @@
-/* nn/model_internal.h - what the model's life (model.c) and the model file
- * (model_file.c) share, internal to lib/nn. */
-#ifndef TFM_NN_MODEL_INTERNAL_H
-#define TFM_NN_MODEL_INTERNAL_H
+/* model/model_internal.h - what the model's life (model.c), its file (model_file.c),
+ * its quantized form (model_quant.c) and its packed form (model_packed.c) share,
+ * internal to lib/model. */
+#ifndef TFM_MODEL_MODEL_INTERNAL_H
+#define TFM_MODEL_MODEL_INTERNAL_H
 
 #include "tfm/model.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "nn/layers.h" /* tfm_packed_model_free, attention_relative_rows */
-#include "nn/model_internal.h"
+#include "model/model_internal.h"
 
 /* Tensors start on cache lines (see params.c). */
 #define PARAM_ALIGN 64

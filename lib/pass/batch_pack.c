@@ -5,7 +5,7 @@
  * each kind of attention reads (attention_geometry).  See nn/batch.h. */
 #include <string.h>
 
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 

@@ -3,7 +3,7 @@
  * sentence (each from position 0), then dropout; and the gradients of the
  * embedding and position tables.  The kernels are embedding.c's; see
  * nn/batch.h. */
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 /* Embeddings * sqrt(D) + positions of the sentences [lo, hi). */
 typedef struct embed_job {

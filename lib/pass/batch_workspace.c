@@ -7,7 +7,7 @@
 
 #include "core/blas.h"
 #include "core/chunks.h"
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 /* Floats per chunk of a pass over rows: ~10 us of elementwise work, worth
  * a thread start, and small enough to stay in the cache between the steps

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "nn/layers.h"
-#include "nn/model_internal.h"
+#include "model/model_internal.h"
 
 /* ---- compute types ----------------------------------------------------------------------- */
 
@@ -209,21 +209,6 @@ tfm_status tfm_model_quantize(tfm_model *m, tfm_compute_type type, tfm_error *er
     m->quantized = qz;
     m->compute = type;
     return TFM_OK;
-}
-
-tfm_status tfm_model_quantize_file(const char *in, const char *out, tfm_compute_type type,
-                                   tfm_error *err)
-{
-    tfm_model *m;
-    tfm_status st = tfm_model_load(in, &m, err);
-    if (st != TFM_OK) {
-        tfm_error_prefix(err, "%s", in);
-        return st;
-    }
-    if ((st = tfm_model_quantize(m, type, err)) != TFM_OK) tfm_error_prefix(err, "%s", in);
-    else if ((st = tfm_model_save(m, out, NULL, err)) != TFM_OK) tfm_error_prefix(err, "%s", out);
-    tfm_model_free(m);
-    return st;
 }
 
 /* Puts each matrix's float values into the model's buffer: all of them,

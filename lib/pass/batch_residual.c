@@ -6,7 +6,7 @@
  * from a generator of its own.  See nn/batch.h. */
 #include <string.h>
 
-#include "nn/batch.h"
+#include "pass/batch.h"
 
 /* ---- forward ------------------------------------------------------------------------- */
 
