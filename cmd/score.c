@@ -13,7 +13,7 @@
  * in the library.  Metrics: tfm_file_scorer (lib/metrics) reads the
  * hypotheses and references in step, line by line, keeping only each
  * line's sufficient statistics, so the files may be of any size.  With -m:
- * tfm_score_pairs (lib/train) scores sentence pairs or an n-best list under
+ * tfm_score_pairs (lib/view) scores sentence pairs or an n-best list under
  * a model, as marian-scorer does: the log-probability of each target given
  * its source, from the training forward pass with dropout off. */
 #include <getopt.h>

@@ -26,9 +26,10 @@
  *                batches of encoder states decoded (tfm_decode_batch)
  *   tfm/train.h  training: data, batches, Adam and the schedule, checkpoints,
  *                the training run (tfm_run), training across processes
- *                (tfm_dist: Open MPI), pairs scored (tfm_score_pairs)
- *   tfm/view.h   attention as npy, TSV, SVG, terminal heatmaps, alignments,
- *                batches of pairs inspected (tfm_inspector)
+ *                (tfm_dist: Open MPI)
+ *   tfm/view.h   what a model makes of given pairs: attention as npy, TSV,
+ *                SVG, terminal heatmaps, alignments, batches of pairs
+ *                inspected (tfm_inspector), pairs scored (tfm_score_pairs)
  *
  * The folders of lib/ sit on floors and call only downwards (the README's
  * Layout; tests/cli/test_layout.sh): core; io and nn (the kernels); text and

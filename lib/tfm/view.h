@@ -2,9 +2,12 @@
  * attention weights gathered into a tensor, token labels beside them, and
  * writers for TSV matrices, SVG heatmaps, terminal heatmaps and word
  * alignments (fast_align's hard "i-j" pairs, Marian's soft distributions).
- * This is the library behind inspect-attn(1).
+ * This is the library behind inspect-attn(1); and beside it, what
+ * 'score -m' computes: the log-probability a model gives each target of a
+ * batch of pairs (tfm_score_pairs).  Both run pairs through the model's
+ * batched passes (tfm/pass.h) and report what it makes of them.
  *
- * The weights come from tfm_model_attention (tfm/model.h): run tfm_model_loss
+ * The weights come from tfm_model_attention (tfm/pass.h): run tfm_model_loss
  * without dropout on a batch of pairs, then gather each pair's weights:
  *
  *     tfm_model_loss(ws, &batch, false, NULL, NULL, NULL, NULL, &err);
@@ -45,6 +48,7 @@
 
 #include "tfm/core.h"
 #include "tfm/io.h"
+#include "tfm/metrics.h" /* scoring: where lines go (tfm_score_output), n-best lines */
 #include "tfm/model.h"
 #include "tfm/pass.h"
 #include "tfm/text.h"
@@ -242,6 +246,79 @@ void tfm_viewer_free(tfm_viewer *v);
  * queries and keys are not the pair's is TFM_ERR_ARG. */
 tfm_status tfm_viewer_record(tfm_viewer *v, const tfm_tensor *w, const tfm_view_pair *pair,
                              FILE *npy, tfm_buf *out, tfm_error *err);
+
+/* ---- scoring sentence pairs ------------------------------------------------------ */
+
+/* What 'score -m' computes, as marian-scorer does: for each pair (source x,
+ * target y of n ids), the log-probability the model gives y followed by
+ * </s>, reading <s> y (teacher forcing) and the source with a </s> at its
+ * end (as 'encode' and 'train' give it one; an empty source stays empty).
+ * It is the training forward pass with dropout off (tfm_model_loss), the
+ * validation loss of one sentence, so it is the number the model was
+ * trained to raise; decode's log-probs are the same computation done
+ * incrementally, and agree with it up to float rounding.
+ *
+ * The pairs are line n of the sources and line n of the targets
+ * (tfm_pair_reader), or the lines of an n-best list 'I ||| IDS ||| FEATURES
+ * ||| SCORE' with source line I + 1 (the list follows the sources' order
+ * and covers each of them).  They are scored a batch at a time, the batch
+ * holding the pairs that are ready (tfm_batch_loop), and a line is written
+ * for each in input order:
+ *   pairs:   "TOTAL<TAB>AVERAGE" (6 decimals; AVERAGE is TOTAL over the
+ *            target's ids + 1), AVERAGE alone with normalize, and with
+ *            per_token a TAB and each label's log-prob, </s>'s last;
+ *   n-best:  the line with "NAME= TOTAL" (or AVERAGE) added to its features
+ *            (tfm_nbest_add_feature).
+ * A target longer than the model takes gets an empty line and a warning
+ * (in an n-best list it is an error: a feature cannot be left out of one
+ * hypothesis); a source too long is cropped, with a warning. */
+typedef struct tfm_pair_scorer_params {
+    bool nbest;            /* the targets are an n-best list */
+    const char *feature;   /* the n-best feature's name; NULL: TFM_NBEST_FEATURE */
+    bool normalize;        /* the average alone (n-best: as the feature) */
+    bool per_token;        /* each label's log-prob too (not with nbest) */
+    bool text;             /* text lines, tokenized with the model's vocabulary */
+    bool source_eos;       /* sources end with </s>, unless the model was trained
+                              without (tfm_model_source_eos).  Default true */
+    bool strict;           /* text: invalid UTF-8 is an error */
+    int batch_size;        /* pairs scored together, at most.  Default 64 */
+    int batch_tokens;      /* source and target ids scored together.  Default 2048 */
+} tfm_pair_scorer_params;
+
+tfm_pair_scorer_params tfm_pair_scorer_default_params(void);
+/* per_token goes without nbest, and feature with it, a name that
+ * tfm_nbest_feature_name_ok; TFM_ERR_ARG saying which, in the terms of
+ * score's options. */
+tfm_status tfm_pair_scorer_params_validate(const tfm_pair_scorer_params *p, tfm_error *err);
+
+/* The sums over the pairs scored, for the corpus perplexity: exp(-sum_logprob
+ * / n_tokens). */
+typedef struct tfm_pair_scores {
+    double sum_logprob;    /* nats */
+    int64_t n_tokens;      /* labels: target ids + 1 per pair */
+    size_t n_pairs;        /* pairs scored */
+    size_t n_unusable;     /* targets too long for the model: no score */
+} tfm_pair_scores;
+
+/* Appends what the sums say, as score -m reports it: "perplexity P over N
+ * target tokens (</s> included) of K pairs; mean log-prob L per token" (or
+ * that no pair was scored), and "; M targets too long for the model had no
+ * score" when some had none.  No newline. */
+tfm_status tfm_pair_scores_format(const tfm_pair_scores *t, tfm_buf *out);
+
+/* Scores the pairs of src and tgt (an n-best list with nbest) under model
+ * (with its current weights; not changed), writing a line per pair to out.
+ * On a line that cannot be taken, the lines before it are written first,
+ * then the run stops: its status, err and *at (may be NULL) saying where
+ * (at->file is src's or tgt's label).  Sources and targets of different
+ * lengths are TFM_ERR_FORMAT naming both counts (the rest of each is read to
+ * count it; out->flush is called first); so is an n-best list that leaves
+ * out sources or does not follow their order.  *totals (may be NULL) gets
+ * the sums, also on failure. */
+tfm_status tfm_score_pairs(const tfm_model *model, const tfm_pair_scorer_params *p,
+                           const tfm_score_input *src, const tfm_score_input *tgt,
+                           const tfm_score_output *out, tfm_pair_scores *totals,
+                           tfm_score_failure *at, tfm_error *err);
 
 /* ---- the attention of batches of pairs ----------------------------------------------------- */
 

@@ -14,7 +14,7 @@
 #include "check.h"
 #include "testfiles.h"
 #include "testmodel.h"
-#include "tfm/train.h"
+#include "tfm/view.h"
 
 #define V 40 /* the vocabulary of the tiny test model */
 

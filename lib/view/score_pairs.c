@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tfm/train.h"
+#include "tfm/view.h"
 
 tfm_pair_scorer_params tfm_pair_scorer_default_params(void)
 {
