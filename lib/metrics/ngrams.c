@@ -96,7 +96,8 @@ tfm_status tfm_ngrams_count(tfm_metric_scratch *s, const int32_t *tokens, size_t
         for (size_t i = 0; i + (size_t)n <= n_tok; i++) {
             int64_t prefix = n == 1 ? -1 : ids[i];
             if (n > 1 && prefix < 0) continue; /* (n-1)-gram absent: so is this one */
-            int64_t id = tfm_ngrams_id(&s->ngrams, slot + 1, prefix, tokens[i + (size_t)n - 1], add);
+            const int32_t last = tokens[i + (size_t)n - 1];
+            int64_t id = tfm_ngrams_id(&s->ngrams, slot + 1, prefix, last, add);
             if (id == -2) return TFM_ERR_NOMEM;
             ids[i] = (int32_t)id;
             if (id < 0) continue;

@@ -159,7 +159,7 @@ tfm_status tfm_aligner_run(tfm_aligner *a, int n_sentences, const float *const *
  * TFM_ATTENTION_CROSS.  Valid until the next run or tfm_aligner_free. */
 const float *tfm_aligner_weights(const tfm_aligner *a, int i);
 
-/* ---- alignments from attention (align.c) ------------------------------------------------------------------ */
+/* ---- alignments from attention (align.c) ------------------------------------------------- */
 
 /* Hard alignment from one matrix w [n_rows, n_cols] (rows: target tokens,
  * columns: source positions): for each row t in order, the column i of its

@@ -76,9 +76,11 @@ fi
 # ---- floors ------------------------------------------------------------------------------
 
 awk -v floors="$floors" '
-    BEGIN { n = split(floors, f, " "); for (i = 1; i <= n; i++) { split(f[i], p, ":"); fl[p[1]] = p[2] } }
+    BEGIN { n = split(floors, f, " ")
+            for (i = 1; i <= n; i++) { split(f[i], p, ":"); fl[p[1]] = p[2] } }
     { split($1, a, "/"); split($2, b, "/")
-      if (a[1] != b[1] && !(fl[a[1]] > fl[b[1]])) print $1 " -> " $2 " (" a[1] " floor " fl[a[1]] ", " b[1] " floor " fl[b[1]] ")" }' \
+      if (a[1] != b[1] && !(fl[a[1]] > fl[b[1]]))
+          print $1 " -> " $2 " (" a[1] " floor " fl[a[1]] ", " b[1] " floor " fl[b[1]] ")" }' \
     edges.txt >upward.txt
 if [ -s upward.txt ]; then
     fail "calls that go up or across a floor: $(head -5 upward.txt | tr '\n' ';')"
