@@ -333,11 +333,13 @@ tfm_status tfm_checkpoint_load(const char *path, tfm_train_state *s, tfm_error *
                              path);
     }
     if (strcmp(version, CHECKPOINT_VERSION) != 0) {
+        /* the message first: version lives in f */
+        st = tfm_error_set(err, TFM_ERR_UNSUPPORTED,
+                           "checkpoint '%s' has version '%.20s', but this program reads "
+                           "version %s",
+                           path, version, CHECKPOINT_VERSION);
         tfm_safetensors_free(f);
-        return tfm_error_set(err, TFM_ERR_UNSUPPORTED,
-                             "checkpoint '%s' has version '%.20s', but this program reads "
-                             "version %s",
-                             path, version, CHECKPOINT_VERSION);
+        return st;
     }
     tfm_model *m = NULL;
     st = tfm_model_from_safetensors(f, &m, err);
