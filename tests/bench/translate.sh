@@ -123,6 +123,8 @@ learn_vocab() {
 learn_vocab 8000 v8k
 small_vocab=v8k base_vocab=v8k
 [ -n "$have_enfr" ] && { learn_vocab 32000 v32k; base_vocab=v32k; }
+# vocab_of PRESET: the name of its vocabulary (v8k, v32k)
+vocab_of() { if [ "$1" = base ]; then echo "$base_vocab"; else echo "$small_vocab"; fi; }
 V=$(($(wc -l <"$OUTDIR/v8k.vocab") - 1))
 V_base=$(($(wc -l <"$OUTDIR/$base_vocab.vocab") - 1))
 # 2000 sources of exactly 25 ids: lines of at least 25 ids, cropped (cycled
@@ -142,7 +144,7 @@ done
 # rows decode: the test sources, as text and as ids
 if [ -n "$have_enfr" ]; then
     for p in small base; do
-        v=$small_vocab; [ "$p" = base ] && v=$base_vocab
+        v=$(vocab_of "$p")
         [ "$OUTDIR/$p.sl" -nt "$OUTDIR/$p.st" ] && [ -s "$OUTDIR/test.$v.ids" ] && continue
         for f in train.en train.fr test.en; do "$TOK" -m "$OUTDIR/$v.vocab" <"$OUTDIR/$f" >"$OUTDIR/$f.$v.ids"; done
         mv "$OUTDIR/test.en.$v.ids" "$OUTDIR/test.$v.ids"
@@ -154,9 +156,17 @@ fi
 echo "vocabularies: small $V pieces, base $V_base, from $corpus; sources: 25 ids + </s>; outputs: 30 ids"
 head -1 "$OUTDIR/src25.$small_vocab.ids" | "$ENC" -m "$OUTDIR/small.st" | "$DEC" -v -m "$OUTDIR/small.st" \
     2>"$OUTDIR/kernel.txt" >/dev/null
+has_avx512=
+grep -q '^decode: matrix kernel: AVX-512' "$OUTDIR/kernel.txt" && has_avx512=yes
 echo "our matrix kernel: $(sed -n 's/^decode: matrix kernel: //p' "$OUTDIR/kernel.txt")" \
      "(TFM_ISA=${TFM_ISA:-}); OpenBLAS kernels: ${blas_core:-unknown}" \
      "${OPENBLAS_CORETYPE:+(OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}"
+
+# with_isa ISA COMMAND... - runs COMMAND in a subshell with TFM_ISA=ISA
+# (native: as the environment has it)
+with_isa() {
+    (if [ "$1" != native ]; then TFM_ISA=$1; export TFM_ISA; fi; shift; "$@")
+}
 
 # timed NAME COMMAND... - runs COMMAND (stdout to OUTDIR/NAME.out, stderr to
 # OUTDIR/NAME.err) and sets wall and cpu (seconds).
@@ -201,9 +211,7 @@ run_ours() {
     preset=$1 search=$2 batch=$3 n=$(($4 * SCALE))
     m="$OUTDIR/$preset.st" tag="$preset-$search-$batch${5:+-$5}" ct="--compute-type=${COMPUTE:-float32}"
     [ "${QUANTIZED_FILES:-0}" = 1 ] && [ "${COMPUTE:-float32}" != float32 ] && m="$OUTDIR/$preset.$COMPUTE.st"
-    src="$OUTDIR/src25.$small_vocab.ids"
-    [ "$preset" = base ] && src="$OUTDIR/src25.$base_vocab.ids"
-    src=${SRC:-$src}
+    src=${SRC:-"$OUTDIR/src25.$(vocab_of "$preset").ids"}
     head -n "$n" "$src" >"$OUTDIR/$tag.ids"
     sl=
     if [ "${SHORTLIST:-0}" = 1 ]; then
@@ -238,8 +246,7 @@ run_ours small beam 64 256
 run_ours small greedy 1 64
 run_ours small beam 1 32
 # for context, the same with the AVX2 kernel where AVX-512 runs
-grep -q '^decode: matrix kernel: AVX-512' "$OUTDIR/kernel.txt" &&
-    (TFM_ISA=avx2; export TFM_ISA; run_ours small greedy 64 640 avx2)
+[ -n "$has_avx512" ] && with_isa avx2 run_ours small greedy 64 640 avx2
 if [ "${SKIP_BASE:-0}" != 1 ]; then
     run_ours base greedy 64 128
     run_ours base beam 64 64
@@ -267,7 +274,7 @@ if [ "${SKIP_QUANT:-0}" != 1 ]; then
         done
     done
     isas=native
-    grep -q '^decode: matrix kernel: AVX-512' "$OUTDIR/kernel.txt" && isas="native avx2"
+    [ -n "$has_avx512" ] && isas="native avx2"
     quant_rows="small:greedy:64:640 small:beam:64:256 small:greedy:1:64 small:beam:1:32"
     [ "${SKIP_BASE:-0}" != 1 ] && quant_rows="$quant_rows base:greedy:64:128 base:beam:64:64 base:greedy:1:16 base:beam:1:8"
     echo
@@ -279,30 +286,27 @@ if [ "${SKIP_QUANT:-0}" != 1 ]; then
         for row in $quant_rows; do
             set -- $(echo "$row" | tr ':' ' ')
             for ct in float32 bf16 int8; do
-                (if [ "$isa" != native ]; then TFM_ISA=$isa; export TFM_ISA; fi
-                 COMPUTE=$ct QUANTIZED_FILES=1 run_ours "$1" "$2" "$3" "$4" "$ct$sfx")
+                COMPUTE=$ct QUANTIZED_FILES=1 with_isa "$isa" run_ours "$1" "$2" "$3" "$4" "$ct$sfx"
             done
             # the shortlist rows: batch 64, real sentences, full and shortlisted
             [ -n "$have_enfr" ] && [ "$3" = 64 ] || continue
-            v=$small_vocab; [ "$1" = base ] && v=$base_vocab
+            v=$(vocab_of "$1")
             len=$(head -n "$(($4 * SCALE))" "$OUTDIR/test.$v.ids" | awk '{ t += NF + 1 } END { print NR ? t / NR : 0 }')
             for kind in full shortlist; do
                 sl=0; [ $kind = shortlist ] && sl=1
-                (if [ "$isa" != native ]; then TFM_ISA=$isa; export TFM_ISA; fi
-                 SRC="$OUTDIR/test.$v.ids" SRC_TEXT="$OUTDIR/test.en" SRC_LEN=$len SHORTLIST=$sl \
-                     run_ours "$1" "$2" "$3" "$4" "$kind$sfx")
+                SRC="$OUTDIR/test.$v.ids" SRC_TEXT="$OUTDIR/test.en" SRC_LEN=$len SHORTLIST=$sl \
+                    with_isa "$isa" run_ours "$1" "$2" "$3" "$4" "$kind$sfx"
             done
         done
     done
     # For context, where AVX-512 runs: the kernels of CPUs without VNNI and
     # AVX-512 BF16 (TFM_ISA=avx512bw: int8 by vpmaddubsw, bf16 widened to
     # float32).
-    if grep -q '^decode: matrix kernel: AVX-512' "$OUTDIR/kernel.txt"; then
+    if [ -n "$has_avx512" ]; then
         for row in small:greedy:64:640 small:greedy:1:64; do
             set -- $(echo "$row" | tr ':' ' ')
             for ct in float32 bf16 int8; do
-                (TFM_ISA=avx512bw; export TFM_ISA
-                 COMPUTE=$ct QUANTIZED_FILES=1 run_ours "$1" "$2" "$3" "$4" "$ct-avx512bw")
+                COMPUTE=$ct QUANTIZED_FILES=1 with_isa avx512bw run_ours "$1" "$2" "$3" "$4" "$ct-avx512bw"
             done
         done
     fi
@@ -339,7 +343,7 @@ if [ "${SKIP_QUANT:-0}" != 1 ]; then
     # Peak memory of decoding the base model (greedy, batch 64): int8 and bf16
     # model files against the float32 one.
     if [ "${SKIP_BASE:-0}" != 1 ]; then
-        head -n 128 "$OUTDIR/src25.$base_vocab.ids" | "$ENC" -m "$OUTDIR/base.st" --threads "$THREADS" >"$OUTDIR/base128.npy"
+        head -n 128 "$OUTDIR/src25.$(vocab_of base).ids" | "$ENC" -m "$OUTDIR/base.st" --threads "$THREADS" >"$OUTDIR/base128.npy"
         for m in base base.bf16 base.int8; do
             /usr/bin/time -f %M -o "$OUTDIR/mem-$m" "$DEC" -m "$OUTDIR/$m.st" --threads "$THREADS" \
                 --greedy --min-length 30 --max-length 30 "$OUTDIR/base128.npy" >/dev/null
@@ -360,8 +364,7 @@ fi
 run_torch() {
     preset=$1 batch=$2 n=$(($3 * SCALE))
     m="$OUTDIR/$preset.st" tag="torch-$preset-$batch"
-    head -n "$n" "$OUTDIR/src25.$small_vocab.ids" >"$OUTDIR/$tag.ids"
-    [ "$preset" = base ] && head -n "$n" "$OUTDIR/src25.$base_vocab.ids" >"$OUTDIR/$tag.ids"
+    head -n "$n" "$OUTDIR/src25.$(vocab_of "$preset").ids" >"$OUTDIR/$tag.ids"
     OMP_WAIT_POLICY=PASSIVE "$PY" tests/bench/torch_translate.py "$m" "$OUTDIR/$tag.ids" "$OUTDIR/$tag.txt" --batch "$batch" \
         --threads "$THREADS" --length 30 --no-repeat >"$OUTDIR/$tag.log" 2>&1 ||
         { echo "  $tag: FAILED:"; tail -3 "$OUTDIR/$tag.log" | sed 's/^/    /'; return; }
