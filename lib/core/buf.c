@@ -48,6 +48,17 @@ tfm_status tfm_buf_reserve(tfm_buf *b, size_t extra)
     return TFM_OK;
 }
 
+void *tfm_buf_array(tfm_buf *b, size_t n, size_t size)
+{
+    if (size && n > (SIZE_MAX - 1) / size) return NULL;
+    size_t bytes = n * size;
+    if (bytes > b->len || !b->data) {
+        if (tfm_buf_reserve(b, bytes - b->len) != TFM_OK) return NULL;
+        b->len = bytes;
+    }
+    return b->data;
+}
+
 tfm_status tfm_buf_append(tfm_buf *b, const void *data, size_t len)
 {
     if (tfm_buf_reserve(b, len) != TFM_OK) return TFM_ERR_NOMEM;

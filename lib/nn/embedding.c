@@ -62,7 +62,7 @@ bool positions_table(tfm_pos_kind kind, const float *learned, tfm_buf *cache, in
 {
     *table = kind == TFM_POS_LEARNED ? learned : NULL;
     if (kind != TFM_POS_SINUSOIDAL) return true;
-    float *t = nn_reserve(cache, (size_t)(n > *cached ? n : *cached) * D, sizeof(float));
+    float *t = tfm_buf_array(cache, (size_t)(n > *cached ? n : *cached) * D, sizeof(float));
     if (!t) return false;
     if (n > *cached) {
         positions_sinusoidal(t, *cached, n, D);

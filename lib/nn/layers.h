@@ -643,21 +643,4 @@ NN_INLINE float nn_exp1_nonpositive(float x)
     return v[0];
 }
 
-/* ---- scratch memory ------------------------------------------------------------ */
-
-/* Makes b hold at least n elements of size bytes each (contents kept) and
- * returns them, or NULL when memory runs out.  Objects keep their
- * activations in tfm_bufs grown to the largest shape seen, so steady-state
- * calls allocate nothing. */
-static inline void *nn_reserve(tfm_buf *b, size_t n, size_t size)
-{
-    if (size && n > (SIZE_MAX - 1) / size) return NULL;
-    size_t bytes = n * size;
-    if (bytes > b->len || !b->data) { /* never NULL on success, even for 0 bytes */
-        if (tfm_buf_reserve(b, bytes - b->len) != TFM_OK) return NULL;
-        b->len = bytes;
-    }
-    return b->data;
-}
-
 #endif

@@ -170,17 +170,17 @@ tfm_status tfm_aligner_run(tfm_aligner *a, int n_sentences, const float *const *
         n_weights += (size_t)T * (size_t)S;
     }
     const size_t n_att = (size_t)H * (size_t)T_max * (size_t)S_max;
-    float *x = nn_reserve(&a->act, N * (7 * (size_t)D + F) + n_scratch + n_att, sizeof(float));
-    int32_t *tokens = nn_reserve(&a->tokens, N, sizeof(int32_t));
-    int *row_off = nn_reserve(&a->row_off, (size_t)n, sizeof(int));
-    int *src_off = nn_reserve(&a->src_off, (size_t)n_sentences, sizeof(int));
-    float *sources = nn_reserve(&a->sources, total_src * D, sizeof(float));
-    float *kv = nn_reserve(&a->kv, total_src * 2 * D, sizeof(float));
-    float *weights = nn_reserve(&a->weights, n_weights, sizeof(float));
-    size_t *weight_off = nn_reserve(&a->weight_off, (size_t)n, sizeof(size_t));
+    float *x = tfm_buf_array(&a->act, N * (7 * (size_t)D + F) + n_scratch + n_att, sizeof(float));
+    int32_t *tokens = tfm_buf_array(&a->tokens, N, sizeof(int32_t));
+    int *row_off = tfm_buf_array(&a->row_off, (size_t)n, sizeof(int));
+    int *src_off = tfm_buf_array(&a->src_off, (size_t)n_sentences, sizeof(int));
+    float *sources = tfm_buf_array(&a->sources, total_src * D, sizeof(float));
+    float *kv = tfm_buf_array(&a->kv, total_src * 2 * D, sizeof(float));
+    float *weights = tfm_buf_array(&a->weights, n_weights, sizeof(float));
+    size_t *weight_off = tfm_buf_array(&a->weight_off, (size_t)n, sizeof(size_t));
     const tfm_packed_model *pm = m->packed;
     const nn_packed_layer *pd = pm ? pm->decoder : NULL;
-    void *qs = pd && pm->scratch_bytes ? nn_reserve(&a->quant, pm->scratch_bytes, 1) : NULL;
+    void *qs = pd && pm->scratch_bytes ? tfm_buf_array(&a->quant, pm->scratch_bytes, 1) : NULL;
     const float *positions = NULL;
     if (!x || !tokens || !row_off || !src_off || !sources || !kv || !weights || !weight_off ||
         (pd && pm->scratch_bytes && !qs) ||

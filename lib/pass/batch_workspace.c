@@ -59,7 +59,7 @@ bool batch_arena_build(tfm_buf *b, void (*layout)(tfm_pass_workspace *, batch_ar
 {
     batch_arena k = {NULL, 0};
     layout(ws, &k);
-    char *base = nn_reserve(b, k.used, 1);
+    char *base = tfm_buf_array(b, k.used, 1);
     if (!base) return false;
     k = (batch_arena){base, 0};
     layout(ws, &k);

@@ -184,7 +184,7 @@ static void kv_attention(const tfm_decoder *d, float *out, const float *q, const
 static bool reserve_slots(tfm_decoder *d, int n)
 {
     if (n <= d->n_slots) return true;
-    if (!nn_reserve(&d->cache, (size_t)n * slot_size(d), kv_bytes(d))) return false;
+    if (!tfm_buf_array(&d->cache, (size_t)n * slot_size(d), kv_bytes(d))) return false;
     d->n_slots = n;
     return true;
 }
@@ -195,7 +195,7 @@ static void *decoder_scratch(tfm_decoder *d)
 {
     const tfm_packed_model *pm = d->m->packed;
     if (!pm || !pm->decoder || pm->scratch_bytes == 0) return NULL;
-    return nn_reserve(&d->quant, pm->scratch_bytes, 1);
+    return tfm_buf_array(&d->quant, pm->scratch_bytes, 1);
 }
 
 /* states[s]: [src_lens[s], D]; row_sentence: [R] */
@@ -231,13 +231,13 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
             return tfm_error_set(err, TFM_ERR_ARG, "decoder: row %d decodes sentence %d of %d", r,
                                  row_sentence[r], n_sentences);
 
-    int *src = nn_reserve(&d->src, 2 * (size_t)n_sentences, sizeof(int));
-    int *rows = nn_reserve(&d->row_sentence, (size_t)R, sizeof(int));
-    int *slots = nn_reserve(&d->row_slot, (size_t)R, sizeof(int));
+    int *src = tfm_buf_array(&d->src, 2 * (size_t)n_sentences, sizeof(int));
+    int *rows = tfm_buf_array(&d->row_sentence, (size_t)R, sizeof(int));
+    int *slots = tfm_buf_array(&d->row_slot, (size_t)R, sizeof(int));
     d->kv_bf16 = kv_is_bf16(d->m);
-    void *cross = nn_reserve(&d->cross, (size_t)NL * total * 2 * D, kv_bytes(d));
+    void *cross = tfm_buf_array(&d->cross, (size_t)NL * total * 2 * D, kv_bytes(d));
     float *cross_f32 =
-        !d->kv_bf16 ? cross : nn_reserve(&d->cross_f32, total * 2 * D, sizeof(float));
+        !d->kv_bf16 ? cross : tfm_buf_array(&d->cross_f32, total * 2 * D, sizeof(float));
     d->max_steps = max_steps; /* the cache layout depends on it */
     d->n_slots = 0;           /* and so does the number of slots the buffer holds */
     if (!src || !rows || !slots || !cross || !cross_f32 || !reserve_slots(d, R) ||
@@ -266,7 +266,7 @@ tfm_status tfm_decoder_start(tfm_decoder *d, int n_sentences, const float *const
         if (contiguous) {
             sources = states[first];
         } else {
-            float *pk = nn_reserve(&d->packed, total * D, sizeof(float));
+            float *pk = tfm_buf_array(&d->packed, total * D, sizeof(float));
             if (!pk)
                 return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %zu states",
                                      total);
@@ -316,7 +316,7 @@ tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_e
             return tfm_error_set(err, TFM_ERR_ARG, "decoder: restricted to id %d (entry %d): "
                                  "ids must be distinct, sorted and in [0, %d)", (int)ids[i],
                                  i + 1, V);
-    int32_t *own = nn_reserve(&d->short_ids, (size_t)n, sizeof *own);
+    int32_t *own = tfm_buf_array(&d->short_ids, (size_t)n, sizeof *own);
     if (!own) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory");
     memcpy(own, ids, (size_t)n * sizeof *own);
     const tfm_packed_model *pm = d->m->packed;
@@ -324,7 +324,7 @@ tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_e
     if (pm && pm->decoder) {
         st = nn_packed_gather(&d->short_out, &pm->output, own, n);
     } else if (d->m->float_weights) {
-        float *w = nn_reserve(&d->short_weight, (size_t)n * D, sizeof *w);
+        float *w = tfm_buf_array(&d->short_weight, (size_t)n * D, sizeof *w);
         if (!w) st = TFM_ERR_NOMEM;
         for (int i = 0; i < n && w; i++)
             memcpy(w + (size_t)i * D, d->m->params.output_proj + (size_t)own[i] * D,
@@ -349,10 +349,10 @@ static tfm_status restricted_output(tfm_decoder *d, const float *x, float *logit
     const tfm_config *c = &d->m->config;
     const int R = d->R, n = d->n_short, V = c->tgt_vocab_size, D = c->d_model;
     const int32_t *ids = (const int32_t *)(const void *)d->short_ids.data;
-    float *part = nn_reserve(&d->short_logits, (size_t)R * n, sizeof *part);
+    float *part = tfm_buf_array(&d->short_logits, (size_t)R * n, sizeof *part);
     if (!part) return TFM_ERR_NOMEM;
     if (d->short_out.panels) {
-        double *sums = nn_reserve(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
+        double *sums = tfm_buf_array(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
         if (!sums) return TFM_ERR_NOMEM;
         nn_packed_forward_stats(part, x, &d->short_out, R, qs, stats, log_sums ? sums : NULL);
     } else {
@@ -396,7 +396,7 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
     size_t n_scores = (size_t)c->n_heads * (size_t)(S > d->max_src ? S : d->max_src) +
                       (d->kv_bf16 ? 2 * (size_t)D : 0) +
                       (size_t)attention_relative_rows(c->relative_positions);
-    float *x = nn_reserve(&d->act, (size_t)R * (7 * (size_t)D + F) + n_scores, sizeof(float));
+    float *x = tfm_buf_array(&d->act, (size_t)R * (7 * (size_t)D + F) + n_scores, sizeof(float));
     if (!x) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
     float *y = x + (size_t)R * D;        /* [R, D] */
     float *qkv = y + (size_t)R * D;      /* [R, 3D] */
@@ -475,7 +475,7 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
         tfm_status st = restricted_output(d, x, logits, stats, log_sums, qs);
         if (st != TFM_OK) return tfm_error_set(err, st, "decoder: out of memory for %d rows", R);
     } else if (pd) {
-        double *sums = nn_reserve(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
+        double *sums = tfm_buf_array(&d->sums, (size_t)R * NN_STATS_SUMS, sizeof *sums);
         if (!sums) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
         nn_packed_forward_stats(logits, x, &pm->output, R, qs, stats, log_sums ? sums : NULL);
     } else {
@@ -502,7 +502,7 @@ tfm_status tfm_decoder_step_best(tfm_decoder *d, const int32_t *tokens, float *l
 tfm_status tfm_decoder_step(tfm_decoder *d, const int32_t *tokens, float *log_probs,
                             tfm_error *err)
 {
-    tfm_logit_stats *stats = nn_reserve(&d->stats, (size_t)d->R, sizeof *stats);
+    tfm_logit_stats *stats = tfm_buf_array(&d->stats, (size_t)d->R, sizeof *stats);
     if (!stats && d->R > 0)
         return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", d->R);
     tfm_status st = tfm_decoder_step_logits(d, tokens, log_probs, stats, err);
@@ -524,9 +524,9 @@ tfm_status tfm_decoder_reorder(tfm_decoder *d, int new_R, const int *parent, tfm
      * slot is taken [R], the free slots [most_slots], whether a slot is in
      * use [most_slots] */
     const int most_slots = d->n_slots > new_R ? d->n_slots : new_R;
-    int *old = nn_reserve(&d->scratch, 3 * (size_t)R + 2 * (size_t)most_slots, sizeof(int));
-    int *rows = nn_reserve(&d->row_sentence, (size_t)new_R, sizeof(int));
-    int *slots = nn_reserve(&d->row_slot, (size_t)new_R, sizeof(int));
+    int *old = tfm_buf_array(&d->scratch, 3 * (size_t)R + 2 * (size_t)most_slots, sizeof(int));
+    int *rows = tfm_buf_array(&d->row_sentence, (size_t)new_R, sizeof(int));
+    int *slots = tfm_buf_array(&d->row_slot, (size_t)new_R, sizeof(int));
     if ((!old && R > 0) || (!rows && new_R > 0) || (!slots && new_R > 0) ||
         !reserve_slots(d, most_slots))
         return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", new_R);

@@ -78,7 +78,7 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
 
     const attention_mask mask = {.q_pos = 0, .causal = false, .window = c->attention_window};
     size_t scratch_n = attention_scratch_size(max_len, max_len, mask, c->relative_positions);
-    float *y = nn_reserve(&e->act, N * (6 * (size_t)D + F) + scratch_n, sizeof(float));
+    float *y = tfm_buf_array(&e->act, N * (6 * (size_t)D + F) + scratch_n, sizeof(float));
     const float *positions;
     if (!y || !positions_table(c->positions, p->src_positions, &e->sinusoids, &e->n_sinusoids,
                                max_len, D, &positions))
@@ -98,7 +98,7 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
     /* the linear layers with the packed kernel when the model was packed
      * for encoding (packed.c), else sgemm */
     const nn_packed_layer *packed = e->m->packed ? e->m->packed->encoder : NULL;
-    void *qs = packed ? nn_reserve(&e->quant, e->m->packed->scratch_bytes, 1) : NULL;
+    void *qs = packed ? tfm_buf_array(&e->quant, e->m->packed->scratch_bytes, 1) : NULL;
     if (packed && e->m->packed->scratch_bytes && !qs)
         return tfm_error_set(err, TFM_ERR_NOMEM, "encoder: out of memory for %zu tokens", N);
     if (!packed && !e->m->float_weights)

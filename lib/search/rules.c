@@ -29,24 +29,11 @@ const char *tfm_length_rule_name(tfm_length_rule rule)
     return NULL;
 }
 
-/* ---- scratch memory -------------------------------------------------------------------- */
-
-/* Makes b hold at least n elements of size bytes (contents kept) and returns
- * them, or NULL when memory runs out or the size overflows. */
-void *search_reserve(tfm_buf *b, size_t n, size_t size)
-{
-    if (size && n > (SIZE_MAX - 1) / size) return NULL;
-    size_t bytes = n * size;
-    if (bytes > b->len || !b->data) {
-        if (tfm_buf_reserve(b, bytes - b->len) != TFM_OK) return NULL;
-        b->len = bytes;
-    }
-    return b->data;
-}
+/* ---- scratch ---------------------------------------------------------------------------- */
 
 void *search_work(tfm_search *s, int i, size_t n, size_t size)
 {
-    return search_reserve(&s->work[i], n, size);
+    return tfm_buf_array(&s->work[i], n, size);
 }
 
 /* ---- sources and prefixes ----------------------------------------------------------------- */

@@ -141,9 +141,9 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
     if (n > 0 && (spp > INT_MAX / n || rows_per_sentence > INT_MAX / n))
         return tfm_error_set(err, TFM_ERR_RANGE, "search: %d sentences are too many", n);
 
-    int *max_len = search_reserve(&s->b_max_len, (size_t)n, sizeof(int));
-    int *count = search_reserve(&s->b_count, (size_t)n, sizeof(int));
-    bool *met = search_reserve(&s->b_met, (size_t)n, sizeof(bool));
+    int *max_len = tfm_buf_array(&s->b_max_len, (size_t)n, sizeof(int));
+    int *count = tfm_buf_array(&s->b_count, (size_t)n, sizeof(int));
+    bool *met = tfm_buf_array(&s->b_met, (size_t)n, sizeof(bool));
     if (!max_len || !count || !met)
         return tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory");
     for (int i = 0; i < n; i++) met[i] = true;
@@ -184,12 +184,12 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
     }
 
     size_t n_slots = (size_t)n * spp;
-    tfm_hypothesis *hyps = search_reserve(&s->b_hyps, n_slots, sizeof *hyps);
-    int32_t *ids = search_reserve(&s->b_ids, n_slots * S, sizeof *ids);
-    float *lps = search_reserve(&s->b_lps, n_slots * S, sizeof *lps);
+    tfm_hypothesis *hyps = tfm_buf_array(&s->b_hyps, n_slots, sizeof *hyps);
+    int32_t *ids = tfm_buf_array(&s->b_ids, n_slots * S, sizeof *ids);
+    float *lps = tfm_buf_array(&s->b_lps, n_slots * S, sizeof *lps);
     size_t rows = (size_t)n * rows_per_sentence;
-    float *logits = search_reserve(&s->b_logits, rows * s->V, sizeof(float));
-    tfm_logit_stats *stats = search_reserve(&s->b_stats, rows, sizeof *stats);
+    float *logits = tfm_buf_array(&s->b_logits, rows * s->V, sizeof(float));
+    tfm_logit_stats *stats = tfm_buf_array(&s->b_stats, rows, sizeof *stats);
     if (!hyps || !ids || !lps || !logits || !stats)
         return tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory for %d sentences", n);
     for (size_t i = 0; i < n_slots; i++)

@@ -87,10 +87,6 @@ tfm_status search_setup(tfm_search *s, const tfm_search_params *p, const tfm_sea
 
 /* ---- rules.c: below every search ---- */
 
-/* Makes b hold at least n elements of size bytes (contents kept) and returns
- * them, or NULL when memory runs out or the size overflows. */
-void *search_reserve(tfm_buf *b, size_t n, size_t size);
-
 /* Scratch buffer i (0 <= i < SEARCH_WORK) holding at least n elements of size bytes,
  * or NULL when memory runs out.  Contents are not kept across runs. */
 void *search_work(tfm_search *s, int i, size_t n, size_t size);

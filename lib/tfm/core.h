@@ -67,6 +67,12 @@ typedef struct tfm_buf {
 void tfm_buf_init(tfm_buf *b);
 void tfm_buf_free(tfm_buf *b);               /* frees data; b may be reused after init */
 tfm_status tfm_buf_reserve(tfm_buf *b, size_t extra);   /* room for len+extra+1 */
+/* b as an array of at least n elements of size bytes each (contents kept,
+ * len set to their bytes when it grows); NULL when memory runs out or the
+ * size overflows, never NULL on success, even for 0 elements.  Objects keep
+ * their scratch in tfm_bufs grown to the largest shape seen, so steady-state
+ * calls allocate nothing. */
+void *tfm_buf_array(tfm_buf *b, size_t n, size_t size);
 
 /* Asks the kernel to back the 2 MiB-aligned part of a large block (of at
  * least 4 MiB) with huge pages where it allows them (Linux's madvise
