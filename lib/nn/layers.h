@@ -420,10 +420,12 @@ void nn_packed_linear_free(nn_packed_linear *p);
 /* dst: the columns cols[0..n) of src (outputs of W; each in [0, src->N)), in
  * that order, packed for src's kernel, with their int8 scales: each output
  * then computes bit for bit what it computes in src (a lexical shortlist's
- * output layer, tfm_decoder_restrict).  TFM_ERR_ARG when src has no panels
- * (sgemm) or a bias, or n <= 0; TFM_ERR_NOMEM. */
+ * output layer, tfm_decoder_restrict).  dst's arrays live in memory (grown
+ * as needed, reused by the next gather): dst is not for
+ * nn_packed_linear_free, and lasts until memory changes.  TFM_ERR_ARG when
+ * src has no panels (sgemm) or a bias, or n <= 0; TFM_ERR_NOMEM. */
 tfm_status nn_packed_gather(nn_packed_linear *dst, const nn_packed_linear *src,
-                            const int32_t *cols, int n);
+                            const int32_t *cols, int n, tfm_buf *memory);
 
 /* The bytes of scratch nn_packed_forward needs for p, whatever R (0 for
  * the float32 kernels). */

@@ -511,32 +511,39 @@ static bool panel_layout(const nn_packed_linear *p, size_t *width, size_t *units
 }
 
 tfm_status nn_packed_gather(nn_packed_linear *dst, const nn_packed_linear *src,
-                            const int32_t *cols, int n)
+                            const int32_t *cols, int n, tfm_buf *memory)
 {
     *dst = (nn_packed_linear){.N = n, .K = src->K, .kernel = src->kernel};
     size_t width, units;
     if (!panel_layout(src, &width, &units) || src->bias || n <= 0) return TFM_ERR_ARG;
     const size_t n_panels = ((size_t)n + width - 1) / width;
-    uint32_t *panels = calloc(n_panels * width * units + 32, sizeof *panels);
-    if (!panels) return TFM_ERR_NOMEM;
+    const size_t n_words = n_panels * width * units + 32; /* as nn_pack_*: slack for the kernels */
+    const size_t n_cols = src->scale ? n_panels * width : 0; /* int8: a scale and a sum each */
+    /* [n_words] panels, then [n_cols] scales, then [n_cols] sums: 4 bytes each */
+    uint32_t *words = tfm_buf_array(memory, n_words + 2 * n_cols, sizeof *words);
+    if (!words) return TFM_ERR_NOMEM;
+    /* the memory is reused from batch to batch: the padding is zeroed, not
+     * taken fresh from calloc (a shortlist's panels are megabytes, and
+     * fresh pages cost their zeroing every batch) */
     const uint32_t *from = src->panels;
     for (int j = 0; j < n; j++) {
         const size_t c = (size_t)cols[j];
         const uint32_t *in = from + c / width * width * units + c % width;
-        uint32_t *out = panels + (size_t)j / width * width * units + (size_t)j % width;
+        uint32_t *out = words + (size_t)j / width * width * units + (size_t)j % width;
         for (size_t u = 0; u < units; u++) out[u * width] = in[u * width];
     }
-    dst->panels = panels;
-    if (src->scale) { /* int8: each column's scale and sum, padded to whole panels */
-        dst->scale = calloc(n_panels * width, sizeof *dst->scale);
-        dst->col_sums = calloc(n_panels * width, sizeof *dst->col_sums);
-        if (!dst->scale || !dst->col_sums) {
-            nn_packed_linear_free(dst);
-            return TFM_ERR_NOMEM;
-        }
-        for (int j = 0; j < n; j++) {
-            dst->scale[j] = src->scale[cols[j]];
-            dst->col_sums[j] = src->col_sums[cols[j]];
+    for (size_t j = (size_t)n; j < n_panels * width; j++) {
+        uint32_t *out = words + j / width * width * units + j % width;
+        for (size_t u = 0; u < units; u++) out[u * width] = 0;
+    }
+    memset(words + n_words - 32, 0, 32 * sizeof *words);
+    dst->panels = words;
+    if (n_cols) {
+        dst->scale = (float *)(void *)(words + n_words);
+        dst->col_sums = (int32_t *)(void *)(words + n_words + n_cols);
+        for (size_t j = 0; j < n_cols; j++) {
+            dst->scale[j] = j < (size_t)n ? src->scale[cols[j]] : 0.0f;
+            dst->col_sums[j] = j < (size_t)n ? src->col_sums[cols[j]] : 0;
         }
     }
     return TFM_OK;

@@ -67,8 +67,14 @@ struct tfm_decoder {
     int n_short;            /* 0: the whole vocabulary */
     tfm_buf short_ids;      /* int32 [n_short], sorted */
     nn_packed_linear short_out; /* their rows of the packed output projection, or ... */
+    tfm_buf short_panels;   /* (short_out's arrays) */
     tfm_buf short_weight;   /* ... [n_short, D] of the float one, when not packed */
     tfm_buf short_logits;   /* [R, n_short] */
+    /* the logits buffer of the last restricted step, and how many of its
+     * rows hold -infinity at every id outside short_ids (the next step
+     * writes those ids alone in them: see tfm_decoder_restrict) */
+    const float *short_filled;
+    int short_filled_rows;
 };
 
 tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *err)
@@ -91,6 +97,7 @@ tfm_status tfm_decoder_create(const tfm_model *m, tfm_decoder **out, tfm_error *
     tfm_buf_init(&d->cache);
     tfm_buf_init(&d->scratch);
     tfm_buf_init(&d->short_ids);
+    tfm_buf_init(&d->short_panels);
     tfm_buf_init(&d->short_weight);
     tfm_buf_init(&d->short_logits);
     *out = d;
@@ -114,7 +121,7 @@ void tfm_decoder_free(tfm_decoder *d)
     tfm_buf_free(&d->cache);
     tfm_buf_free(&d->scratch);
     tfm_buf_free(&d->short_ids);
-    nn_packed_linear_free(&d->short_out);
+    tfm_buf_free(&d->short_panels);
     tfm_buf_free(&d->short_weight);
     tfm_buf_free(&d->short_logits);
     free(d);
@@ -309,7 +316,9 @@ tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_e
     const tfm_config *c = &d->m->config;
     const int V = c->tgt_vocab_size, D = c->d_model;
     d->n_short = 0;
-    nn_packed_linear_free(&d->short_out);
+    d->short_out = (nn_packed_linear){0};
+    d->short_filled = NULL;
+    d->short_filled_rows = 0;
     if (!ids || n == 0) return TFM_OK;
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V || (i > 0 && ids[i] <= ids[i - 1]))
@@ -322,7 +331,7 @@ tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_e
     const tfm_packed_model *pm = d->m->packed;
     tfm_status st = TFM_OK;
     if (pm && pm->decoder) {
-        st = nn_packed_gather(&d->short_out, &pm->output, own, n);
+        st = nn_packed_gather(&d->short_out, &pm->output, own, n, &d->short_panels);
     } else if (d->m->float_weights) {
         float *w = tfm_buf_array(&d->short_weight, (size_t)n * D, sizeof *w);
         if (!w) st = TFM_ERR_NOMEM;
@@ -342,7 +351,9 @@ tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_e
 
 /* The output layer over the restricted ids: their logits [R, n_short] and
  * stats, then logits [R, V] of -infinity but at those ids; stats' argmax
- * is a target id. */
+ * is a target id.  The rows of the buffer the last step filled keep their
+ * -infinity (tfm_decoder_restrict's promise on the caller): only the ids
+ * are written in them, not the whole vocabulary again. */
 static tfm_status restricted_output(tfm_decoder *d, const float *x, float *logits,
                                     tfm_logit_stats *stats, bool log_sums, void *qs)
 {
@@ -359,13 +370,19 @@ static tfm_status restricted_output(tfm_decoder *d, const float *x, float *logit
         linear_forward(part, x, (const float *)(const void *)d->short_weight.data, NULL, R, D, n);
         logit_stats(part, R, n, stats);
     }
+    if (logits != d->short_filled) {
+        d->short_filled = logits;
+        d->short_filled_rows = 0;
+    }
     for (int r = 0; r < R; r++) {
         float *row = logits + (size_t)r * V;
         const float *from = part + (size_t)r * n;
-        for (int v = 0; v < V; v++) row[v] = -INFINITY;
+        if (r >= d->short_filled_rows)
+            for (int v = 0; v < V; v++) row[v] = -INFINITY;
         for (int i = 0; i < n; i++) row[ids[i]] = from[i];
         stats[r].argmax = ids[stats[r].argmax];
     }
+    if (R > d->short_filled_rows) d->short_filled_rows = R;
     return TFM_OK;
 }
 

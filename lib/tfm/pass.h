@@ -91,7 +91,11 @@ tfm_status tfm_decoder_step_best(tfm_decoder *d, const int32_t *tokens, float *l
  * only, bit for bit as over the whole vocabulary, and writes -infinity for
  * every other id; the stats are those of the restricted row (the softmax
  * over ids), argmax a target id.  ids NULL or n 0: the whole vocabulary.
- * TFM_ERR_ARG for ids that are not so, TFM_ERR_NOMEM. */
+ * The caller may change the logits between steps, but outside ids only to
+ * -infinity: a step given the same logits buffer as the step before writes
+ * the ids alone in the rows that step filled (the searches only ever forbid
+ * ids, and a full row of -infinity per row and step costs a vocabulary's
+ * memory traffic).  TFM_ERR_ARG for ids that are not so, TFM_ERR_NOMEM. */
 tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_error *err);
 
 /* Rearranges rows after a beam-search step: new row i continues old row

@@ -187,6 +187,13 @@ static void test_gather_bits(void)
     for (int i = 0; i < R * K; i++) x[i] = 2 * tfm_rng_float(&rng) - 1;
     nn_quantize_int8(q, scale, w, N, K);
     nn_round_bf16(wb, w, N * K);
+    /* the gathers' memory, reused by every kernel and starting as garbage:
+     * each gather must zero its own padding */
+    tfm_buf memory;
+    tfm_buf_init(&memory);
+    void *garbage = tfm_buf_array(&memory, 1 << 16, 1);
+    CHECK(garbage != NULL);
+    if (garbage) memset(garbage, 0xff, 1 << 16);
     int tried = 0;
     for (int k = NN_KERNEL_AVX2; k <= NN_KERNEL_BF16_AVX512; k++) {
         if (!nn_packed_kernel_runs((nn_kernel)k)) continue;
@@ -197,7 +204,7 @@ static void test_gather_bits(void)
                             ? nn_pack_bf16(&whole, wb, NULL, N, K, (nn_kernel)k)
                             : nn_pack_linear_for(&whole, w, NULL, N, K, (nn_kernel)k);
         CHECK(st == TFM_OK);
-        CHECK(nn_packed_gather(&some, &whole, cols, n) == TFM_OK);
+        CHECK(nn_packed_gather(&some, &whole, cols, n, &memory) == TFM_OK);
         size_t bytes = nn_packed_scratch_bytes(&whole);
         void *scratch = bytes ? malloc(bytes) : NULL;
         nn_packed_forward(full, x, &whole, R, scratch);
@@ -209,9 +216,9 @@ static void test_gather_bits(void)
         CHECK_MSG(differ == 0, "kernel %d: %d values differ", k, differ);
         free(scratch);
         nn_packed_linear_free(&whole);
-        nn_packed_linear_free(&some);
         tried++;
     }
+    tfm_buf_free(&memory);
     CHECK(tried >= 2); /* the plain C int8 and bf16 kernels run anywhere */
 }
 
@@ -267,8 +274,13 @@ static void test_restricted_decoder(void)
         CHECK(tfm_decoder_restrict(d[0], outside, 1, &err) == TFM_ERR_ARG);
         CHECK(tfm_decoder_restrict(d[0], NULL, 0, &err) == TFM_OK); /* the whole row again */
         int differ = 0;
+        /* the caller's buffers: one kept from step to step (the step writes
+         * the ids alone in it after the first, and the caller forbidding an
+         * id in between changes nothing), one new at step 3 (filled whole) */
+        float kept[70], fresh[70];
+        for (int v = 0; v < 70; v++) kept[v] = fresh[v] = 7.0f;
         for (int t = 0; t < T; t++) {
-            float whole[70], part[70];
+            float whole[70], *part = t == 3 ? fresh : kept;
             tfm_logit_stats a, b;
             CHECK(tfm_decoder_step_logits(d[0], &tgt[t], whole, &a, &err) == TFM_OK);
             CHECK(tfm_decoder_step_logits(d[1], &tgt[t], part, &b, &err) == TFM_OK);
@@ -288,6 +300,7 @@ static void test_restricted_decoder(void)
             for (int i = 0; i < n; i++) sum += exp((double)whole[ids[i]] - max);
             CHECK(b.max == max && b.argmax == arg);
             CHECK_NEAR(b.log_sum, log(sum), 1e-5);
+            part[ids[t]] = -INFINITY; /* as search_constrain forbids an id */
         }
         CHECK_MSG(differ == 0, "compute type %d: %d logits differ", ti, differ);
         for (int k = 0; k < 2; k++) tfm_decoder_free(d[k]);
