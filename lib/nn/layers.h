@@ -575,14 +575,46 @@ typedef int32_t nn_i32x16 __attribute__((vector_size(64)));
 #ifndef NN_MULTIVERSION
 #define NN_MULTIVERSION
 #endif
-/* The same with an AVX-512 version too, for code written in sixteen lanes. */
-#if defined(__x86_64__) && defined(__has_attribute) && !defined(__clang__)
-#if __has_attribute(target_clones) && !defined(NN_NO_MULTIVERSION)
-#define NN_MULTIVERSION_512 __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef NN_MULTIVERSION_512
-#define NN_MULTIVERSION_512
+/* The instruction set of the sixteen-lane functions (NN_VERSIONS_512):
+ * AVX-512 or AVX2 where the CPU has it, less when TFM_ISA in the environment
+ * asks for less (avx2; none: plain), as it does for the matrix kernels, so
+ * that TFM_ISA=avx2 on an AVX-512 CPU runs what an AVX2 CPU runs. */
+typedef enum nn_isa { NN_ISA_PLAIN, NN_ISA_AVX2, NN_ISA_AVX512 } nn_isa;
+nn_isa nn_isa_level(void);
+
+/* NN_VERSIONS_512(qualifiers, name, (parameters), (arguments)) defines the
+ * void function name(parameters) as name##_body(isa, arguments) (an
+ * NN_INLINE function of an nn_isa and the same parameters) compiled three
+ * times, for AVX-512, for AVX2 and plain, each with its isa as a constant
+ * (a body may choose its vector width by it), and calls the one
+ * nn_isa_level picks.  The versions make the same IEEE operations in the
+ * same order, so they give the same bits.  Built without GCC's target
+ * attribute on x86-64 (Clang, -DNN_NO_MULTIVERSION, other CPUs): the plain
+ * one alone. */
+#define NN_UNPACK(...) __VA_ARGS__
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__clang__) &&                   \
+    !defined(NN_NO_MULTIVERSION)
+#define NN_VERSIONS_512(qual, name, params, args)                                                 \
+    __attribute__((target("avx512f"))) static void name##_avx512 params                        \
+    {                                                                                          \
+        name##_body(NN_ISA_AVX512, NN_UNPACK args);                                            \
+    }                                                                                          \
+    __attribute__((target("avx2"))) static void name##_avx2 params                             \
+    {                                                                                          \
+        name##_body(NN_ISA_AVX2, NN_UNPACK args);                                              \
+    }                                                                                          \
+    static void name##_plain params { name##_body(NN_ISA_PLAIN, NN_UNPACK args); }             \
+    qual void name params                                                                      \
+    {                                                                                          \
+        switch (nn_isa_level()) {                                                              \
+        case NN_ISA_AVX512: name##_avx512 args; break;                                         \
+        case NN_ISA_AVX2: name##_avx2 args; break;                                             \
+        default: name##_plain args; break;                                                     \
+        }                                                                                      \
+    }
+#else
+#define NN_VERSIONS_512(qual, name, params, args)                                                 \
+    qual void name params { name##_body(NN_ISA_PLAIN, NN_UNPACK args); }
 #endif
 
 /* For helpers of NN_MULTIVERSION functions: inlined into each version, so

@@ -50,8 +50,9 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
 
 /* x: [n], in place: x > 0 ? x : 0 (a NaN becomes 0), sixteen lanes at a
  * time by a mask. */
-NN_MULTIVERSION_512 void relu_forward(float *x, size_t n)
+NN_INLINE void relu_forward_body(nn_isa isa, float *x, size_t n)
 {
+    (void)isa; /* sixteen lanes in every version */
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         nn_f32x16 v;
@@ -62,6 +63,7 @@ NN_MULTIVERSION_512 void relu_forward(float *x, size_t n)
     }
     for (; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
+NN_VERSIONS_512(, relu_forward, (float *x, size_t n), (x, n))
 
 /* d, y: [n].  y > 0 exactly where the input was > 0, so the output alone
  * tells where the gradient passes.  A bit mask four lanes at a time, not a

@@ -222,10 +222,7 @@ typedef double f64x8 __attribute__((vector_size(64)));
 NN_INLINE float max16(const float *v)
 {
     if (v[0] != v[0]) return v[0];
-    const nn_f32x16 x = nn_load16(v);
-    nn_f32x8 lo, hi;
-    memcpy(&lo, &x, sizeof lo);
-    memcpy(&hi, (const char *)&x + sizeof lo, sizeof hi);
+    const nn_f32x8 lo = nn_load8(v), hi = nn_load8(v + 8);
     const nn_i32x8 m8 = MAX_NOT_NAN(nn_i32x8, lo, hi);
     nn_f32x8 f8;
     memcpy(&f8, &m8, sizeof f8);
@@ -249,7 +246,7 @@ NN_INLINE float max16(const float *v)
  * the kernel: the same sums in the same order for all of them (plain C
  * with vector extensions: the same IEEE operations whatever instructions
  * compile them). */
-NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
+NN_INLINE void fold_stats(nn_isa isa, const float *v, int cols, int c0, tfm_logit_stats *st,
                           double sum[NN_STATS_SUMS])
 {
     float bm = v[0]; /* the largest (exact in any order) */
@@ -268,7 +265,7 @@ NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
     }
     if (!sum) return; /* the maximum and its argmax only */
     const float m = st->max;
-    if (cols == STATS_GROUP) { /* four double lanes take the 16 values' exp */
+    if (cols == STATS_GROUP && isa == NN_ISA_AVX512) { /* four double lanes take the 16 values' exp */
         nn_f32x16 e16 = nn_load16(v) - m;
         nn_exp16_nonpositive(&e16);
         nn_f32x8 e0, e1; /* the halves, added lane by lane */
@@ -279,6 +276,22 @@ NN_INLINE void fold_stats(const float *v, int cols, int c0, tfm_logit_stats *st,
         f64x4 lo, hi, acc;
         memcpy(&lo, &d, sizeof lo);
         memcpy(&hi, (const char *)&d + sizeof lo, sizeof hi);
+        memcpy(&acc, sum, sizeof acc);
+        acc += lo + hi;
+        memcpy(sum, &acc, sizeof acc);
+    } else if (cols == STATS_GROUP) {
+        /* the same in halves of eight lanes: without AVX-512, GCC moves
+         * sixteen-lane vectors through memory (2.5x slower on AVX2) */
+        nn_f32x8 e0 = nn_load8(v) - m, e1 = nn_load8(v + 8) - m;
+        nn_exp8_nonpositive(&e0);
+        nn_exp8_nonpositive(&e1);
+        const nn_f32x8 e = e0 + e1;
+        nn_f32x4 e_lo, e_hi;
+        memcpy(&e_lo, &e, sizeof e_lo);
+        memcpy(&e_hi, (const char *)&e + sizeof e_lo, sizeof e_hi);
+        const f64x4 lo = __builtin_convertvector(e_lo, f64x4);
+        const f64x4 hi = __builtin_convertvector(e_hi, f64x4);
+        f64x4 acc;
         memcpy(&acc, sum, sizeof acc);
         acc += lo + hi;
         memcpy(sum, &acc, sizeof acc);
@@ -336,9 +349,8 @@ size_t nn_packed_scratch_bytes(const nn_packed_linear *p)
  * rows passes over it).  With stats [R] (and sums [R, NN_STATS_SUMS],
  * scratch), each row's logit statistics too, taken panel by panel while the
  * panel's logits are in the cache. */
-NN_MULTIVERSION_512 static void packed_walk(float *out, const float *x, const nn_packed_linear *p,
-                                        int R, void *scratch, tfm_logit_stats *stats,
-                                        double *sums)
+NN_INLINE void packed_walk_body(nn_isa isa, float *out, const float *x, const nn_packed_linear *p,
+                                int R, void *scratch, tfm_logit_stats *stats, double *sums)
 {
     const walk_kernel w = walk_kernel_of(p->kernel);
     const int N = p->N, slice = walk_slice_rows(p, w);
@@ -366,7 +378,7 @@ NN_MULTIVERSION_512 static void packed_walk(float *out, const float *x, const nn
             if (stats)
                 for (int i = r0; i < r1; i++)
                     for (int g = c0; g < c0 + cols; g += STATS_GROUP)
-                        fold_stats(out + (size_t)i * N + g,
+                        fold_stats(isa, out + (size_t)i * N + g,
                                    c0 + cols - g < STATS_GROUP ? c0 + cols - g : STATS_GROUP, g,
                                    &stats[i], sums ? sums + (size_t)i * NN_STATS_SUMS : NULL);
         }
@@ -377,21 +389,34 @@ NN_MULTIVERSION_512 static void packed_walk(float *out, const float *x, const nn
             stats[r].log_sum = (float)log((sum[0] + sum[1]) + (sum[2] + sum[3]));
         }
 }
+NN_VERSIONS_512(static, packed_walk,
+                (float *out, const float *x, const nn_packed_linear *p, int R, void *scratch,
+                 tfm_logit_stats *stats, double *sums),
+                (out, x, p, R, scratch, stats, sums))
+
+nn_isa nn_isa_level(void)
+{
+#ifdef HAVE_KERNELS
+    __builtin_cpu_init();
+    nn_isa isa = NN_ISA_PLAIN;
+    if (__builtin_cpu_supports("avx2")) isa = NN_ISA_AVX2;
+    if (isa == NN_ISA_AVX2 && __builtin_cpu_supports("avx512f")) isa = NN_ISA_AVX512;
+    const char *asked = getenv("TFM_ISA");
+    if (asked && strcmp(asked, "avx2") == 0 && isa > NN_ISA_AVX2) isa = NN_ISA_AVX2;
+    if (asked && strcmp(asked, "none") == 0) isa = NN_ISA_PLAIN;
+    return isa;
+#else
+    return NN_ISA_PLAIN;
+#endif
+}
 
 /* The kernel this CPU runs best, less if TFM_ISA asks for less. */
 nn_kernel nn_packed_best_kernel(void)
 {
 #ifdef HAVE_KERNELS
-    __builtin_cpu_init();
-    nn_kernel best = NN_KERNEL_SGEMM;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        best = NN_KERNEL_AVX2;
-        if (__builtin_cpu_supports("avx512f")) best = NN_KERNEL_AVX512;
-    }
-    const char *asked = getenv("TFM_ISA");
-    if (asked && strcmp(asked, "avx2") == 0 && best > NN_KERNEL_AVX2) best = NN_KERNEL_AVX2;
-    if (asked && strcmp(asked, "none") == 0) best = NN_KERNEL_SGEMM;
-    return best;
+    const nn_isa isa = nn_isa_level();
+    if (isa == NN_ISA_PLAIN || !__builtin_cpu_supports("fma")) return NN_KERNEL_SGEMM;
+    return isa == NN_ISA_AVX512 ? NN_KERNEL_AVX512 : NN_KERNEL_AVX2;
 #else
     return NN_KERNEL_SGEMM;
 #endif

@@ -82,9 +82,10 @@ void nn_quantize_int8(int8_t *q, float *scale, const float *w, size_t N, size_t 
 /* Eight at a time (the same product for each value; AVX-512 or AVX2 where
  * the CPU has it): loading a model's int8 embeddings is this loop. */
 typedef int8_t i8x8 __attribute__((vector_size(8)));
-NN_MULTIVERSION_512 void nn_dequantize_int8(float *w, const int8_t *q, const float *scale,
-                                            size_t N, size_t K)
+NN_INLINE void nn_dequantize_int8_body(nn_isa isa, float *w, const int8_t *q, const float *scale,
+                                        size_t N, size_t K)
 {
+    (void)isa; /* eight lanes in every version */
     for (size_t n = 0; n < N; n++) {
         const float s = scale[n];
         float *row = w + n * K;
@@ -98,6 +99,9 @@ NN_MULTIVERSION_512 void nn_dequantize_int8(float *w, const int8_t *q, const flo
         for (; k < K; k++) row[k] = (float)qr[k] * s;
     }
 }
+NN_VERSIONS_512(, nn_dequantize_int8,
+                (float *w, const int8_t *q, const float *scale, size_t N, size_t K),
+                (w, q, scale, N, K))
 
 uint16_t nn_bf16_round(float x)
 {
@@ -112,8 +116,9 @@ uint16_t nn_bf16_round(float x)
  * steps (vector extensions: AVX-512 or AVX2 where the CPU has it). */
 typedef uint32_t u32x16 __attribute__((vector_size(64)));
 typedef uint16_t u16x16 __attribute__((vector_size(32)));
-NN_MULTIVERSION_512 void nn_round_bf16(uint16_t *out, const float *x, size_t n)
+NN_INLINE void nn_round_bf16_body(nn_isa isa, uint16_t *out, const float *x, size_t n)
 {
+    (void)isa; /* sixteen lanes in every version */
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         u32x16 u;
@@ -126,6 +131,7 @@ NN_MULTIVERSION_512 void nn_round_bf16(uint16_t *out, const float *x, size_t n)
     }
     for (; i < n; i++) out[i] = nn_bf16_round(x[i]);
 }
+NN_VERSIONS_512(, nn_round_bf16, (uint16_t *out, const float *x, size_t n), (out, x, n))
 
 void nn_bf16_to_floats(float *out, const uint16_t *in, size_t n)
 {

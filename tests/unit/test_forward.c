@@ -346,6 +346,68 @@ static void test_packed_linear(void)
               kernels_differ, cases);
 }
 
+/* The sixteen-lane functions' versions (NN_VERSIONS_512: AVX-512, AVX2,
+ * plain, chosen by nn_isa_level, which TFM_ISA lowers) give the same bits:
+ * the packed walk's logits and logit statistics (maximum, argmax, the four
+ * partial sums, the log-sum) over groups of 16 and a tail, ReLU, bf16
+ * rounding and int8 dequantization.  Where the build has one version (the
+ * sanitizer build, Clang), the three runs are the same code. */
+static void test_isa_versions_agree(void)
+{
+    if (!nn_packed_kernel_runs(NN_KERNEL_AVX2)) {
+        SKIP(test_isa_versions_agree, "this CPU has no AVX2 and FMA: no packed kernel");
+        return;
+    }
+    enum { R = 9, N = 70, K = 33, V = 1000 };
+    static const char *const isas[3] = {NULL, "avx2", "none"};
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 17);
+    static float w[N * K], x[R * K], out[3][R * N], relu[3][V], values[V], deq[3][2 * V];
+    static uint16_t bf[3][V];
+    static int8_t q[2 * V];
+    float scale[2];
+    for (int i = 0; i < N * K; i++) w[i] = 2 * tfm_rng_float(&rng) - 1;
+    for (int i = 0; i < R * K; i++) x[i] = 4 * tfm_rng_float(&rng) - 2;
+    for (int i = 0; i < V; i++) values[i] = 8 * tfm_rng_float(&rng) - 4;
+    values[3] = NAN, values[20] = -0.0f, values[21] = INFINITY;
+    for (int i = 0; i < 2 * V; i++) q[i] = (int8_t)(255 * tfm_rng_float(&rng) - 127);
+    scale[0] = 0.01f, scale[1] = 3.5e-3f;
+    nn_packed_linear p;
+    CHECK(nn_pack_linear_for(&p, w, NULL, N, K, nn_packed_best_kernel()) == TFM_OK);
+    tfm_logit_stats st[3][R];
+    double sums[3][R * NN_STATS_SUMS];
+    const char *was = getenv("TFM_ISA");
+    char *saved = was ? strdup(was) : NULL;
+    for (int v = 0; v < 3; v++) {
+        if (isas[v]) setenv("TFM_ISA", isas[v], 1);
+        else unsetenv("TFM_ISA");
+        nn_packed_forward_stats(out[v], x, &p, R, NULL, st[v], sums[v]);
+        memcpy(relu[v], values, sizeof values);
+        relu_forward(relu[v], V);
+        nn_round_bf16(bf[v], values, V);
+        nn_dequantize_int8(deq[v], q, scale, 2, V);
+    }
+    if (saved) setenv("TFM_ISA", saved, 1);
+    else unsetenv("TFM_ISA");
+    free(saved);
+    for (int v = 1; v < 3; v++) {
+        CHECK_MSG(memcmp(out[v], out[0], sizeof out[0]) == 0, "TFM_ISA=%s: other logits", isas[v]);
+        CHECK_MSG(memcmp(st[v], st[0], sizeof st[0]) == 0, "TFM_ISA=%s: other statistics", isas[v]);
+        CHECK_MSG(memcmp(sums[v], sums[0], sizeof sums[0]) == 0, "TFM_ISA=%s: other sums", isas[v]);
+        CHECK_MSG(memcmp(relu[v], relu[0], sizeof relu[0]) == 0, "TFM_ISA=%s: other ReLU", isas[v]);
+        CHECK_MSG(memcmp(bf[v], bf[0], sizeof bf[0]) == 0, "TFM_ISA=%s: other bf16", isas[v]);
+        CHECK_MSG(memcmp(deq[v], deq[0], sizeof deq[0]) == 0, "TFM_ISA=%s: other int8", isas[v]);
+    }
+    /* and the statistics are those of the logits */
+    tfm_logit_stats plain[R];
+    logit_stats(out[0], R, N, plain);
+    for (int r = 0; r < R; r++) {
+        CHECK(st[0][r].max == plain[r].max && st[0][r].argmax == plain[r].argmax);
+        CHECK_NEAR(st[0][r].log_sum, plain[r].log_sum, 1e-5);
+    }
+    nn_packed_linear_free(&p);
+}
+
 /* The packed kernels' slicing of many rows (more than a slice keeps in the
  * cache) changes nothing: 700 rows at once equal 700 rows one by one. */
 /* One query against bf16 keys and values (attention_row_forward_bf16)
@@ -1188,6 +1250,7 @@ int main(void)
     RUN(test_packed_linear);
     RUN(test_packed_linear_many_rows);
     RUN(test_stats_ties_and_nans);
+    RUN(test_isa_versions_agree);
     RUN(test_row_attention_bf16);
     RUN(test_masks_against_naive);
     RUN(test_sinusoid_values);
