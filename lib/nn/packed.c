@@ -394,22 +394,6 @@ NN_VERSIONS_512(static, packed_walk,
                  tfm_logit_stats *stats, double *sums),
                 (out, x, p, R, scratch, stats, sums))
 
-nn_isa nn_isa_level(void)
-{
-#ifdef HAVE_KERNELS
-    __builtin_cpu_init();
-    nn_isa isa = NN_ISA_PLAIN;
-    if (__builtin_cpu_supports("avx2")) isa = NN_ISA_AVX2;
-    if (isa == NN_ISA_AVX2 && __builtin_cpu_supports("avx512f")) isa = NN_ISA_AVX512;
-    const char *asked = getenv("TFM_ISA");
-    if (asked && strcmp(asked, "avx2") == 0 && isa > NN_ISA_AVX2) isa = NN_ISA_AVX2;
-    if (asked && strcmp(asked, "none") == 0) isa = NN_ISA_PLAIN;
-    return isa;
-#else
-    return NN_ISA_PLAIN;
-#endif
-}
-
 /* The kernel this CPU runs best, less if TFM_ISA asks for less. */
 nn_kernel nn_packed_best_kernel(void)
 {

@@ -1,0 +1,24 @@
+/* isa.c - the instruction set the vector loops of lib/nn run in
+ * (nn_isa_level, for NN_VERSIONS_512 and the packed kernels' choice): what
+ * the CPU has, less when TFM_ISA in the environment asks for less.  Read at
+ * every call, so a test may change TFM_ISA between calls. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/layers.h"
+
+nn_isa nn_isa_level(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    nn_isa isa = NN_ISA_PLAIN;
+    if (__builtin_cpu_supports("avx2")) isa = NN_ISA_AVX2;
+    if (isa == NN_ISA_AVX2 && __builtin_cpu_supports("avx512f")) isa = NN_ISA_AVX512;
+    const char *asked = getenv("TFM_ISA");
+    if (asked && strcmp(asked, "avx2") == 0 && isa > NN_ISA_AVX2) isa = NN_ISA_AVX2;
+    if (asked && strcmp(asked, "none") == 0) isa = NN_ISA_PLAIN;
+    return isa;
+#else
+    return NN_ISA_PLAIN;
+#endif
+}
