@@ -209,7 +209,6 @@ static void avx512_panel(float *out, size_t ldo, const void *x, size_t row_bytes
 #endif
 
 typedef double f64x4 __attribute__((vector_size(32)));
-typedef double f64x8 __attribute__((vector_size(64)));
 
 /* Lane by lane, the larger of a and b, a NaN in b never chosen (a NaN only
  * where both are). */
@@ -265,30 +264,25 @@ NN_INLINE void fold_stats(nn_isa isa, const float *v, int cols, int c0, tfm_logi
     }
     if (!sum) return; /* the maximum and its argmax only */
     const float m = st->max;
-    if (cols == STATS_GROUP && isa == NN_ISA_AVX512) { /* four double lanes take the 16 values' exp */
-        nn_f32x16 e16 = nn_load16(v) - m;
-        nn_exp16_nonpositive(&e16);
-        nn_f32x8 e0, e1; /* the halves, added lane by lane */
-        memcpy(&e0, &e16, sizeof e0);
-        memcpy(&e1, (const char *)&e16 + sizeof e0, sizeof e1);
-        /* sum[i] += (double)e[i] + (double)e[i + 4], the four lanes at once */
-        const f64x8 d = __builtin_convertvector(e0 + e1, f64x8);
-        f64x4 lo, hi, acc;
-        memcpy(&lo, &d, sizeof lo);
-        memcpy(&hi, (const char *)&d + sizeof lo, sizeof hi);
-        memcpy(&acc, sum, sizeof acc);
-        acc += lo + hi;
-        memcpy(sum, &acc, sizeof acc);
-    } else if (cols == STATS_GROUP) {
-        /* the same in halves of eight lanes: without AVX-512, GCC moves
-         * sixteen-lane vectors through memory (2.5x slower on AVX2) */
-        nn_f32x8 e0 = nn_load8(v) - m, e1 = nn_load8(v + 8) - m;
-        nn_exp8_nonpositive(&e0);
-        nn_exp8_nonpositive(&e1);
-        const nn_f32x8 e = e0 + e1;
+    if (cols == STATS_GROUP) { /* four double lanes take the 16 values' exp */
+        nn_f32x8 e0, e1; /* the exp of the two halves */
+        if (isa == NN_ISA_AVX512) { /* in one sixteen-lane vector */
+            nn_f32x16 e16 = nn_load16(v) - m;
+            nn_exp16_nonpositive(&e16);
+            memcpy(&e0, &e16, sizeof e0);
+            memcpy(&e1, (const char *)&e16 + sizeof e0, sizeof e1);
+        } else { /* in two of eight lanes: without AVX-512, GCC moves
+                    sixteen-lane vectors through memory (2.5x slower on AVX2) */
+            e0 = nn_load8(v) - m;
+            e1 = nn_load8(v + 8) - m;
+            nn_exp8_nonpositive(&e0);
+            nn_exp8_nonpositive(&e1);
+        }
+        const nn_f32x8 e = e0 + e1; /* the halves, added lane by lane */
         nn_f32x4 e_lo, e_hi;
         memcpy(&e_lo, &e, sizeof e_lo);
         memcpy(&e_hi, (const char *)&e + sizeof e_lo, sizeof e_hi);
+        /* sum[i] += (double)e[i] + (double)e[i + 4], the four lanes at once */
         const f64x4 lo = __builtin_convertvector(e_lo, f64x4);
         const f64x4 hi = __builtin_convertvector(e_hi, f64x4);
         f64x4 acc;
