@@ -809,7 +809,7 @@ static void test_decoder_rows_and_reorder(void)
     /* variants 2 and 3 compute in int8 and in bf16, whose decoders keep
      * their keys and values in bf16: against the float32 recomputation
      * they differ by the quantization's error (measured on these weights:
-     * 0.051 int8, 0.012 bf16), and each row alone still equals the row in
+     * 0.110 int8, whose activations have seven bits, 0.012 bf16), and each row alone still equals the row in
      * its batch, exactly (every row's products and rounding are its own) */
     static const tfm_compute_type compute[4] = {TFM_COMPUTE_FLOAT32, TFM_COMPUTE_FLOAT32,
                                                 TFM_COMPUTE_INT8, TFM_COMPUTE_BF16};
@@ -824,7 +824,7 @@ static void test_decoder_rows_and_reorder(void)
             CHECK(tfm_model_pack_for_decoding(m, &err) == TFM_OK);
         }
         const double bound = compute[variant] == TFM_COMPUTE_FLOAT32 ? 1e-5
-                             : compute[variant] == TFM_COMPUTE_INT8 ? 0.1 : 0.03;
+                             : compute[variant] == TFM_COMPUTE_INT8 ? 0.2 : 0.03;
         enum { NS = 3, STEPS = 7, MAXR = 8, D = 16, V = 23 };
         const int src_lens[NS] = {4, 0, 6};
         int32_t src[NS][6];

@@ -81,17 +81,22 @@ static void test_bf16_round(void)
 
 enum { MAXN = 70, MAXK = 67, MAXR = 19 };
 
-/* The int8 product from the formulas: x's rows quantized as the weights,
- * exact integer sums, fma(sum, s_x s_w, bias). */
+/* The int8 product from the formulas: the weights quantized by
+ * nn_quantize_int8 (tested above), each row of x to seven bits, s_x =
+ * max|x| / 63 and q_x = round(x / s_x) (ties to even), exact integer sums,
+ * fma(sum, s_x s_w, bias). */
 static void int8_reference(float *out, const float *x, const float *w, const float *bias, int R,
                            int N, int K)
 {
-    static int8_t qw[MAXN * MAXK], qx[MAXK];
+    static int8_t qw[MAXN * MAXK];
+    static int qx[MAXK];
     static float sw[MAXN];
-    float sx;
     nn_quantize_int8(qw, sw, w, (size_t)N, (size_t)K);
     for (int r = 0; r < R; r++) {
-        nn_quantize_int8(qx, &sx, x + (size_t)r * K, 1, (size_t)K);
+        float amax = 0;
+        for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[r * K + k]));
+        const float sx = amax / 63.0f, inv = amax > 0 ? 63.0f / amax : 0.0f;
+        for (int k = 0; k < K; k++) qx[k] = (int)nearbyintf(x[r * K + k] * inv);
         for (int n = 0; n < N; n++) {
             int32_t sum = 0;
             for (int k = 0; k < K; k++) sum += qx[k] * qw[n * K + k];
@@ -139,7 +144,7 @@ static tfm_status pack_for(nn_packed_linear *p, const float *w, const float *b, 
 
 /* The worst ratio of |got - exact| to what rounding the factors can cost
  * each output: for int8, half a step of each factor (a step is its row's
- * largest |value| / 127), sum_k |x_k| s_w / 2 + |w_k| s_x / 2 + s_x s_w / 4;
+ * largest |value| / 127 for the weights, / 63 for x), sum_k |x_k| s_w / 2 + |w_k| s_x / 2 + s_x s_w / 4;
  * for bf16 (8 significant bits: each factor off by at most 2^-8 of
  * itself), 2^-7 + 2^-16 of sum_k |x_k w_k|; both plus the float32
  * sums' rounding, K 2^-23 sum_k |x_k w_k|. */
@@ -150,7 +155,7 @@ static double error_ratio(const float *got, const float *exact, const float *x, 
     for (int r = 0; r < R; r++) {
         const float *xr = x + (size_t)r * K;
         double sx = 0;
-        for (int k = 0; k < K; k++) sx = fmax(sx, fabs(xr[k]) / 127.0);
+        for (int k = 0; k < K; k++) sx = fmax(sx, fabs(xr[k]) / 63.0);
         for (int n = 0; n < N; n++) {
             const float *wn = w + (size_t)n * K;
             double sw = 0, terms = 0, bound = 0;
