@@ -809,8 +809,9 @@ static void test_decoder_rows_and_reorder(void)
     /* variants 2 and 3 compute in int8 and in bf16, whose decoders keep
      * their keys and values in bf16: against the float32 recomputation
      * they differ by the quantization's error (measured on these weights:
-     * 0.110 int8, whose activations have seven bits, 0.012 bf16), and each row alone still equals the row in
-     * its batch, exactly (every row's products and rounding are its own) */
+     * 0.110 int8, whose activations have seven bits, 0.012 bf16), and
+     * each row alone still equals the row in its batch, exactly (every
+     * row's products and rounding are its own) */
     static const tfm_compute_type compute[4] = {TFM_COMPUTE_FLOAT32, TFM_COMPUTE_FLOAT32,
                                                 TFM_COMPUTE_INT8, TFM_COMPUTE_BF16};
     for (int variant = 0; variant < 4; variant++) {

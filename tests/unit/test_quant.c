@@ -144,7 +144,8 @@ static tfm_status pack_for(nn_packed_linear *p, const float *w, const float *b, 
 
 /* The worst ratio of |got - exact| to what rounding the factors can cost
  * each output: for int8, half a step of each factor (a step is its row's
- * largest |value| / 127 for the weights, / 63 for x), sum_k |x_k| s_w / 2 + |w_k| s_x / 2 + s_x s_w / 4;
+ * largest |value| / 127 for the weights, / 63 for x),
+ * sum_k |x_k| s_w / 2 + |w_k| s_x / 2 + s_x s_w / 4;
  * for bf16 (8 significant bits: each factor off by at most 2^-8 of
  * itself), 2^-7 + 2^-16 of sum_k |x_k w_k|; both plus the float32
  * sums' rounding, K 2^-23 sum_k |x_k w_k|. */
@@ -240,6 +241,41 @@ static void test_int8_kernels(void)
     const nn_kernel all[] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_AVX512BW,
                              NN_KERNEL_INT8_VNNI};
     check_kernels(all, 4, true);
+}
+
+/* The largest products, where vpmaddubsw's int16 pair sums would saturate
+ * with eight-bit activations (x + 128 up to 255): rows of +-max|x| against
+ * weights of +-max|w|, every product 63 * 127 in size and of one sign.
+ * Each kernel gives the exact sum, K * 63 * 127 times the scales. */
+static void test_int8_extremes(void)
+{
+    enum { N = 40, K = MAXK }; /* two panels, the second partial; a partial group of 4 */
+    static float w[N * K], x[2 * K], got[2 * N];
+    static unsigned char scratch[1 << 20];
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) w[n * K + k] = n % 2 ? -0.5f : 0.5f;
+    for (int k = 0; k < K; k++) x[k] = 2.0f, x[K + k] = -2.0f;
+    const nn_kernel all[] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_AVX512BW,
+                             NN_KERNEL_INT8_VNNI};
+    for (int ki = 0; ki < 4; ki++) {
+        if (!nn_packed_kernel_runs(all[ki])) continue;
+        nn_packed_linear p;
+        CHECK(pack_for(&p, w, NULL, N, K, all[ki]) == TFM_OK);
+        CHECK(nn_packed_scratch_bytes(&p) <= sizeof scratch);
+        nn_packed_forward(got, x, &p, 2, scratch);
+        int wrong = 0;
+        for (int r = 0; r < 2; r++)
+            for (int n = 0; n < N; n++) {
+                const float sign = (r == 0) == (n % 2 == 0) ? 1.0f : -1.0f;
+                /* the sum K * 63 * 127, the scales 2 / 63 and 0.5 / 127 */
+                const float scale = (2.0f / 63.0f) * (0.5f / 127.0f);
+                const float want = fmaf((float)(K * 63 * 127) * sign, scale, 0.0f);
+                wrong += got[r * N + n] != want;
+            }
+        CHECK_MSG(wrong == 0, "kernel %d: %d of %d extreme products wrong", (int)all[ki], wrong,
+                  2 * N);
+        nn_packed_linear_free(&p);
+    }
 }
 
 static void test_bf16_kernels(void)
@@ -338,6 +374,7 @@ int main(void)
     RUN(test_quantize_int8);
     RUN(test_bf16_round);
     RUN(test_int8_kernels);
+    RUN(test_int8_extremes);
     RUN(test_bf16_kernels);
     RUN(test_rows_and_stats);
     RUN(test_best_kernel);
