@@ -227,8 +227,9 @@ size_t nn_quant_row_bytes(const nn_packed_linear *p)
 }
 
 /* The activations' range: q_x in [-QUANT_X_MAX, QUANT_X_MAX], stored by
- * the vector kernels as q_x + QUANT_X_OFFSET (1 to 127 as u8). */
-enum { QUANT_X_MAX = 63, QUANT_X_OFFSET = 64 };
+ * the vector kernels as q_x + QUANT_X_OFFSET (1 to 127 as u8); the kernels
+ * take the offset off by a shift of QUANT_X_OFFSET_SHIFT bits. */
+enum { QUANT_X_MAX = 63, QUANT_X_OFFSET_SHIFT = 6, QUANT_X_OFFSET = 1 << QUANT_X_OFFSET_SHIFT };
 
 /* One row x [K] as an int8 kernel reads it: q [row_bytes] = round(x *
  * QUANT_X_MAX / max|x|) + offset (offset 0 for the C kernel, QUANT_X_OFFSET
@@ -461,11 +462,11 @@ AVX512BW_TARGET static inline void store16_int8(float *out, __m512i sum, float x
         }                                                                                    \
     }
 
-/* The offset of the rows' bytes (QUANT_X_OFFSET = 64) times each of 16
+/* The offset of the rows' bytes (QUANT_X_OFFSET) times each of 16
  * outputs' sum_k q[n][k]: what the vector kernels take off their sums. */
 AVX512BW_TARGET static inline __m512i offsets16(const nn_packed_linear *p, int n)
 {
-    return _mm512_slli_epi32(_mm512_loadu_si512(p->col_sums + n), 6);
+    return _mm512_slli_epi32(_mm512_loadu_si512(p->col_sums + n), QUANT_X_OFFSET_SHIFT);
 }
 
 /* Row i's 32 outputs, their offsets (off0, off1) taken off the sums. */
@@ -570,7 +571,7 @@ AVX2_INT8_TARGET static inline void store8_int8(float *out, __m256i sum, float x
 {
     if (cols <= 0) return;
     const __m256i col_sums = _mm256_loadu_si256((const __m256i *)(const void *)(p->col_sums + n));
-    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(col_sums, 6));
+    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(col_sums, QUANT_X_OFFSET_SHIFT));
     if (cols >= 8) {
         const __m256 s = _mm256_mul_ps(_mm256_set1_ps(xs), _mm256_loadu_ps(p->scale + n));
         const __m256 b = p->bias ? _mm256_loadu_ps(p->bias + n) : _mm256_setzero_ps();

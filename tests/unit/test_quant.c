@@ -81,6 +81,10 @@ static void test_bf16_round(void)
 
 enum { MAXN = 70, MAXK = 67, MAXR = 19 };
 
+/* Every int8 kernel, the reference first. */
+static const nn_kernel INT8_KERNELS[4] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2,
+                                          NN_KERNEL_INT8_AVX512BW, NN_KERNEL_INT8_VNNI};
+
 /* The int8 product from the formulas: the weights quantized by
  * nn_quantize_int8 (tested above), each row of x to seven bits, s_x =
  * max|x| / 63 and q_x = round(x / s_x) (ties to even), exact integer sums,
@@ -238,9 +242,7 @@ static void check_kernels(const nn_kernel *kernels, int n_kernels, bool int8)
 
 static void test_int8_kernels(void)
 {
-    const nn_kernel all[] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_AVX512BW,
-                             NN_KERNEL_INT8_VNNI};
-    check_kernels(all, 4, true);
+    check_kernels(INT8_KERNELS, 4, true);
 }
 
 /* The largest products, where vpmaddubsw's int16 pair sums would saturate
@@ -255,12 +257,10 @@ static void test_int8_extremes(void)
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) w[n * K + k] = n % 2 ? -0.5f : 0.5f;
     for (int k = 0; k < K; k++) x[k] = 2.0f, x[K + k] = -2.0f;
-    const nn_kernel all[] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_AVX512BW,
-                             NN_KERNEL_INT8_VNNI};
     for (int ki = 0; ki < 4; ki++) {
-        if (!nn_packed_kernel_runs(all[ki])) continue;
+        if (!nn_packed_kernel_runs(INT8_KERNELS[ki])) continue;
         nn_packed_linear p;
-        CHECK(pack_for(&p, w, NULL, N, K, all[ki]) == TFM_OK);
+        CHECK(pack_for(&p, w, NULL, N, K, INT8_KERNELS[ki]) == TFM_OK);
         CHECK(nn_packed_scratch_bytes(&p) <= sizeof scratch);
         nn_packed_forward(got, x, &p, 2, scratch);
         int wrong = 0;
@@ -272,8 +272,8 @@ static void test_int8_extremes(void)
                 const float want = fmaf((float)(K * 63 * 127) * sign, scale, 0.0f);
                 wrong += got[r * N + n] != want;
             }
-        CHECK_MSG(wrong == 0, "kernel %d: %d of %d extreme products wrong", (int)all[ki], wrong,
-                  2 * N);
+        CHECK_MSG(wrong == 0, "kernel %d: %d of %d extreme products wrong",
+                  (int)INT8_KERNELS[ki], wrong, 2 * N);
         nn_packed_linear_free(&p);
     }
 }
