@@ -16,12 +16,16 @@
 
 TRAIN="$BIN/train"
 if [ ! -x "$TRAIN" ]; then fail "no $TRAIN"; exit 0; fi
-# Under the sanitizers everything runs ~3x slower: fewer updates there, and
-# the accuracy asked for is what those updates reach, with a margin.
-# Reversal stopped too early sits on a steep part of its curve, where the
-# last bits of a sum decide a few sequences (600 updates gave 99 or 100 of
-# 200 under the sanitizers, 1,400 gave 194 to 200 without): it runs 800
-# (177 reached) and 1,800 (200 reached).
+# Under the sanitizers everything runs ~3x slower: fewer updates there.
+# The copy task still has to learn there (the sanitizer build runs the
+# portable kernels, not the vector ones: they must learn too), with the
+# accuracy those updates reach, with a margin.  Reversal and relative
+# positions learn in the optimised build only (reversal stopped too early
+# sits on a steep part of its curve, where the last bits of a sum decide a
+# few sequences: 1,800 updates reach 200 of 200); under the sanitizers they
+# run 100 updates, for the memory checks of their paths (text through the
+# whole pipeline, the noam schedule with relative positions), and must
+# give a line per sequence.
 case "$BIN" in *asan*) SLOW=1 ;; *) SLOW=0 ;; esac
 
 # The small model of every case; options after it override (make_sequences,
@@ -64,7 +68,7 @@ check "copy task: a checkpoint at the end" test -s copy.st.ckpt-$steps
 
 # ---- reversal, from text ----------------------------------------------------------------
 
-if [ "$SLOW" = 1 ]; then steps=800; want=150; else steps=1800; want=196; fi
+if [ "$SLOW" = 1 ]; then steps=100; else steps=1800; want=196; fi
 to_text <train.src >rev.src
 reverse <rev.src >rev.tgt
 to_text <valid.src >rev-valid.src
@@ -78,8 +82,10 @@ check "reversal: training on text exits 0" test -s rev.st
 if [ -x "$BIN/encode" ] && [ -x "$BIN/decode" ]; then
     "$BIN/tokenize" -m rev.st rev-valid.src | "$BIN/encode" -m rev.st |
         "$BIN/decode" -m rev.st --beam 1 | "$BIN/tokenize" -d -m rev.st >rev.hyp 2>err.txt
-    n=$(exact rev.hyp rev-valid.tgt)
-    if [ "$n" -ge "$want" ]; then pass "reversal: $n of 200 held-out sequences reversed exactly (tokenize | encode | decode | tokenize -d)"
+    if [ "$SLOW" = 1 ]; then
+        check "reversal, $steps updates: a line per held-out sequence through tokenize | encode | decode | tokenize -d" \
+            test "$(wc -l <rev.hyp)" -eq 200
+    elif n=$(exact rev.hyp rev-valid.tgt); [ "$n" -ge "$want" ]; then pass "reversal: $n of 200 held-out sequences reversed exactly (tokenize | encode | decode | tokenize -d)"
     else fail "reversal: $n of 200 reversed exactly, expected $want"; head -3 rev.hyp; fi
 else
     skip "reversal: no encode or decode"
@@ -223,15 +229,16 @@ fi
 # absolute ones, Shaw et al.'s default) learn it too, a little later on the
 # steep part of the curve (measured: 131 of 200 exact at update 400, 196 at
 # 500, 198 at 600; the sinusoids: 192 at 400).
-if [ "$SLOW" = 1 ]; then steps=500; want=150; else steps=600; want=190; fi
+if [ "$SLOW" = 1 ]; then steps=100; else steps=600; want=190; fi
 "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 1000 --warmup 200 \
     --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 \
     --schedule noam --relative-positions 16 -o rel.st 2>err.txt
 check "relative positions: training writes the model" test -s rel.st
 if [ -x "$BIN/encode" ] && [ -x "$BIN/decode" ]; then
     "$BIN/encode" -m rel.st valid.src | "$BIN/decode" -m rel.st --greedy >rel.hyp
-    n=$(exact rel.hyp valid.tgt)
-    if [ "$n" -ge "$want" ]; then pass "relative positions alone: $n of 200 copies exact"
+    if [ "$SLOW" = 1 ]; then
+        check "relative positions alone, $steps updates: a line per sequence" test "$(wc -l <rel.hyp)" -eq 200
+    elif n=$(exact rel.hyp valid.tgt); [ "$n" -ge "$want" ]; then pass "relative positions alone: $n of 200 copies exact"
     else fail "relative positions alone: $n of 200 copies exact, expected $want or more"; fi
 fi
 # The setting in the metadata, the tables under PyTorch-style names.
