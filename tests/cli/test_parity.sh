@@ -10,11 +10,11 @@
 # tests/parity/torch_parity.py.  The data are the first 40,000 pairs of the
 # English-French corpus (../shared/data/enfr) when it is there, else the
 # demo's dates; the model is the small preset (d_model 256, 3+3 layers) with
-# 2,048-token batches (real batch shapes, a few dozen sentences; 4,096 took
-# twice the time, 80 s of make check's CPU), the tiny one with 1,024-token
-# batches in the sanitizer build.  make check installs Debian's python3-torch (make deps-check), so a
-# machine without it fails here rather than skipping: a guard that does not
-# run guards nothing.
+# 2,048-token batches (real batch shapes, a few dozen sentences; 4,096-token
+# ones took twice the time, 90 s, for the same checks), the tiny one with
+# 1,024-token batches in the sanitizer build.  make check installs Debian's
+# python3-torch (make deps-check), so a machine without it fails here rather
+# than skipping: a guard that does not run guards nothing.
 #
 # The reference's model (torch_ref.py) is kept in tests/parity/reference, so
 # that a checkout alone runs the harness; where the team's reference is
