@@ -82,8 +82,9 @@ static void test_bf16_round(void)
 enum { MAXN = 70, MAXK = 67, MAXR = 19 };
 
 /* Every int8 kernel, the reference first. */
-static const nn_kernel INT8_KERNELS[4] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2,
-                                          NN_KERNEL_INT8_AVX512BW, NN_KERNEL_INT8_VNNI};
+static const nn_kernel INT8_KERNELS[] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2,
+                                         NN_KERNEL_INT8_AVX512BW, NN_KERNEL_INT8_VNNI};
+enum { N_INT8_KERNELS = sizeof INT8_KERNELS / sizeof *INT8_KERNELS };
 
 /* The int8 product from the formulas: the weights quantized by
  * nn_quantize_int8 (tested above), each row of x to seven bits, s_x =
@@ -242,7 +243,7 @@ static void check_kernels(const nn_kernel *kernels, int n_kernels, bool int8)
 
 static void test_int8_kernels(void)
 {
-    check_kernels(INT8_KERNELS, 4, true);
+    check_kernels(INT8_KERNELS, N_INT8_KERNELS, true);
 }
 
 /* The largest products, where vpmaddubsw's int16 pair sums would saturate
@@ -257,7 +258,9 @@ static void test_int8_extremes(void)
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) w[n * K + k] = n % 2 ? -0.5f : 0.5f;
     for (int k = 0; k < K; k++) x[k] = 2.0f, x[K + k] = -2.0f;
-    for (int ki = 0; ki < 4; ki++) {
+    /* the sum K * 63 * 127, the scales 2 / 63 and 0.5 / 127 */
+    const float scale = (2.0f / 63.0f) * (0.5f / 127.0f);
+    for (int ki = 0; ki < N_INT8_KERNELS; ki++) {
         if (!nn_packed_kernel_runs(INT8_KERNELS[ki])) continue;
         nn_packed_linear p;
         CHECK(pack_for(&p, w, NULL, N, K, INT8_KERNELS[ki]) == TFM_OK);
@@ -267,8 +270,6 @@ static void test_int8_extremes(void)
         for (int r = 0; r < 2; r++)
             for (int n = 0; n < N; n++) {
                 const float sign = (r == 0) == (n % 2 == 0) ? 1.0f : -1.0f;
-                /* the sum K * 63 * 127, the scales 2 / 63 and 0.5 / 127 */
-                const float scale = (2.0f / 63.0f) * (0.5f / 127.0f);
                 const float want = fmaf((float)(K * 63 * 127) * sign, scale, 0.0f);
                 wrong += got[r * N + n] != want;
             }
