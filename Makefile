@@ -31,7 +31,7 @@ CFLAGS    ?= $(OPT) -g
 # calls of libtfm.a (--gc-sections; see libtfm.a below).
 TFM_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
              -pthread -Ilib -DTFM_VERSION='"$(VERSION)"' -ffunction-sections -fdata-sections $(SAN)
-LDLIBS     = -lopenblas -lutf8proc -lcjson -lm -pthread
+LDLIBS     = -lopenblas -lutf8proc -lcjson -lzip -lyaml -lz -lm -pthread
 PROGRAM_LDFLAGS = -Wl,--gc-sections
 # Open MPI, for training across processes: lib/train/dist.c alone includes
 # mpi.h, and the programs that train (train, and the tests and tools that
@@ -50,7 +50,8 @@ endif
 # more for its guards (PyTorch for the training-parity harness, xz for the
 # real corpora), and the benchmarks and the fuzzers theirs.
 DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
-                 libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time
+                 libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time \
+                 libzip-dev libyaml-dev
 CHECK_PACKAGES = python3-torch xz-utils
 BENCH_PACKAGES = sentencepiece python3-torch time xz-utils gettext
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
