@@ -491,10 +491,10 @@ typedef struct read_limits {
     size_t max_bytes;
 } read_limits;
 
-/* Reads one record from src into t (see tfm_npy_read) within lim;
- * *rows_in_file is its first dimension as the record has it. */
-static tfm_status read_record(npy_source *src, tfm_tensor *t, read_limits lim,
-                              int64_t *rows_in_file, tfm_error *err)
+/* Reads the magic string, version and header dict of a record from src
+ * into h (the dict's text held in t's buffer, or read in place from
+ * memory): TFM_EOF when src is empty. */
+static tfm_status read_header(npy_source *src, tfm_tensor *t, npy_header *h, tfm_error *err)
 {
     /* magic (6), version (2), header length (2 or 4) */
     unsigned char pre[NPY_MAGIC_LEN + 6];
@@ -535,17 +535,35 @@ static tfm_status read_record(npy_source *src, tfm_tensor *t, read_limits lim,
                              hlen, NPY_MAX_HEADER);
 
     /* The header is read into the tensor's own buffer, so a stream of
-     * records allocates nothing once the buffer is big enough. */
-    if (tensor_reserve(t, hlen) != TFM_OK)
-        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for a %" PRIu32 "-byte header",
-                             hlen);
-    size_t n = source_read(src, t->data, hlen);
-    if (source_error(src, err) != TFM_OK) return TFM_ERR_IO;
+     * records allocates nothing once the buffer is big enough; in memory
+     * it is parsed where it lies. */
+    const char *text;
+    size_t n;
+    if (!t) {
+        text = (const char *)src->mem + src->pos;
+        n = hlen < src->size - src->pos ? hlen : src->size - src->pos;
+        src->pos += n;
+    } else {
+        if (tensor_reserve(t, hlen) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM,
+                                 "out of memory for a %" PRIu32 "-byte header", hlen);
+        text = t->data;
+        n = source_read(src, t->data, hlen);
+        if (source_error(src, err) != TFM_OK) return TFM_ERR_IO;
+    }
     if (n < hlen)
         return tfm_error_set(err, TFM_ERR_FORMAT, "truncated header: expected %zu bytes, got %zu",
                              prelen + hlen, prelen + n);
+    return parse_dict(text, hlen, h, err);
+}
+
+/* Reads one record from src into t (see tfm_npy_read) within lim;
+ * *rows_in_file is its first dimension as the record has it. */
+static tfm_status read_record(npy_source *src, tfm_tensor *t, read_limits lim,
+                              int64_t *rows_in_file, tfm_error *err)
+{
     npy_header h;
-    tfm_status st = parse_dict(t->data, hlen, &h, err);
+    tfm_status st = read_header(src, t, &h, err);
     if (st != TFM_OK) return st;
 
     tfm_dtype dtype;
@@ -600,6 +618,24 @@ tfm_status tfm_npy_read(FILE *fp, tfm_tensor *t, tfm_error *err)
     npy_source src = {.fp = fp};
     int64_t rows;
     return read_record(&src, t, (read_limits){0, 0}, &rows, err);
+}
+
+tfm_status tfm_npy_header_parse(const void *data, size_t size, tfm_npy_header *out,
+                                tfm_error *err)
+{
+    npy_source src = {.mem = data, .size = data ? size : 0};
+    npy_header h;
+    tfm_status st = read_header(&src, NULL, &h, err);
+    if (st == TFM_EOF)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "not a .npy record: it is empty");
+    if (st != TFM_OK) return st;
+    memset(out, 0, sizeof *out);
+    memcpy(out->descr, h.descr, sizeof out->descr);
+    out->fortran_order = h.fortran_order;
+    out->ndim = h.ndim;
+    memcpy(out->shape, h.shape, sizeof out->shape);
+    out->data_offset = src.pos;
+    return TFM_OK;
 }
 
 tfm_status tfm_npy_parse(const void *data, size_t size, tfm_tensor *t, size_t *used,

@@ -148,6 +148,22 @@ tfm_status tfm_npy_read(FILE *fp, tfm_tensor *t, tfm_error *err);
 tfm_status tfm_npy_parse(const void *data, size_t size, tfm_tensor *t, size_t *used,
                          tfm_error *err);
 
+/* The header of a record held in memory, as written, for readers of dtypes
+ * that tfm_tensor does not hold (the text members of .npz archives): the
+ * magic string, version and header dict are checked as tfm_npy_parse checks
+ * them (an empty input is TFM_ERR_FORMAT here), but not the dtype, the
+ * order or the shape's size.  data_offset is where the data start. */
+typedef struct tfm_npy_header {
+    char descr[32];       /* '<f4', '|i1', ... */
+    bool fortran_order;
+    int ndim;             /* 0 .. TFM_MAX_DIMS */
+    int64_t shape[TFM_MAX_DIMS];
+    size_t data_offset;
+} tfm_npy_header;
+
+tfm_status tfm_npy_header_parse(const void *data, size_t size, tfm_npy_header *h,
+                                tfm_error *err);
+
 /* A stream of records, one per sentence: counts records so that errors can
  * name the record ("record 12: ...", 1-based). */
 typedef struct tfm_npy_stream {
