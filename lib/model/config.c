@@ -72,6 +72,8 @@ tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err)
     c->unk_id = TFM_ID_UNK;
     c->bos_id = TFM_ID_BOS;
     c->eos_id = TFM_ID_EOS;
+    c->activation = TFM_ACT_RELU;
+    c->alignment_layer = -1;
     return TFM_OK;
 }
 
@@ -111,11 +113,20 @@ tfm_status tfm_config_validate(const tfm_config *c, tfm_error *err)
     if ((st = check_int("max_positions", c->max_positions, 1, MAX_POSITIONS, err))) return st;
 
     if (c->positions != TFM_POS_SINUSOIDAL && c->positions != TFM_POS_LEARNED &&
-        c->positions != TFM_POS_NONE)
+        c->positions != TFM_POS_NONE && c->positions != TFM_POS_SINUSOIDAL_CONCAT)
         return tfm_error_set(err, TFM_ERR_RANGE,
-                             "positions is %d, expected sinusoidal (%d), learned (%d) or none (%d)",
+                             "positions is %d, expected sinusoidal (%d), learned (%d), none (%d) "
+                             "or sinusoidal-concat (%d)",
                              (int)c->positions, TFM_POS_SINUSOIDAL, TFM_POS_LEARNED,
-                             TFM_POS_NONE);
+                             TFM_POS_NONE, TFM_POS_SINUSOIDAL_CONCAT);
+    if (c->activation != TFM_ACT_RELU && c->activation != TFM_ACT_SWISH &&
+        c->activation != TFM_ACT_GELU_SIGMOID)
+        return tfm_error_set(err, TFM_ERR_RANGE,
+                             "activation is %d, expected relu (%d), swish (%d) or gelu-sigmoid (%d)",
+                             (int)c->activation, TFM_ACT_RELU, TFM_ACT_SWISH,
+                             TFM_ACT_GELU_SIGMOID);
+    if ((st = check_int("alignment_layer", c->alignment_layer, -1, c->n_decoder_layers - 1, err)))
+        return st;
     /* A distance is at most max_positions - 1: a larger K has rows no pair reaches. */
     if ((st = check_int("relative_positions", c->relative_positions, 0, c->max_positions - 1,
                         err)))
@@ -126,7 +137,8 @@ tfm_status tfm_config_validate(const tfm_config *c, tfm_error *err)
                              "positions is none and relative_positions is 0: the model would "
                              "have no positions at all");
     /* The sinusoids come in sin/cos pairs, one pair per two dimensions. */
-    if (c->positions == TFM_POS_SINUSOIDAL && c->d_model % 2 != 0)
+    if ((c->positions == TFM_POS_SINUSOIDAL || c->positions == TFM_POS_SINUSOIDAL_CONCAT) &&
+        c->d_model % 2 != 0)
         return tfm_error_set(err, TFM_ERR_RANGE,
                              "d_model %d is odd: sinusoidal positions need an even d_model",
                              c->d_model);

@@ -224,6 +224,11 @@ static void init_params(tfm_model *m, uint64_t seed)
         init_norm(&p->encoder_layer_norm, D);
         init_norm(&p->decoder_layer_norm, D);
     }
+    /* the output bias starts at 0 (the buffer's zeros) */
+    if (c->embedding_layer_norm) {
+        init_norm(&p->encoder_embedding_norm, D);
+        init_norm(&p->decoder_embedding_norm, D);
+    }
 }
 
 /* A new model with copies of the vocabularies: src NULL for a joint one

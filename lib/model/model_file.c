@@ -27,7 +27,7 @@ typedef enum field_kind {
     FIELD_I32,       /* int32_t */
     FIELD_FLOAT,     /* float, written with %.9g so that it reads back exactly */
     FIELD_BOOL,      /* "true" or "false" */
-    FIELD_POSITIONS, /* tfm_pos_kind: "sinusoidal", "learned" or "none" */
+    FIELD_ENUM,      /* an enum (int-sized) written as the name of its value: names[value] */
     FIELD_NORM,      /* bool pre_norm: "pre" or "post" */
 } field_kind;
 
@@ -40,9 +40,15 @@ typedef struct field {
     const char *expect;
     const char *absent; /* the value of a file written before the field existed, or NULL:
                            the field is required */
+    const char *const *names; /* FIELD_ENUM: the names of the values 0, 1, ... */
+    int n_names;
 } field;
 
-#define FIELD(member, kind, expect) {#member, kind, offsetof(tfm_config, member), expect, NULL}
+#define FIELD(member, kind, expect) {#member, kind, offsetof(tfm_config, member), expect, NULL, NULL, 0}
+
+/* The names of the tfm_pos_kind and tfm_activation values, in their order. */
+static const char *const position_names[] = {"sinusoidal", "learned", "none", "sinusoidal-concat"};
+static const char *const activation_names[] = {"relu", "swish", "gelu-sigmoid"};
 
 /* Writing and reading both walk this table, so the two cannot drift. */
 static const field fields[] = {
@@ -54,30 +60,40 @@ static const field fields[] = {
     FIELD(n_encoder_layers, FIELD_INT, "a positive integer"),
     FIELD(n_decoder_layers, FIELD_INT, "a positive integer"),
     FIELD(max_positions, FIELD_INT, "a positive integer"),
-    {"positions", FIELD_POSITIONS, offsetof(tfm_config, positions),
-     "'sinusoidal', 'learned' or 'none'", NULL},
+    {"positions", FIELD_ENUM, offsetof(tfm_config, positions),
+     "'sinusoidal', 'learned', 'none' or 'sinusoidal-concat'", NULL, position_names, 4},
     {"relative_positions", FIELD_INT, offsetof(tfm_config, relative_positions),
-     "a non-negative integer", "0"},
-    {"norm", FIELD_NORM, offsetof(tfm_config, pre_norm), "'post' or 'pre'", NULL},
+     "a non-negative integer", "0", NULL, 0},
+    {"norm", FIELD_NORM, offsetof(tfm_config, pre_norm), "'post' or 'pre'", NULL, NULL, 0},
     FIELD(shared_embeddings, FIELD_BOOL, "'true' or 'false'"),
     {"shared_decoder_embeddings", FIELD_BOOL, offsetof(tfm_config, shared_decoder_embeddings),
-     "'true' or 'false'", "false"},
+     "'true' or 'false'", "false", NULL, 0},
     FIELD(attention_window, FIELD_INT, "a non-negative integer"),
     FIELD(dropout, FIELD_FLOAT, "a number"),
     FIELD(attention_dropout, FIELD_FLOAT, "a number"),
-    {"activation_dropout", FIELD_FLOAT, offsetof(tfm_config, activation_dropout), "a number", "0"},
+    {"activation_dropout", FIELD_FLOAT, offsetof(tfm_config, activation_dropout), "a number", "0",
+     NULL, 0},
     FIELD(label_smoothing, FIELD_FLOAT, "a number"),
     FIELD(layer_norm_eps, FIELD_FLOAT, "a number"),
     FIELD(pad_id, FIELD_I32, "a non-negative integer"),
     FIELD(unk_id, FIELD_I32, "a non-negative integer"),
     FIELD(bos_id, FIELD_I32, "a non-negative integer"),
     FIELD(eos_id, FIELD_I32, "a non-negative integer"),
+    /* the variants of models from elsewhere; a file without them is the paper's model */
+    {"activation", FIELD_ENUM, offsetof(tfm_config, activation),
+     "'relu', 'swish' or 'gelu-sigmoid'", "relu", activation_names, 3},
+    {"output_bias", FIELD_BOOL, offsetof(tfm_config, output_bias), "'true' or 'false'", "false",
+     NULL, 0},
+    {"decoder_start_zero", FIELD_BOOL, offsetof(tfm_config, decoder_start_zero),
+     "'true' or 'false'", "false", NULL, 0},
+    {"embedding_layer_norm", FIELD_BOOL, offsetof(tfm_config, embedding_layer_norm),
+     "'true' or 'false'", "false", NULL, 0},
+    {"alignment_layer", FIELD_INT, offsetof(tfm_config, alignment_layer),
+     "an integer from -1", "-1", NULL, 0},
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
-
-/* The names of the tfm_pos_kind values, in their order. */
-static const char *const position_names[] = {"sinusoidal", "learned", "none"};
-#define N_POSITION_KINDS 3
+_Static_assert(sizeof(tfm_pos_kind) == sizeof(int) && sizeof(tfm_activation) == sizeof(int),
+               "FIELD_ENUM reads and writes enums as int");
 
 #define MODEL_FORMAT "tfm-model"
 #define MODEL_FORMAT_VERSION "1"
@@ -91,9 +107,7 @@ static void field_format(const field *f, const tfm_config *c, char *out, size_t 
     case FIELD_I32: snprintf(out, size, "%" PRId32, *(const int32_t *)at); break;
     case FIELD_FLOAT: snprintf(out, size, "%.9g", (double)*(const float *)at); break;
     case FIELD_BOOL: snprintf(out, size, "%s", *(const bool *)at ? "true" : "false"); break;
-    case FIELD_POSITIONS:
-        snprintf(out, size, "%s", position_names[*(const tfm_pos_kind *)at]);
-        break;
+    case FIELD_ENUM: snprintf(out, size, "%s", f->names[*(const int *)at]); break;
     case FIELD_NORM: snprintf(out, size, "%s", *(const bool *)at ? "pre" : "post"); break;
     }
 }
@@ -146,10 +160,10 @@ static tfm_status field_parse(const field *f, const char *s, tfm_config *c, tfm_
         if (ok) *(bool *)at = strcmp(s, yes) == 0;
         break;
     }
-    case FIELD_POSITIONS:
-        for (int k = 0; k < N_POSITION_KINDS && !ok; k++)
-            if (strcmp(s, position_names[k]) == 0) {
-                *(tfm_pos_kind *)at = (tfm_pos_kind)k;
+    case FIELD_ENUM:
+        for (int k = 0; k < f->n_names && !ok; k++)
+            if (strcmp(s, f->names[k]) == 0) {
+                *(int *)at = k;
                 ok = true;
             }
         break;
@@ -371,6 +385,11 @@ tfm_status tfm_model_to_safetensors(const tfm_model *m, const char *const *extra
         return st;
     for (size_t i = 0; i < N_FIELDS; i++) {
         field_format(&fields[i], &m->config, value, sizeof value);
+        /* A variant at its default is left out: the paper's model is written
+         * as it was before the variants existed, and older programs read it. */
+        if (fields[i].offset >= offsetof(tfm_config, activation) &&
+            strcmp(value, fields[i].absent) == 0)
+            continue;
         if ((st = tfm_safetensors_writer_add_metadata(w, fields[i].key, value, err))) return st;
     }
     snprintf(value, sizeof value, "%" PRId64, m->step);

@@ -162,8 +162,8 @@ tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err)
     nn_packed_layer *layers;
     st = pack_stack(m, NULL, m->params.decoder_layers, NL, &layers, &pm->scratch_bytes);
     if (st == TFM_OK)
-        st = pack_weight(m, &pm->output, m->params.output_proj, NULL, c->tgt_vocab_size,
-                         c->d_model);
+        st = pack_weight(m, &pm->output, m->params.output_proj, m->params.output_bias,
+                         c->tgt_vocab_size, c->d_model);
     if (st != TFM_OK) {
         packed_layers_free(layers, NL);
         nn_packed_linear_free(&pm->output);

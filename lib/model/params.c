@@ -141,6 +141,15 @@ static size_t walk(const tfm_config *c, float *base, tfm_params *p)
         place_norm(&k, &p->encoder_layer_norm, D);
         place_norm(&k, &p->decoder_layer_norm, D);
     }
+    /* The variants of models from elsewhere come last, so that the layout
+     * of the paper's model is the same with or without them. */
+    p->output_bias = c->output_bias ? take(&k, Vt) : NULL;
+    memset(&p->encoder_embedding_norm, 0, sizeof p->encoder_embedding_norm);
+    memset(&p->decoder_embedding_norm, 0, sizeof p->decoder_embedding_norm);
+    if (c->embedding_layer_norm) {
+        place_norm(&k, &p->encoder_embedding_norm, D);
+        place_norm(&k, &p->decoder_embedding_norm, D);
+    }
     return k.used;
 }
 
@@ -282,13 +291,19 @@ void tfm_params_visit(const tfm_config *c, const tfm_params *p, tfm_params_visit
         visit_norm(&v, "encoder.layer_norm", &p->encoder_layer_norm, D);
         visit_norm(&v, "decoder.layer_norm", &p->decoder_layer_norm, D);
     }
+    if (c->output_bias) emit(&v, "decoder.output_projection", "bias", p->output_bias, Vt, 0);
+    if (c->embedding_layer_norm) {
+        visit_norm(&v, "encoder.layernorm_embedding", &p->encoder_embedding_norm, D);
+        visit_norm(&v, "decoder.layernorm_embedding", &p->decoder_embedding_norm, D);
+    }
 }
 
 /* The configuration in one line, with the parameter count it makes (here,
  * beside tfm_params_count, so that config.c needs nothing of this file). */
 tfm_status tfm_config_describe(const tfm_config *c, tfm_buf *out)
 {
-    static const char *const absolute[] = {"sinusoidal", "learned", ""};
+    static const char *const absolute[] = {"sinusoidal", "learned", "", "sinusoidal (concatenated)"};
+    static const char *const activation[] = {"", ", swish", ", gelu-sigmoid"};
     char positions[80], vocab[32];
     if (c->relative_positions && c->positions == TFM_POS_NONE)
         snprintf(positions, sizeof positions, "relative positions (clipped at %d)",
@@ -302,9 +317,9 @@ tfm_status tfm_config_describe(const tfm_config *c, tfm_buf *out)
         snprintf(vocab, sizeof vocab, "%d", (int)c->tgt_vocab_size);
     else
         snprintf(vocab, sizeof vocab, "%d/%d", (int)c->src_vocab_size, (int)c->tgt_vocab_size);
-    return tfm_buf_printf(out, "d_model %d, d_ff %d, %d heads, %d+%d layers, %s-norm, %s, "
+    return tfm_buf_printf(out, "d_model %d, d_ff %d, %d heads, %d+%d layers, %s-norm%s, %s, "
                                "vocabulary %s, %zu parameters",
                           c->d_model, c->d_ff, c->n_heads, c->n_encoder_layers,
-                          c->n_decoder_layers, c->pre_norm ? "pre" : "post", positions, vocab,
-                          tfm_params_count(c));
+                          c->n_decoder_layers, c->pre_norm ? "pre" : "post",
+                          activation[c->activation], positions, vocab, tfm_params_count(c));
 }

@@ -62,6 +62,10 @@ void ffn_backward(float *dinp, float *dw1, float *db1, float *dw2, float *db2, f
 
 /* x: [n], in place: x = max(0, x), the FFN's activation. */
 void relu_forward(float *x, size_t n);
+/* x: [n], in place: the activation of a feed-forward sublayer (relu_forward
+ * for TFM_ACT_RELU; x * sigmoid(x) for swish; x * sigmoid(1.702 x) for
+ * gelu-sigmoid), the same bits on every instruction set. */
+void activation_forward(tfm_activation act, float *x, size_t n);
 
 /* d: [n], IN PLACE: the gradient of relu_forward's output becomes that of its
  * input (zero where the output y [n] is 0). */
@@ -303,8 +307,10 @@ void relative_row_values(float *out, const float *w, int n, int H, int Dh,
 /* ---- embedding.c ------------------------------------------------------------ */
 
 /* table: [n_pos, D]; rows [from, n_pos) receive the paper's sinusoidal
- * encoding: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(...). */
-void positions_sinusoidal(float *table, int from, int n_pos, int D);
+ * encoding: PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(...);
+ * concat: the same sines in dimensions [0, D/2) and cosines in [D/2, D)
+ * (TFM_POS_SINUSOIDAL_CONCAT, Marian's layout). */
+void positions_sinusoidal(float *table, int from, int n_pos, int D, bool concat);
 
 /* *table: the position table of kind covering positions [0, n): learned
  * ([max_positions, D]) for TFM_POS_LEARNED, NULL for TFM_POS_NONE, else
@@ -318,16 +324,23 @@ bool positions_table(tfm_pos_kind kind, const float *learned, tfm_buf *cache, in
 /* out: [N, D]; ids: [N] (checked by the caller to be < V); embed: [V, D];
  * positions: [n_pos, D] (sinusoidal or learned), or NULL: none.  Row i is
  * at position pos0 + i * pos_step (pos_step 1: a sentence; 0: decoder rows
- * at one step): out[i] = embed[ids[i]] * sqrt(D) + positions[pos0 + i * pos_step]. */
+ * at one step): out[i] = embed[ids[i]] * sqrt(D) + positions[pos0 + i * pos_step],
+ * but for ids[i] == zero_id, whose embedding is taken as zeros (a decoder
+ * that starts from a zero vector: config.decoder_start_zero; -1: none). */
 void embedding_forward(float *out, const int32_t *ids, const float *embed,
-                       const float *positions, int pos0, int pos_step, int N, int D);
+                       const float *positions, int pos0, int pos_step, int N, int D,
+                       int32_t zero_id);
+
+/* The id whose embedding the decoder takes as zeros (embedding_forward's
+ * zero_id): c->bos_id when c->decoder_start_zero, else -1. */
+int32_t embedding_zero_id(const tfm_config *c);
 
 /* The gradients of embedding_forward: dembed [V, D] gathers sqrt(D) * dout
  * into the rows of the ids, dpositions [n_pos, D] (NULL for sinusoids,
  * which learn nothing) gathers dout into the rows of the positions; both
  * accumulate.  dout: [N, D]. */
 void embedding_backward(float *dembed, float *dpositions, const int32_t *ids, const float *dout,
-                        int pos0, int pos_step, int N, int D);
+                        int pos0, int pos_step, int N, int D, int32_t zero_id);
 
 /* ---- dropout.c ---------------------------------------------------------------- */
 
@@ -418,12 +431,12 @@ tfm_status nn_pack_linear_for(nn_packed_linear *p, const float *weight, const fl
 void nn_packed_linear_free(nn_packed_linear *p);
 
 /* dst: the columns cols[0..n) of src (outputs of W; each in [0, src->N)), in
- * that order, packed for src's kernel, with their int8 scales: each output
+ * that order, packed for src's kernel, with their int8 scales and biases: each output
  * then computes bit for bit what it computes in src (a lexical shortlist's
  * output layer, tfm_decoder_restrict).  dst's arrays live in memory (grown
  * as needed, reused by the next gather): dst is not for
  * nn_packed_linear_free, and lasts until memory changes.  TFM_ERR_ARG when
- * src has no panels (sgemm) or a bias, or n <= 0; TFM_ERR_NOMEM. */
+ * src has no panels (sgemm), or n <= 0; TFM_ERR_NOMEM. */
 tfm_status nn_packed_gather(nn_packed_linear *dst, const nn_packed_linear *src,
                             const int32_t *cols, int n, tfm_buf *memory);
 
@@ -526,13 +539,13 @@ typedef struct tfm_packed_model tfm_packed_model;
 
 void tfm_packed_model_free(tfm_packed_model *pm);
 
-/* out [N, D] = FFN(inp [N, D]) = ReLU(inp fc1^T + b1) fc2^T + b2, with P's
+/* out [N, D] = FFN(inp [N, D]) = act(inp fc1^T + b1) fc2^T + b2, with P's
  * packed fc1 and fc2 when P is not NULL (scratch: tfm_packed_model's
  * scratch_bytes), else linear_forward; hidden: [N, F] scratch.  The
  * feed-forward of inference's encoder and decoder layers. */
 void packed_ffn_forward(float *out, float *hidden, const float *inp, const nn_packed_layer *P,
                         void *scratch, const tfm_linear *fc1, const tfm_linear *fc2, int N, int D,
-                        int F);
+                        int F, tfm_activation act);
 
 /* ---- four float lanes ------------------------------------------------------------ */
 

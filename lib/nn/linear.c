@@ -65,6 +65,44 @@ NN_INLINE void relu_forward_body(nn_isa isa, float *x, size_t n)
 }
 NN_VERSIONS_512(, relu_forward, (float *x, size_t n), (x, n))
 
+/* x: [n], in place: x * sigmoid(k x), sixteen lanes at a time: k = 1 is
+ * swish (SiLU), k = 1.702 Marian's gelu.  sigmoid(z) = 1 / (1 + e) for z >= 0
+ * and e / (1 + e) below, with e = exp(-|z|) <= 1, so the exponential never
+ * overflows (the kernel of softmax.c, exact to 1e-7 relative). */
+NN_INLINE void sigmoid_gate_body(nn_isa isa, float *x, size_t n, float k)
+{
+    (void)isa; /* sixteen lanes in every version */
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        nn_f32x16 v, z, e;
+        memcpy(&v, x + i, sizeof v);
+        z = v * k;
+        const nn_i32x16 negative = z < 0.0f;
+        /* -|z|: the sign bit set */
+        e = (nn_f32x16)((nn_i32x16)z | INT32_MIN);
+        nn_exp16_nonpositive(&e);
+        const nn_f32x16 one = e - e + 1.0f;
+        const nn_f32x16 num = (nn_f32x16)(((nn_i32x16)e & negative) | ((nn_i32x16)one & ~negative));
+        v = v * (num / (one + e));
+        memcpy(x + i, &v, sizeof v);
+    }
+    for (; i < n; i++) {
+        const float z = x[i] * k;
+        const float e = nn_exp1_nonpositive(z < 0.0f ? z : -z);
+        x[i] = x[i] * ((z < 0.0f ? e : 1.0f) / (1.0f + e));
+    }
+}
+NN_VERSIONS_512(static, sigmoid_gate, (float *x, size_t n, float k), (x, n, k))
+
+void activation_forward(tfm_activation act, float *x, size_t n)
+{
+    switch (act) {
+    case TFM_ACT_SWISH: sigmoid_gate(x, n, 1.0f); break;
+    case TFM_ACT_GELU_SIGMOID: sigmoid_gate(x, n, 1.702f); break;
+    default: relu_forward(x, n); break;
+    }
+}
+
 /* d, y: [n].  y > 0 exactly where the input was > 0, so the output alone
  * tells where the gradient passes.  A bit mask four lanes at a time, not a
  * branch: about half the units are off, in no pattern a branch predictor

@@ -518,12 +518,14 @@ tfm_status nn_packed_gather(nn_packed_linear *dst, const nn_packed_linear *src,
 {
     *dst = (nn_packed_linear){.N = n, .K = src->K, .kernel = src->kernel};
     size_t width, units;
-    if (!panel_layout(src, &width, &units) || src->bias || n <= 0) return TFM_ERR_ARG;
+    if (!panel_layout(src, &width, &units) || n <= 0) return TFM_ERR_ARG;
     const size_t n_panels = ((size_t)n + width - 1) / width;
     const size_t n_words = n_panels * width * units + 32; /* as nn_pack_*: slack for the kernels */
     const size_t n_cols = src->scale ? n_panels * width : 0; /* int8: a scale and a sum each */
-    /* [n_words] panels, then [n_cols] scales, then [n_cols] sums: 4 bytes each */
-    uint32_t *words = tfm_buf_array(memory, n_words + 2 * n_cols, sizeof *words);
+    const size_t n_bias = src->bias ? (size_t)n : 0;
+    /* [n_words] panels, then [n_cols] scales, then [n_cols] sums, then
+     * [n_bias] biases: 4 bytes each */
+    uint32_t *words = tfm_buf_array(memory, n_words + 2 * n_cols + n_bias, sizeof *words);
     if (!words) return TFM_ERR_NOMEM;
     /* the memory is reused from batch to batch: the padding is zeroed, not
      * taken fresh from calloc (a shortlist's panels are megabytes, and
@@ -548,6 +550,11 @@ tfm_status nn_packed_gather(nn_packed_linear *dst, const nn_packed_linear *src,
             dst->scale[j] = j < (size_t)n ? src->scale[cols[j]] : 0.0f;
             dst->col_sums[j] = j < (size_t)n ? src->col_sums[cols[j]] : 0;
         }
+    }
+    if (n_bias) {
+        float *bias = (float *)(void *)(words + n_words + 2 * n_cols);
+        for (int j = 0; j < n; j++) bias[j] = src->bias[cols[j]];
+        dst->bias = bias;
     }
     return TFM_OK;
 }
@@ -584,11 +591,11 @@ void packed_or_linear_forward(float *out, const float *in, const nn_packed_linea
 
 void packed_ffn_forward(float *out, float *hidden, const float *inp, const nn_packed_layer *P,
                         void *scratch, const tfm_linear *fc1, const tfm_linear *fc2, int N, int D,
-                        int F)
+                        int F, tfm_activation act)
 {
     packed_or_linear_forward(hidden, inp, P ? &P->fc1 : NULL, scratch, fc1->weight, fc1->bias, N,
                              D, F);
-    relu_forward(hidden, (size_t)N * F);
+    activation_forward(act, hidden, (size_t)N * F);
     packed_or_linear_forward(out, hidden, P ? &P->fc2 : NULL, scratch, fc2->weight, fc2->bias, N,
                              F, D);
 }

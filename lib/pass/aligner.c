@@ -207,8 +207,11 @@ tfm_status tfm_aligner_run(tfm_aligner *a, int n_sentences, const float *const *
         tokens[off] = c->bos_id;
         if (tgt_lens[i] > 0) memcpy(tokens + off + 1, tgt[i], (size_t)tgt_lens[i] * sizeof *tokens);
         embedding_forward(x + (size_t)off * D, tokens + off, p->tgt_embed, positions, 0, 1,
-                          tgt_lens[i] + 1, D);
+                          tgt_lens[i] + 1, D, embedding_zero_id(c));
     }
+    if (c->embedding_layer_norm)
+        layer_norm_forward(x, NULL, NULL, x, p->decoder_embedding_norm.weight,
+                           p->decoder_embedding_norm.bias, (int)N, D, c->layer_norm_eps);
     const int rows = (int)N;
     for (int l = 0; l <= layer; l++) {
         const tfm_decoder_layer *L = &p->decoder_layers[l];
@@ -267,7 +270,8 @@ tfm_status tfm_aligner_run(tfm_aligner *a, int n_sentences, const float *const *
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, rows, D, eps, c->pre_norm);
-        packed_ffn_forward(tmp, hidden, in, P, qs, &L->fc1, &L->fc2, rows, D, F);
+        packed_ffn_forward(tmp, hidden, in, P, qs, &L->fc1, &L->fc2, rows, D, F,
+                           c->activation);
         sublayer_output(x, tmp, ln->weight, ln->bias, rows, D, eps, c->pre_norm);
     }
     a->n = n;

@@ -267,16 +267,17 @@ attention_geometry batch_cross_geometry(const tfm_pass_workspace *ws);
 
 /* embeddings * sqrt(D) + positions, sentence by sentence, then dropout.
  * x: [rows, D]; keep: [rows, D] (NULL without dropout); ids: [rows];
- * off, len: [B] each sentence's rows. */
+ * off, len: [B] each sentence's rows; zero_id as embedding_forward's. */
 void batch_embed_forward(const tfm_pass_workspace *ws, float *x, uint8_t *keep,
                          const int32_t *ids, const float *embed, const float *positions,
-                         const int *off, const int *len, int rows, tfm_rng *rng);
+                         const int *off, const int *len, int rows, int32_t zero_id,
+                         tfm_rng *rng);
 
 /* Through dropout into the embedding and position tables. dx: [rows, D],
  * used as scratch when there is no dropout. */
 void batch_embed_backward(const tfm_pass_workspace *ws, const float *dx, const uint8_t *keep,
                           const int32_t *ids, float *dembed, float *dpositions, const int *off,
-                          const int *len, int rows);
+                          const int *len, int rows, int32_t zero_id);
 
 /* ---- batch_layer_norm.c -------------------------------------------------------------- */
 

@@ -13,12 +13,13 @@ typedef struct relu_job {
     size_t F;
     float p;
     uint64_t seed;
+    tfm_activation act;
 } relu_job;
 
 static void relu_chunk(void *ctx, size_t c, size_t lo, size_t hi)
 {
     const relu_job *j = ctx;
-    relu_forward(j->hidden + lo * j->F, (hi - lo) * j->F);
+    activation_forward(j->act, j->hidden + lo * j->F, (hi - lo) * j->F);
     if (j->p > 0) {
         tfm_rng rng;
         dropout_stream(&rng, j->seed, c);
@@ -34,7 +35,7 @@ void batch_ffn_forward(const tfm_pass_workspace *ws, float *out, float *hidden, 
     const int D = ws->m->config.d_model, F = ws->m->config.d_ff;
     linear_forward(hidden, in, fc1->weight, fc1->bias, N, D, F);
     relu_job job = {hidden, ws->a.act_keep, (size_t)F, ws->p_act,
-                    batch_site_seed(rng, ws->p_act)};
+                    batch_site_seed(rng, ws->p_act), ws->m->config.activation};
     batch_for_rows(ws, N, (size_t)F, relu_chunk, &job);
     linear_forward(out, hidden, fc2->weight, fc2->bias, N, F, D);
 }

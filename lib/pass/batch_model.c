@@ -25,7 +25,12 @@ static void forward(tfm_pass_workspace *ws, tfm_rng *rng)
 
     /* the encoder */
     batch_embed_forward(ws, a->src_x, a->src_keep, pk->src_ids, p->src_embed, ws->src_pos,
-                        pk->src_off, pk->src_len, Ns, rng);
+                        pk->src_off, pk->src_len, Ns, -1, rng);
+    /* Marian's LayerNorm of the embeddings: forward only (the trainer refuses
+     * such a model, tfm_run: its backward is not written) */
+    if (c->embedding_layer_norm)
+        layer_norm_forward(a->src_x, NULL, NULL, a->src_x, p->encoder_embedding_norm.weight,
+                           p->encoder_embedding_norm.bias, Ns, D, c->layer_norm_eps);
     const attention_geometry enc_geo = batch_encoder_geometry(ws);
     const float *x = a->src_x;
     for (int l = 0; l < c->n_encoder_layers; l++) {
@@ -52,7 +57,10 @@ static void forward(tfm_pass_workspace *ws, tfm_rng *rng)
 
     /* the decoder, reading <s> + target */
     batch_embed_forward(ws, a->tgt_x, a->tgt_keep, pk->dec_in, p->tgt_embed, ws->tgt_pos,
-                        pk->tgt_off, pk->tgt_len, Nt, rng);
+                        pk->tgt_off, pk->tgt_len, Nt, embedding_zero_id(c), rng);
+    if (c->embedding_layer_norm)
+        layer_norm_forward(a->tgt_x, NULL, NULL, a->tgt_x, p->decoder_embedding_norm.weight,
+                           p->decoder_embedding_norm.bias, Nt, D, c->layer_norm_eps);
     const attention_geometry dec_geo = batch_decoder_geometry(ws);
     x = a->tgt_x;
     for (int l = 0; l < c->n_decoder_layers; l++) {
@@ -84,7 +92,7 @@ static void forward(tfm_pass_workspace *ws, tfm_rng *rng)
     a->dec_out = x;
 
     /* the output projection over all rows in one GEMM, then the loss */
-    linear_forward(a->logits, a->dec_out, p->output_proj, NULL, Nt, D, V);
+    linear_forward(a->logits, a->dec_out, p->output_proj, p->output_bias, Nt, D, V);
     batch_loss_forward(ws);
 }
 
@@ -109,15 +117,15 @@ static void backward(tfm_pass_workspace *ws, tfm_params *gp, float grad_scale)
     batch_zero_rows(dx, Nt, (size_t)D);
     if (pre) {
         batch_zero_rows(g->sum, Nt, (size_t)D);
-        linear_backward(g->sum, gp->output_proj, NULL, a->logits, a->dec_out, p->output_proj, Nt,
-                        D, V);
+        linear_backward(g->sum, gp->output_proj, gp->output_bias, a->logits, a->dec_out,
+                        p->output_proj, Nt, D, V);
         const float *x_last =
             c->n_decoder_layers ? a->dec[c->n_decoder_layers - 1].r_ffn.out : a->tgt_x;
         batch_layer_norm_backward(ws, dx, &gp->decoder_layer_norm, g->sum, x_last,
                                   a->dec_norm.mean, a->dec_norm.rstd, &p->decoder_layer_norm, Nt);
     } else {
-        linear_backward(dx, gp->output_proj, NULL, a->logits, a->dec_out, p->output_proj, Nt, D,
-                        V);
+        linear_backward(dx, gp->output_proj, gp->output_bias, a->logits, a->dec_out,
+                        p->output_proj, Nt, D, V);
     }
 
     /* the decoder, last layer first; encoder-attention gathers into g->enc_out */
@@ -155,7 +163,7 @@ static void backward(tfm_pass_workspace *ws, tfm_params *gp, float grad_scale)
                                     &G->self_attn_layer_norm, Nt);
     }
     batch_embed_backward(ws, dx, a->tgt_keep, pk->dec_in, gp->tgt_embed, gp->tgt_positions,
-                         pk->tgt_off, pk->tgt_len, Nt);
+                         pk->tgt_off, pk->tgt_len, Nt, embedding_zero_id(c));
 
     /* the encoder, from the gradient of its output */
     if (pre) {
@@ -192,7 +200,7 @@ static void backward(tfm_pass_workspace *ws, tfm_params *gp, float grad_scale)
                                     &G->self_attn_layer_norm, Ns);
     }
     batch_embed_backward(ws, dx, a->src_keep, pk->src_ids, gp->src_embed, gp->src_positions,
-                         pk->src_off, pk->src_len, Ns);
+                         pk->src_off, pk->src_len, Ns, -1);
 }
 
 /* ---- the public functions ------------------------------------------------------------ */

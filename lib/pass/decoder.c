@@ -333,11 +333,15 @@ tfm_status tfm_decoder_restrict(tfm_decoder *d, const int32_t *ids, int n, tfm_e
     if (pm && pm->decoder) {
         st = nn_packed_gather(&d->short_out, &pm->output, own, n, &d->short_panels);
     } else if (d->m->float_weights) {
-        float *w = tfm_buf_array(&d->short_weight, (size_t)n * D, sizeof *w);
+        /* [n, D] rows, then [n] biases */
+        float *w = tfm_buf_array(&d->short_weight, (size_t)n * D + (size_t)n, sizeof *w);
         if (!w) st = TFM_ERR_NOMEM;
-        for (int i = 0; i < n && w; i++)
+        const float *bias = d->m->params.output_bias;
+        for (int i = 0; i < n && w; i++) {
             memcpy(w + (size_t)i * D, d->m->params.output_proj + (size_t)own[i] * D,
                    (size_t)D * sizeof *w);
+            w[(size_t)n * D + i] = bias ? bias[own[i]] : 0.0f;
+        }
     } else {
         st = TFM_ERR_ARG;
     }
@@ -367,7 +371,8 @@ static tfm_status restricted_output(tfm_decoder *d, const float *x, float *logit
         if (!sums) return TFM_ERR_NOMEM;
         nn_packed_forward_stats(part, x, &d->short_out, R, qs, stats, log_sums ? sums : NULL);
     } else {
-        linear_forward(part, x, (const float *)(const void *)d->short_weight.data, NULL, R, D, n);
+        const float *w = (const float *)(const void *)d->short_weight.data;
+        linear_forward(part, x, w, w + (size_t)n * D, R, D, n);
         logit_stats(part, R, n, stats);
     }
     if (logits != d->short_filled) {
@@ -430,7 +435,10 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
      * only they are read of the cache */
     const int lo = c->attention_window > 0 && t > c->attention_window ? t - c->attention_window : 0;
 
-    embedding_forward(x, tokens, p->tgt_embed, d->positions, t, 0, R, D);
+    embedding_forward(x, tokens, p->tgt_embed, d->positions, t, 0, R, D, embedding_zero_id(c));
+    if (c->embedding_layer_norm)
+        layer_norm_forward(x, NULL, NULL, x, p->decoder_embedding_norm.weight,
+                           p->decoder_embedding_norm.bias, R, D, eps);
 
     const tfm_packed_model *pm = d->m->packed;
     const nn_packed_layer *pd = pm ? pm->decoder : NULL;
@@ -479,7 +487,8 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, R, D, eps, c->pre_norm);
-        packed_ffn_forward(tmp, hidden, in, P, qs, &L->fc1, &L->fc2, R, D, F);
+        packed_ffn_forward(tmp, hidden, in, P, qs, &L->fc1, &L->fc2, R, D, F,
+                           c->activation);
         sublayer_output(x, tmp, ln->weight, ln->bias, R, D, eps, c->pre_norm);
     }
     if (c->pre_norm)
@@ -496,7 +505,7 @@ static tfm_status step(tfm_decoder *d, const int32_t *tokens, float *logits,
         if (!sums) return tfm_error_set(err, TFM_ERR_NOMEM, "decoder: out of memory for %d rows", R);
         nn_packed_forward_stats(logits, x, &pm->output, R, qs, stats, log_sums ? sums : NULL);
     } else {
-        linear_forward(logits, x, p->output_proj, NULL, R, D, V);
+        linear_forward(logits, x, p->output_proj, p->output_bias, R, D, V);
         logit_stats(logits, R, V, stats);
     }
     d->t++;
@@ -638,7 +647,10 @@ tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int
     float *cross = hidden + Tz * F;  /* [S, 2D] */
     float *scratch = cross + Sz * 2 * D;
 
-    embedding_forward(x, tgt, p->tgt_embed, positions, 0, 1, T, D);
+    embedding_forward(x, tgt, p->tgt_embed, positions, 0, 1, T, D, embedding_zero_id(c));
+    if (c->embedding_layer_norm)
+        layer_norm_forward(x, NULL, NULL, x, p->decoder_embedding_norm.weight,
+                           p->decoder_embedding_norm.bias, T, D, c->layer_norm_eps);
 
     for (int l = 0; l < c->n_decoder_layers; l++) {
         const tfm_decoder_layer *L = &p->decoder_layers[l];
@@ -673,14 +685,13 @@ tfm_status tfm_decoder_forward_full(const tfm_model *m, const float *states, int
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, T, D, eps, c->pre_norm);
-        ffn_forward(tmp, hidden, in, L->fc1.weight, L->fc1.bias, L->fc2.weight, L->fc2.bias, T,
-                    D, F);
+        packed_ffn_forward(tmp, hidden, in, NULL, NULL, &L->fc1, &L->fc2, T, D, F, c->activation);
         sublayer_output(x, tmp, ln->weight, ln->bias, T, D, eps, c->pre_norm);
     }
     if (c->pre_norm)
         layer_norm_forward(x, NULL, NULL, x, p->decoder_layer_norm.weight,
                            p->decoder_layer_norm.bias, T, D, eps);
-    linear_forward(log_probs, x, p->output_proj, NULL, T, D, V);
+    linear_forward(log_probs, x, p->output_proj, p->output_bias, T, D, V);
     log_softmax_forward(log_probs, T, V);
     free(x);
     tfm_buf_free(&sinusoids);

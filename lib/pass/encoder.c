@@ -93,7 +93,10 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
 
     for (int b = 0, off = 0; b < B; off += lens[b], b++)
         embedding_forward(x + (size_t)off * D, ids[b], p->src_embed, positions, 0, 1, lens[b],
-                          D);
+                          D, -1);
+    if (c->embedding_layer_norm)
+        layer_norm_forward(x, NULL, NULL, x, p->encoder_embedding_norm.weight,
+                           p->encoder_embedding_norm.bias, n, D, c->layer_norm_eps);
 
     /* the linear layers with the packed kernel when the model was packed
      * for encoding (packed.c), else sgemm */
@@ -129,7 +132,8 @@ tfm_status tfm_encoder_forward(tfm_encoder *e, int B, const int32_t *const *ids,
         /* feed-forward */
         ln = &L->final_layer_norm;
         in = sublayer_input(y, x, ln->weight, ln->bias, n, D, eps, c->pre_norm);
-        packed_ffn_forward(tmp, hidden, in, P, qs, &L->fc1, &L->fc2, n, D, F);
+        packed_ffn_forward(tmp, hidden, in, P, qs, &L->fc1, &L->fc2, n, D, F,
+                           c->activation);
         sublayer_output(x, tmp, ln->weight, ln->bias, n, D, eps, c->pre_norm);
     }
     if (c->pre_norm)

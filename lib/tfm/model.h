@@ -26,7 +26,19 @@ typedef enum tfm_pos_kind {
     TFM_POS_SINUSOIDAL = 0, /* PE(pos,2i) = sin(pos/10000^(2i/D)), PE(pos,2i+1) = cos(...) */
     TFM_POS_LEARNED = 1,    /* a learned [max_positions, D] table */
     TFM_POS_NONE = 2,       /* none: the model has relative positions only */
+    TFM_POS_SINUSOIDAL_CONCAT = 3, /* the same frequencies, the sines in the first half
+                               of the dimensions and the cosines in the second:
+                               PE(pos,i) = sin(pos/10000^(2i/D)), PE(pos,D/2+i) = cos(...),
+                               i < D/2 (Marian's, as CTranslate2 and transformers run
+                               Marian models) */
 } tfm_pos_kind;
+
+/* The feed-forward sublayer's activation, between its two linear layers. */
+typedef enum tfm_activation {
+    TFM_ACT_RELU = 0,         /* max(0, x): the paper's */
+    TFM_ACT_SWISH = 1,        /* x * sigmoid(x) (SiLU): OPUS-MT's models */
+    TFM_ACT_GELU_SIGMOID = 2, /* x * sigmoid(1.702 x): what Marian calls gelu */
+} tfm_activation;
 
 typedef struct tfm_config {
     int32_t src_vocab_size;
@@ -58,6 +70,19 @@ typedef struct tfm_config {
     float label_smoothing;
     float layer_norm_eps;     /* 1e-5, PyTorch's default */
     int32_t pad_id, unk_id, bos_id, eos_id;
+    /* Variants that models from elsewhere use (Marian's: see train-import(1));
+     * 0 / false is the paper's model in each. */
+    tfm_activation activation;  /* of the feed-forward sublayers */
+    bool output_bias;         /* the output projection adds a bias [V_tgt] */
+    bool decoder_start_zero;  /* the decoder's first input (position 0, where <s> stands)
+                                 is a zero vector, not the embedding of <s>: only its
+                                 position encoding enters (Marian's) */
+    bool embedding_layer_norm; /* a LayerNorm on embeddings + positions, one per side,
+                                 before the first layer (Marian's postprocess-emb n) */
+    int alignment_layer;      /* the decoder layer (0-based) whose cross-attention,
+                                 first head alone, gives alignments (a model trained
+                                 with guided alignment); -1: none, alignments average
+                                 the heads of the last layer */
 } tfm_config;
 
 /* Fills c with a named preset: "base" (N=6, D=512, F=2048, H=8, dropout 0.1),
@@ -145,6 +170,10 @@ typedef struct tfm_params {
     tfm_decoder_layer *decoder_layers; /* [n_decoder_layers] */
     tfm_layer_norm encoder_layer_norm; /* pre-norm only, else NULLs */
     tfm_layer_norm decoder_layer_norm;
+    float *output_bias;     /* [V_tgt] decoder.output_projection.bias (output_bias), else NULL */
+    tfm_layer_norm encoder_embedding_norm; /* encoder.layernorm_embedding (embedding_layer_norm),
+                                              else NULLs */
+    tfm_layer_norm decoder_embedding_norm;
 } tfm_params;
 
 /* The number of floats in the parameter buffer of a valid configuration

@@ -632,11 +632,56 @@ static void test_masks_against_naive(void)
             }
 }
 
+/* swish and Marian's gelu: x * sigmoid(k x) against the formula in double,
+ * over the range where values live and the extremes (no overflow, no NaN
+ * made from a finite value), and the same bits from every instruction set. */
+static void test_activations(void)
+{
+    enum { N = 1000 };
+    static float x[N], y[3][N];
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 9);
+    for (int i = 0; i < N; i++) x[i] = 24 * tfm_rng_float(&rng) - 12;
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = 100.0f, x[3] = -100.0f, x[4] = 88.0f, x[5] = -1e30f;
+    x[6] = 1e30f, x[7] = 1e-30f;
+    const tfm_activation acts[2] = {TFM_ACT_SWISH, TFM_ACT_GELU_SIGMOID};
+    const double ks[2] = {1.0, (double)1.702f}; /* the constant as the kernel holds it */
+    static const char *const isas[3] = {NULL, "avx2", "none"};
+    const char *was = getenv("TFM_ISA");
+    char *saved = was ? strdup(was) : NULL;
+    for (int a = 0; a < 2; a++) {
+        for (int v = 0; v < 3; v++) {
+            if (isas[v]) setenv("TFM_ISA", isas[v], 1);
+            else unsetenv("TFM_ISA");
+            memcpy(y[v], x, sizeof x);
+            activation_forward(acts[a], y[v], N - v); /* tails of 8, 7 and 6 */
+        }
+        double worst = 0;
+        for (int i = 0; i < N - 2; i++) {
+            const double want = x[i] / (1.0 + exp(-ks[a] * x[i]));
+            /* relative, but for values below 1e-30 (exp is 0 under e^-87) */
+            const double err = fabs(y[0][i] - want) / fmax(1e-24, fabs(want));
+            if (!(err <= worst)) worst = err;
+        }
+        CHECK_MSG(worst < 1e-6, "activation %d: relative error %g", (int)acts[a], worst);
+        for (int v = 1; v < 3; v++)
+            CHECK_MSG(memcmp(y[v], y[0], (N - 2) * sizeof(float)) == 0,
+                      "activation %d, TFM_ISA=%s: other bits", (int)acts[a], isas[v]);
+    }
+    if (saved) setenv("TFM_ISA", saved, 1);
+    else unsetenv("TFM_ISA");
+    free(saved);
+    /* relu through the same door */
+    float r[3] = {-1.0f, 2.0f, -0.5f};
+    activation_forward(TFM_ACT_RELU, r, 3);
+    CHECK(r[0] == 0.0f && r[1] == 2.0f && r[2] == 0.0f);
+}
+
 static void test_sinusoid_values(void)
 {
     enum { P = 50, D = 8 };
     float t[P * D];
-    positions_sinusoidal(t, 0, P, D);
+    positions_sinusoidal(t, 0, P, D, false);
     CHECK(t[0] == 0.0f && t[1] == 1.0f); /* position 0: sin 0, cos 0 */
     CHECK_NEAR(t[1 * D + 0], sin(1.0), 1e-7);
     CHECK_NEAR(t[1 * D + 1], cos(1.0), 1e-7);
@@ -662,17 +707,34 @@ static void test_sinusoid_values(void)
     CHECK(positions_table(TFM_POS_NONE, NULL, &cache, &cached, 7, D, &table) && table == NULL);
     tfm_buf_free(&cache);
 
+    /* Marian's layout: the same sines, then the same cosines */
+    float h[P * D];
+    positions_sinusoidal(h, 0, P, D, true);
+    for (int pos = 0; pos < P; pos++)
+        for (int k = 0; k < D / 2; k++) {
+            CHECK(h[pos * D + k] == t[pos * D + 2 * k]);
+            CHECK(h[pos * D + D / 2 + k] == t[pos * D + 2 * k + 1]);
+        }
+    cached = 0;
+    CHECK(positions_table(TFM_POS_SINUSOIDAL_CONCAT, NULL, &cache, &cached, P, D, &table));
+    CHECK(table && max_abs_diff(table, h, P * D) == 0);
+    tfm_buf_free(&cache);
+
     /* the embedding: embed[id] * sqrt(D) + PE(pos) */
     float E[3 * D], out[2 * D];
     for (int i = 0; i < 3 * D; i++) E[i] = (float)i / 10;
     const int32_t ids[2] = {2, 1};
-    embedding_forward(out, ids, E, t, 5, 1, 2, D);
+    embedding_forward(out, ids, E, t, 5, 1, 2, D, -1);
     CHECK_NEAR(out[3], E[2 * D + 3] * sqrt(8.0) + t[5 * D + 3], 1e-6);
     CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0) + t[6 * D + 4], 1e-6);
-    embedding_forward(out, ids, E, t, 5, 0, 2, D); /* both rows at position 5 */
+    embedding_forward(out, ids, E, t, 5, 0, 2, D, -1); /* both rows at position 5 */
     CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0) + t[5 * D + 4], 1e-6);
-    embedding_forward(out, ids, E, NULL, 5, 1, 2, D); /* no absolute positions */
+    embedding_forward(out, ids, E, NULL, 5, 1, 2, D, -1); /* no absolute positions */
     CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0), 1e-6);
+    /* a zero id: the position alone */
+    embedding_forward(out, ids, E, t, 0, 1, 2, D, 2);
+    CHECK(memcmp(out, t, D * sizeof(float)) == 0);
+    CHECK_NEAR(out[D + 4], E[1 * D + 4] * sqrt(8.0) + t[1 * D + 4], 1e-6);
 }
 
 /* ---- the model ------------------------------------------------------------------ */
@@ -683,15 +745,22 @@ static void test_sinusoid_values(void)
 static void test_incremental_equals_full(void)
 {
     enum { S = 6, T = 9 };
-    for (int combo = 0; combo < 64; combo++) {
+    for (int combo = 0; combo < 128; combo++) {
         bool pre = combo & 1, shared = combo & 8, packed = combo & 16, relative = combo & 32;
+        bool marian = combo & 64; /* the variants of imported models */
         /* relative positions (clipped at 3 of 9 target positions) alone or
          * with sinusoids */
         tfm_pos_kind pos = relative ? ((combo & 2) ? TFM_POS_SINUSOIDAL : TFM_POS_NONE)
                            : (combo & 2) ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL;
         int window = (combo & 4) ? 2 : 0;
+        if (marian && pos == TFM_POS_SINUSOIDAL) pos = TFM_POS_SINUSOIDAL_CONCAT;
         tfm_config c = small_config(pre, pos, window, shared);
         c.relative_positions = relative ? 3 : 0;
+        if (marian) {
+            c.activation = combo & 2 ? TFM_ACT_GELU_SIGMOID : TFM_ACT_SWISH;
+            c.output_bias = c.decoder_start_zero = true;
+            c.embedding_layer_norm = combo & 4;
+        }
         tfm_model *m = test_nudged_model(&c, 100 + combo % 16);
         if (!m) return;
         tfm_error err;
@@ -720,8 +789,9 @@ static void test_incremental_equals_full(void)
             worst = fmax(worst, max_abs_diff(step, full + (size_t)t * V, (size_t)V));
         }
         CHECK_MSG(worst <= 1e-5,
-                  "pre %d positions %d relative %d window %d shared %d packed %d: differ by %g",
-                  pre, (int)pos, c.relative_positions, window, shared, packed, worst);
+                  "pre %d positions %d relative %d window %d shared %d packed %d marian %d: "
+                  "differ by %g",
+                  pre, (int)pos, c.relative_positions, window, shared, packed, marian, worst);
         /* and the log-probs are a distribution */
         double sum = 0;
         for (int i = 0; i < V; i++) sum += exp(step[i]);
@@ -1244,6 +1314,7 @@ int main(void)
 {
     RUN(test_linear_by_hand);
     RUN(test_relu);
+    RUN(test_activations);
     RUN(test_layer_norm_by_hand);
     RUN(test_attention_by_hand);
     RUN(test_softmax_large_logits);

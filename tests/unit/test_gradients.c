@@ -886,21 +886,21 @@ static void test_embedding_backward(void)
     float *Ef = to_float(E, V * D), *Pf = to_float(P, NP * D);
     float *w1f = to_float(w1, N1 * D), *w2f = to_float(w2, N2 * D);
     float out[N1 * D];
-    embedding_forward(out, ids1, Ef, Pf, 0, 1, N1, D);
+    embedding_forward(out, ids1, Ef, Pf, 0, 1, N1, D, -1);
     for (int n = 0; n < N1; n++)
         for (int d = 0; d < D; d++) ref[n * D + d] = E[ids1[n] * D + d] * 2 + P[n * D + d];
     CHECK(max_diff_fd(out, ref, N1 * D) < 1e-6);
 
     float dE[V * D] = {0}, dP[NP * D] = {0};
-    embedding_backward(dE, dP, ids1, w1f, 0, 1, N1, D);
-    embedding_backward(dE, dP, ids2, w2f, 5, 0, N2, D);
+    embedding_backward(dE, dP, ids1, w1f, 0, 1, N1, D, -1);
+    embedding_backward(dE, dP, ids2, w2f, 5, 0, N2, D, -1);
     embed_case c = {N1, N2, D, ids1, ids2, E, P, w1, w2, 5};
     CHECK_GRAD("dembed (two uses)", dE, E, V * D, embed_objective, &c);
     CHECK_GRAD("dpositions", dP, P, NP * D, embed_objective, &c);
     /* sinusoidal positions learn nothing: no table, same embedding gradient */
     float dE2[V * D] = {0};
-    embedding_backward(dE2, NULL, ids1, w1f, 0, 1, N1, D);
-    embedding_backward(dE2, NULL, ids2, w2f, 5, 0, N2, D);
+    embedding_backward(dE2, NULL, ids1, w1f, 0, 1, N1, D, -1);
+    embedding_backward(dE2, NULL, ids2, w2f, 5, 0, N2, D, -1);
     CHECK(memcmp(dE, dE2, sizeof dE) == 0);
     free(Ef);
     free(Pf);
