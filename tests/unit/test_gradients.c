@@ -1122,14 +1122,23 @@ typedef struct ref_model {
 static void ref_embed(const ref_model *r, double *x, const int32_t *ids, int n,
                       const float *table, const float *learned)
 {
-    const int D = r->m->config.d_model;
+    const tfm_config *c = &r->m->config;
+    const int D = c->d_model;
+    /* the decoder's <s> is a zero vector when it starts from zeros */
+    const int32_t zero_id = table == r->m->params.tgt_embed && c->decoder_start_zero ? c->bos_id
+                                                                                     : -1;
     for (int i = 0; i < n; i++)
         for (int d = 0; d < D; d++) {
-            double pe = r->m->config.positions == TFM_POS_NONE ? 0
+            /* Marian's layout: sines of the D/2 frequencies, then their cosines */
+            const bool concat = c->positions == TFM_POS_SINUSOIDAL_CONCAT;
+            const int k = concat ? d % (D / 2) : d / 2;
+            const bool sine = concat ? d < D / 2 : d % 2 == 0;
+            const double angle = i / pow(10000.0, 2.0 * k / D);
+            double pe = c->positions == TFM_POS_NONE ? 0
                         : learned ? TH(r, learned)[i * D + d]
-                        : d % 2 == 0 ? sin(i / pow(10000.0, (double)d / D))
-                                     : cos(i / pow(10000.0, (double)(d - 1) / D));
-            x[i * D + d] = TH(r, table)[ids[i] * D + d] * sqrt((double)D) + pe;
+                        : sine ? sin(angle) : cos(angle);
+            const double e = ids[i] == zero_id ? 0 : TH(r, table)[ids[i] * D + d];
+            x[i * D + d] = e * sqrt((double)D) + pe;
         }
 }
 
@@ -1239,7 +1248,8 @@ static double ref_pair_loss(const ref_model *r, const int32_t *src, int S, const
     double loss = 0, eps = c->label_smoothing;
     for (int t = 0; t < T; t++) {
         int32_t label = t < Tn ? tgt[t] : c->eos_id;
-        ref_linear(logp, x + t * D, 1, D, V, TH(r, p->output_proj), NULL);
+        ref_linear(logp, x + t * D, 1, D, V, TH(r, p->output_proj),
+                   p->output_bias ? TH(r, p->output_bias) : NULL);
         double mx = -INFINITY, sum = 0, smooth = 0;
         for (int v = 0; v < V; v++) mx = fmax(mx, logp[v]);
         for (int v = 0; v < V; v++) sum += exp(logp[v] - mx);
@@ -1427,6 +1437,12 @@ static void test_model_gradient(void)
     c.shared_decoder_embeddings = true;
     c.relative_positions = 2;
     check_model_gradient("post-norm, decoder embeddings shared, relative 2", &c, 27);
+    /* the variants of imported models that train: an output bias, a decoder
+     * starting from zeros (the <s> row learns nothing), Marian's sinusoids */
+    c = tiny_config(false, false, TFM_POS_SINUSOIDAL_CONCAT, 0, 2);
+    c.shared_decoder_embeddings = true;
+    c.output_bias = c.decoder_start_zero = true;
+    check_model_gradient("post-norm, output bias, zero start, concatenated sinusoids", &c, 28);
 }
 
 /* With dropout on, the gradient of the loss under fixed masks, against
@@ -1574,6 +1590,14 @@ static void test_loss_matches_inference(void)
     c = tiny_config(true, true, TFM_POS_LEARNED, 2, 2);
     c.relative_positions = 1;
     check_against_inference("pre-norm, learned + relative 1, window 2", &c, 44);
+    /* every variant of imported models, forward */
+    for (int v = 0; v < 2; v++) {
+        c = tiny_config(v == 1, v == 0, TFM_POS_SINUSOIDAL_CONCAT, 0, 2);
+        c.activation = v ? TFM_ACT_GELU_SIGMOID : TFM_ACT_SWISH;
+        c.output_bias = c.decoder_start_zero = c.embedding_layer_norm = true;
+        check_against_inference(v ? "Marian pre-norm, gelu" : "Marian post-norm, swish", &c,
+                                45 + v);
+    }
 }
 
 /* The loss and the gradient of a batch equal the sums over its pairs taken
