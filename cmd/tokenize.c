@@ -16,7 +16,8 @@
  * The program only parses options, reads lines and prints: the work is in
  * lib/text (tfm_text_filter for encoding, decoding and normalising, with
  * tfm_glossary for the constraints; tfm_bpe_learner_read and
- * tfm_bpe_learner_finish for learning; tfm_placeholders_scan). */
+ * tfm_bpe_learner_finish for learning; tfm_placeholders_scan), and, for a
+ * SentencePiece model file, lib/text/spm_*.c (tfm/spm.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -41,8 +42,11 @@ static const char usage_format[] =
     "writes one line for each line read, in order.\n"
     "\n"
     "Encoding and decoding:\n"
-    "  -m, --model=VOCAB          a vocabulary file (from 'tokenize learn') or a model\n"
-    "                             file, which carries its vocabulary\n"
+    "  -m, --model=VOCAB          a vocabulary file (from 'tokenize learn'), a model\n"
+    "                             file, which carries its vocabulary, or a\n"
+    "                             SentencePiece model (spm_train's .model): then\n"
+    "                             ids, pieces and text are spm_encode's and\n"
+    "                             spm_decode's, byte for byte\n"
     "  -d, --decode               decode id lines or piece lines back to text\n"
     "      --side=SIDE            of a model with a vocabulary per side: 'source' or\n"
     "                             'target' (default: source to encode, target with -d)\n"
