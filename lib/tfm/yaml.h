@@ -1,7 +1,7 @@
 /* tfm/yaml.h - YAML documents (lib/io/yaml.c, parsed by libyaml): Marian's
  * configurations (decoder.yml, the model's special:model.yml) as a small
- * tree, and Marian's vocabularies (vocab.yml, lib/io/yaml_vocab.c) as an
- * array of pieces indexed by id.
+ * tree, and Marian's vocabularies (vocab.yml) as an array of pieces
+ * indexed by id.
  *
  * Scalars are kept as the raw strings the YAML holds, never resolved to a
  * type: the key `yes`, `null` or `1` is the string "yes", "null" or "1"
@@ -129,7 +129,7 @@ tfm_status tfm_yaml_strings(const tfm_yaml_node *n, const char ***out, size_t *c
 tfm_status tfm_yaml_get_strings(const tfm_yaml_node *map, const char *key, const char ***out,
                                 size_t *count, tfm_error *err);
 
-/* ---- Marian vocabularies (lib/io/yaml_vocab.c) ------------------------------------ */
+/* ---- Marian vocabularies ------------------------------------------------------------ */
 
 /* A vocab.yml: a mapping from piece to id, one entry a line
  *     "</s>": 0
