@@ -1,0 +1,1018 @@
+#!/usr/bin/python3
+"""make_fixtures.py -- synthetic OPUS-MT (Marian) model directories and CTranslate2's outputs on them.
+
+No real OPUS-MT model can be downloaded here, so this script makes small ones: random weights
+under Marian's exact tensor names and `special:model.yml` keys, SentencePiece models trained on
+the enfr corpus with Debian's spm_train, Marian YAML vocabularies, decoder.yml; then it asks
+CTranslate2 (an independent implementation of Marian's Transformer) what they translate to.
+Those outputs are the fixtures `train import` and the decoders are checked against.
+
+    python3 tests/import/make_fixtures.py --ct2 /work/ct2      # everything, as committed
+    python3 tests/import/make_fixtures.py                      # models only (no CTranslate2)
+    python3 tests/import/make_fixtures.py --base OUTDIR        # one base-sized model (not committed)
+    python3 tests/import/make_fixtures.py --ct2 /work/ct2 --tune VARIANT   # EOS-bias sweep
+
+Everything but CTranslate2's scores is a function of --seed: running it again gives the same
+bytes (the zip members of model.npz carry a fixed date; spm_train runs with a fixed seed and
+fixed relative input names, which it records in the model). See tests/import/README.md.
+"""
+
+import argparse
+import datetime
+import hashlib
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import zipfile
+
+import numpy as np
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+DEFAULT_OUT = os.path.join(ROOT, "tests", "data", "opus-mt")
+DEFAULT_DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "enfr"))
+DEFAULT_WORK = "/tmp/opusmt-fixtures-work"
+
+SEED = 20261128
+N_TEST_LINES = 200          # first lines of test.en
+SPM_TRAIN_LINES = 50000     # first lines of train.en / train.fr for the small spm models
+MAX_DECODING_LENGTH = 256
+INTRA_THREADS = 1           # see README: 2 gives the same outputs, 25x slower on a busy 2-vCPU machine
+LANG_TOKENS = [">>fra<<", ">>deu<<", ">>spa<<"]
+
+# ---------------------------------------------------------------------------------------------
+# The variants. Every key of a variant's "marian" dict overrides the model.yml defaults below.
+# eos_bias: the offset added to decoder_ff_logit_out_b[0] (</s>), tuned with --tune so that
+# CTranslate2's greedy outputs mostly end by themselves after 5-30 tokens.
+
+VARIANTS = {
+    "postnorm-swish-tiedall": dict(
+        index=1, spm="joint-uni", vocab="joint",
+        dim=32, heads=4, ffn=64, enc=2, dec=2, eos_bias=9.0,
+        model_file="opus.spm32k-spm32k.transformer-align.model1.npz.best-perplexity.npz",
+        vocab_files=["opus.spm32k-spm32k.vocab.yml", "opus.spm32k-spm32k.vocab.yml"],
+        marian={"transformer-preprocess": "", "transformer-postprocess": "dan",
+                "transformer-postprocess-emb": "d", "transformer-postprocess-top": "",
+                "transformer-ffn-activation": "swish", "transformer-aan-activation": "swish",
+                "tied-embeddings-all": True, "tied-embeddings": False,
+                "transformer-guided-alignment-layer": "last"},
+        hf=True, int8=True, attention=True,
+        what="the common OPUS-MT shape: post-norm (preprocess '', postprocess dan), embeddings "
+             "postprocess d (no norm), swish, one joint vocabulary with Wemb shared by encoder, "
+             "decoder and output layer (tied-embeddings-all), alignment layer = last; Marian's "
+             "long OPUS-MT file names in decoder.yml"),
+    "prenorm-relu-tiedtarget": dict(
+        index=2, spm="sep-uni", vocab="sep",
+        dim=32, heads=4, ffn=64, enc=3, dec=1, eos_bias=9.0,
+        model_file="model.npz",
+        vocab_files=["opus.spm600.en.vocab.yml", "opus.spm600.fr.vocab.yml"],
+        marian={"transformer-preprocess": "n", "transformer-postprocess": "da",
+                "transformer-postprocess-emb": "", "transformer-postprocess-top": "n",
+                "transformer-ffn-activation": "relu", "transformer-aan-activation": "relu",
+                "tied-embeddings-all": False, "tied-embeddings": True,
+                "transformer-guided-alignment-layer": "last"},
+        what="pre-norm (preprocess n, postprocess da, postprocess-top n: a final layer norm on "
+             "both stacks, encoder_top_ln_* / decoder_top_ln_*, and the *_ln_*_pre names), relu, "
+             "3 encoder layers and 1 decoder layer, a vocabulary per side: encoder_Wemb for the "
+             "source, decoder_Wemb shared by the decoder input and output (tied-embeddings)"),
+    "postnorm-gelu-untied": dict(
+        index=3, spm="sep-uni", vocab="sep",
+        dim=32, heads=4, ffn=64, enc=2, dec=2, eos_bias=9.0,
+        model_file="model.npz",
+        vocab_files=["opus.spm600.en.vocab.yml", "opus.spm600.fr.vocab.yml"],
+        marian={"transformer-preprocess": "", "transformer-postprocess": "dan",
+                "transformer-postprocess-emb": "nd", "transformer-postprocess-top": "",
+                "transformer-ffn-activation": "gelu", "transformer-aan-activation": "gelu",
+                "tied-embeddings-all": False, "tied-embeddings": False,
+                "transformer-guided-alignment-layer": "1"},
+        what="post-norm with a layer norm on the embeddings (postprocess-emb nd: "
+             "encoder_emb_ln_*_pre, decoder_emb_ln_*_pre), gelu (CTranslate2 runs Marian's gelu "
+             "as x*sigmoid(1.702x)), no ties at all: encoder_Wemb, decoder_Wemb and "
+             "decoder_ff_logit_out_W [d, V]; alignment layer 1 of 2"),
+    "bpe-multilingual": dict(
+        index=4, spm="sep-bpe", vocab="union+lang",
+        dim=32, heads=2, ffn=64, enc=2, dec=2, eos_bias=9.0,
+        model_file="opus+bt.spm32k-spm32k.transformer-align.model1.npz.best-perplexity.npz",
+        vocab_files=["opus+bt.spm32k-spm32k.vocab.yml", "opus+bt.spm32k-spm32k.vocab.yml"],
+        marian={"transformer-preprocess": "", "transformer-postprocess": "dan",
+                "transformer-postprocess-emb": "d", "transformer-postprocess-top": "",
+                "transformer-ffn-activation": "swish", "transformer-aan-activation": "swish",
+                "tied-embeddings-all": True, "tied-embeddings": False,
+                "transformer-guided-alignment-layer": "last"},
+        lang_tokens=True,
+        what="BPE SentencePiece models, one per side (source.spm != target.spm), and one "
+             "vocabulary that is the union of both sides' pieces, as real OPUS-MT models have "
+             "it, with the target-language tokens >>fra<< >>deu<< >>spa<< at ids 2-4 (in the "
+             "Marian vocabulary only, not in either spm); each source line starts with one of "
+             "them; 2 heads (head size 16); tied-embeddings-all"),
+}
+
+REFUSALS = {
+    "ssru": dict(
+        index=11, dim=16, heads=2, ffn=32, enc=1, dec=1, vocab_files=["vocab.yml", "vocab.yml"],
+        marian={"transformer-decoder-autoreg": "rnn", "dec-cell": "ssru",
+                "transformer-ffn-activation": "relu", "transformer-aan-activation": "relu",
+                "tied-embeddings-all": True},
+        what="a Bergamot-style student: the decoder's self-attention replaced by an SSRU "
+             "(transformer-decoder-autoreg: rnn, dec-cell: ssru; decoder_l1_rnn_W/Wf/bf and "
+             "decoder_l1_rnn_ffn_ln_* instead of decoder_l1_self_*)"),
+    "no-projection": dict(
+        index=12, dim=16, heads=2, ffn=32, enc=1, dec=1, vocab_files=["vocab.yml", "vocab.yml"],
+        marian={"transformer-no-projection": True, "tied-embeddings-all": True},
+        what="transformer-no-projection: true (no output projection Wo/bo after the attention)"),
+    "factors": dict(
+        index=13, dim=16, heads=2, ffn=32, enc=1, dec=1, vocab_files=["vocab.fsv", "vocab.fsv"],
+        marian={"factors-combine": "sum", "factors-dim-emb": 0, "lemma-dim-emb": 0,
+                "tied-embeddings-all": True},
+        what="a factored vocabulary (Marian's .fsv factor spec: lemmas plus a capitalisation "
+             "factor _c with |ca |ci |cn; factors-combine: sum); Wemb's rows are factor units, "
+             "not words"),
+}
+
+SPM_SETS = {
+    # name: list of (file stem, inputs, model_type, vocab_size)
+    "joint-uni": [("joint-uni", ["en", "fr"], "unigram", 600)],
+    "sep-uni": [("en-uni", ["en"], "unigram", 600), ("fr-uni", ["fr"], "unigram", 600)],
+    "sep-bpe": [("en-bpe", ["en"], "bpe", 600), ("fr-bpe", ["fr"], "bpe", 600)],
+}
+
+# ---------------------------------------------------------------------------------------------
+# Marian's model.yml (the model options a real OPUS-MT model carries in special:model.yml).
+
+MODEL_YML_DEFAULTS = {
+    "bert-class-symbol": "[CLS]",
+    "bert-mask-symbol": "[MASK]",
+    "bert-masking-fraction": 0.15,
+    "bert-sep-symbol": "[SEP]",
+    "bert-train-type-embeddings": True,
+    "bert-type-vocab-size": 2,
+    "build-info": "",
+    "cnn-highway-layers": 4,
+    "cnn-num-filters": [200, 200, 250, 250, 300, 300, 300, 300],
+    "cnn-pool-size": [5],
+    "dec-cell": "gru",
+    "dec-cell-base-depth": 2,
+    "dec-cell-high-depth": 1,
+    "dec-depth": 6,
+    "dim-emb": 512,
+    "dim-rnn": 1024,
+    "dim-vocabs": [0, 0],
+    "enc-cell": "gru",
+    "enc-cell-depth": 1,
+    "enc-depth": 6,
+    "enc-type": "bidirectional",
+    "factors-combine": "sum",
+    "factors-dim-emb": 0,
+    "input-types": [],
+    "layer-normalization": False,
+    "lemma-dependency": "",
+    "lemma-dim-emb": 0,
+    "output-omit-bias": False,
+    "right-left": False,
+    "skip": False,
+    "tied-embeddings": False,
+    "tied-embeddings-all": False,
+    "tied-embeddings-src": False,
+    "transformer-aan-activation": "swish",
+    "transformer-aan-depth": 2,
+    "transformer-aan-nogate": False,
+    "transformer-decoder-autoreg": "self-attention",
+    "transformer-decoder-dim-ffn": 0,
+    "transformer-decoder-ffn-depth": 0,
+    "transformer-depth-scaling": False,
+    "transformer-dim-aan": 2048,
+    "transformer-dim-ffn": 2048,
+    "transformer-dropout": 0.1,
+    "transformer-dropout-attention": 0,
+    "transformer-dropout-ffn": 0,
+    "transformer-ffn-activation": "swish",
+    "transformer-ffn-depth": 2,
+    "transformer-guided-alignment-layer": "last",
+    "transformer-heads": 8,
+    "transformer-no-projection": False,
+    "transformer-pool": False,
+    "transformer-postprocess": "dan",
+    "transformer-postprocess-emb": "d",
+    "transformer-postprocess-top": "",
+    "transformer-preprocess": "",
+    "transformer-rnn-projection": False,
+    "transformer-tied-layers": [],
+    "transformer-train-position-embeddings": False,
+    "type": "transformer",
+    "ulr": False,
+    "ulr-dim-emb": 0,
+    "ulr-trainable-transformation": False,
+    "version": "v1.10.0 (synthetic fixture made by tests/import/make_fixtures.py; no Marian build)",
+}
+
+_YAML_PLAIN_BAD_START = set("-?:,[]{}#&*!|>'\"%@`= \t")
+
+
+def yaml_scalar(s):
+    """A string the way yaml-cpp (Marian) writes it: plain when YAML reads it back as the same
+    string, else double-quoted with escapes. Numbers, booleans, null and indicators are quoted."""
+    if isinstance(s, bool):
+        return "true" if s else "false"
+    if isinstance(s, (int, float)):
+        return repr(s)
+    plain = (s != "" and s[0] not in _YAML_PLAIN_BAD_START and s == s.strip()
+             and ": " not in s and " #" not in s and not s.endswith(":")
+             and all(c.isprintable() and c not in "\u2028\u2029\ufeff" for c in s))
+    if plain:
+        try:
+            plain = yaml.safe_load(s + ": 0") == {s: 0}
+        except yaml.YAMLError:
+            plain = False
+    if plain:
+        return s
+    out = ['"']
+    for c in s:
+        if c == "\\":
+            out.append("\\\\")
+        elif c == '"':
+            out.append('\\"')
+        elif not c.isprintable() or c in "\u2028\u2029\ufeff":
+            o = ord(c)
+            out.append("\\x%02x" % o if o < 0x100 else "\\u%04x" % o if o < 0x10000 else "\\U%08x" % o)
+        else:
+            out.append(c)
+    out.append('"')
+    return "".join(out)
+
+
+def model_yml_text(cfg):
+    """Marian's YAML layout: sorted keys, lists as block sequences, empty ones as []."""
+    lines = []
+    for k in sorted(cfg):
+        v = cfg[k]
+        if isinstance(v, list):
+            lines.append("%s:" % k)
+            if not v:
+                lines.append("  []")
+            for x in v:
+                lines.append("  - %s" % yaml_scalar(x))
+        elif isinstance(v, str) and v == "":
+            lines.append('%s: ""' % k)
+        else:
+            lines.append("%s: %s" % (k, yaml_scalar(v)))
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Files: deterministic .npz (zip of .npy, stored, fixed dates) and safetensors.
+
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def write_atomic(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def npz_bytes(arrays):
+    """arrays: list of (name, ndarray). The layout numpy's np.savez writes (a stored zip of
+    NAME.npy members, npy format 1.0), without the current time in the zip headers."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        for name, a in arrays:
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.ascontiguousarray(a), version=(1, 0),
+                                      allow_pickle=False)
+            zi = zipfile.ZipInfo(name + ".npy", date_time=ZIP_DATE)
+            zi.compress_type = zipfile.ZIP_STORED
+            zi.external_attr = 0o644 << 16
+            zi.create_system = 3
+            zf.writestr(zi, member.getvalue())
+    return buf.getvalue()
+
+
+def safetensors_bytes(tensors, metadata=None):
+    """tensors: list of (name, float32 ndarray). 8-byte little-endian header length, JSON
+    header (dtype, shape, data_offsets relative to the data block), padded with spaces to a
+    multiple of 8, then the raw little-endian data in header order."""
+    header = {}
+    if metadata:
+        header["__metadata__"] = metadata
+    blobs, off = [], 0
+    for name, a in sorted(tensors, key=lambda t: t[0]):
+        a = np.ascontiguousarray(a, dtype="<f4")
+        b = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data and SentencePiece.
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def prepare_data(data_dir, work):
+    os.makedirs(work, exist_ok=True)
+    for split in ("train.en", "train.fr", "test.en"):
+        dst = os.path.join(work, split)
+        if not os.path.exists(dst):
+            src = os.path.join(data_dir, split)
+            if os.path.exists(src):
+                shutil.copyfile(src, dst + ".tmp")
+            else:
+                with open(dst + ".tmp", "wb") as f:
+                    run(["xz", "-dc", src + ".xz"], stdout=f)
+            os.replace(dst + ".tmp", dst)
+    for lang in ("en", "fr"):
+        dst = os.path.join(work, "%s.%dk" % (lang, SPM_TRAIN_LINES // 1000))
+        if not os.path.exists(dst):
+            with open(os.path.join(work, "train." + lang), encoding="utf-8") as f:
+                lines = [next(f) for _ in range(SPM_TRAIN_LINES)]
+            with open(dst, "w", encoding="utf-8") as f:
+                f.writelines(lines)
+
+
+def train_spm(work, stem, inputs, model_type, vocab_size, full=False, seed=SEED):
+    """Train (or reuse) WORK/spm-STEM.model. spm_train records its input names and model
+    prefix in the model, so both are relative names inside WORK, the same on every run."""
+    prefix = "spm-" + stem
+    model = os.path.join(work, prefix + ".model")
+    args = ["spm_train",
+            "--input=" + ",".join(("train.%s" % l) if full else ("%s.%dk" % (l, SPM_TRAIN_LINES // 1000))
+                                  for l in inputs),
+            "--model_prefix=" + prefix, "--vocab_size=%d" % vocab_size,
+            "--model_type=" + model_type, "--random_seed=%d" % (seed % 2**32),
+            "--num_threads=2", "--minloglevel=2"]
+    if full:
+        args += ["--input_sentence_size=2000000", "--shuffle_input_sentence=false"]
+    stamp = model + ".args"
+    if os.path.exists(model) and os.path.exists(stamp) and open(stamp).read() == " ".join(args):
+        return model
+    print("  spm_train %s (%s, %d)" % (stem, model_type, vocab_size), file=sys.stderr)
+    run(args, cwd=work)
+    with open(stamp, "w") as f:
+        f.write(" ".join(args))
+    return model
+
+
+def spm_pieces(model):
+    """The pieces of a SentencePiece model in id order, without its <unk>, <s>, </s>."""
+    vocab = model[:-len(".model")] + ".vocab"
+    out = []
+    with open(vocab, encoding="utf-8") as f:
+        for line in f:
+            piece = line.rstrip("\n").split("\t")[0]
+            if piece in ("<unk>", "<s>", "</s>"):
+                continue
+            out.append(piece)
+    return out
+
+
+def spm_encode(model, lines):
+    p = run(["spm_encode", "--model", model, "--output_format", "piece"],
+            input="".join(l + "\n" for l in lines).encode("utf-8"), stdout=subprocess.PIPE)
+    out = p.stdout.decode("utf-8").split("\n")
+    assert out[-1] == "" and len(out) == len(lines) + 1, "spm_encode changed the line count"
+    return out[:-1]
+
+
+def spm_decode(model, piece_lines):
+    p = run(["spm_decode", "--model", model, "--input_format", "piece"],
+            input="".join(l + "\n" for l in piece_lines).encode("utf-8"), stdout=subprocess.PIPE)
+    out = p.stdout.decode("utf-8").split("\n")
+    assert out[-1] == "" and len(out) == len(piece_lines) + 1, "spm_decode changed the line count"
+    return out[:-1]
+
+
+def marian_vocab(*piece_lists, front=()):
+    """</s> 0, <unk> 1, then FRONT, then each list's pieces in order, each piece once."""
+    tokens, seen = ["</s>", "<unk>"], {"</s>", "<unk>"}
+    for p in list(front) + [p for pl in piece_lists for p in pl]:
+        if p not in seen:
+            tokens.append(p)
+            seen.add(p)
+    return tokens
+
+
+def vocab_yml_text(tokens):
+    return "".join("%s: %d\n" % (yaml_scalar(t), i) for i, t in enumerate(tokens))
+
+
+def check_vocab_file(path, tokens):
+    with open(path, encoding="utf-8") as f:
+        parsed = yaml.safe_load(f)
+    assert all(isinstance(k, str) for k in parsed), "a vocabulary key did not stay a string"
+    back = [k for k, _ in sorted(parsed.items(), key=lambda kv: kv[1])]
+    assert back == tokens, "vocabulary does not round-trip through YAML: " + path
+    try:
+        from ctranslate2.converters.marian import load_vocab
+    except ImportError:
+        return
+    assert load_vocab(path) == tokens, "CTranslate2 reads the vocabulary differently: " + path
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights.
+
+class Init:
+    def __init__(self, seed, index):
+        self.rng = np.random.default_rng([seed, index])
+
+    def normal(self, shape, std, mean=0.0):
+        return (self.rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
+                + np.float32(mean)).astype(np.float32)
+
+
+def ln(init, params, name, d, pre):
+    suffix = "_pre" if pre else ""
+    params[name + "_ln_scale" + suffix] = init.normal((1, d), 0.1, 1.0)
+    params[name + "_ln_bias" + suffix] = init.normal((1, d), 0.05)
+
+
+def attention(init, params, prefix, d, projection=True):
+    for m in ("q", "k", "v") + (("o",) if projection else ()):
+        params["%s_W%s" % (prefix, m)] = init.normal((d, d), 1 / np.sqrt(d))
+        params["%s_b%s" % (prefix, m)] = init.normal((1, d), 0.05)
+
+
+def ffn(init, params, prefix, d, f):
+    params[prefix + "_W1"] = init.normal((d, f), 1 / np.sqrt(d))
+    params[prefix + "_b1"] = init.normal((1, f), 0.05)
+    params[prefix + "_W2"] = init.normal((f, d), 1 / np.sqrt(f))
+    params[prefix + "_b2"] = init.normal((1, d), 0.05)
+
+
+def marian_params(v, cfg, v_src, v_tgt, seed, n_units=None):
+    """Random weights under Marian's names. Shapes as Marian stores them: W [in, out],
+    biases and layer-norm parameters [1, n], embeddings [V, d]."""
+    init = Init(seed, v["index"])
+    d, f = v["dim"], v["ffn"]
+    pre = "n" in cfg["transformer-preprocess"]
+    autoreg = cfg["transformer-decoder-autoreg"]
+    proj = not cfg["transformer-no-projection"]
+    p = {}
+    rows_src = n_units or v_src
+    rows_tgt = n_units or v_tgt
+    es = v.get("emb_std", 1.0)
+    if cfg["tied-embeddings-all"] or cfg["tied-embeddings-src"]:
+        p["Wemb"] = init.normal((rows_tgt, d), es)
+    else:
+        p["encoder_Wemb"] = init.normal((rows_src, d), es)
+        p["decoder_Wemb"] = init.normal((rows_tgt, d), es)
+    if "n" in cfg["transformer-postprocess-emb"]:
+        ln(init, p, "encoder_emb", d, True)
+        ln(init, p, "decoder_emb", d, True)
+    for i in range(1, cfg["enc-depth"] + 1):
+        s = "encoder_l%d" % i
+        attention(init, p, s + "_self", d, proj)
+        ln(init, p, s + "_self_Wo", d, pre)
+        ffn(init, p, s + "_ffn", d, f)
+        ln(init, p, s + "_ffn_ffn", d, pre)
+    for i in range(1, cfg["dec-depth"] + 1):
+        s = "decoder_l%d" % i
+        if autoreg == "rnn":      # Marian's SSRU: W, Wf, bf and a post-norm on the output
+            p[s + "_rnn_W"] = init.normal((d, d), 1 / np.sqrt(d))
+            p[s + "_rnn_Wf"] = init.normal((d, d), 1 / np.sqrt(d))
+            p[s + "_rnn_bf"] = init.normal((1, d), 0.05)
+            ln(init, p, s + "_rnn_ffn", d, pre)
+        else:
+            attention(init, p, s + "_self", d, proj)
+            ln(init, p, s + "_self_Wo", d, pre)
+        attention(init, p, s + "_context", d, proj)
+        ln(init, p, s + "_context_Wo", d, pre)
+        ffn(init, p, s + "_ffn", d, f)
+        ln(init, p, s + "_ffn_ffn", d, pre)
+    if pre and cfg["transformer-postprocess-top"] == "n":
+        ln(init, p, "encoder_top", d, False)
+        ln(init, p, "decoder_top", d, False)
+    if not (cfg["tied-embeddings-all"] or cfg["tied-embeddings"]):
+        # the embeddings' std, so that tied and untied models have logits of one scale
+        p["decoder_ff_logit_out_W"] = init.normal((d, rows_tgt), es)
+    b = init.normal((1, rows_tgt), 0.1)
+    b[0, 0] += np.float32(v.get("eos_bias", 0.0))
+    # A random decoder rarely stops: it falls into a cycle of tokens. To make </s> likelier as
+    # the output grows, the output vector of </s> (id 0) gets a large negative weight on the
+    # cosine dimension of the position encoding whose period is ~110 steps: cos(pos/17.8)
+    # falls from 1 at pos 0 to -0.1 at pos 30, and with it the </s> logit rises.
+    if v.get("eos_pos"):
+        k = d // 2 + int(round(np.log(17.8) / np.log(10000.0) * d / 2))
+        out = p.get("decoder_ff_logit_out_W")
+        if out is not None:
+            out[k, 0] -= np.float32(v["eos_pos"])
+        else:
+            p["Wemb" if "Wemb" in p else "decoder_Wemb"][0, k] -= np.float32(v["eos_pos"])
+    p["decoder_ff_logit_out_b"] = b
+    return p
+
+
+def model_config(v, v_src, v_tgt):
+    cfg = dict(MODEL_YML_DEFAULTS)
+    cfg.update({"dim-emb": v["dim"], "transformer-heads": v["heads"], "transformer-dim-ffn": v["ffn"],
+                "transformer-dim-aan": v["ffn"], "enc-depth": v["enc"], "dec-depth": v["dec"],
+                "dim-vocabs": [v_src, v_tgt]})
+    cfg.update(v.get("marian", {}))
+    return cfg
+
+
+def write_marian_dir(outdir, v, cfg, params, vocabs, extra_files=()):
+    """vocabs: list of (file name, text) (one entry when both sides share the file)."""
+    os.makedirs(outdir, exist_ok=True)
+    yml = model_yml_text(cfg).encode("utf-8")
+    assert yaml.safe_load(yml) == cfg, "model.yml does not round-trip"
+    arrays = sorted(params.items())
+    arrays.append(("special:model.yml", np.frombuffer(yml + b"\0", dtype=np.int8)))
+    write_atomic(os.path.join(outdir, v.get("model_file", "model.npz")), npz_bytes(arrays))
+    for name, text in vocabs:
+        write_atomic(os.path.join(outdir, name), text.encode("utf-8"))
+    dec = ("models:\n  - %s\nvocabs:\n  - %s\n  - %s\nbeam-size: 6\nnormalize: 0.6\n"
+           "word-penalty: 0\nmini-batch: 16\nmaxi-batch: 100\nmaxi-batch-sort: src\n"
+           "relative-paths: true\n") % (v.get("model_file", "model.npz"), v["vocab_files"][0],
+                                        v["vocab_files"][1])
+    write_atomic(os.path.join(outdir, "decoder.yml"), dec.encode("utf-8"))
+    for src, name in extra_files:
+        shutil.copyfile(src, os.path.join(outdir, name))
+
+
+# ---------------------------------------------------------------------------------------------
+# The Hugging Face form of the first variant (transformers' convert_marian_to_pytorch.py layout).
+
+def sinusoid(n_pos, dim):
+    """Marian's / transformers' static table: [sin of all even-index angles | cos of all odd]."""
+    pos = np.arange(n_pos, dtype=np.float64)[:, None]
+    rates = np.power(10000.0, 2 * (np.arange(dim) // 2) / dim)[None, :]
+    ang = pos / rates
+    out = np.zeros((n_pos, dim))
+    half = dim // 2 + dim % 2
+    out[:, :half] = np.sin(ang[:, 0::2])
+    out[:, half:] = np.cos(ang[:, 1::2])
+    return out.astype(np.float32)
+
+
+def write_hf_dir(outdir, v, cfg, params, tokens, src_spm, tgt_spm):
+    os.makedirs(outdir, exist_ok=True)
+    d, V = v["dim"], len(tokens)
+    pad = V                                       # <pad> appended, as transformers' converter does
+    wemb = np.concatenate([params["Wemb"], np.zeros((1, d), np.float32)])
+    bias = np.concatenate([params["decoder_ff_logit_out_b"], np.zeros((1, 1), np.float32)], axis=1)
+    max_pos = 512
+    pos = sinusoid(max_pos, d)
+    t = [("model.shared.weight", wemb), ("model.encoder.embed_tokens.weight", wemb),
+         ("model.decoder.embed_tokens.weight", wemb), ("lm_head.weight", wemb),
+         ("final_logits_bias", bias),
+         ("model.encoder.embed_positions.weight", pos), ("model.decoder.embed_positions.weight", pos)]
+    names = {"self_W%s": "self_attn.%s_proj.weight", "self_b%s": "self_attn.%s_proj.bias",
+             "context_W%s": "encoder_attn.%s_proj.weight", "context_b%s": "encoder_attn.%s_proj.bias"}
+    for side, n in (("encoder", cfg["enc-depth"]), ("decoder", cfg["dec-depth"])):
+        for i in range(n):
+            mp, hp = "%s_l%d_" % (side, i + 1), "model.%s.layers.%d." % (side, i)
+            blocks = ["self"] + (["context"] if side == "decoder" else [])
+            for blk in blocks:
+                for m, hm in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "out")):
+                    t.append((hp + names[blk + "_W%s"] % hm, params[mp + blk + "_W" + m].T))
+                    t.append((hp + names[blk + "_b%s"] % hm, params[mp + blk + "_b" + m][0]))
+                lnn = "self_attn_layer_norm" if blk == "self" else "encoder_attn_layer_norm"
+                t.append((hp + lnn + ".weight", params[mp + blk + "_Wo_ln_scale"][0]))
+                t.append((hp + lnn + ".bias", params[mp + blk + "_Wo_ln_bias"][0]))
+            t.append((hp + "fc1.weight", params[mp + "ffn_W1"].T))
+            t.append((hp + "fc1.bias", params[mp + "ffn_b1"][0]))
+            t.append((hp + "fc2.weight", params[mp + "ffn_W2"].T))
+            t.append((hp + "fc2.bias", params[mp + "ffn_b2"][0]))
+            t.append((hp + "final_layer_norm.weight", params[mp + "ffn_ffn_ln_scale"][0]))
+            t.append((hp + "final_layer_norm.bias", params[mp + "ffn_ffn_ln_bias"][0]))
+    write_atomic(os.path.join(outdir, "model.safetensors"),
+                 safetensors_bytes(t, {"format": "pt"}))
+    n_enc, n_dec = cfg["enc-depth"], cfg["dec-depth"]
+    config = {
+        "activation_dropout": 0.0, "activation_function": cfg["transformer-ffn-activation"],
+        "architectures": ["MarianMTModel"], "attention_dropout": 0.0,
+        "bad_words_ids": [[pad]], "bos_token_id": 0, "classifier_dropout": 0.0,
+        "d_model": d, "decoder_attention_heads": v["heads"], "decoder_ffn_dim": v["ffn"],
+        "decoder_layerdrop": 0.0, "decoder_layers": n_dec, "decoder_start_token_id": pad,
+        "decoder_vocab_size": V + 1, "dropout": 0.1, "encoder_attention_heads": v["heads"],
+        "encoder_ffn_dim": v["ffn"], "encoder_layerdrop": 0.0, "encoder_layers": n_enc,
+        "eos_token_id": 0, "forced_eos_token_id": 0, "init_std": 0.02,
+        "is_encoder_decoder": True, "max_length": 512, "max_position_embeddings": max_pos,
+        "model_type": "marian", "normalize_before": False, "normalize_embedding": False,
+        "num_beams": 4, "num_hidden_layers": n_enc, "pad_token_id": pad,
+        "scale_embedding": True, "share_encoder_decoder_embeddings": True,
+        "static_position_embeddings": True, "tie_word_embeddings": True,
+        "torch_dtype": "float32", "use_cache": True, "vocab_size": V + 1,
+    }
+    write_atomic(os.path.join(outdir, "config.json"),
+                 (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    gen = {"bad_words_ids": [[pad]], "bos_token_id": 0, "decoder_start_token_id": pad,
+           "eos_token_id": 0, "forced_eos_token_id": 0, "max_length": 512, "num_beams": 4,
+           "pad_token_id": pad}
+    write_atomic(os.path.join(outdir, "generation_config.json"),
+                 (json.dumps(gen, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    vocab["<pad>"] = pad
+    write_atomic(os.path.join(outdir, "vocab.json"),
+                 (json.dumps(vocab, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+    tok_cfg = {"eos_token": "</s>", "model_max_length": 512, "pad_token": "<pad>",
+               "separate_vocabs": False, "source_lang": "en", "target_lang": "fr",
+               "tokenizer_class": "MarianTokenizer", "unk_token": "<unk>"}
+    write_atomic(os.path.join(outdir, "tokenizer_config.json"),
+                 (json.dumps(tok_cfg, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    special = {"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
+    write_atomic(os.path.join(outdir, "special_tokens_map.json"),
+                 (json.dumps(special, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    shutil.copyfile(src_spm, os.path.join(outdir, "source.spm"))
+    shutil.copyfile(tgt_spm, os.path.join(outdir, "target.spm"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Source lines.
+
+def hostile_lines(test_lines):
+    long_words = " ".join(test_lines[300:420]).split()
+    long_line = " ".join(long_words[:180])          # ~300 pieces with a 600-piece model
+    return [
+        "",                                                  # empty
+        "a",                                                 # one character
+        long_line,                                           # long
+        "!!! ??? ... ,;: -- () [] {} ** // \\\\ ||",         # punctuation only
+        "0123456789 3.14159 1,000,000 -42 +7 1e10 0x1F",     # digits
+        "\U0001F600 \U0001F389 \U0001F44D\U0001F3FD \U0001F1EB\U0001F1F7 \u2764\ufe0f",  # emoji
+        "Ame\u0301lie a\u0300 la\u0300 n\u0303 e\u0308\u0301 \u0041\u030A",  # combining marks
+        "\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd \u0645\u0631\u062d\u0628\u0627 "
+        "\u0628\u0627\u0644\u0639\u0627\u0644\u0645 (RTL)",  # right-to-left
+        "abc\x01def\x1b[0m ghi\x7f jkl\x08",                 # control characters
+        "left\tright\t\tend\t",                              # tabs
+        "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8 \u4e2d\u6587 \ud55c\uad6d\uc5b4",  # CJK
+        "HTTP://EXAMPLE.COM/path?x=1&y=2 <b>bold</b> \"quoted\" 'single' %s %d %1$s",
+        "   ",                                               # spaces only
+        "a\u00a0b\u200bc\ufeffd\u2028e",                     # NBSP, zero-width, BOM, LS
+        "Donaudampfschifffahrtsgesellschaftskapit\u00e4nswitwenrentenversicherung",  # long word
+        "<s> </s> <unk> <pad> >>fra<< \u2581",               # special-looking text
+        "yes no null true ~ : - # ' \" 123",                 # YAML-looking pieces
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# CTranslate2.
+
+def ct2_env(ct2):
+    env = dict(os.environ)
+    py = os.path.join(ct2, "src", "python")
+    libs = ["/usr/lib/x86_64-linux-gnu/openblas-pthread", os.path.join(ct2, "install", "lib")]
+    env["PYTHONPATH"] = py + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["LD_LIBRARY_PATH"] = ":".join(libs + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
+    return env
+
+
+def ensure_ct2(ct2):
+    """Re-exec with CTranslate2's PYTHONPATH and LD_LIBRARY_PATH (the loader reads the latter
+    at start-up only)."""
+    if os.environ.get("MAKE_FIXTURES_CT2") == ct2:
+        return
+    env = ct2_env(ct2)
+    env["MAKE_FIXTURES_CT2"] = ct2
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def ct2_convert(model_dir, out):
+    import ctranslate2
+    ctranslate2.converters.OpusMTConverter(model_dir).convert(out, force=True)
+
+
+def ct2_translate(out, lines_tokens, beam, compute_type="float32", attention=False):
+    import ctranslate2
+    tr = ctranslate2.Translator(out, device="cpu", compute_type=compute_type,
+                                inter_threads=1, intra_threads=INTRA_THREADS)
+    res = []
+    for toks in lines_tokens:       # one sentence per call: no padding across sentences
+        r = tr.translate_batch([toks], beam_size=beam, max_decoding_length=MAX_DECODING_LENGTH,
+                               return_scores=True, return_attention=attention)[0]
+        res.append((r.hypotheses[0], r.scores[0], r.attention[0] if attention else None))
+    return res
+
+
+def fmt_score(s):
+    return "%.6f" % s
+
+
+def write_lines(path, lines):
+    write_atomic(path, "".join(l + "\n" for l in lines).encode("utf-8"))
+
+
+def expected_outputs(vdir, v, ct2_out, src_text, src_pieces, tgt_spm):
+    import ctranslate2
+    exp = os.path.join(vdir, "expected")
+    os.makedirs(exp, exist_ok=True)
+    write_lines(os.path.join(exp, "source.txt"), src_text)
+    write_lines(os.path.join(exp, "source.pieces"), src_pieces)
+    toks = [l.split() for l in src_pieces]
+    summary = {}
+    runs = [("greedy", 1, "float32"), ("beam4", 4, "float32")]
+    if v.get("int8"):
+        runs += [("int8-greedy", 1, "int8"), ("int8-beam4", 4, "int8")]
+    for name, beam, ct in runs:
+        att = v.get("attention") and name == "greedy"
+        res = ct2_translate(ct2_out, toks, beam, ct, att)
+        pieces = [" ".join(h) for h, _, _ in res]
+        write_lines(os.path.join(exp, name + ".pieces"), pieces)
+        write_lines(os.path.join(exp, name + ".scores"), [fmt_score(s) for _, s, _ in res])
+        write_lines(os.path.join(exp, name + ".text"), spm_decode(tgt_spm, pieces))
+        status = ["%d %d %s" % (len(t), len(h), "max" if len(h) >= MAX_DECODING_LENGTH else "ended")
+                  for t, (h, _, _) in zip(toks, res)]
+        write_lines(os.path.join(exp, name + ".status"), status)
+        lens = [len(h) for h, _, _ in res]
+        ended = sum(1 for l in lens if l < MAX_DECODING_LENGTH)
+        summary[name] = dict(ended=ended, lines=len(res), mean_len=float(np.mean(lens)),
+                             median_len=float(np.median(lens)),
+                             ended_5_30=sum(1 for l in lens if 5 <= l <= 30))
+        if att:
+            rows = []
+            for h, _, a in res:
+                rows.append(" | ".join(" ".join("%.6g" % x for x in row) for row in a))
+            write_lines(os.path.join(exp, "greedy.attention"), rows)
+    return summary, ctranslate2.__version__
+
+
+def expected_readme(vdir, v, summary, version, n_test, n_hostile):
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import ctranslate2
+    lines = [
+        "# Expected outputs: CTranslate2 on this directory",
+        "",
+        "Made by tests/import/make_fixtures.py (see tests/import/README.md); do not edit by hand.",
+        "",
+        "- CTranslate2 %s (tag v4.8.1, commit 0d8bcd362ac75ef860ef161d6f0efad0ae439ff0), built from "
+        "source by ../shared/tools/ct2_build.sh (OpenBLAS for float32, ruy for int8)" % version,
+        "- date %s, %s, CPU: %s, compute types: %s" % (
+            datetime.date.today().isoformat(), platform.machine(), cpu,
+            " ".join(sorted(ctranslate2.get_supported_compute_types("cpu")))),
+        "- conversion: ctranslate2.converters.OpusMTConverter(DIR).convert(OUT, force=True) "
+        "(float32 weights; int8 is quantized at load time)",
+        "- Translator(OUT, device='cpu', compute_type=float32 (int8 for int8-*), inter_threads=1, "
+        "intra_threads=%d)" % INTRA_THREADS,
+        "- translate_batch([tokens], beam_size=1 (greedy.*) or 4 (beam4.*), max_decoding_length=%d, "
+        "return_scores=True%s), one sentence per call; every other option at CTranslate2's "
+        "default: num_hypotheses=1, length_penalty=1, coverage_penalty=0, repetition_penalty=1, "
+        "no_repeat_ngram_size=0, disable_unk=False, min_decoding_length=0, max_input_length=1024, "
+        "return_end_token=False, sampling_topk=1" % (
+            MAX_DECODING_LENGTH, ", return_attention=True for greedy" if v.get("attention") else ""),
+        "- CTranslate2 appends </s> to every source (add_source_eos) and starts the decoder "
+        "from a zero embedding (start_from_zero_embedding)",
+        "",
+        "Files, one line per source line:",
+        "",
+        "- source.txt: the raw source: the first %d lines of enfr test.en, then %d hostile "
+        "lines (hostile_lines() in the script)" % (n_test, n_hostile),
+        "- source.pieces: `spm_encode --model source.spm --output_format piece` of source.txt%s" % (
+            "; then a target-language token (>>fra<<, >>deu<<, >>spa<< in turn) put first"
+            if v.get("lang_tokens") else ""),
+        "- NAME.pieces: the best hypothesis, pieces separated by spaces, without </s>",
+        "- NAME.scores: its score: the sum of the token log-probabilities (the </s> step "
+        "included) divided by the hypothesis length (without </s>) to the power length_penalty=1; "
+        "an empty hypothesis gets -inf (CTranslate2 divides by 0)",
+        "- NAME.status: `SOURCE_PIECES OUTPUT_PIECES ended|max` (SOURCE_PIECES without the </s> "
+        "CTranslate2 appends; `max` = stopped by max_decoding_length)",
+        "- NAME.text: `spm_decode --model target.spm --input_format piece` of NAME.pieces "
+        "(informative only: pieces target.spm does not know come out as ' ⁇ ')",
+    ]
+    if v.get("attention"):
+        lines.append("- greedy.attention: for each output piece, the attention over the source "
+                     "positions (source pieces + </s>) of the alignment layer's first head "
+                     "(CTranslate2's alignment_heads=1), rows separated by ' | ', values %.6g")
+    lines += ["", "Summary (lines that ended by themselves / all; mean and median output length):", ""]
+    for name, s in summary.items():
+        lines.append("- %s: %d/%d ended (%d with 5-30 pieces), mean %.1f, median %.1f" % (
+            name, s["ended"], s["lines"], s["ended_5_30"], s["mean_len"], s["median_len"]))
+    write_lines(os.path.join(vdir, "expected", "README.md"), lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the variants.
+
+def variant_vocab(v, work):
+    """Returns (src_tokens, tgt_tokens, src_spm, tgt_spm, vocab files [(name, text)])."""
+    models = [train_spm(work, *spec) for spec in SPM_SETS[v["spm"]]]
+    if len(models) == 1:
+        models = models * 2
+    src_spm, tgt_spm = models
+    if v["vocab"] == "joint":
+        toks = marian_vocab(spm_pieces(src_spm))
+        return toks, toks, src_spm, tgt_spm, [(v["vocab_files"][0], vocab_yml_text(toks))]
+    if v["vocab"] == "sep":
+        s, t = marian_vocab(spm_pieces(src_spm)), marian_vocab(spm_pieces(tgt_spm))
+        return s, t, src_spm, tgt_spm, [(v["vocab_files"][0], vocab_yml_text(s)),
+                                        (v["vocab_files"][1], vocab_yml_text(t))]
+    if v["vocab"] == "union+lang":
+        toks = marian_vocab(spm_pieces(src_spm), spm_pieces(tgt_spm), front=LANG_TOKENS)
+        return toks, toks, src_spm, tgt_spm, [(v["vocab_files"][0], vocab_yml_text(toks))]
+    raise ValueError(v["vocab"])
+
+
+def build_variant(name, v, out, work, seed):
+    vdir = os.path.join(out, name)
+    src, tgt, src_spm, tgt_spm, vocabs = variant_vocab(v, work)
+    cfg = model_config(v, len(src), len(tgt))
+    params = marian_params(v, cfg, len(src), len(tgt), seed)
+    if os.path.isdir(vdir):
+        for f in os.listdir(vdir):         # stale model files of an earlier layout
+            if f.endswith(".npz") or f.endswith(".yml"):
+                os.remove(os.path.join(vdir, f))
+    write_marian_dir(vdir, v, cfg, params, vocabs,
+                     [(src_spm, "source.spm"), (tgt_spm, "target.spm")])
+    for fname, _ in vocabs:
+        check_vocab_file(os.path.join(vdir, fname), src if fname == v["vocab_files"][0] else tgt)
+    if v.get("hf"):
+        write_hf_dir(os.path.join(out, name + "-hf"), v, cfg, params, tgt, src_spm, tgt_spm)
+    return vdir, src_spm, tgt_spm
+
+
+def fsv_text(pieces):
+    """A Marian factor spec: lemmas (pieces, lower-cased, each once) with a capitalisation
+    factor _c on those that have letters."""
+    lines = ["# factors", "_lemma", "_c", "_has_c", "", "# factor distributions",
+             "_lemma <->", "_c <-> _has_c", "", "# factor values",
+             "ca : _c", "ci : _c", "cn : _c", "", "# lemmas",
+             "</s> : _lemma", "<unk> : _lemma"]
+    seen, n = set(), 2
+    for p in pieces:
+        lem = p.lower()
+        if lem in seen or " " in lem or "|" in lem or lem.startswith("_") or lem.startswith("#"):
+            continue
+        seen.add(lem)
+        n += 1
+        lines.append("%s : _lemma%s" % (lem, " _has_c" if any(c.isalpha() for c in lem) else ""))
+    return "\n".join(lines) + "\n", n + 3
+
+
+def build_refusal(name, v, out, work, seed):
+    vdir = os.path.join(out, name)
+    spm = train_spm(work, *SPM_SETS["joint-uni"][0])
+    toks = marian_vocab(spm_pieces(spm))
+    n_units = None
+    if v["vocab_files"][0].endswith(".fsv"):
+        text, n_units = fsv_text(spm_pieces(spm))
+        vocabs = [(v["vocab_files"][0], text)]
+        nv = n_units
+    else:
+        vocabs = [(v["vocab_files"][0], vocab_yml_text(toks))]
+        nv = len(toks)
+    cfg = model_config(v, nv, nv)
+    params = marian_params(v, cfg, nv, nv, seed, n_units)
+    if os.path.isdir(vdir):
+        for f in os.listdir(vdir):
+            if f.endswith(".npz") or f.endswith(".yml") or f.endswith(".fsv"):
+                os.remove(os.path.join(vdir, f))
+    write_marian_dir(vdir, v, cfg, params, vocabs)
+    return vdir
+
+
+def refusal_expected(vdir, v, work):
+    import ctranslate2
+    try:
+        ct2_convert(vdir, os.path.join(work, "ct2-refusal"))
+        msg = "(no error: CTranslate2 converted it)"
+        kind = "accepted"
+    except Exception as e:  # noqa: BLE001 -- the message is the fixture
+        msg, kind = str(e), type(e).__name__
+    exp = os.path.join(vdir, "expected")
+    os.makedirs(exp, exist_ok=True)
+    lines = ["# Expected: refused",
+             "",
+             "What this directory is: %s." % v["what"],
+             "",
+             "`train import` must refuse it by name (DESIGN.md: a variant no option covers is "
+             "refused, never approximated).",
+             "",
+             "CTranslate2 %s, `ctranslate2.converters.OpusMTConverter(DIR).convert(OUT, "
+             "force=True)`, %s: it raised %s:" % (ctranslate2.__version__,
+                                                  datetime.date.today().isoformat(), kind),
+             "", "```"] + msg.split("\n") + ["```"]
+    write_lines(os.path.join(exp, "README.md"), lines)
+    write_lines(os.path.join(exp, "ct2.error"), ["%s: %s" % (kind, msg.replace("\n", " "))])
+    return kind, msg
+
+
+def source_lines(work):
+    with open(os.path.join(work, "test.en"), encoding="utf-8") as f:
+        test = f.read().split("\n")
+    return test[:N_TEST_LINES], hostile_lines(test)
+
+
+def source_pieces(v, src_spm, text):
+    pieces = spm_encode(src_spm, text)
+    if v.get("lang_tokens"):
+        pieces = [(LANG_TOKENS[i % len(LANG_TOKENS)] + " " + p).strip()
+                  for i, p in enumerate(pieces)]
+    return pieces
+
+
+def tune(name, v, out, work, seed, offsets):
+    """Greedy decode the test lines for several EOS offsets; print how many end by themselves."""
+    tmp = os.path.join(work, "tune")
+    test, _ = source_lines(work)
+    for off in offsets:
+        vv = dict(v, eos_bias=off, hf=False)
+        for kv in os.environ.get("TUNE_SET", "").split(","):
+            if kv:
+                vv[kv.split("=")[0]] = float(kv.split("=")[1])
+        vdir, src_spm, _ = build_variant(name, vv, tmp, work, seed)
+        ct2_out = os.path.join(work, "ct2-tune")
+        ct2_convert(vdir, ct2_out)
+        toks = [l.split() for l in source_pieces(v, src_spm, test)]
+        res = ct2_translate(ct2_out, toks, 1)
+        lens = np.array([len(h) for h, _, _ in res])
+        print("%s eos_bias %5.2f: ended %3d/%d, 5-30: %3d, mean %.1f, median %.1f" % (
+            name, off, (lens < MAX_DECODING_LENGTH).sum(), len(lens),
+            ((lens >= 5) & (lens <= 30)).sum(), lens.mean(), np.median(lens)), flush=True)
+
+
+def build_base(outdir, work, seed, ct2):
+    """One base-sized model (6+6, 512, 8 heads, 2048, swish, post-norm, tied-all, 32k joint)."""
+    v = dict(VARIANTS["postnorm-swish-tiedall"])
+    v.update(index=100, dim=512, heads=8, ffn=2048, enc=6, dec=6, eos_bias=BASE_EOS_BIAS,
+             hf=False)
+    spm = train_spm(work, "joint-uni-32k", ["en", "fr"], "unigram", 32000, full=True)
+    toks = marian_vocab(spm_pieces(spm))
+    cfg = model_config(v, len(toks), len(toks))
+    params = marian_params(v, cfg, len(toks), len(toks), seed)
+    write_marian_dir(outdir, v, cfg, params, [(v["vocab_files"][0], vocab_yml_text(toks))],
+                     [(spm, "source.spm"), (spm, "target.spm")])
+    check_vocab_file(os.path.join(outdir, v["vocab_files"][0]), toks)
+    print("base model written to %s (%d pieces)" % (outdir, len(toks)))
+
+
+BASE_EOS_BIAS = 40.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ct2", help="CTranslate2 build directory (ct2_build.sh's CT2DIR); "
+                    "without it only the model directories are written")
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--data", default=DEFAULT_DATA, help="the enfr corpus directory")
+    ap.add_argument("--work", default=DEFAULT_WORK, help="scratch directory (corpus, spm models)")
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--only", action="append", help="only this variant (repeatable)")
+    ap.add_argument("--base", metavar="OUTDIR", help="write one base-sized model there, and stop")
+    ap.add_argument("--tune", metavar="VARIANT", help="sweep the EOS bias of VARIANT, and stop")
+    ap.add_argument("--offsets", default="0,3,6,9,12,15")
+    args = ap.parse_args()
+
+    if args.ct2:
+        ensure_ct2(os.path.abspath(args.ct2))
+    prepare_data(args.data, args.work)
+
+    if args.tune:
+        if not args.ct2:
+            ap.error("--tune needs --ct2")
+        tune(args.tune, VARIANTS[args.tune], args.out, args.work, args.seed,
+             [float(x) for x in args.offsets.split(",")])
+        return
+    if args.base:
+        build_base(os.path.abspath(args.base), args.work, args.seed, args.ct2)
+        return
+
+    test, hostile = source_lines(args.work)
+    text = test + hostile
+    report = {}
+    for name, v in VARIANTS.items():
+        if args.only and name not in args.only:
+            continue
+        print("%s" % name, file=sys.stderr)
+        vdir, src_spm, tgt_spm = build_variant(name, v, args.out, args.work, args.seed)
+        if args.ct2:
+            ct2_out = os.path.join(args.work, "ct2-" + name)
+            ct2_convert(vdir, ct2_out)
+            summary, version = expected_outputs(vdir, v, ct2_out, text,
+                                                source_pieces(v, src_spm, text), tgt_spm)
+            expected_readme(vdir, v, summary, version, len(test), len(hostile))
+            report[name] = summary
+    for name, v in REFUSALS.items():
+        if args.only and name not in args.only:
+            continue
+        print("%s" % name, file=sys.stderr)
+        vdir = build_refusal(name, v, args.out, args.work, args.seed)
+        if args.ct2:
+            report[name] = refusal_expected(vdir, v, args.work)
+    for name, r in report.items():
+        print(name, r)
+
+
+if __name__ == "__main__":
+    main()
