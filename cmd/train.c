@@ -7,6 +7,7 @@
  *   train average -o avg.safetensors m.safetensors.ckpt-*
  *   train quantize --compute-type int8 -i m.safetensors -o m.int8.safetensors
  *   train shortlist -m m.safetensors --src train.de --tgt train.en -o m.shortlist
+ *   train import opus-mt-en-fr/ -o en-fr.safetensors
  *
  * The program parses options and hands them to a training run (lib/train:
  * tfm_run), which holds the policy: the options stored in every checkpoint
@@ -38,6 +39,7 @@ static const char usage_format[] =
     "       train average -o MODEL FILE...\n"
     "       train quantize --compute-type=int8|bf16 --input=MODEL -o OUTPUT\n"
     "       train shortlist -m MODEL --src FILE --tgt FILE [--text] [--per-source=N]\n"
+    "       train import DIR -o MODEL\n"
     "                       [--frequent=N] -o SHORTLIST\n"
     "Trains a Transformer (\"Attention Is All You Need\") on a parallel corpus: line i\n"
     "of --tgt is the translation of line i of --src.  The files hold id lines (from\n"
@@ -153,6 +155,16 @@ static const char usage_format[] =
     "Example:\n"
     "  train --preset small -m de-en.vocab --src train.de --tgt train.en \\\n"
     "        --valid-src dev.de --valid-tgt dev.en --valid-bleu --max-time 2h -o de-en.st\n";
+
+static const char import_usage_text[] =
+    "Usage: train import DIR -o MODEL\n"
+    "Turns the OPUS-MT (Marian) model directory DIR (its decoder.yml, the model and\n"
+    "vocabularies it names, source.spm and target.spm) into MODEL, a model file of\n"
+    "this toolkit that holds the weights, the architecture and both SentencePiece\n"
+    "models: tokenize, encode, decode, score and inspect-attn then need no other file.\n"
+    "\n"
+    "  -o, --output=MODEL         the model file to write (atomically)\n"
+    "  -q, --quiet / -v, --verbose / -h, --help / -V, --version\n";
 
 static const char average_usage_text[] =
     "Usage: train average -o MODEL FILE...\n"
@@ -313,6 +325,41 @@ static int run_quantize(int argc, char **argv)
     tfm_error err;
     if (tfm_model_quantize_file(in, out, type, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     cli_info("%s: %s quantized to %s", out, in, tfm_compute_type_name(type));
+    return CLI_EXIT_OK;
+}
+
+static int run_import(int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"output", required_argument, NULL, 'o'},
+        CLI_COMMON_LONG_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    const char *out = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:qvhV", longs, NULL)) != -1) {
+        if (c == 'o') out = optarg;
+        else cli_common_option(c, import_usage_text);
+    }
+    if (!out) cli_usage_error("import: -o MODEL is required");
+    if (optind >= argc) cli_usage_error("import: give the model's directory");
+    if (optind + 1 < argc) cli_usage_error("import: unexpected argument '%s'", argv[optind + 1]);
+    const char *dir = argv[optind];
+    tfm_error err;
+    tfm_model *m;
+    if (tfm_model_import_marian(dir, &m, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    tfm_buf what;
+    tfm_buf_init(&what);
+    tfm_config_describe(&m->config, &what);
+    tfm_status st = tfm_model_save(m, out, NULL, &err);
+    tfm_model_free(m);
+    if (st != TFM_OK) {
+        tfm_buf_free(&what);
+        cli_fail(out, 0, "%s", err.msg);
+    }
+    cli_info("%s: imported %s (%s)", out, dir, what.data ? what.data : "");
+    tfm_buf_free(&what);
     return CLI_EXIT_OK;
 }
 
@@ -501,6 +548,7 @@ int main(int argc, char **argv)
      * reader went away fails with EPIPE instead of killing the process. */
     signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "average") == 0) return run_average(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "import") == 0) return run_import(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "quantize") == 0) return run_quantize(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "shortlist") == 0) return run_shortlist(argc - 1, argv + 1);
     char usage[sizeof usage_format + 20 * 32];

@@ -10,9 +10,12 @@
  *   tfm/io.h     line reading that never holds a line back, .npy records and
  *                tensor streams, atomic file writes
  *   tfm/safetensors.h  the container of model and checkpoint files
+ *   tfm/npz.h    NumPy .npz archives (Marian's model files)
+ *   tfm/yaml.h   YAML documents (Marian's configurations and vocabularies)
  *   tfm/text.h   Unicode normalisation, vocabularies, BPE learning, encoding
  *                and decoding, line filters of them (tfm_text_filter),
  *                sentence pairs read from two files (tfm_pair_reader)
+ *   tfm/spm.h    SentencePiece model files: reading, encoding, decoding
  *   tfm/metrics.h  BLEU, chrF and TER as sacreBLEU computes them, files
  *                scored in step (tfm_file_scorer), n-best lists
  *   tfm/model.h  the Transformer as data: configuration, parameters, the
@@ -75,7 +78,10 @@
 #include "tfm/core.h"
 #include "tfm/io.h"
 #include "tfm/safetensors.h"
+#include "tfm/npz.h"
+#include "tfm/yaml.h"
 #include "tfm/text.h"
+#include "tfm/spm.h"
 #include "tfm/metrics.h"
 #include "tfm/search.h"
 #include "tfm/model.h"

@@ -66,7 +66,14 @@ tfm_status tfm_model_check_side_vocab(const tfm_config *c, tfm_side side, const 
     const char *names[4] = {"pad_id", "unk_id", "bos_id", "eos_id"};
     const int32_t ids[4] = {c->pad_id, c->unk_id, c->bos_id, c->eos_id};
     const int32_t fixed[4] = {TFM_ID_PAD, TFM_ID_UNK, TFM_ID_BOS, TFM_ID_EOS};
-    for (int i = 0; i < 4; i++)
+    /* a model from elsewhere has its specials where it has them: control
+     * pieces, at the ids the configuration names */
+    for (int i = 0; i < 4 && tfm_vocab_is_foreign(v); i++)
+        if (tfm_vocab_type(v, ids[i]) != TFM_PIECE_CONTROL)
+            return tfm_error_set(err, TFM_ERR_RANGE, "%s is %d, but the %s vocabulary's piece "
+                                 "%d is not a control piece", names[i], (int)ids[i], name,
+                                 (int)ids[i]);
+    for (int i = 0; i < 4 && !tfm_vocab_is_foreign(v); i++)
         if (ids[i] != fixed[i])
             return tfm_error_set(err, TFM_ERR_RANGE,
                                  "%s is %d, but the vocabulary's %s is id %d", names[i],
@@ -239,7 +246,8 @@ static tfm_status create(const tfm_config *c, const tfm_vocab *src, const tfm_vo
     *out = NULL;
     tfm_status st = tfm_config_validate(c, err);
     if (st == TFM_OK && !src && tgt) st = tfm_model_check_vocab(c, tgt, err);
-    if (st == TFM_OK && src && c->shared_embeddings)
+    if (st == TFM_OK && src && c->shared_embeddings &&
+        !(tfm_vocab_is_foreign(src) && tfm_vocab_is_foreign(tgt)))
         st = tfm_error_set(err, TFM_ERR_ARG,
                            "a vocabulary per side cannot go with shared_embeddings: the "
                            "source's pieces are not the target's");

@@ -289,12 +289,16 @@ static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, tfm_e
                              src ? "tgt_vocab" : "src_vocab", src ? "src_vocab" : "tgt_vocab");
     if (joint) return read_vocab(f, "vocab", c, -1, &h->vocab, err);
     if (!src) return TFM_OK;
-    if (c->shared_embeddings)
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "metadata 'shared_embeddings' is 'true', but the model has a "
-                             "vocabulary per side");
     st = read_vocab(f, "src_vocab", c, TFM_SOURCE, &h->src_vocab, err);
     if (st == TFM_OK) st = read_vocab(f, "tgt_vocab", c, TFM_TARGET, &h->vocab, err);
+    /* One matrix for both sides needs one set of pieces: an imported model's
+     * two vocabularies may differ only in their SentencePiece models (an
+     * OPUS-MT model's source.spm and target.spm over one vocab.yml). */
+    if (st == TFM_OK && c->shared_embeddings &&
+        !(tfm_vocab_is_foreign(h->src_vocab) && tfm_vocab_is_foreign(h->vocab)))
+        st = tfm_error_set(err, TFM_ERR_FORMAT,
+                           "metadata 'shared_embeddings' is 'true', but the model has a "
+                           "vocabulary per side");
     if (st != TFM_OK) header_free_vocabs(h);
     return st;
 }

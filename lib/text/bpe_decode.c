@@ -9,9 +9,11 @@
  * <s>, </s> and <pad> are dropped; <unk> shows as U+2047 '⁇', as in
  * SentencePiece.  tfm_bpe_decode_placeholders, the same loop, writes each
  * placeholder token <phN> as the text of placeholder N of the source line. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "text/encode_internal.h"
+#include "tfm/spm.h"
 #include "tfm/text.h"
 
 /* Appends a normal or user piece with its markers as spaces.  The first
@@ -55,10 +57,36 @@ typedef struct placeholder_source {
 
 /* The loop of both decoders: src NULL decodes placeholder tokens as the
  * user pieces they are. */
+/* A vocabulary with a SentencePiece model: the ids mapped to its pieces
+ * (control pieces and pieces it does not have left out) and detokenized as
+ * spm_decode does. */
+static tfm_status decode_spm(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
+                             tfm_error *err)
+{
+    const int32_t size = tfm_vocab_size(v);
+    int32_t *mapped = malloc((n + 1) * sizeof *mapped);
+    if (!mapped) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory decoding a line");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= size) {
+            free(mapped);
+            return tfm_error_set(err, TFM_ERR_RANGE,
+                                 "id %ld is outside the vocabulary of %ld pieces", (long)ids[i],
+                                 (long)size);
+        }
+        const int32_t s = tfm_vocab_to_spm(v, ids[i]);
+        if (s >= 0) mapped[m++] = s;
+    }
+    tfm_status st = tfm_spm_decode(tfm_vocab_spm(v), mapped, m, out, err);
+    free(mapped);
+    return st;
+}
+
 static tfm_status decode_ids(const tfm_vocab *v, const int32_t *ids, size_t n,
                              placeholder_source *src, tfm_buf *out, tfm_error *err)
 {
     tfm_buf_clear(out);
+    if (tfm_vocab_spm(v) && !src) return decode_spm(v, ids, n, out, err);
     int32_t size = tfm_vocab_size(v);
     bool first = true; /* nothing written yet: a leading marker is the dummy prefix */
     tfm_buf bytes;     /* the current run of byte pieces */

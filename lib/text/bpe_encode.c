@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "text/encode_internal.h"
+#include "tfm/spm.h"
 #include "tfm/text.h"
 
 /* The cache is cleared when it grows past these, which bounds its memory
@@ -53,6 +54,8 @@ typedef struct user_symbol {
 
 struct tfm_bpe {
     const tfm_vocab *vocab;
+    tfm_spm_encoder *spm;      /* a vocabulary with a SentencePiece model: it segments, and
+                                  nothing below is used */
     float *score;              /* score of each id */
     tfm_map64 *pairs;          /* left id << 32 | right id -> merged id */
     int32_t ascii_id[ASCII_LIMIT]; /* the piece of each ASCII character, or -1 */
@@ -152,6 +155,20 @@ tfm_status tfm_bpe_create(const tfm_vocab *v, tfm_bpe **out, tfm_error *err)
     tfm_bpe *b = calloc(1, sizeof *b);
     if (!b) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory creating an encoder");
     b->vocab = v;
+    if (tfm_vocab_spm(v)) {
+        tfm_status st = tfm_spm_encoder_create(tfm_vocab_spm(v), &b->spm, err);
+        if (st != TFM_OK) {
+            free(b);
+            return st;
+        }
+        *out = b;
+        return TFM_OK;
+    }
+    if (tfm_vocab_is_foreign(v)) {
+        free(b);
+        return tfm_error_set(err, TFM_ERR_ARG, "the vocabulary of a model from elsewhere has no "
+                                               "SentencePiece model to encode text with");
+    }
     int32_t size = tfm_vocab_size(v);
     tfm_status st = TFM_OK;
     b->score = malloc(((size_t)size + 1) * sizeof *b->score);
@@ -209,6 +226,7 @@ tfm_status tfm_bpe_create(const tfm_vocab *v, tfm_bpe **out, tfm_error *err)
 void tfm_bpe_free(tfm_bpe *b)
 {
     if (!b) return;
+    tfm_spm_encoder_free(b->spm);
     free(b->score);
     tfm_map64_free(b->pairs);
     tfm_map64_free(b->char_id);
@@ -536,6 +554,27 @@ static tfm_status encode_text(tfm_bpe *b, float dropout, tfm_rng *rng, const for
     return st;
 }
 
+/* The SentencePiece model's segmentation, its ids mapped to the vocabulary's.
+ * No dropout (SentencePiece's sampling is another thing); strict: invalid
+ * UTF-8 is an error. */
+static tfm_status encode_spm(tfm_bpe *b, const tfm_bpe_encode_params *p, const char *line,
+                             size_t len, tfm_ids *out, size_t *n_repaired, tfm_error *err)
+{
+    if (p && p->dropout > 0)
+        return tfm_error_set(err, TFM_ERR_ARG, "BPE-dropout does not apply to a SentencePiece "
+                                               "model");
+    size_t repaired = 0;
+    tfm_status st = tfm_spm_encode(b->spm, line, len, out, &repaired, err);
+    if (st != TFM_OK) return st;
+    if (n_repaired) *n_repaired = repaired;
+    if (p && p->strict && repaired > 0) {
+        tfm_ids_clear(out);
+        return tfm_error_set(err, TFM_ERR_UTF8, "invalid UTF-8 (%zu sequences)", repaired);
+    }
+    for (size_t i = 0; i < out->len; i++) out->data[i] = tfm_vocab_from_spm(b->vocab, out->data[i]);
+    return TFM_OK;
+}
+
 tfm_status tfm_bpe_encode(tfm_bpe *b, const tfm_bpe_encode_params *p, const char *line,
                           size_t len, tfm_ids *out, size_t *n_repaired, tfm_error *err)
 {
@@ -544,6 +583,7 @@ tfm_status tfm_bpe_encode(tfm_bpe *b, const tfm_bpe_encode_params *p, const char
     tfm_rng *rng;
     tfm_status st = encode_settings(p, &dropout, &rng, err);
     if (st != TFM_OK) return st;
+    if (b->spm) return encode_spm(b, p, line, len, out, n_repaired, err);
 
     tfm_norm_params norm = *tfm_vocab_norm(b->vocab);
     norm.strict = p ? p->strict : false;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "tfm/io.h"
+#include "tfm/spm.h"
 #include "tfm/text.h"
 #include "text/learn_internal.h"
 
@@ -37,9 +38,24 @@ struct tfm_vocab {
     tfm_strmap *index;      /* text -> id */
     int32_t byte_ids[256];  /* -1 until the byte pieces are added */
     int n_bytes;            /* byte pieces so far; they come in byte order */
+    /* The vocabulary of a model from elsewhere (tfm_vocab_create_foreign): its
+     * pieces in its own order, no layout rules, and the SentencePiece model
+     * that segments its text (attached, and kept whole in the file). */
+    bool foreign;
+    tfm_spm *spm;           /* owned, or NULL */
+    int32_t *from_spm;      /* [spm size]: the id of each SentencePiece piece (unk when
+                               the vocabulary lacks it) */
+    int32_t *to_spm;        /* [size]: the SentencePiece id of each piece, or -1 */
 };
 
 static const char *const special_text[4] = {"<pad>", "<unk>", "<s>", "</s>"};
+
+static void base64_write(FILE *fp, const unsigned char *s, size_t n);
+static bool base64_read(const char *s, size_t len, tfm_buf *out);
+
+/* The line after the header of a foreign vocabulary that holds its
+ * SentencePiece model, base64. */
+static const char spm_line[] = "#sentencepiece ";
 
 static const char *const type_name[4] = {
     [TFM_PIECE_NORMAL] = "normal",
@@ -153,9 +169,26 @@ tfm_vocab *tfm_vocab_create(const tfm_norm_params *norm)
     return v;
 }
 
+tfm_vocab *tfm_vocab_create_foreign(void)
+{
+    tfm_norm_params norm = tfm_norm_default_params();
+    norm.form = TFM_NORM_NONE; /* SentencePiece normalizes, as its model says */
+    tfm_vocab *v = vocab_new(&norm);
+    if (v) v->foreign = true;
+    return v;
+}
+
+bool tfm_vocab_is_foreign(const tfm_vocab *v)
+{
+    return v->foreign;
+}
+
 void tfm_vocab_free(tfm_vocab *v)
 {
     if (!v) return;
+    tfm_spm_free(v->spm);
+    free(v->from_spm);
+    free(v->to_spm);
     for (int32_t i = 0; i < v->size; i++) free(v->pieces[i].text);
     free(v->pieces);
     tfm_strmap_free(v->index);
@@ -192,6 +225,7 @@ const char *tfm_piece_text_problem(const char *text, size_t len, char *buf, size
  * symbols before or after them (the learner puts them before). */
 static bool fits_layout(const tfm_vocab *v, const char *text, size_t len, tfm_piece_type type)
 {
+    if (v->foreign) return v->spm == NULL; /* any order, until the tokenizer is attached */
     switch (type) {
     case TFM_PIECE_CONTROL: return false;
     case TFM_PIECE_USER: return v->n_bytes == 0 || v->n_bytes == 256;
@@ -260,8 +294,16 @@ const tfm_norm_params *tfm_vocab_norm(const tfm_vocab *v)
 
 tfm_status tfm_vocab_write(const tfm_vocab *v, FILE *fp, tfm_error *err)
 {
-    fprintf(fp, "#tfm-vocab 1 normalize=%s case-fold=%s pieces=%d\n",
-            tfm_norm_form_name(v->norm.form), v->norm.case_fold ? "yes" : "no", (int)v->size);
+    fprintf(fp, "#tfm-vocab 1 normalize=%s case-fold=%s pieces=%d%s\n",
+            tfm_norm_form_name(v->norm.form), v->norm.case_fold ? "yes" : "no", (int)v->size,
+            v->foreign ? " layout=sentencepiece" : "");
+    if (v->spm) {
+        size_t n;
+        const void *bytes = tfm_spm_bytes(v->spm, &n);
+        fputs(spm_line, fp);
+        base64_write(fp, bytes, n);
+        fputc('\n', fp);
+    }
     for (int32_t i = 0; i < v->size; i++) {
         const vocab_piece *p = &v->pieces[i];
         /* %.9g prints every float exactly (merge ranks as plain integers). */
@@ -362,8 +404,10 @@ static void quote_piece(const char *text, size_t len, char *buf, size_t bufsize)
 
 /* Parses "key=value" fields of the header line; every key is required once. */
 static tfm_status parse_header(const char *line, size_t len, tfm_norm_params *norm,
-                               int32_t *n_pieces, tfm_error *err)
+                               int32_t *n_pieces, bool *foreign, tfm_error *err)
 {
+    *foreign = false;
+    bool seen_layout = false;
     static const char magic[] = "#tfm-vocab ";
     size_t mlen = sizeof magic - 1;
     if (len < mlen || memcmp(line, magic, mlen) != 0)
@@ -428,12 +472,18 @@ static tfm_status parse_header(const char *line, size_t len, tfm_norm_params *no
             if (n < 0 || *end || errno)
                 return tfm_error_set(err, TFM_ERR_FORMAT,
                                      "line 1: pieces=%s: expected a decimal count", value);
-            if (n < 4 + 256 || n > INT32_MAX / 2)
+            if (n < 4 || n > INT32_MAX / 2)
                 return tfm_error_set(err, TFM_ERR_FORMAT,
                                      "line 1: pieces=%ld is out of range (at least 260: the 4 "
                                      "specials and the 256 byte pieces)",
                                      n);
             *n_pieces = (int32_t)n;
+        } else if (strcmp(key, "layout") == 0) {
+            seen = &seen_layout;
+            if (strcmp(value, "sentencepiece") != 0)
+                return tfm_error_set(err, TFM_ERR_FORMAT,
+                                     "line 1: layout=%s: expected sentencepiece", value);
+            *foreign = true;
         } else {
             return tfm_error_set(err, TFM_ERR_FORMAT,
                                  "line 1: unknown header key '%s' (expected normalize, "
@@ -444,6 +494,11 @@ static tfm_status parse_header(const char *line, size_t len, tfm_norm_params *no
             return tfm_error_set(err, TFM_ERR_FORMAT, "line 1: header key '%s' given twice", key);
         *seen = true;
     }
+    if (!*foreign && seen_pieces && *n_pieces < 4 + 256)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "line 1: pieces=%d is out of range (at least 260: the 4 specials "
+                             "and the 256 byte pieces)",
+                             (int)*n_pieces);
     if (!seen_version || !seen_norm || !seen_fold || !seen_pieces)
         return tfm_error_set(err, TFM_ERR_FORMAT, "line 1: the header lacks %s",
                              !seen_version ? "the version"
@@ -527,7 +582,9 @@ static tfm_status parse_piece_line(tfm_vocab *v, const char *line, size_t len, l
     }
 
     int32_t id = v->size;
-    if (id < 4) {
+    if (v->foreign) {
+        /* a model from elsewhere: its pieces in its order, any types */
+    } else if (id < 4) {
         const char *want = special_text[id];
         if (type != TFM_PIECE_CONTROL || tlen != strlen(want) || memcmp(text, want, tlen) != 0)
             return tfm_error_set(err, TFM_ERR_FORMAT,
@@ -562,8 +619,8 @@ static tfm_status parse_piece_line(tfm_vocab *v, const char *line, size_t len, l
                              "line %ld: duplicate piece '%s' (first on line %ld)", lineno, q,
                              (long)existing + 2);
     /* The specials were checked above; tfm_vocab_add takes no control pieces. */
-    id = type == TFM_PIECE_CONTROL ? vocab_push(v, text, tlen, score, type)
-                                   : tfm_vocab_add(v, text, tlen, score, type);
+    id = type == TFM_PIECE_CONTROL || v->foreign ? vocab_push(v, text, tlen, score, type)
+                                                 : tfm_vocab_add(v, text, tlen, score, type);
     if (id < 0) return tfm_error_set(err, TFM_ERR_NOMEM, "line %ld: out of memory", lineno);
     return TFM_OK;
 }
@@ -583,11 +640,28 @@ tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_e
                              "file must use LF only");
     tfm_norm_params norm;
     int32_t n_pieces = 0;
-    tfm_status st = parse_header(line, len, &norm, &n_pieces, err);
+    bool foreign;
+    tfm_status st = parse_header(line, len, &norm, &n_pieces, &foreign, err);
     if (st != TFM_OK) return st;
 
     tfm_vocab *v = vocab_new(&norm);
     if (!v) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    v->foreign = foreign;
+    tfm_buf spm;
+    tfm_buf_init(&spm);
+    const size_t spm_len = sizeof spm_line - 1;
+    const line_cursor before = c;
+    if (foreign && next_line(&c, &line, &len)) {
+        if (len >= spm_len && memcmp(line, spm_line, spm_len) == 0) {
+            if (!base64_read(line + spm_len, len - spm_len, &spm) || spm.len == 0) {
+                st = tfm_error_set(err, TFM_ERR_FORMAT, "line 2: the SentencePiece model is "
+                                                        "not base64 text");
+                goto fail;
+            }
+        } else {
+            c = before; /* no model: line 2 is a piece */
+        }
+    }
     while (next_line(&c, &line, &len)) {
         if (v->size == n_pieces) {
             st = tfm_error_set(err, TFM_ERR_FORMAT,
@@ -612,15 +686,21 @@ tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_e
                            c.number, (int)v->size, (int)n_pieces);
         goto fail;
     }
-    if (v->n_bytes < 256) {
+    if (spm.len > 0 && (st = tfm_vocab_attach_spm(v, spm.data, spm.len, err)) != TFM_OK) {
+        tfm_error_prefix(err, "line 2: the SentencePiece model");
+        goto fail;
+    }
+    if (v->n_bytes < 256 && !v->foreign) {
         /* E.g. the specials and many user symbols, then the end. */
         st = tfm_error_set(err, TFM_ERR_FORMAT, "line %ld: the file has %d of the 256 byte pieces",
                            c.number, v->n_bytes);
         goto fail;
     }
+    tfm_buf_free(&spm);
     *out = v;
     return TFM_OK;
 fail:
+    tfm_buf_free(&spm);
     tfm_vocab_free(v);
     return st;
 }
@@ -630,4 +710,116 @@ int32_t tfm_vocab_merges(const tfm_vocab *v)
     int32_t merges = 0;
     for (int32_t id = 0; id < tfm_vocab_size(v); id++) merges += tfm_vocab_score(v, id) < 0;
     return merges;
+}
+
+/* ---- the vocabulary of a model from elsewhere: its SentencePiece model -------------- */
+
+tfm_status tfm_vocab_attach_spm(tfm_vocab *v, const void *data, size_t size, tfm_error *err)
+{
+    if (!v->foreign || v->spm)
+        return tfm_error_set(err, TFM_ERR_ARG, "a SentencePiece model attaches once, to a "
+                                               "vocabulary made by tfm_vocab_create_foreign");
+    tfm_spm *spm;
+    tfm_status st = tfm_spm_parse(data, size, &spm, err);
+    if (st != TFM_OK) return st;
+    const int32_t n_spm = tfm_spm_size(spm);
+    int32_t *from = malloc(((size_t)n_spm + 1) * sizeof *from);
+    int32_t *to = malloc(((size_t)v->size + 1) * sizeof *to);
+    if (!from || !to) {
+        free(from);
+        free(to);
+        tfm_spm_free(spm);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    /* A SentencePiece piece the vocabulary lacks is the vocabulary's <unk>, as
+     * Marian's vocabularies map it; the vocabulary's own control pieces
+     * (</s>, <s>, <pad>) and pieces SentencePiece does not make (a
+     * multilingual model's >>fra<<) have none. */
+    const int32_t unk = tfm_vocab_find(v, "<unk>", 5);
+    for (int32_t i = 0; i < n_spm; i++) {
+        size_t len;
+        const char *text = tfm_spm_piece(spm, i, &len);
+        int32_t id = tfm_vocab_find(v, text, len);
+        from[i] = id >= 0 ? id : unk;
+    }
+    for (int32_t id = 0; id < v->size; id++) {
+        const vocab_piece *p = &v->pieces[id];
+        to[id] = p->type == TFM_PIECE_CONTROL ? -1 : tfm_spm_find(spm, p->text, p->len);
+    }
+    if (unk >= 0) to[unk] = tfm_spm_unk_id(spm);
+    v->spm = spm;
+    v->from_spm = from;
+    v->to_spm = to;
+    return TFM_OK;
+}
+
+const tfm_spm *tfm_vocab_spm(const tfm_vocab *v)
+{
+    return v->spm;
+}
+
+int32_t tfm_vocab_from_spm(const tfm_vocab *v, int32_t spm_id)
+{
+    if (!v->spm || spm_id < 0 || spm_id >= tfm_spm_size(v->spm)) return -1;
+    return v->from_spm[spm_id];
+}
+
+int32_t tfm_vocab_to_spm(const tfm_vocab *v, int32_t id)
+{
+    if (!v->spm || id < 0 || id >= v->size) return -1;
+    return v->to_spm[id];
+}
+
+/* ---- base64 (RFC 4648, with padding), for the SentencePiece model in the file ---- */
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void base64_write(FILE *fp, const unsigned char *s, size_t n)
+{
+    char q[4];
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t w = (uint32_t)s[i] << 16;
+        if (i + 1 < n) w |= (uint32_t)s[i + 1] << 8;
+        if (i + 2 < n) w |= s[i + 2];
+        q[0] = b64_alphabet[w >> 18 & 63];
+        q[1] = b64_alphabet[w >> 12 & 63];
+        q[2] = i + 1 < n ? b64_alphabet[w >> 6 & 63] : '=';
+        q[3] = i + 2 < n ? b64_alphabet[w & 63] : '=';
+        fwrite(q, 1, 4, fp);
+    }
+}
+
+static int base64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* The bytes of base64 text s (len a multiple of 4, '=' only at the end) into
+ * out; false when it is not such text. */
+static bool base64_read(const char *s, size_t len, tfm_buf *out)
+{
+    if (len % 4 != 0 || tfm_buf_reserve(out, len / 4 * 3) != TFM_OK) return false;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            if (s[i + k] == '=' && i + 4 == len && k >= 2) {
+                v[k] = 0;
+                pad++;
+                continue;
+            }
+            if (pad || (v[k] = base64_value(s[i + k])) < 0) return false;
+        }
+        const uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+                           (uint32_t)v[3];
+        const unsigned char b[3] = {(unsigned char)(w >> 16), (unsigned char)(w >> 8),
+                                    (unsigned char)w};
+        if (tfm_buf_append(out, b, (size_t)(3 - pad)) != TFM_OK) return false;
+    }
+    return true;
 }

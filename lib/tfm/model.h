@@ -353,6 +353,19 @@ tfm_status tfm_model_quantize(tfm_model *m, tfm_compute_type type, tfm_error *er
 tfm_status tfm_model_quantize_file(const char *in, const char *out, tfm_compute_type type,
                                    tfm_error *err);
 
+/* ---- models from elsewhere ----------------------------------------------------------- */
+
+/* train import: the OPUS-MT (Marian) model directory dir, the one its
+ * decoder.yml describes (the first of `models:`, the vocabularies of
+ * `vocabs:`, source.spm and target.spm), as a model of this toolkit holding
+ * everything a translation needs: Marian's configuration as the variants of
+ * tfm_config, the weights, a vocabulary per side with its SentencePiece
+ * model (tfm_vocab_create_foreign).  lib/model/import_marian.c lists what
+ * is read and what is refused.  Messages name the file at fault and what
+ * is wrong; what the toolkit cannot run is TFM_ERR_UNSUPPORTED naming
+ * Marian's option and its value. */
+tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *err);
+
 /* ---- model files ------------------------------------------------------------------ */
 
 /* Model files are safetensors: every tensor under its PyTorch-style name, and

@@ -106,6 +106,33 @@ typedef struct tfm_vocab tfm_vocab;
 tfm_vocab *tfm_vocab_create(const tfm_norm_params *norm);
 void tfm_vocab_free(tfm_vocab *v);
 
+/* The vocabulary of a model from elsewhere (an imported OPUS-MT model):
+ * pieces in that model's order with any types (control pieces anywhere, no
+ * byte pieces required), normalization none (the SentencePiece model
+ * normalizes), and, once its pieces are in, the SentencePiece model that
+ * segments text into them (tfm_vocab_attach_spm).  Such a vocabulary is
+ * written with "layout=sentencepiece" in its header and the SentencePiece
+ * model, base64, on the line after it (tfm-formats(5)), so a model file
+ * that holds it needs no other file.  Encoders (tfm_bpe_create) segment
+ * with the SentencePiece model and map its pieces to the vocabulary's ids
+ * by their text (a piece the vocabulary lacks is its <unk>); decoding maps
+ * back and detokenizes as spm_decode. */
+tfm_vocab *tfm_vocab_create_foreign(void);
+bool tfm_vocab_is_foreign(const tfm_vocab *v);
+/* Parses the SentencePiece model file of size bytes (copied) and attaches it
+ * to a foreign vocabulary holding all its pieces already; no piece can be
+ * added after.  TFM_ERR_ARG for another vocabulary or a second model; the
+ * errors of tfm_spm_parse. */
+tfm_status tfm_vocab_attach_spm(tfm_vocab *v, const void *data, size_t size, tfm_error *err);
+/* The attached model, or NULL. */
+const struct tfm_spm *tfm_vocab_spm(const tfm_vocab *v);
+/* The vocabulary id of a SentencePiece id (its <unk> when it lacks the
+ * piece), and the SentencePiece id of a vocabulary id (-1 for control
+ * pieces and pieces SentencePiece does not have); -1 outside the ranges or
+ * without a model. */
+int32_t tfm_vocab_from_spm(const tfm_vocab *v, int32_t spm_id);
+int32_t tfm_vocab_to_spm(const tfm_vocab *v, int32_t id);
+
 /* Appends a piece (text in '▁' form, len bytes); returns its id, or -1 when
  * the text is already present, is not a valid piece (empty, invalid UTF-8,
  * a space, a tab, a newline or another control character: the file could
