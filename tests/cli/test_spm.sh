@@ -30,9 +30,9 @@ case "$BUILD" in *asan*) N_TEST=250 ;; *) N_TEST=100000 ;; esac
 for f in enfr/test.en enfr/test.fr enru/test.en enru/test.ru; do
     xz -dc "$DATA/$f.xz" | head -n "$N_TEST"
 done >tests.txt
-{ xz -dc "$DATA/enfr/train.en.xz" | head -n 2500
-  xz -dc "$DATA/enfr/train.fr.xz" | head -n 1000
-  xz -dc "$DATA/enru/train.ru.xz" | head -n 500; } >train.txt
+{ xz -dc "$DATA/enfr/train.en.xz" | head -n 1500
+  xz -dc "$DATA/enfr/train.fr.xz" | head -n 600
+  xz -dc "$DATA/enru/train.ru.xz" | head -n 400; } >train.txt
 
 # Hostile lines (octal escapes: POSIX printf has no \x).
 {
