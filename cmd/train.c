@@ -159,9 +159,11 @@ static const char usage_format[] =
 static const char import_usage_text[] =
     "Usage: train import DIR -o MODEL\n"
     "Turns the OPUS-MT (Marian) model directory DIR (its decoder.yml, the model and\n"
-    "vocabularies it names, source.spm and target.spm) into MODEL, a model file of\n"
-    "this toolkit that holds the weights, the architecture and both SentencePiece\n"
-    "models: tokenize, encode, decode, score and inspect-attn then need no other file.\n"
+    "vocabularies it names, source.spm and target.spm), or the Hugging Face\n"
+    "conversion of one (config.json, model.safetensors, vocab.json, the .spm files),\n"
+    "into MODEL, a model file of this toolkit that holds the weights, the\n"
+    "architecture and both SentencePiece models: tokenize, encode, decode, score and\n"
+    "inspect-attn then need no other file.\n"
     "\n"
     "  -o, --output=MODEL         the model file to write (atomically)\n"
     "  -q, --quiet / -v, --verbose / -h, --help / -V, --version\n";
@@ -348,7 +350,7 @@ static int run_import(int argc, char **argv)
     const char *dir = argv[optind];
     tfm_error err;
     tfm_model *m;
-    if (tfm_model_import_marian(dir, &m, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    if (tfm_model_import(dir, &m, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     tfm_buf what;
     tfm_buf_init(&what);
     tfm_config_describe(&m->config, &what);

@@ -38,11 +38,6 @@
 #include "tfm/spm.h"
 #include "tfm/yaml.h"
 
-/* The bias of the two output rows Marian does not have (<s>, <pad>): far
- * below any logit, finite (the label-smoothed loss of fine-tuning sums the
- * log-probabilities of every row). */
-#define ABSENT_BIAS (-1e4f)
-
 typedef struct importer {
     const char *dir;
     tfm_npz *npz;
@@ -216,24 +211,18 @@ static tfm_status read_yml(importer *im, const char *yml_path, tfm_yaml_vocab **
     return TFM_OK;
 }
 
-/* The vocabulary of a side: the pieces of yv (from yml_path) in their ids,
- * unused control pieces up to fill_to (the larger side's size: the specials
- * added next must have one id on both sides), <s> and <pad>, and the
- * SentencePiece model at spm_path attached.  *eos and *unk: the ids of </s>
- * and <unk>. */
-static tfm_status read_side(importer *im, const tfm_yaml_vocab *yv, const char *yml_path,
-                            const char *spm_path, int fill_to, tfm_vocab **out, int32_t *eos,
-                            int32_t *unk)
+tfm_status import_side_vocab(const char *const *pieces, const size_t *lens, size_t count,
+                             const char *yml_path, const char *spm_path, int fill_to,
+                             tfm_vocab **out, int32_t *eos, int32_t *unk, tfm_error *err)
 {
     *out = NULL;
-    tfm_error *err = im->err;
     tfm_status st = TFM_OK;
     tfm_vocab *v = tfm_vocab_create_foreign();
     if (!v) st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     *eos = *unk = -1;
-    for (size_t id = 0; st == TFM_OK && id < yv->count; id++) {
-        const char *p = yv->pieces[id];
-        const size_t len = yv->lens[id];
+    for (size_t id = 0; st == TFM_OK && id < count; id++) {
+        const char *p = pieces[id];
+        const size_t len = lens[id];
         const bool is_eos = strcmp(p, "</s>") == 0, is_unk = strcmp(p, "<unk>") == 0;
         if (is_eos) *eos = (int32_t)id;
         if (is_unk) *unk = (int32_t)id;
@@ -418,7 +407,7 @@ static tfm_status read_weights(importer *im, tfm_model *m, int Vs, int Vt)
         }
     }
     if (st == TFM_OK) st = get_vector(im, "decoder_ff_logit_out_b", p->output_bias, Vt);
-    for (int v = Vt; v < c->tgt_vocab_size; v++) p->output_bias[v] = ABSENT_BIAS;
+    for (int v = Vt; v < c->tgt_vocab_size; v++) p->output_bias[v] = IMPORT_ABSENT_BIAS;
 
     for (int l = 0; st == TFM_OK && l < c->n_encoder_layers; l++) {
         const tfm_encoder_layer *L = &p->encoder_layers[l];
@@ -541,8 +530,12 @@ tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *
                            "says %d and %d (%s, %s)",
                            ns, nt, vs, vt, yml[0], yml[1]);
     const int n_real = vs > vt ? vs : vt;
-    if (st == TFM_OK) st = read_side(&im, yv[0], yml[0], spm[0], n_real, &src, &eos[0], &unk[0]);
-    if (st == TFM_OK) st = read_side(&im, yv[1], yml[1], spm[1], n_real, &tgt, &eos[1], &unk[1]);
+    if (st == TFM_OK)
+        st = import_side_vocab(yv[0]->pieces, yv[0]->lens, yv[0]->count, yml[0], spm[0], n_real,
+                               &src, &eos[0], &unk[0], err);
+    if (st == TFM_OK)
+        st = import_side_vocab(yv[1]->pieces, yv[1]->lens, yv[1]->count, yml[1], spm[1], n_real,
+                               &tgt, &eos[1], &unk[1], err);
     tfm_yaml_vocab_free(yv[0]);
     tfm_yaml_vocab_free(yv[1]);
     if (st == TFM_OK && (eos[0] != eos[1] || unk[0] != unk[1]))
@@ -588,4 +581,23 @@ tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *
     free(spm[0]);
     free(spm[1]);
     return st;
+}
+
+/* True when dir/name can be opened. */
+static bool has_file(const char *dir, const char *name)
+{
+    char *path = join(dir, name);
+    FILE *fp = path ? fopen(path, "rb") : NULL;
+    free(path);
+    if (fp) fclose(fp);
+    return fp != NULL;
+}
+
+tfm_status tfm_model_import(const char *dir, tfm_model **out, tfm_error *err)
+{
+    *out = NULL;
+    if (has_file(dir, "decoder.yml")) return tfm_model_import_marian(dir, out, err);
+    if (has_file(dir, "config.json")) return tfm_model_import_hf(dir, out, err);
+    return tfm_error_set(err, TFM_ERR_IO, "%s: neither decoder.yml (an OPUS-MT model) nor "
+                                          "config.json (a Hugging Face one) is there", dir);
 }

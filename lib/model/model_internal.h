@@ -51,4 +51,21 @@ bool tfm_quantized_find(const tfm_quantized *qz, size_t offset, tfm_quantized_vi
  * or only the embeddings' (what a lookup reads). */
 void tfm_quantized_dequantize(tfm_model *m, bool embeddings_only);
 
+/* ---- models from elsewhere (import_marian.c, import_hf.c) ---- */
+
+/* The vocabulary of a side of an imported model: pieces[0..count) (lens
+ * their sizes) in their ids, named yml_path in messages; unused control
+ * pieces up to fill_to (the larger side's size: the specials added next
+ * have one id on both sides); <s> and <pad> (Marian has neither); the
+ * SentencePiece model at spm_path attached.  *eos and *unk: the ids of </s>
+ * and <unk>, which must be there. */
+tfm_status import_side_vocab(const char *const *pieces, const size_t *lens, size_t count,
+                             const char *yml_path, const char *spm_path, int fill_to,
+                             tfm_vocab **out, int32_t *eos, int32_t *unk, tfm_error *err);
+
+/* The output bias of the rows Marian does not have (<s>, <pad>, the unused
+ * ones): far below any logit, finite (fine-tuning's label-smoothed loss sums
+ * the log-probabilities of every row). */
+#define IMPORT_ABSENT_BIAS (-1e4f)
+
 #endif

@@ -365,6 +365,13 @@ tfm_status tfm_model_quantize_file(const char *in, const char *out, tfm_compute_
  * is wrong; what the toolkit cannot run is TFM_ERR_UNSUPPORTED naming
  * Marian's option and its value. */
 tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *err);
+/* The same model from the Hugging Face conversion of such a directory
+ * (config.json of model_type "marian", model.safetensors, vocab.json,
+ * source.spm, target.spm: lib/model/import_hf.c). */
+tfm_status tfm_model_import_hf(const char *dir, tfm_model **out, tfm_error *err);
+/* Whichever dir is: an OPUS-MT directory (decoder.yml) or a Hugging Face
+ * one (config.json); TFM_ERR_IO naming both when it holds neither. */
+tfm_status tfm_model_import(const char *dir, tfm_model **out, tfm_error *err);
 
 /* ---- model files ------------------------------------------------------------------ */
 
