@@ -105,9 +105,10 @@ tfm_status tfm_npz_read_f32(tfm_npz *z, const char *name, int ndim, const int64_
                             tfm_tensor *t, tfm_error *err);
 
 /* The member called name as text: a 1-d array of 1-byte elements ('|i1',
- * '|u1', '|b1', '|S1', also written '<i1', '<u1', 'i1', 'u1', 'b1', 'S1')
+ * '|u1', '|b1', '|S1', with any byte-order character: cnpy writes '<i1')
  * holding the text's bytes, as Marian keeps its configuration in
- * "special:model.yml".  The text ends at the first NUL (Marian writes one at
+ * "special:model.yml"; or a 0-d or 1-d array of strings '|S<n>', read as
+ * their bytes one after the other.  The text ends at the first NUL (Marian writes one at
  * the end); any byte after it other than NUL is TFM_ERR_FORMAT.  Replaces
  * the contents of out with the text (out->len excludes the NUL; the text
  * holds no NUL).  Another dtype or a shape of more than one dimension is

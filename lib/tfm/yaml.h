@@ -141,8 +141,8 @@ tfm_status tfm_yaml_get_strings(const tfm_yaml_node *map, const char *key, const
  * piece named: a key or id that is not a scalar, an id that is not a
  * decimal integer, a negative id or one of count or more (so an id left
  * out is named as the gap it leaves), an id twice, a piece twice, an empty
- * document.  Read by libyaml's event parser straight into the array, so a
- * 64k-line file takes milliseconds. */
+ * document.  Read by libyaml's event parser straight into the array, with
+ * no tree: a 60k-line file takes some 35 ms of CPU, most of it libyaml's. */
 typedef struct tfm_yaml_vocab {
     size_t count;
     const char *const *pieces;  /* pieces[id], NUL-terminated, no NUL inside */
