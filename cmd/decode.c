@@ -37,6 +37,8 @@ static const char usage_format[] =
     "                             but the model's max_positions - 1)\n"
     "      --min-length=N         no </s> before N ids (default %d)\n"
     "      --no-repeat-ngram=N    never repeat an N-gram within a hypothesis (0: off)\n"
+    "      --plain-beam           beam search without following the greedy path: as\n"
+    "                             fairseq and CTranslate2 search (may end below greedy)\n"
     "      --prefix=FILE          force a target prefix: one line of ids per record of\n"
     "                             the input; an empty line forces nothing\n"
     "      --constraints=FILE     lexically constrained beam search: line k holds the\n"
@@ -106,7 +108,7 @@ static const char usage_format[] =
 
 enum {
     OPT_GREEDY = 256, OPT_LENGTH_RULE, OPT_LENGTH_PENALTY, OPT_MAX_LENGTH_OFFSET, OPT_MAX_LENGTH,
-    OPT_MIN_LENGTH, OPT_NO_REPEAT, OPT_PREFIX, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMPERATURE,
+    OPT_MIN_LENGTH, OPT_NO_REPEAT, OPT_PLAIN_BEAM, OPT_PREFIX, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMPERATURE,
     OPT_SEED, OPT_NBEST, OPT_SCORES, OPT_CONSTRAINTS, OPT_PLACEHOLDERS, OPT_PLACEHOLDER_CLASSES,
     OPT_ALIGNMENT, OPT_SHORTLIST, OPT_SHORTLIST_BEST, OPT_SOURCE,
 };
@@ -121,6 +123,7 @@ static const struct option long_options[] = {
     {"max-length", required_argument, NULL, OPT_MAX_LENGTH},
     {"min-length", required_argument, NULL, OPT_MIN_LENGTH},
     {"no-repeat-ngram", required_argument, NULL, OPT_NO_REPEAT},
+    {"plain-beam", no_argument, NULL, OPT_PLAIN_BEAM},
     {"prefix", required_argument, NULL, OPT_PREFIX},
     {"constraints", required_argument, NULL, OPT_CONSTRAINTS},
     {"placeholders", required_argument, NULL, OPT_PLACEHOLDERS},
@@ -373,6 +376,7 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_MIN_LENGTH:
             sp->min_length = (int)cli_parse_int("--min-length", optarg, 0, 1 << 24);
             break;
+        case OPT_PLAIN_BEAM: sp->plain_beam = true; break;
         case OPT_NO_REPEAT:
             sp->no_repeat_ngram_size = (int)cli_parse_int("--no-repeat-ngram", optarg, 0, 1 << 20);
             break;

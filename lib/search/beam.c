@@ -97,6 +97,7 @@ static bool sentence_step(void *ctx, void *sentence, int t)
     for (int i = 0; i < n_rows; i++) {
         int r = a->row0 + i;
         search_constrain(s, sent, beam_rows_ids(rows, r), t, s->logits + (size_t)r * V);
+        search_min_length_restat(s, sent, t, s->logits + (size_t)r * V, &s->stats[r]);
     }
     /* the greedy path's row and its next token */
     int g_from = -1;
@@ -213,6 +214,7 @@ tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err)
         return tfm_error_set(err, TFM_ERR_NOMEM, "search: out of memory for %d sentences", n);
     /* every sentence starts with one hypothesis, <s>, the greedy path too */
     for (int i = 0; i < n; i++)
-        act[i] = (beam_sentence){.sent = i, .row0 = i, .n_beam = 1, .greedy = GREEDY_IN_BEAM};
+        act[i] = (beam_sentence){.sent = i, .row0 = i, .n_beam = 1,
+                                 .greedy = s->p->plain_beam ? GREEDY_DONE : GREEDY_IN_BEAM};
     return beam_rows_run(s, d, &b.rows, act, sizeof *act, n, sentence_step, &b, err);
 }

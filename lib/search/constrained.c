@@ -292,6 +292,7 @@ static bool sentence_step(void *ctx, void *sentence, int t)
         float *row = s->logits + (size_t)r * V;
         const int32_t *hist = beam_rows_ids(&b->rows, r);
         search_constrain(s, sent, hist, t, row);
+        search_min_length_restat(s, sent, t, row, &s->stats[r]);
         if (c && t >= plen && t < s->max_len[sent])
             apply_masks(s, c, hist, t, &b->state[b->rows.cur][r], row);
     }

@@ -65,6 +65,7 @@ tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err)
                 tok = search_sample(p, row, V, &rng[i], scratch);
             } else { /* greedy needs only the best one's */
                 search_constrain(s, sent, ids, t, row);
+                if (!best_only) search_min_length_restat(s, sent, t, row, &s->stats[r]);
                 tok = search_best(row, V, &s->stats[r]);
             }
             const float lp = sampling    ? row[tok]

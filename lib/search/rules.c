@@ -113,6 +113,24 @@ void search_constrain(const tfm_search *s, int sent, const int32_t *hist, int t,
     if (banned && !search_any_allowed(lp, V)) lp[s->eos] = eos_lp;
 }
 
+void search_min_length_restat(const tfm_search *s, int sent, int t, const float *logits,
+                              tfm_logit_stats *st)
+{
+    if (t >= s->p->min_length || t < prefix_len(s->in, sent) || t >= s->max_len[sent]) return;
+    const int V = s->V;
+    float max = -INFINITY;
+    int32_t argmax = 0;
+    for (int v = 0; v < V; v++)
+        if (logits[v] > max) {
+            max = logits[v];
+            argmax = v;
+        }
+    if (max == -INFINITY) return; /* nothing allowed: search_constrain gave </s> back */
+    double sum = 0;
+    for (int v = 0; v < V; v++) sum += exp((double)logits[v] - max);
+    *st = (tfm_logit_stats){.max = max, .log_sum = (float)log(sum), .argmax = argmax};
+}
+
 int32_t search_argmax(const float *lp, int V)
 {
     int32_t best = -1;

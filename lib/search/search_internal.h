@@ -104,6 +104,15 @@ int search_prefix_len(const tfm_search *s, int sent);
  * -inf, the others keep their values.  At least one token stays finite. */
 void search_constrain(const tfm_search *s, int sent, const int32_t *hist, int t, float *lp);
 
+/* After search_constrain on a row of logits [V] with stats st: while
+ * min_length forbids </s> (t < min_length, past the forced prefix), the
+ * stats are taken again over the tokens left, so that the log-probs of the
+ * step are those of the distribution without </s> (CTranslate2 masks the
+ * logits before its softmax so; fairseq leaves the mass of </s> out, which
+ * ranks hypotheses of different lengths otherwise).  Other steps: nothing. */
+void search_min_length_restat(const tfm_search *s, int sent, int t, const float *logits,
+                              tfm_logit_stats *st);
+
 /* Whether some entry of lp [V] is above -inf (usually one of the first). */
 bool search_any_allowed(const float *lp, int V);
 

@@ -75,7 +75,9 @@
  * competes for the n-best list.  So the best hypothesis of beam search never
  * scores below greedy search's under the same settings, which plain beam
  * search does not promise (pruning can lose the greedy path), at no cost in
- * rows: a sentence never has more than k.
+ * rows: a sentence never has more than k.  plain_beam leaves the greedy path
+ * out: the search is then fairseq's and CTranslate2's, hypothesis for
+ * hypothesis (what tests/cli/test_import.sh compares with CTranslate2).
  *
  * Greedy search (beam 1, no sampling) picks the most probable allowed token
  * (the lowest id on ties), and equals beam search with k = 1.
@@ -118,6 +120,8 @@ typedef struct tfm_search_params {
     int max_length;            /* an absolute cap on max_len; 0: only the model's.  Default 0 */
     int min_length;            /* no </s> before this many ids.  Default 0 */
     int no_repeat_ngram_size;  /* N > 0: no N-gram twice in a hypothesis.  Default 0 (off) */
+    bool plain_beam;           /* beam search without the greedy path (below): fairseq's and
+                                  CTranslate2's, which may end below greedy.  Default false */
     bool sampling;             /* sample instead of search.  Default false */
     int top_k;                 /* sampling: only the k most probable tokens; 0: all */
     float top_p;               /* sampling: nucleus mass in (0, 1]; 1: all */

@@ -147,6 +147,35 @@ static double recompute(const tfm_model *m, const float *states, int src_len,
     return sum;
 }
 
+/* As recompute, with the first min_len steps taken without </s>: their
+ * token log-probs are those of the distribution over the tokens allowed
+ * (</s>, <pad> and <s> left out), lp - log(1 - p(</s>) - p(<pad>) - p(<s>)). */
+static double recompute_min_length(const tfm_model *m, const float *states, int src_len,
+                                   const tfm_hypothesis *h, int min_len, float *tok)
+{
+    const int T = h->len + 1;
+    int32_t *tgt = malloc((size_t)T * sizeof *tgt);
+    float *lp = malloc((size_t)T * V * sizeof *lp);
+    tgt[0] = TFM_ID_BOS;
+    memcpy(tgt + 1, h->ids, (size_t)h->len * sizeof *tgt);
+    tfm_error err;
+    double sum = NAN;
+    if (tfm_decoder_forward_full(m, states, src_len, tgt, T, lp, &err) == TFM_OK) {
+        sum = 0;
+        for (int j = 0; j < T; j++) {
+            int32_t next = j < h->len ? h->ids[j] : TFM_ID_EOS;
+            const float *row = lp + (size_t)j * V;
+            const double p_out = exp((double)row[TFM_ID_EOS]) + exp((double)row[TFM_ID_PAD]) +
+                                 exp((double)row[TFM_ID_BOS]);
+            tok[j] = row[next] - (j < min_len ? (float)log1p(-p_out) : 0.0f);
+            sum += tok[j];
+        }
+    }
+    free(tgt);
+    free(lp);
+    return sum;
+}
+
 /* Whether ids[0..len) hold some N-gram twice. */
 static bool has_repeat(const int32_t *ids, int len, int N)
 {
@@ -257,6 +286,43 @@ static void test_greedy_without_log_probs(void)
         tfm_search_free(s2);
         fixture_free(&f);
     }
+}
+
+/* While --min-length forbids </s>, a step's log-probs are those of the
+ * distribution without it (as CTranslate2 masks before its softmax), in
+ * greedy, beam and plain beam search alike; and plain beam search (no
+ * greedy path) still gives hypotheses whose scores are their own. */
+static void test_min_length_renormalizes(void)
+{
+    const int n = 8;
+    fixture f;
+    if (!fixture_make(&f, 410, n, 1.5f, false)) return;
+    float tok[128];
+    for (int variant = 0; variant < 3; variant++) {
+        tfm_search_params p = tfm_search_default_params();
+        p.max_length_offset = 10;
+        p.min_length = 3;
+        p.beam = variant == 0 ? 1 : 4;
+        p.nbest = variant == 0 ? 1 : 2;
+        p.plain_beam = variant == 2;
+        tfm_search_input in = input_of(&f, 0, n);
+        if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
+        for (int i = 0; i < n; i++) {
+            tfm_nbest nb = tfm_search_result(f.s, i);
+            for (int j = 0; j < nb.n; j++) {
+                const tfm_hypothesis *h = &nb.hyps[j];
+                CHECK(h->len >= p.min_length || f.lens[i] == 0); /* an empty source: empty */
+                /* an empty source's </s> is forced, not chosen */
+                double sum = recompute_min_length(f.m, f.states[i], f.lens[i], h,
+                                                  f.lens[i] ? p.min_length : 0, tok);
+                CHECK_NEAR(h->log_prob, sum, 1e-4);
+                for (int t = 0; t <= h->len; t++)
+                    CHECK_NEAR(h->token_log_probs[t], tok[t], 1e-4);
+                CHECK_NEAR(h->score, h->log_prob / (h->len + 1), 1e-5);
+            }
+        }
+    }
+    fixture_free(&f);
 }
 
 static void test_beam_not_below_greedy(void)
@@ -1156,6 +1222,7 @@ int main(void)
     RUN(test_heap_selects_best);
     RUN(test_beam1_equals_greedy);
     RUN(test_greedy_without_log_probs);
+    RUN(test_min_length_renormalizes);
     RUN(test_beam_not_below_greedy);
     RUN(test_batch_equals_alone);
     RUN(test_scores_recomputed);
