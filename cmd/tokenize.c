@@ -67,6 +67,8 @@ static const char usage_format[] =
     "                             'none' or some of printf,python,qt,braces,dollar,\n"
     "                             tags,entities; the same when learning, encoding\n"
     "                             and decoding\n"
+    "      --target-language=LANG put the token >>LANG<< first on every line, as a\n"
+    "                             multilingual OPUS-MT model wants (>>fra<<: French)\n"
     "      --glossary=FILE        find the source terms of FILE (SOURCE<TAB>TARGET\n"
     "                             lines) in each line, as whole words, and write the\n"
     "                             constraints that ask 'decode --constraints' for\n"
@@ -137,6 +139,7 @@ enum {
     OPT_GLOSSARY,
     OPT_CONSTRAINTS,
     OPT_SIDE,
+    OPT_TARGET_LANGUAGE,
 };
 
 static const struct option long_options[] = {
@@ -161,6 +164,7 @@ static const struct option long_options[] = {
     {"glossary", required_argument, NULL, OPT_GLOSSARY},
     {"constraints", required_argument, NULL, OPT_CONSTRAINTS},
     {"side", required_argument, NULL, OPT_SIDE},
+    {"target-language", required_argument, NULL, OPT_TARGET_LANGUAGE},
     {"output-file", required_argument, NULL, 'o'},
     CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -187,6 +191,7 @@ typedef struct options {
     const char *glossary;          /* --glossary=FILE */
     const char *constraints;       /* --constraints=OUT */
     int side;                      /* --side: a tfm_side, or -1 (by the mode) */
+    char target_token[80];         /* --target-language: ">>LANG<<", or "" */
     bool not_for_listing;          /* an option 'tokenize placeholders' does not take */
 } options;
 
@@ -532,6 +537,10 @@ static int run_spm(const options *opt, int argc, char **argv)
     if (opt->filter.dropout > 0) cli_usage_error("--dropout %s (%s)", why, opt->model);
     if (opt->placeholders) cli_usage_error("--placeholders %s (%s)", why, opt->model);
     if (opt->glossary) cli_usage_error("--glossary %s (%s)", why, opt->model);
+    if (opt->target_token[0])
+        cli_usage_error("--target-language %s (%s): a multilingual model's >>LANG<< tokens are "
+                        "in the model's vocabulary: give the model imported by 'train import'",
+                        why, opt->model);
     tfm_spm *m;
     tfm_error err;
     if (tfm_spm_load(opt->model, &m, &err) != TFM_OK) cli_fail(opt->model, 0, "%s", err.msg);
@@ -825,6 +834,19 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_GLOSSARY: opt->glossary = optarg; break;
         case OPT_CONSTRAINTS: opt->constraints = optarg; break;
         case OPT_SIDE: opt->side = cli_parse_choice("--side", optarg, sides); break;
+        case OPT_TARGET_LANGUAGE: {
+            /* "fra" or ">>fra<<": the token of a multilingual OPUS-MT model */
+            const size_t n = strlen(optarg);
+            const bool whole = n > 4 && strncmp(optarg, ">>", 2) == 0 &&
+                               strcmp(optarg + n - 2, "<<") == 0;
+            if (n == 0 || n > 60 || strpbrk(optarg, " \t"))
+                cli_usage_error("--target-language: '%s' is not a language code such as fra",
+                                optarg);
+            snprintf(opt->target_token, sizeof opt->target_token, whole ? "%s" : ">>%s<<",
+                     optarg);
+            opt->filter.first_piece = opt->target_token;
+            break;
+        }
         default: cli_common_option(c, usage);
         }
         if (learn_only && !opt->learn_only_option) opt->learn_only_option = argv[optind - 1];

@@ -57,28 +57,38 @@ typedef struct placeholder_source {
 
 /* The loop of both decoders: src NULL decodes placeholder tokens as the
  * user pieces they are. */
-/* A vocabulary with a SentencePiece model: the ids mapped to its pieces
- * (control pieces and pieces it does not have left out) and detokenized as
- * spm_decode does. */
+/* A vocabulary with a SentencePiece model: the ids' pieces (control pieces
+ * left out, <unk> as the model's unknown piece) detokenized as spm_decode
+ * --input_format=piece does, so that a piece SentencePiece does not have
+ * (a multilingual model's >>fra<<) is written as it is, as spm_decode
+ * writes it. */
 static tfm_status decode_spm(const tfm_vocab *v, const int32_t *ids, size_t n, tfm_buf *out,
                              tfm_error *err)
 {
     const int32_t size = tfm_vocab_size(v);
-    int32_t *mapped = malloc((n + 1) * sizeof *mapped);
-    if (!mapped) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory decoding a line");
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
+    const struct tfm_spm *spm = tfm_vocab_spm(v);
+    tfm_buf pieces;
+    tfm_buf_init(&pieces);
+    tfm_status st = TFM_OK;
+    for (size_t i = 0; i < n && st == TFM_OK; i++) {
         if (ids[i] < 0 || ids[i] >= size) {
-            free(mapped);
+            tfm_buf_free(&pieces);
             return tfm_error_set(err, TFM_ERR_RANGE,
                                  "id %ld is outside the vocabulary of %ld pieces", (long)ids[i],
                                  (long)size);
         }
         const int32_t s = tfm_vocab_to_spm(v, ids[i]);
-        if (s >= 0) mapped[m++] = s;
+        size_t len;
+        const char *text = s >= 0 ? tfm_spm_piece(spm, s, &len) : tfm_vocab_piece(v, ids[i], &len);
+        if (s < 0 && tfm_vocab_type(v, ids[i]) == TFM_PIECE_CONTROL) continue;
+        if (pieces.len > 0) st = tfm_buf_putc(&pieces, ' ');
+        if (st == TFM_OK) st = tfm_buf_append(&pieces, text, len);
     }
-    tfm_status st = tfm_spm_decode(tfm_vocab_spm(v), mapped, m, out, err);
-    free(mapped);
+    if (st == TFM_OK)
+        st = tfm_spm_decode_pieces(spm, pieces.data ? pieces.data : "", pieces.len, out, err);
+    else
+        tfm_error_set(err, st, "out of memory decoding a line");
+    tfm_buf_free(&pieces);
     return st;
 }
 

@@ -554,8 +554,12 @@ static tfm_status encode_text(tfm_bpe *b, float dropout, tfm_rng *rng, const for
     return st;
 }
 
-/* The SentencePiece model's segmentation, its ids mapped to the vocabulary's.
- * No dropout (SentencePiece's sampling is another thing); strict: invalid
+/* The SentencePiece model's segmentation, its pieces looked up in the
+ * vocabulary by their text, as OPUS-MT's pipeline does (spm_encode's pieces
+ * read by Marian through vocab.yml): a piece the vocabulary lacks is its
+ * <unk>, and a run of characters SentencePiece does not know is looked up
+ * as the text spm_encode prints for it (a character the source model lacks
+ * may be a piece of the joint vocabulary).  No dropout; strict: invalid
  * UTF-8 is an error. */
 static tfm_status encode_spm(tfm_bpe *b, const tfm_bpe_encode_params *p, const char *line,
                              size_t len, tfm_ids *out, size_t *n_repaired, tfm_error *err)
@@ -564,14 +568,24 @@ static tfm_status encode_spm(tfm_bpe *b, const tfm_bpe_encode_params *p, const c
         return tfm_error_set(err, TFM_ERR_ARG, "BPE-dropout does not apply to a SentencePiece "
                                                "model");
     size_t repaired = 0;
-    tfm_status st = tfm_spm_encode(b->spm, line, len, out, &repaired, err);
+    tfm_status st = tfm_spm_encode_pieces(b->spm, line, len, &b->text, &repaired, err);
     if (st != TFM_OK) return st;
     if (n_repaired) *n_repaired = repaired;
-    if (p && p->strict && repaired > 0) {
-        tfm_ids_clear(out);
+    if (p && p->strict && repaired > 0)
         return tfm_error_set(err, TFM_ERR_UTF8, "invalid UTF-8 (%zu sequences)", repaired);
+    const int32_t unk = tfm_vocab_find(b->vocab, "<unk>", 5);
+    const char *t = b->text.data ? b->text.data : "";
+    const char *end = t + b->text.len;
+    while (t < end) {
+        const char *sp = memchr(t, ' ', (size_t)(end - t));
+        const size_t n = sp ? (size_t)(sp - t) : (size_t)(end - t);
+        if (n > 0) {
+            const int32_t id = tfm_vocab_find(b->vocab, t, n);
+            if (tfm_ids_push(out, id >= 0 ? id : unk) != TFM_OK)
+                return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory encoding a line");
+        }
+        t += n + 1;
     }
-    for (size_t i = 0; i < out->len; i++) out->data[i] = tfm_vocab_from_spm(b->vocab, out->data[i]);
     return TFM_OK;
 }
 

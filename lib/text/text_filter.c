@@ -13,6 +13,7 @@
  * terms found in each encoded line give its constraints line, handed to the
  * caller just before the line itself, so the two outputs stay in step. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "text/line_batch_internal.h"
 
@@ -23,6 +24,7 @@
 struct tfm_text_filter {
     tfm_filter_params p;
     const tfm_vocab *vocab;  /* NULL: normalize with p.norm */
+    int32_t first_id;        /* p.first_piece's id, or -1 */
     int workers;
     tfm_bpe **encoders;      /* [workers], encode */
     tfm_ids *ids;            /* [workers], encode and decode */
@@ -70,6 +72,16 @@ tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p
         return tfm_error_set(err, TFM_ERR_ARG, "filter: encoding and decoding need a vocabulary");
     if (p->glossary && p->op != TFM_FILTER_ENCODE)
         return tfm_error_set(err, TFM_ERR_ARG, "filter: a glossary is for encoding");
+    int32_t first_id = -1;
+    if (p->first_piece && p->op == TFM_FILTER_ENCODE) {
+        first_id = tfm_vocab_find(v, p->first_piece, strlen(p->first_piece));
+        if (first_id < 0)
+            return tfm_error_set(err, TFM_ERR_ARG, "the vocabulary has no piece '%.60s'%s",
+                                 p->first_piece,
+                                 strncmp(p->first_piece, ">>", 2) == 0
+                                     ? " (a target-language token of a multilingual model)"
+                                     : "");
+    }
     if (p->glossary && tfm_glossary_vocab(p->glossary) != v)
         return tfm_error_set(err, TFM_ERR_ARG, "filter: the glossary is of another vocabulary");
     if (p->glossary && p->dropout > 0)
@@ -88,6 +100,7 @@ tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p
     if (!f) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     f->p = *p;
     f->vocab = v;
+    f->first_id = first_id;
     if (v && p->op == TFM_FILTER_NORMALIZE) f->p.norm = *tfm_vocab_norm(v); /* as it does */
     f->p.norm.strict = p->strict;
     f->workers = p->op == TFM_FILTER_ENCODE && p->threads > 1 ? p->threads : 1;
@@ -181,6 +194,12 @@ static tfm_status encode_line(tfm_text_filter *f, int worker, uint64_t index, co
         s = tfm_bpe_encode(f->encoders[worker], &ep, line, len, ids, repaired, err);
     }
     if (s != TFM_OK) return s;
+    if (f->first_id >= 0 && ids->len > 0) {
+        if (tfm_ids_push(ids, 0) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory encoding a line");
+        memmove(ids->data + 1, ids->data, (ids->len - 1) * sizeof *ids->data);
+        ids->data[0] = f->first_id;
+    }
     if (f->p.glossary) {
         tfm_term_matches *m = &f->matches[worker];
         s = tfm_glossary_match(f->p.glossary, ids->data, ids->len, m, err);

@@ -566,6 +566,11 @@ typedef struct tfm_filter_params {
     const tfm_glossary *glossary;
     tfm_status (*constraints)(void *ctx, size_t line, const char *text, size_t len,
                               size_t n_dropped, tfm_error *err);
+    /* encode: the text of a piece put first on every non-empty line, such
+     * as a multilingual model's target-language token ">>fra<<" (NULL:
+     * none).  The vocabulary must hold it (create fails otherwise, naming
+     * it).  Not owned: it must outlive the filter. */
+    const char *first_piece;
 } tfm_filter_params;
 
 tfm_filter_params tfm_filter_default_params(void);
