@@ -55,7 +55,9 @@ static const char usage_format[] =
     "      --layer=N              a layer, 0-based as in the model's tensor names,\n"
     "                             'last' or 'all' (default '%s')\n"
     "      --head=N               a head (0-based), 'all', or 'mean', the mean of the\n"
-    "                             heads (default '%s')\n"
+    "                             heads (default '%s'; of a model trained with guided\n"
+    "                             alignment, an imported Marian model: its alignment\n"
+    "                             layer and head 0, as decode --alignment reads)\n"
     "\n"
     "Output:\n"
     "  -f, --format=FORMAT        one of these (default '%s'):\n"
@@ -129,6 +131,7 @@ typedef struct options {
     const char *model, *src, *tgt, *output, *tokens;
     bool text;
     bool beam_given;
+    bool selection_given;         /* --layer or --head */
     size_t sentence;              /* 0: all */
     tfm_inspect_params inspect;   /* view (format, kind, layer, head, sizes; source_eos:
                                      not --no-eos), beam */
@@ -309,10 +312,12 @@ static void parse_options(int argc, char **argv, options *opt)
             break;
         case OPT_KIND: view->kind = (tfm_attention_kind)cli_parse_choice("--kind", optarg, kind_names); break;
         case OPT_LAYER:
+            opt->selection_given = true;
             if (!tfm_view_parse_layer(optarg, &view->layer))
                 cli_usage_error("--layer: '%s' is not a number (0, 1, ...), 'last' or 'all'", optarg);
             break;
         case OPT_HEAD:
+            opt->selection_given = true;
             if (!tfm_view_parse_head(optarg, &view->head))
                 cli_usage_error("--head: '%s' is not a number (0, 1, ...), 'mean' or 'all'", optarg);
             break;
@@ -386,6 +391,14 @@ int main(int argc, char **argv)
 
     r.model = cli_load_model(opt->model);
     if (!tfm_model_source_eos(r.model)) view->source_eos = false; /* trained with --no-eos */
+    /* a model trained with guided alignment (an imported Marian model) shows
+     * its alignment head, the first of its alignment layer, unless told */
+    const int align_layer = r.model->config.alignment_layer;
+    if (!opt->selection_given && view->kind == TFM_ATTENTION_CROSS && align_layer >= 0) {
+        view->layer = align_layer;
+        view->head = 0;
+        cli_info("showing the model's alignment head: layer %d, head 0", align_layer);
+    }
     tfm_error err;
     if (tfm_view_check_selection(r.model, view->kind, view->layer, view->head, &err) != TFM_OK)
         cli_usage_error("--%s", err.msg);

@@ -37,6 +37,7 @@ struct tfm_aligner {
     tfm_buf weights;        /* floats: each target's [T, S] mean weights, one after another */
     tfm_buf weight_off;     /* size_t [n]: where each target's weights start */
     int n;                  /* targets of the last successful run */
+    int head;               /* the head whose weights are kept, or -1: the mean */
 };
 
 tfm_status tfm_aligner_create(const tfm_model *m, tfm_aligner **out, tfm_error *err)
@@ -45,6 +46,7 @@ tfm_status tfm_aligner_create(const tfm_model *m, tfm_aligner **out, tfm_error *
     tfm_aligner *a = calloc(1, sizeof *a);
     if (!a) return tfm_error_set(err, TFM_ERR_NOMEM, "aligner: out of memory");
     a->m = m;
+    a->head = -1;
     tfm_buf_init(&a->sinusoids);
     tfm_buf_init(&a->act);
     tfm_buf_init(&a->tokens);
@@ -120,11 +122,24 @@ static tfm_status check_input(const tfm_aligner *a, int n_sentences, const int *
     return TFM_OK;
 }
 
+tfm_status tfm_aligner_set_head(tfm_aligner *a, int head, tfm_error *err)
+{
+    if (head < -1 || head >= a->m->config.n_heads)
+        return tfm_error_set(err, TFM_ERR_RANGE, "aligner: head %d, expected -1 (the mean) or "
+                             "0 to %d", head, a->m->config.n_heads - 1);
+    a->head = head;
+    return TFM_OK;
+}
+
 /* The mean over H heads of att [H, T, S] into out [T, S], in double as
  * tfm_attention_gather's TFM_VIEW_MEAN takes it (the same floats from the
- * same weights). */
-static void mean_of_heads(float *out, const float *att, int H, int T, int S)
+ * same weights); or head's weights alone (head >= 0). */
+static void mean_of_heads(float *out, const float *att, int H, int T, int S, int head)
 {
+    if (head >= 0) {
+        memcpy(out, att + (size_t)head * T * S, (size_t)T * S * sizeof *out);
+        return;
+    }
     const size_t per_head = (size_t)T * (size_t)S;
     for (size_t k = 0; k < per_head; k++) {
         double sum = 0.0;
@@ -258,7 +273,7 @@ tfm_status tfm_aligner_run(tfm_aligner *a, int n_sentences, const float *const *
                               cross_mask, NULL, scratch, l == layer ? att : NULL);
             if (l == layer) {
                 weight_off[i] = w_at;
-                mean_of_heads(weights + w_at, att, H, T, S);
+                mean_of_heads(weights + w_at, att, H, T, S, a->head);
                 w_at += (size_t)T * (size_t)S;
             }
         }

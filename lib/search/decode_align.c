@@ -60,6 +60,10 @@ tfm_status decode_aligner_create(const tfm_model *m, tfm_alignment kind, int lay
         !a->text_at)
         s = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     if (s == TFM_OK) s = tfm_aligner_create(m, &a->aligner, err);
+    /* a model trained with guided alignment aligns with the first head of its
+     * alignment layer (Marian's, CTranslate2's), when that is the layer read */
+    if (s == TFM_OK && m->config.alignment_layer >= 0 && layer == m->config.alignment_layer)
+        s = tfm_aligner_set_head(a->aligner, 0, err);
     if (s != TFM_OK) {
         decode_aligner_free(a);
         return s;

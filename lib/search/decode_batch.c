@@ -92,8 +92,10 @@ tfm_status tfm_decode_batch_create(const tfm_model *m, const tfm_decode_params *
     b->max_input = p->max_input > 0 ? p->max_input : m->config.max_positions;
     *out = b;
     /* inspect-attn's defaults (tfm_view_default_params): the last decoder
-     * layer, the mean of its heads (which tfm_aligner takes) */
-    b->align_layer = m->config.n_decoder_layers - 1;
+     * layer, the mean of its heads (which tfm_aligner takes); for a model
+     * trained with guided alignment, its alignment layer's first head */
+    b->align_layer = m->config.alignment_layer >= 0 ? m->config.alignment_layer
+                                                    : m->config.n_decoder_layers - 1;
     b->align_source_eos = tfm_model_source_eos(m);
     b->workers = calloc((size_t)p->workers, sizeof *b->workers);
     if (!b->workers) goto nomem;

@@ -155,6 +155,12 @@ tfm_status tfm_aligner_run(tfm_aligner *a, int n_sentences, const float *const *
                            const int32_t *const *tgt, const int *tgt_lens, int layer,
                            tfm_error *err);
 
+/* Keeps head's weights alone (0-based) instead of the mean of the heads
+ * (head -1, the default): a model trained with guided alignment aligns with
+ * one head of one layer (config.alignment_layer, head 0, as Marian and
+ * CTranslate2).  TFM_ERR_RANGE for another number. */
+tfm_status tfm_aligner_set_head(tfm_aligner *a, int head, tfm_error *err);
+
 /* Target i's weights after the last successful run (NULL for i out of
  * range): [tgt_lens[i] + 1, src_lens[sentence[i]]] floats, row t the mean
  * over the heads (taken in double, as tfm_attention_gather's mean) of

@@ -106,6 +106,46 @@ for v in postnorm-swish-tiedall prenorm-relu-tiedtarget postnorm-gelu-untied bpe
     done
 done
 
+# ---- the alignment head -------------------------------------------------------------------
+
+# decode --alignment=soft on the guided-alignment model reads the first head
+# of its alignment layer: CTranslate2's return_attention, row for row (its
+# rows leave out the column of the source's </s>)
+v=postnorm-swish-tiedall
+E="$DATA/$v/expected"
+if [ -s "$v.st" ]; then
+    head -n "$LINES" "$E/source.txt" | "$BIN/tokenize" -m "$v.st" | "$BIN/encode" -m "$v.st" |
+        "$BIN/decode" -m "$v.st" --greedy --min-length 1 --max-length 256 \
+            --max-length-offset 1000 --alignment=soft >soft.txt
+    head -n "$LINES" "$E/greedy.attention" | paste -d '#' - soft.txt | awk -F'#' '
+        $1 == "-" { next }
+        { n = split($1, want_rows, " [|] "); split($2, parts, " [|][|][|] ")
+          split(parts[2], got_rows, " "); lines++
+          for (r = 1; r <= n; r++) {
+              nw = split(want_rows[r], w, " "); ng = split(got_rows[r], g, ",")
+              # CTranslate2 leaves the column of the source </s> out
+              if (ng != nw + 1) { bad++; next }
+              for (k = 1; k <= nw; k++) { d = w[k] - g[k]; if (d < 0) d = -d; if (d > worst) worst = d }
+          } }
+        END { printf "%d %d %g\n", lines, bad, worst + 0 }' >align.txt
+    read -r lines bad worst <align.txt
+    if [ "$lines" -gt 0 ] && [ "$bad" -eq 0 ] && awk -v w="$worst" 'BEGIN { exit !(w < 1e-4) }'; then
+        pass "decode --alignment reads the alignment head: CTranslate2's attention on $lines lines (largest difference $worst)"
+    else
+        fail "decode --alignment: $bad of $lines lines differ in shape, largest difference $worst"
+    fi
+
+    # inspect-attn reads the same head by default, and its alignment is decode's
+    head -n 5 "$E/source.txt" >s5.txt
+    head -n 5 "$E/greedy.text" >t5.txt
+    "$BIN/inspect-attn" -m "$v.st" --text -f align -v --src s5.txt --tgt t5.txt >ia.txt 2>ia.err
+    check "inspect-attn shows the alignment head by default" grep -q "alignment head: layer 1, head 0" ia.err
+    "$BIN/tokenize" -m "$v.st" <s5.txt | "$BIN/encode" -m "$v.st" |
+        "$BIN/decode" -m "$v.st" --greedy --min-length 1 --max-length 256 \
+            --max-length-offset 1000 --alignment | sed 's/.* ||| //' >da.txt
+    same_files "inspect-attn -f align gives decode --alignment's pairs" da.txt ia.txt
+fi
+
 # ---- the Hugging Face copy -------------------------------------------------------------
 
 expect_status 0 "Hugging Face directory: imported" \
