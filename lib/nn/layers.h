@@ -66,6 +66,9 @@ void relu_forward(float *x, size_t n);
  * for TFM_ACT_RELU; x * sigmoid(x) for swish; x * sigmoid(1.702 x) for
  * gelu-sigmoid), the same bits on every instruction set. */
 void activation_forward(tfm_activation act, float *x, size_t n);
+/* d, z: [n]; d, IN PLACE, becomes the gradient of the activation's input z
+ * from that of its output (relu: relu_backward, z or its output alike). */
+void activation_backward(tfm_activation act, float *d, const float *z, size_t n);
 
 /* d: [n], IN PLACE: the gradient of relu_forward's output becomes that of its
  * input (zero where the output y [n] is 0). */

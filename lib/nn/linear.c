@@ -94,6 +94,47 @@ NN_INLINE void sigmoid_gate_body(nn_isa isa, float *x, size_t n, float k)
 }
 NN_VERSIONS_512(static, sigmoid_gate, (float *x, size_t n, float k), (x, n, k))
 
+/* d, z: [n]; d *= the derivative of x sigmoid(k x) at z:
+ * s (1 + k z (1 - s)), s = sigmoid(k z), sixteen lanes at a time as
+ * sigmoid_gate_body takes the sigmoid. */
+NN_INLINE void sigmoid_gate_backward_body(nn_isa isa, float *d, const float *z, size_t n,
+                                          float k)
+{
+    (void)isa;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        nn_f32x16 v, g, e;
+        memcpy(&v, z + i, sizeof v);
+        memcpy(&g, d + i, sizeof g);
+        const nn_f32x16 kz = v * k;
+        const nn_i32x16 negative = kz < 0.0f;
+        e = (nn_f32x16)((nn_i32x16)kz | INT32_MIN);
+        nn_exp16_nonpositive(&e);
+        const nn_f32x16 one = e - e + 1.0f;
+        const nn_f32x16 num = (nn_f32x16)(((nn_i32x16)e & negative) | ((nn_i32x16)one & ~negative));
+        const nn_f32x16 s = num / (one + e);
+        g = g * (s * (one + kz * (one - s)));
+        memcpy(d + i, &g, sizeof g);
+    }
+    for (; i < n; i++) {
+        const float kz = z[i] * k;
+        const float e = nn_exp1_nonpositive(kz < 0.0f ? kz : -kz);
+        const float s = (kz < 0.0f ? e : 1.0f) / (1.0f + e);
+        d[i] = d[i] * (s * (1.0f + kz * (1.0f - s)));
+    }
+}
+NN_VERSIONS_512(static, sigmoid_gate_backward, (float *d, const float *z, size_t n, float k),
+                (d, z, n, k))
+
+void activation_backward(tfm_activation act, float *d, const float *z, size_t n)
+{
+    switch (act) {
+    case TFM_ACT_SWISH: sigmoid_gate_backward(d, z, n, 1.0f); break;
+    case TFM_ACT_GELU_SIGMOID: sigmoid_gate_backward(d, z, n, 1.702f); break;
+    default: relu_backward(d, z, n); break; /* z or relu(z): both > 0 at the same places */
+    }
+}
+
 void activation_forward(tfm_activation act, float *x, size_t n)
 {
     switch (act) {

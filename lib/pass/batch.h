@@ -93,7 +93,8 @@ typedef struct attention_acts {
 typedef struct encoder_layer_acts {
     attention_acts attn;
     residual_acts r_attn;
-    float *hidden; /* [Ns, F] the FFN's activations after the ReLU */
+    float *hidden; /* [Ns, F] the FFN's activations after the ReLU; with a gated
+                      activation, fc1's output, before it */
     residual_acts r_ffn;
 } encoder_layer_acts;
 
@@ -130,6 +131,9 @@ typedef struct acts {
     float *sub;               /* [N, D] scratch: a sublayer's output before dropout */
     uint8_t *act_keep;        /* [N, F] scratch: an FFN's activation-dropout mask (the
                                  backward needs none: see ffn_backward); NULL without */
+    float *act;               /* [N, F] scratch of a gated activation (swish, gelu-sigmoid):
+                                 its output, fc2's input, as layer's hidden keeps fc1's
+                                 output; NULL for relu */
     float *scratch;           /* attention's scratch, fwd_stride floats per thread */
 } acts;
 

@@ -133,6 +133,7 @@ void batch_layout_acts(tfm_pass_workspace *ws, batch_arena *k)
     a->row_nll = BATCH_CARVE(k, Nt, double);
     a->sub = BATCH_CARVE(k, N * D, float);
     a->act_keep = ws->p_act > 0 ? BATCH_CARVE(k, N * F, uint8_t) : NULL;
+    a->act = c->activation != TFM_ACT_RELU ? BATCH_CARVE(k, N * F, float) : NULL;
     a->scratch = BATCH_CARVE(k, pk->fwd_stride * (size_t)ws->n_threads, float);
 }
 

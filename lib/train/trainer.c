@@ -171,10 +171,11 @@ tfm_status tfm_trainer_create(tfm_model *model, const tfm_corpus *corpus,
                            tfm_compute_type_name(model->compute));
     /* the backward passes of these variants of imported models are not
      * written yet: refused by name rather than trained wrong */
-    if (st == TFM_OK && model->config.activation != TFM_ACT_RELU)
-        st = tfm_error_set(err, TFM_ERR_ARG, "the model's feed-forward activation is %s: "
-                           "training runs relu models only (this one translates, scores and "
-                           "quantizes)",
+    if (st == TFM_OK && model->config.activation != TFM_ACT_RELU &&
+        model->config.activation_dropout > 0)
+        st = tfm_error_set(err, TFM_ERR_ARG, "activation_dropout %g with a %s activation: "
+                           "training runs activation dropout with relu only",
+                           (double)model->config.activation_dropout,
                            model->config.activation == TFM_ACT_SWISH ? "swish" : "gelu-sigmoid");
     if (st == TFM_OK && model->config.embedding_layer_norm)
         st = tfm_error_set(err, TFM_ERR_ARG, "the model normalizes its embeddings "

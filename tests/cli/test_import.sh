@@ -146,6 +146,44 @@ if [ -s "$v.st" ]; then
     same_files "inspect-attn -f align gives decode --alignment's pairs" da.txt ia.txt
 fi
 
+# ---- a model like any other ----------------------------------------------------------------
+
+# fine-tuning (train --init) on enfr pairs lowers the validation loss of the
+# imported swish model; the result still holds its SentencePiece models;
+# int8 and bf16 quantize and translate; a shortlist learnt on the pairs runs
+v=postnorm-swish-tiedall
+ENFR="$ROOT/../shared/data/enfr"
+if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; then
+    xzcat "$ENFR/train.en.xz" | head -n 1500 >ft.en
+    xzcat "$ENFR/train.fr.xz" | head -n 1500 >ft.fr
+    xzcat "$ENFR/valid.en.xz" | head -n 200 >va.en
+    xzcat "$ENFR/valid.fr.xz" | head -n 200 >va.fr
+    expect_status 0 "train --init on an imported swish model" "$BIN/train" --init "$v.st" \
+        --src ft.en --tgt ft.fr --max-steps 30 --batch-tokens 2048 --lr-factor 0.5 -o ft.st
+    loss() { "$BIN/score" -m "$1" --src va.en --tgt va.fr | awk -F'\t' '{ s += $1 } END { printf "%.3f", -s / NR }'; }
+    before=$(loss "$v.st") after=$(loss ft.st)
+    check "fine-tuning lowers the validation loss ($before -> $after per sentence)" \
+        awk -v a="$after" -v b="$before" 'BEGIN { exit !(a < b) }'
+    "$BIN/tokenize" -m ft.st <va.en | "$BIN/encode" -m ft.st >va.npy
+    check "the fine-tuned model still tokenizes with its SentencePiece model" \
+        test "$(lines_of va.en)" -eq "$("$BIN/tokenize" -m ft.st --output pieces <va.en | grep -c .)"
+    for t in int8 bf16; do
+        expect_status 0 "$t: quantized" "$BIN/train" quantize --compute-type "$t" -i ft.st -o "ft.$t.st"
+        "$BIN/tokenize" -m "ft.$t.st" <va.en | "$BIN/encode" -m "ft.$t.st" |
+            "$BIN/decode" -m "ft.$t.st" --greedy | "$BIN/tokenize" -d -m "ft.$t.st" >"ft.$t.txt"
+        check "$t: translates every line" test "$(lines_of "ft.$t.txt")" -eq "$(lines_of va.en)"
+    done
+    expect_status 0 "train shortlist on the pairs" "$BIN/train" shortlist -m ft.st --src ft.en \
+        --tgt ft.fr --text -o ft.shortlist
+    "$BIN/decode" -m ft.st --beam 4 --shortlist ft.shortlist --source va.en <va.npy >short.ids
+    "$BIN/decode" -m ft.st --beam 4 <va.npy >full.ids
+    check "decode --shortlist on the imported model: every line, most as the full output" \
+        awk -v n="$(exact short.ids full.ids)" -v t="$(lines_of va.en)" \
+            -v s="$(lines_of short.ids)" 'BEGIN { exit !(s == t && n >= t / 2) }'
+else
+    skip "a model like any other: no enfr data or xzcat"
+fi
+
 # ---- the Hugging Face copy -------------------------------------------------------------
 
 expect_status 0 "Hugging Face directory: imported" \

@@ -668,6 +668,29 @@ static void test_activations(void)
             CHECK_MSG(memcmp(y[v], y[0], (N - 2) * sizeof(float)) == 0,
                       "activation %d, TFM_ISA=%s: other bits", (int)acts[a], isas[v]);
     }
+    /* the backward: the derivative against a central difference of the
+     * formula in double, and the same bits from every instruction set */
+    static float d[3][N];
+    for (int a = 0; a < 2; a++) {
+        for (int v = 0; v < 3; v++) {
+            if (isas[v]) setenv("TFM_ISA", isas[v], 1);
+            else unsetenv("TFM_ISA");
+            for (int i = 0; i < N; i++) d[v][i] = 1.0f;
+            activation_backward(acts[a], d[v], x, N - v);
+        }
+        double worst = 0;
+        for (int i = 8; i < N - 2; i++) {
+            const double h = 1e-4, z = x[i], k = ks[a];
+            const double want = ((z + h) / (1 + exp(-k * (z + h))) -
+                                 (z - h) / (1 + exp(-k * (z - h)))) / (2 * h);
+            const double e = fabs(d[0][i] - want);
+            if (!(e <= worst)) worst = e;
+        }
+        CHECK_MSG(worst < 1e-5, "activation %d backward: error %g", (int)acts[a], worst);
+        for (int v = 1; v < 3; v++)
+            CHECK_MSG(memcmp(d[v], d[0], (N - 2) * sizeof(float)) == 0,
+                      "activation %d backward, TFM_ISA=%s: other bits", (int)acts[a], isas[v]);
+    }
     if (saved) setenv("TFM_ISA", saved, 1);
     else unsetenv("TFM_ISA");
     free(saved);

@@ -174,14 +174,23 @@ static void ref_layer_norm(double *out, const double *in, int n, int D, const do
 }
 
 /* out [n, D] = relu(in W1^T + b1) W2^T + b2 */
-static void ref_ffn(double *out, const double *in, int n, int D, int F, const double *w1,
-                    const double *b1, const double *w2, const double *b2)
+/* act: relu, or x sigmoid(k x) (swish k = 1, Marian's gelu k = 1.702) */
+static void ref_ffn_act(double *out, const double *in, int n, int D, int F, const double *w1,
+                        const double *b1, const double *w2, const double *b2, tfm_activation act)
 {
     double *h = malloc((size_t)n * F * sizeof *h);
     ref_linear(h, in, n, D, F, w1, b1);
-    for (int i = 0; i < n * F; i++) h[i] = h[i] > 0 ? h[i] : 0;
+    const double k = act == TFM_ACT_GELU_SIGMOID ? (double)1.702f : 1.0;
+    for (int i = 0; i < n * F; i++)
+        h[i] = act == TFM_ACT_RELU ? (h[i] > 0 ? h[i] : 0) : h[i] / (1.0 + exp(-k * h[i]));
     ref_linear(out, h, n, F, D, w2, b2);
     free(h);
+}
+
+static void ref_ffn(double *out, const double *in, int n, int D, int F, const double *w1,
+                    const double *b1, const double *w2, const double *b2)
+{
+    ref_ffn_act(out, in, n, D, F, w1, b1, w2, b2, TFM_ACT_RELU);
 }
 
 /* Does query i (at position q_pos + i) see key j?  Written from the rule in
@@ -1191,8 +1200,8 @@ static void ref_ffn_layer(const ref_model *r, double *out, const double *in, int
                           const tfm_linear *fc1, const tfm_linear *fc2)
 {
     const tfm_config *c = &r->m->config;
-    ref_ffn(out, in, n, c->d_model, c->d_ff, TH(r, fc1->weight), TH(r, fc1->bias),
-            TH(r, fc2->weight), TH(r, fc2->bias));
+    ref_ffn_act(out, in, n, c->d_model, c->d_ff, TH(r, fc1->weight), TH(r, fc1->bias),
+                TH(r, fc2->weight), TH(r, fc2->bias), c->activation);
 }
 
 /* The label-smoothed loss of one pair (dropout off); token_logp: [T + 1]
@@ -1443,6 +1452,13 @@ static void test_model_gradient(void)
     c.shared_decoder_embeddings = true;
     c.output_bias = c.decoder_start_zero = true;
     check_model_gradient("post-norm, output bias, zero start, concatenated sinusoids", &c, 28);
+    /* and the gated activations of OPUS-MT models, post- and pre-norm */
+    c.activation = TFM_ACT_SWISH;
+    check_model_gradient("post-norm, swish, output bias, zero start", &c, 29);
+    c = tiny_config(true, true, TFM_POS_SINUSOIDAL_CONCAT, 0, 2);
+    c.activation = TFM_ACT_GELU_SIGMOID;
+    c.output_bias = c.decoder_start_zero = true;
+    check_model_gradient("pre-norm, gelu-sigmoid, shared, output bias, zero start", &c, 30);
 }
 
 /* With dropout on, the gradient of the loss under fixed masks, against
