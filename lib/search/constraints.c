@@ -17,7 +17,17 @@ tfm_constraints *tfm_constraints_create(void)
     tfm_ids_init(&c->ids);
     tfm_ids_init(&c->banned);
     tfm_ids_init(&c->ordered);
+    c->pad = TFM_ID_PAD;
+    c->bos = TFM_ID_BOS;
+    c->eos = TFM_ID_EOS;
     return c;
+}
+
+void tfm_constraints_set_specials(tfm_constraints *c, int32_t pad, int32_t bos, int32_t eos)
+{
+    c->pad = pad;
+    c->bos = bos;
+    c->eos = eos;
 }
 
 void tfm_constraints_free(tfm_constraints *c)
@@ -145,9 +155,9 @@ tfm_status tfm_constraints_order(tfm_constraints *c, const int32_t *seq, int n, 
 /* ---- the --constraints line format ------------------------------------------------------ */
 
 /* Whether id may be asked for: a real token, not one the search never makes. */
-static bool id_allowed(int32_t id)
+static bool id_allowed(const tfm_constraints *c, int32_t id)
 {
-    return id != TFM_ID_PAD && id != TFM_ID_BOS && id != TFM_ID_EOS;
+    return id != c->pad && id != c->bos && id != c->eos;
 }
 
 /* Parses the constraint field [line, end) (alternatives separated by '|'). */
@@ -174,7 +184,7 @@ static tfm_status parse_field(tfm_constraints *c, const char *line, const char *
             break;
         }
         for (size_t j = 0; j < one.len && st == TFM_OK; j++) {
-            if (!id_allowed(one.data[j]))
+            if (!id_allowed(c, one.data[j]))
                 st = tfm_error_set(err, TFM_ERR_RANGE, "id %d is <pad>, <s> or </s>, which no "
                                    "output holds", (int)one.data[j]);
             else if (tfm_ids_push(all, one.data[j]) != TFM_OK)

@@ -501,7 +501,11 @@ tfm_status tfm_decode_batch_sides(tfm_decode_batch *b, const tfm_decode_sides *s
     st->unmet = calloc(n, sizeof *st->unmet);
     st->groups = calloc((size_t)b->p.workers, sizeof *st->groups);
     bool ok = st->cons && st->constrained && st->unmet && st->groups;
-    for (size_t i = 0; ok && i < n; i++) ok = (st->cons[i] = tfm_constraints_create()) != NULL;
+    const tfm_config *mc = &b->model->config;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = (st->cons[i] = tfm_constraints_create()) != NULL;
+        if (ok) tfm_constraints_set_specials(st->cons[i], mc->pad_id, mc->bos_id, mc->eos_id);
+    }
     for (int w = 0; ok && w < b->p.workers; w++) {
         steer_group *g = &st->groups[w];
         g->slot = calloc(n, sizeof *g->slot);

@@ -56,6 +56,7 @@ struct tfm_constraints {
     int n_limited, limited_cap;
     tfm_ids banned;          /* tokens that never appear */
     tfm_ids ordered;         /* tokens that appear in this order */
+    int32_t pad, bos, eos;   /* the ids no constraint may ask for (the model's) */
 };
 
 /* Which implementation search_run uses; tests compare them. */

@@ -180,6 +180,10 @@ enum { TFM_MAX_CONSTRAINTS = 64 }; /* constraints per sentence */
 typedef struct tfm_constraints tfm_constraints;
 
 tfm_constraints *tfm_constraints_create(void); /* NULL when memory runs out */
+/* The ids of <pad>, <s> and </s>, which no constraint may ask for: the
+ * vocabulary's fixed ones (TFM_ID_PAD ...) until set, a model's own (an
+ * imported model's) once set; tfm_constraints_clear keeps them. */
+void tfm_constraints_set_specials(tfm_constraints *c, int32_t pad, int32_t bos, int32_t eos);
 void tfm_constraints_free(tfm_constraints *c);
 /* Forgets everything (memory kept for the next sentence). */
 void tfm_constraints_clear(tfm_constraints *c);

@@ -85,7 +85,10 @@ typedef struct tfm_corpus_params {
                                    (0: vocab_size) */
     int max_length;             /* pairs with more ids on either side are skipped;
                                    0: no limit.  Default 256 */
-    bool append_eos;            /* end every source with </s> (TFM_ID_EOS), as 'encode'
+    int32_t pad_id, bos_id, eos_id; /* the model's special ids (default the vocabulary's
+                                   fixed TFM_ID_*; an imported model has its own): id
+                                   lines may not hold them, and </s> is eos_id */
+    bool append_eos;            /* end every source with </s> (eos_id), as 'encode'
                                    does by default (fairseq's convention), so the model
                                    trains on the sources it will be given.  Not counted
                                    in max_length.  Default true */

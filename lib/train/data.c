@@ -113,7 +113,8 @@ uint64_t tfm_corpus_hash(const tfm_corpus *c)
 tfm_corpus_params tfm_corpus_default_params(void)
 {
     return (tfm_corpus_params){
-        .format = TFM_CORPUS_AUTO, .max_length = 256, .append_eos = true, .n_threads = 1};
+        .format = TFM_CORPUS_AUTO, .max_length = 256, .append_eos = true, .n_threads = 1,
+        .pad_id = TFM_ID_PAD, .bos_id = TFM_ID_BOS, .eos_id = TFM_ID_EOS};
 }
 
 /* ---- loading ---------------------------------------------------------------------- */
@@ -174,11 +175,13 @@ static tfm_status convert_line(loader *L, side *s, size_t i, tfm_bpe *bpe)
     if (st != TFM_OK) return st;
     for (size_t k = 0; k < s->ids[i].len; k++) {
         int32_t id = s->ids[i].data[k];
-        if (id == TFM_ID_PAD || id == TFM_ID_BOS || id == TFM_ID_EOS)
+        const tfm_corpus_params *cp = L->p;
+        if (id == cp->pad_id || id == cp->bos_id || id == cp->eos_id)
             return tfm_error_set(err, TFM_ERR_RANGE,
                                  "id %d is %s, which training adds itself: the data hold "
                                  "only the sentences' own ids",
-                                 (int)id, id == TFM_ID_PAD ? "<pad>" : id == TFM_ID_BOS ? "<s>" : "</s>");
+                                 (int)id, id == cp->pad_id ? "<pad>" : id == cp->bos_id ? "<s>"
+                                                                                       : "</s>");
     }
     return TFM_OK;
 }
@@ -309,7 +312,7 @@ static tfm_status keep_chunk(loader *L, tfm_corpus *c, size_t first_line,
             return tfm_error_set(err, TFM_ERR_RANGE, "a line of %zu ids is too long",
                                  ns > nt ? ns : nt);
         }
-        if (L->p->append_eos && tfm_ids_push(&src->ids[i], TFM_ID_EOS) != TFM_OK)
+        if (L->p->append_eos && tfm_ids_push(&src->ids[i], L->p->eos_id) != TFM_OK)
             return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         tfm_status st = tfm_corpus_add(c, src->ids[i].data, (int)src->ids[i].len, tgt->ids[i].data,
                                        (int)nt, err);

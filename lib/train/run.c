@@ -1151,6 +1151,9 @@ static tfm_status load_corpus(tfm_run *r, const char *src, const char *tgt, cons
     cp.src_vocab = r->src_vocab;
     cp.vocab_size = r->p.vocab_size;
     cp.src_vocab_size = r->p.src_vocab_size;
+    cp.pad_id = r->p.model.pad_id; /* an imported model's own */
+    cp.bos_id = r->p.model.bos_id;
+    cp.eos_id = r->p.model.eos_id;
     tfm_corpus_stats stats;
     tfm_status st = tfm_corpus_load(src, tgt, &cp, out, &stats, err);
     if (st != TFM_OK) {

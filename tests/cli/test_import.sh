@@ -160,6 +160,13 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
     xzcat "$ENFR/valid.fr.xz" | head -n 200 >va.fr
     expect_status 0 "train --init on an imported swish model" "$BIN/train" --init "$v.st" \
         --src ft.en --tgt ft.fr --max-steps 30 --batch-tokens 2048 --lr-factor 0.5 -o ft.st
+    # id lines too: the data's ids are checked against the model's own specials
+    # (Marian's </s> is 0, and 3 a piece), and sources end with the model's </s>
+    "$BIN/tokenize" -m "$v.st" <ft.en | head -n 200 >ft.src.ids
+    "$BIN/tokenize" -m "$v.st" --side target <ft.fr | head -n 200 >ft.tgt.ids
+    check "the id lines hold Marian's id 3, a piece" grep -qw 3 ft.src.ids
+    expect_status 0 "train --init on id lines of an imported model" "$BIN/train" --init "$v.st" \
+        --src ft.src.ids --tgt ft.tgt.ids --max-steps 2 -o ft.ids.st
     loss() { "$BIN/score" -m "$1" --src va.en --tgt va.fr | awk -F'\t' '{ s += $1 } END { printf "%.3f", -s / NR }'; }
     before=$(loss "$v.st") after=$(loss ft.st)
     check "fine-tuning lowers the validation loss ($before -> $after per sentence)" \
@@ -180,6 +187,15 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
     check "decode --shortlist on the imported model: every line, most as the full output" \
         awk -v n="$(exact short.ids full.ids)" -v t="$(lines_of va.en)" \
             -v s="$(lines_of short.ids)" 'BEGIN { exit !(s == t && n >= t / 2) }'
+    # a glossary's target terms in the model's own pieces, as constraints
+    printf 'file\tfichier\nsave\tenregistrer\n' >gloss.tsv
+    printf 'Open the file\nsave it now\nnothing here\n' >g.en
+    "$BIN/tokenize" -m ft.st --glossary gloss.tsv --constraints g.cons <g.en >g.ids
+    "$BIN/encode" -m ft.st <g.ids | "$BIN/decode" -m ft.st --beam 4 --constraints g.cons |
+        "$BIN/tokenize" -d -m ft.st >g.out
+    check "glossary terms kept by an imported model" \
+        awk 'NR == 1 && !/fichier/ { bad++ } NR == 2 && !/enregistrer/ { bad++ }
+             END { exit bad || NR != 3 }' g.out
 else
     skip "a model like any other: no enfr data or xzcat"
 fi
