@@ -15,6 +15,7 @@
 #                   BLEU/chrF, constrained decoding speed on enfr (~70 min)
 #   make bench-window   restricted self-attention against full: growth with the
 #                   sentence length, long decodes (the bench's window section)
+#   make bench-import   an imported base-sized OPUS-MT model against CTranslate2
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
@@ -77,7 +78,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-finetune fuzz install uninstall clean
+.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-finetune fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a $(BUILD)/libtfm-internal.a
 
@@ -243,6 +244,12 @@ bench-window: deps all $(BENCH_BINS) $(TOOL_BINS)
 # updates to 1,500, two seeds a side, dropout at every site (~2.5 hours).
 bench-curves: deps-bench all
 	$(Q)sh tests/bench/curves.sh $(BUILD)
+
+# An OPUS-MT directory of base size (made by tests/import/make_fixtures.py
+# --base) imported by train import: encode | decode against CTranslate2 on the
+# enfr test set (tests/bench/import.sh); skipped when CTranslate2 is not built.
+bench-import: all
+	$(Q)sh tests/bench/import.sh $(BUILD)
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------------
 # A crash found is kept as build/fuzz/NAME-crash-*; with its fix, it goes into

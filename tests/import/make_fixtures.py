@@ -510,6 +510,19 @@ def marian_params(v, cfg, v_src, v_tgt, seed, n_units=None):
     # falls from 1 at pos 0 to -0.1 at pos 30, and with it the </s> logit rises.
     if v.get("eos_pos"):
         k = d // 2 + int(round(np.log(17.8) / np.log(10000.0) * d / 2))
+        if v.get("eos_lane"):
+            # Base size: 18 post-norm sublayers drown the position in dimension k. Keep it a
+            # lane: no embedding or sublayer output writes to k, and each layer norm passes
+            # it on with scale eos_lane, bias 0 (the small fixtures do not set this).
+            for name, a in p.items():
+                if name in ("Wemb", "encoder_Wemb", "decoder_Wemb"):
+                    a[:, k] = 0.0
+                elif re.search(r"_(Wo|bo|W2|b2)$", name):
+                    a[:, k] = 0.0
+                elif name.endswith("_ln_scale") or name.endswith("_ln_scale_pre"):
+                    a[0, k] = np.float32(v["eos_lane"])
+                elif name.endswith("_ln_bias") or name.endswith("_ln_bias_pre"):
+                    a[0, k] = 0.0
         out = p.get("decoder_ff_logit_out_W")
         if out is not None:
             out[k, 0] -= np.float32(v["eos_pos"])
@@ -954,7 +967,7 @@ def build_base(outdir, work, seed, ct2):
     """One base-sized model (6+6, 512, 8 heads, 2048, swish, post-norm, tied-all, 32k joint)."""
     v = dict(VARIANTS["postnorm-swish-tiedall"])
     v.update(index=100, dim=512, heads=8, ffn=2048, enc=6, dec=6, eos_bias=BASE_EOS_BIAS,
-             hf=False)
+             eos_pos=100.0, eos_lane=1.4, hf=False)
     spm = train_spm(work, "joint-uni-32k", ["en", "fr"], "unigram", 32000, full=True)
     toks = marian_vocab(spm_pieces(spm))
     cfg = model_config(v, len(toks), len(toks))
@@ -965,7 +978,10 @@ def build_base(outdir, work, seed, ct2):
     print("base model written to %s (%d pieces)" % (outdir, len(toks)))
 
 
-BASE_EOS_BIAS = 40.0
+# With the EOS lane (marian_params) CTranslate2's greedy outputs of the first 64 test lines
+# all end, mean 24.6 pieces, median 25 (bias 40 without the lane: 83% ended after one piece,
+# the rest ran to 256).
+BASE_EOS_BIAS = 35.0
 
 
 def main():
