@@ -406,11 +406,27 @@ static int32_t build_node(trie_build *b, int32_t value)
     return b->n++;
 }
 
+/* The first free slot at or after i: skip[j] == j for a free j, else a
+ * slot further on; the path is compressed as it is walked.  skip holds one
+ * more entry than the trie, free, so the walk always ends. */
+static int64_t next_free(int64_t *skip, int64_t i)
+{
+    int64_t r = i;
+    while (skip[r] != r) r = skip[r];
+    while (skip[i] != r) {
+        int64_t n = skip[i];
+        skip[i] = r;
+        i = n;
+    }
+    return r;
+}
+
 static tfm_status build_trie(tfm_spm *m, tfm_error *err)
 {
     trie_build b = {0};
     tfm_status s = TFM_ERR_NOMEM;
     int32_t *queue = NULL, *pos = NULL;
+    int64_t *skip = NULL; /* [cap + 1]: slot i free when skip[i] == i (next_free) */
     b.child = tfm_map64_create(1024);
     if (!b.child || build_node(&b, -1) != 0) goto done;
     for (int32_t id = 0; id < m->n; id++) {
@@ -434,17 +450,26 @@ static tfm_status build_trie(tfm_spm *m, tfm_error *err)
         }
         if (b.value[node] < 0) b.value[node] = id; /* a repeat is refused before this */
     }
-    /* Lay out breadth first. */
+    /* Lay out breadth first.  A node's children go at base + label for the
+     * first base whose slots are all free.  Candidate bases come from the
+     * free slots (found through skip[], each occupied slot pointing past
+     * itself, path-compressed), not from every base in turn: on a 32k-piece
+     * model the plain walk over a fragmented array took some 20 s.  After
+     * MAX_TRIES candidates the children go past everything used, where all
+     * slots are free. */
+    enum { MAX_TRIES = 64 };
     queue = malloc((size_t)b.n * sizeof *queue);
     pos = malloc((size_t)b.n * sizeof *pos);
     int64_t cap = (int64_t)b.n + 512;
     m->trie = malloc((size_t)cap * sizeof *m->trie);
-    if (!queue || !pos || !m->trie) goto done;
+    skip = malloc((size_t)(cap + 1) * sizeof *skip);
+    if (!queue || !pos || !m->trie || !skip) goto done;
     for (int64_t i = 0; i < cap; i++) m->trie[i] = (spm_unit){0, -1, -1};
+    for (int64_t i = 0; i <= cap; i++) skip[i] = i;
     m->trie[0].check = 0; /* the root's slot is taken */
+    skip[0] = 1;
     pos[0] = 0;
     int32_t head = 0, tail = 0, used_end = 1;
-    int64_t free_cursor = 1;
     queue[tail++] = 0;
     while (head < tail) {
         int32_t node = queue[head++];
@@ -453,33 +478,43 @@ static tfm_status build_trie(tfm_spm *m, tfm_error *err)
         if (b.first[node] < 0) continue;
         int lo = 256;
         for (int32_t c = b.first[node]; c >= 0; c = b.next[c]) lo = b.label[c] < lo ? b.label[c] : lo;
-        while (free_cursor < cap && m->trie[free_cursor].check >= 0) free_cursor++;
-        for (int64_t base = free_cursor - lo > 1 ? free_cursor - lo : 1;; base++) {
+        int64_t f = next_free(skip, 1), base;
+        for (int tries = 0;; tries++) {
+            base = tries < MAX_TRIES ? f - lo : (int64_t)used_end;
+            if (base < 1) {
+                f = next_free(skip, f + 1);
+                continue;
+            }
             if (base + 256 >= cap) {
-                int64_t ncap = cap * 2 + 256;
+                int64_t ncap = (base + 256) * 2 + 256;
                 spm_unit *t = realloc(m->trie, (size_t)ncap * sizeof *t);
-                if (!t) goto done;
+                int64_t *k = t ? realloc(skip, (size_t)(ncap + 1) * sizeof *k) : NULL;
+                if (t) m->trie = t;
+                if (!k) goto done;
+                skip = k;
                 for (int64_t i = cap; i < ncap; i++) t[i] = (spm_unit){0, -1, -1};
-                m->trie = t;
+                for (int64_t i = cap + 1; i <= ncap; i++) skip[i] = i;
+                skip[cap] = cap; /* free, as every slot past the old end */
                 cap = ncap;
             }
             bool fits = true;
             for (int32_t c = b.first[node]; c >= 0 && fits; c = b.next[c])
                 fits = m->trie[base + b.label[c]].check < 0;
-            if (!fits) continue;
-            if (base > INT32_MAX - 256) {
-                s = tfm_error_set(err, TFM_ERR_FORMAT, "the pieces are too many for the trie");
-                goto done;
-            }
-            m->trie[at].base = (int32_t)base;
-            for (int32_t c = b.first[node]; c >= 0; c = b.next[c]) {
-                int64_t slot = base + b.label[c];
-                m->trie[slot].check = at;
-                pos[c] = (int32_t)slot;
-                if (slot + 1 > used_end) used_end = (int32_t)slot + 1;
-                queue[tail++] = c;
-            }
-            break;
+            if (fits) break;
+            f = next_free(skip, f + 1);
+        }
+        if (base > INT32_MAX - 256) {
+            s = tfm_error_set(err, TFM_ERR_FORMAT, "the pieces are too many for the trie");
+            goto done;
+        }
+        m->trie[at].base = (int32_t)base;
+        for (int32_t c = b.first[node]; c >= 0; c = b.next[c]) {
+            int64_t slot = base + b.label[c];
+            m->trie[slot].check = at;
+            skip[slot] = slot + 1;
+            pos[c] = (int32_t)slot;
+            if (slot + 1 > used_end) used_end = (int32_t)slot + 1;
+            queue[tail++] = c;
         }
     }
     m->trie_size = used_end;
@@ -488,6 +523,7 @@ done:
     if (s == TFM_ERR_NOMEM) tfm_error_set(err, s, "out of memory building the piece trie");
     free(queue);
     free(pos);
+    free(skip);
     free(b.value);
     free(b.first);
     free(b.next);
