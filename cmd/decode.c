@@ -50,7 +50,9 @@ static const char usage_format[] =
     "                             SOURCE, the source text): every placeholder token of\n"
     "                             the line exactly as often as there, no other, printf\n"
     "                             conversions in order (a model whose vocabulary was\n"
-    "                             learnt with 'tokenize learn --placeholders')\n"
+    "                             learnt with 'tokenize learn --placeholders'); a\n"
+    "                             model imported by 'train import' spells each in its\n"
+    "                             own pieces, as often as the source has it\n"
     "      --placeholder-classes=LIST  the classes tokenize used (default all)\n"
     "      --shortlist=FILE       a lexical shortlist ('train shortlist'): each batch\n"
     "                             computes and searches only the target pieces its\n"
@@ -476,7 +478,8 @@ int main(int argc, char **argv)
     if (opt.placeholders_file) {
         if (tfm_model_load_vocab(opt.model, TFM_TARGET, &run.vocab, &err) != TFM_OK)
             cli_fail(opt.model, 0, "%s", err.msg);
-        if (tfm_vocab_placeholder_id(run.vocab, 1) < 0)
+        /* a model from elsewhere spells them in its own pieces instead */
+        if (tfm_vocab_placeholder_id(run.vocab, 1) < 0 && !tfm_vocab_spm(run.vocab))
             cli_fail(opt.model, 0, "--placeholders: the model's vocabulary has no placeholder "
                      "tokens (<ph1> ...): learn it with 'tokenize learn --placeholders'");
     }

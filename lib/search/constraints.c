@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "search/search_internal.h"
+#include "tfm/spm.h"
 #include "tfm/text.h"
 
 tfm_constraints *tfm_constraints_create(void)
@@ -244,7 +245,7 @@ static void placeholder_marks(unsigned classes, bool mark[128])
  * does not have out of ordinary pieces. */
 static tfm_status ban_placeholder_marks(tfm_constraints *c, const tfm_vocab *v, const char *line,
                                         size_t len, unsigned classes, const tfm_placeholders *ph,
-                                        tfm_error *err)
+                                        const int32_t *allowed, int n_allowed, tfm_error *err)
 {
     bool mark[128];
     placeholder_marks(classes, mark);
@@ -270,6 +271,9 @@ static tfm_status ban_placeholder_marks(tfm_constraints *c, const tfm_vocab *v, 
     for (int32_t id = 0; id < size; id++) {
         if (tfm_vocab_type(v, id) == TFM_PIECE_CONTROL) continue;
         if (id >= first_ph && id <= last_ph && tfm_vocab_type(v, id) == TFM_PIECE_USER) continue;
+        bool spells_one = false; /* a piece of the placeholders' own spellings */
+        for (int k = 0; k < n_allowed && !spells_one; k++) spells_one = allowed[k] == id;
+        if (spells_one) continue;
         int byte = tfm_vocab_byte_value(v, id);
         bool banned = byte >= 0 && byte < 128 && mark[byte];
         size_t plen;
@@ -284,10 +288,16 @@ static tfm_status ban_placeholder_marks(tfm_constraints *c, const tfm_vocab *v, 
     return TFM_OK;
 }
 
+static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab *v,
+                                             const char *line, size_t len, unsigned classes,
+                                             tfm_error *err);
+
 tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
                                             const char *line, size_t len, unsigned classes,
                                             tfm_error *err)
 {
+    if (tfm_vocab_placeholder_id(v, 1) < 0 && tfm_vocab_spm(v))
+        return add_placeholders_as_pieces(c, v, line, len, classes, err);
     if (tfm_vocab_placeholder_id(v, 1) < 0)
         return tfm_error_set(err, TFM_ERR_ARG, "the model's vocabulary has no placeholder tokens "
                              "(<ph1> ...): learn it with 'tokenize learn --placeholders'");
@@ -314,7 +324,126 @@ tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab 
         if (id >= 0) st = tfm_constraints_limit(c, id, count[k], err);
     }
     if (st == TFM_OK && n_ordered > 1) st = tfm_constraints_order(c, ordered, n_ordered, err);
-    if (st == TFM_OK) st = ban_placeholder_marks(c, v, line, len, classes, &ph, err);
+    if (st == TFM_OK) st = ban_placeholder_marks(c, v, line, len, classes, &ph, NULL, 0, err);
+    tfm_placeholders_free(&ph);
+    return st;
+}
+
+/* ---- placeholders in a model's own pieces -------------------------------------------------- */
+
+/* A placeholder's text t in the pieces of v's SentencePiece model, as ids
+ * of v, into out: with the dummy prefix (t after a space: "▁%s") or
+ * without (t glued to the word before it).  False when a piece is not in
+ * v (it would be <unk>: no output spells t so). */
+static bool spell(tfm_spm_encoder *e, const tfm_vocab *v, const char *t, size_t n, bool prefix,
+                  tfm_buf *pieces, tfm_ids *out)
+{
+    tfm_ids_clear(out);
+    tfm_spm_encoder_set_dummy_prefix(e, prefix);
+    if (tfm_spm_encode_pieces(e, t, n, pieces, NULL, NULL) != TFM_OK) return false;
+    const char *p = pieces->data ? pieces->data : "", *end = p + pieces->len;
+    while (p < end) {
+        const char *sp = memchr(p, ' ', (size_t)(end - p));
+        const size_t k = sp ? (size_t)(sp - p) : (size_t)(end - p);
+        const int32_t id = k ? tfm_vocab_find(v, p, k) : -1;
+        if (k && (id < 0 || tfm_ids_push(out, id) != TFM_OK)) return false;
+        p += k + 1;
+    }
+    return out->len > 0;
+}
+
+/* Whether piece id holds a character that starts or ends a placeholder. */
+static bool has_mark(const tfm_vocab *v, int32_t id, const bool mark[128])
+{
+    size_t n;
+    const char *t = tfm_vocab_piece(v, id, &n);
+    for (size_t j = 0; t && j < n; j++)
+        if ((unsigned char)t[j] < 128 && mark[(unsigned char)t[j]]) return true;
+    return false;
+}
+
+/* For a model whose vocabulary has no placeholder tokens but a SentencePiece
+ * model (an imported OPUS-MT model): each placeholder occurrence is a
+ * constraint, its text in the model's pieces (spelled after a space or glued
+ * to the word before, as the source has it); each piece of those spellings
+ * that holds a placeholder's mark ('%', '{', '<', ...) may appear exactly as
+ * often as the spellings use it, and every other piece holding a mark the
+ * source has nowhere outside its placeholders is banned.  So the output
+ * spells each placeholder as often as the source, and can make no other
+ * out of marks.  (The order of printf conversions is not steered here:
+ * their spellings share their pieces.) */
+static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab *v,
+                                             const char *line, size_t len, unsigned classes,
+                                             tfm_error *err)
+{
+    tfm_placeholders ph;
+    tfm_placeholders_init(&ph);
+    tfm_spm_encoder *e = NULL;
+    tfm_buf pieces;
+    tfm_buf_init(&pieces);
+    tfm_ids spelled[1];
+    tfm_ids_init(&spelled[0]);
+    tfm_ids allowed, count; /* mark-holding pieces of the spellings, and how often */
+    tfm_ids_init(&allowed);
+    tfm_ids_init(&count);
+    bool mark[128];
+    placeholder_marks(classes, mark);
+    tfm_status st = tfm_placeholders_scan(line, len, classes, &ph, err);
+    if (st == TFM_OK) st = tfm_spm_encoder_create(tfm_vocab_spm(v), &e, err);
+    for (size_t i = 0; i < ph.n && st == TFM_OK; i++) {
+        const tfm_placeholder *p = &ph.items[i];
+        /* one spelling, as the source has it: after a space (or first), or
+         * glued to the word before; the other when that one cannot be had.
+         * One spelling makes the limits exact: each mark-holding piece as
+         * often as the placeholders use it, so none is spelled twice. */
+        const bool after_space = p->start == 0 || line[p->start - 1] == ' ' ||
+                                 line[p->start - 1] == '\t';
+        const int32_t *alts[1];
+        int lens[1], n_alts = 0;
+        for (int k = 0; k < 2 && n_alts == 0; k++) {
+            const bool prefix = k == 0 ? after_space : !after_space;
+            if (!spell(e, v, line + p->start, p->len, prefix, &pieces, &spelled[0])) continue;
+            alts[0] = spelled[0].data;
+            lens[0] = (int)spelled[0].len;
+            n_alts = 1;
+        }
+        if (n_alts == 0) continue; /* no spelling in the model's pieces: nothing to steer */
+        if (c->n < TFM_MAX_CONSTRAINTS) st = tfm_constraints_add(c, alts, lens, n_alts, err);
+        /* this occurrence needs each mark-holding piece as often as the
+         * spelling that uses it most: added to the piece's limit */
+        for (int a = 0; a < n_alts && st == TFM_OK; a++)
+            for (int j = 0; j < lens[a] && st == TFM_OK; j++) {
+                const int32_t id = alts[a][j];
+                bool seen = false; /* counted already for this occurrence */
+                for (int a2 = 0; a2 <= a && !seen; a2++)
+                    for (int k = 0; k < (a2 == a ? j : lens[a2]) && !seen; k++)
+                        seen = alts[a2][k] == id;
+                if (seen || !has_mark(v, id, mark)) continue;
+                int most = 0;
+                for (int a2 = 0; a2 < n_alts; a2++) {
+                    int uses = 0;
+                    for (int k = 0; k < lens[a2]; k++) uses += alts[a2][k] == id;
+                    if (uses > most) most = uses;
+                }
+                size_t at = 0;
+                while (at < allowed.len && allowed.data[at] != id) at++;
+                if (at == allowed.len && (tfm_ids_push(&allowed, id) != TFM_OK ||
+                                          tfm_ids_push(&count, 0) != TFM_OK))
+                    st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+                else
+                    count.data[at] += most;
+            }
+    }
+    for (size_t k = 0; k < allowed.len && st == TFM_OK; k++)
+        st = tfm_constraints_limit(c, allowed.data[k], count.data[k], err);
+    if (st == TFM_OK)
+        st = ban_placeholder_marks(c, v, line, len, classes, &ph, allowed.data, (int)allowed.len,
+                                   err);
+    tfm_spm_encoder_free(e);
+    tfm_buf_free(&pieces);
+    tfm_ids_free(&spelled[0]);
+    tfm_ids_free(&allowed);
+    tfm_ids_free(&count);
     tfm_placeholders_free(&ph);
     return st;
 }

@@ -66,6 +66,7 @@ typedef struct bpe_pair {
 
 struct tfm_spm_encoder {
     const tfm_spm *m;
+    spm_norm spec;       /* the model's normalizer spec, the dummy prefix as set */
     tfm_buf norm;        /* the normalized line */
     tfm_buf raw;         /* spm_span[]: the model's segmentation */
     size_t n_raw;
@@ -82,12 +83,18 @@ struct tfm_spm_encoder {
     tfm_ids cache_data;  /* per word: count, then (len, id) per piece */
 };
 
+void tfm_spm_encoder_set_dummy_prefix(tfm_spm_encoder *e, bool on)
+{
+    e->spec.add_dummy_prefix = on && e->m->norm.add_dummy_prefix;
+}
+
 tfm_status tfm_spm_encoder_create(const tfm_spm *m, tfm_spm_encoder **out, tfm_error *err)
 {
     *out = NULL;
     tfm_spm_encoder *e = calloc(1, sizeof *e);
     if (!e) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     e->m = m;
+    e->spec = m->norm;
     tfm_buf_init(&e->norm);
     tfm_buf_init(&e->raw);
     tfm_buf_init(&e->spans);
@@ -436,7 +443,7 @@ static tfm_status encode_spans(tfm_spm_encoder *e, const char *line, size_t len,
 {
     const tfm_spm *m = e->m;
     e->n_raw = e->n_spans = 0;
-    tfm_status st = spm_normalize(m, &m->norm, line, len, &e->norm, n_repaired, err);
+    tfm_status st = spm_normalize(m, &e->spec, line, len, &e->norm, n_repaired, err);
     if (st != TFM_OK || e->norm.len == 0) return st;
     const unsigned char *s = (const unsigned char *)e->norm.data;
     st = m->type == TFM_SPM_BPE ? bpe_encode(e, s, e->norm.len, err)
@@ -505,5 +512,5 @@ tfm_status tfm_spm_encode_pieces(tfm_spm_encoder *e, const char *line, size_t le
 tfm_status tfm_spm_normalize(tfm_spm_encoder *e, const char *line, size_t len, tfm_buf *out,
                              tfm_error *err)
 {
-    return spm_normalize(e->m, &e->m->norm, line, len, out, NULL, err);
+    return spm_normalize(e->m, &e->spec, line, len, out, NULL, err);
 }

@@ -100,6 +100,10 @@ int32_t tfm_spm_pad_id(const tfm_spm *m);
 typedef struct tfm_spm_encoder tfm_spm_encoder;
 tfm_status tfm_spm_encoder_create(const tfm_spm *m, tfm_spm_encoder **out, tfm_error *err);
 void tfm_spm_encoder_free(tfm_spm_encoder *e);
+/* Whether the encoder adds the model's dummy prefix (a U+2581 before the
+ * line, when the model asks for one; on by default): off, a piece of text
+ * is segmented as it would be glued to what comes before it. */
+void tfm_spm_encoder_set_dummy_prefix(tfm_spm_encoder *e, bool on);
 
 /* Normalizes and segments one line (len bytes, no newline) into piece ids
  * (out cleared first), exactly as spm_encode --output_format=id.  Invalid

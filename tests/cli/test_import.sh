@@ -196,6 +196,28 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
     check "glossary terms kept by an imported model" \
         awk 'NR == 1 && !/fichier/ { bad++ } NR == 2 && !/enregistrer/ { bad++ }
              END { exit bad || NR != 3 }' g.out
+    # placeholders without placeholder tokens: decode --placeholders spells
+    # each of the source's in the model's own pieces, as often as the source
+    # has it (the text of every one is in the output that many times)
+    xzcat "$ENFR/test.en.xz" | grep -E '%[sdu]|\{[0-9a-z_]*\}|<[a-z]+>' | head -n "$((LINES < 120 ? 30 : 200))" >ph.en
+    "$BIN/tokenize" -m ft.st <ph.en | "$BIN/encode" -m ft.st |
+        "$BIN/decode" -m ft.st --beam 4 --placeholders=ph.en | "$BIN/tokenize" -d -m ft.st >ph.out
+    "$BIN/tokenize" placeholders <ph.en >ph.list
+    paste -d '\n' ph.list ph.out | awk '
+        NR % 2 == 1 { n = split($0, want, "\t"); next }
+        { lines++; bad_line = 0
+          delete need
+          for (i = 1; i <= n; i++) if (want[i] != "") need[want[i]]++
+          for (t in need) {
+              c = 0; s = $0
+              while ((at = index(s, t)) > 0) { c++; s = substr(s, at + length(t)) }
+              if (c < need[t]) bad_line = 1
+          }
+          bad += bad_line }
+        END { printf "%d %d\n", lines, bad }' >ph.counts
+    read -r lines bad <ph.counts
+    check "decode --placeholders on an imported model: every placeholder kept on all $lines lines" \
+        test "$bad" -eq 0 -a "$lines" -eq "$(lines_of ph.en)"
 else
     skip "a model like any other: no enfr data or xzcat"
 fi
