@@ -96,9 +96,10 @@ static bool config_bool(importer *im, const char *key)
 
 static tfm_status refuse(importer *im, const char *option, const char *value, const char *why)
 {
+    const char *quote = value[0] ? "" : "'"; /* an empty value shows as '' */
     return tfm_error_set(im->err, TFM_ERR_UNSUPPORTED,
-                         "%s: the model was trained with --%s %s%s%s%s: %s", im->npz_name, option,
-                         value[0] ? "" : "'", value, value[0] ? "" : "'", "", why);
+                         "%s: the model was trained with --%s %s%s%s: %s", im->npz_name, option,
+                         quote, value, quote, why);
 }
 
 /* Reads and checks the options of special:model.yml into c. */
@@ -171,6 +172,9 @@ static tfm_status read_config(importer *im, tfm_config *c)
 
     c->shared_embeddings = config_bool(im, "tied-embeddings-all");
     c->shared_decoder_embeddings = !c->shared_embeddings && config_bool(im, "tied-embeddings");
+    if (config_bool(im, "right-left"))
+        return refuse(im, "right-left", "true",
+                      "a model that writes its output right to left is not supported");
     if (config_bool(im, "tied-embeddings-src"))
         return refuse(im, "tied-embeddings-src", "true",
                       "source and target embeddings tied without the output is not supported");
@@ -406,7 +410,10 @@ static tfm_status read_weights(importer *im, tfm_model *m, int Vs, int Vt)
                 st = get_linear_weight(im, "decoder_ff_logit_out_W", p->output_proj, D, Vt);
         }
     }
-    if (st == TFM_OK) st = get_vector(im, "decoder_ff_logit_out_b", p->output_bias, Vt);
+    /* a model trained with --output-omit-bias has none: zeros */
+    if (st == TFM_OK && (tfm_npz_find(im->npz, "decoder_ff_logit_out_b", NULL) ||
+                         !config_bool(im, "output-omit-bias")))
+        st = get_vector(im, "decoder_ff_logit_out_b", p->output_bias, Vt);
     for (int v = Vt; v < c->tgt_vocab_size; v++) p->output_bias[v] = IMPORT_ABSENT_BIAS;
 
     for (int l = 0; st == TFM_OK && l < c->n_encoder_layers; l++) {

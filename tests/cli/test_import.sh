@@ -302,6 +302,11 @@ EOF
     broken "an activation it cannot run" "transformer-ffn-activation tanh"
     npz_edit 'y = bytes(d["special:model.yml"]).replace(b"transformer-preprocess: n", b"transformer-preprocess: d"); d["special:model.yml"] = np.frombuffer(y, dtype=np.int8)'
     broken "a pre/post-process combination it cannot run" "transformer-preprocess"
+    npz_edit 'y = bytes(d["special:model.yml"]).replace(b"right-left: false", b"right-left: true"); d["special:model.yml"] = np.frombuffer(y, dtype=np.int8)'
+    broken "a right-to-left model" "right-left true"
+    # --output-omit-bias: no output bias, which is not an error
+    npz_edit 'y = bytes(d["special:model.yml"]).replace(b"output-omit-bias: false", b"output-omit-bias: true"); d["special:model.yml"] = np.frombuffer(y, dtype=np.int8); del d["decoder_ff_logit_out_b"]'
+    expect_status 0 "a model trained with --output-omit-bias imports" "$BIN/train" import bad -o nobias.st
 else
     skip "no python3 with numpy: the npz edits"
 fi
