@@ -33,13 +33,6 @@ typedef struct hf_importer {
     tfm_error *err;
 } hf_importer;
 
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
 
 /* The whole file at path, NUL-terminated, at most max bytes. */
 static tfm_status slurp(const char *path, size_t max, tfm_buf *out, tfm_error *err)
@@ -310,10 +303,11 @@ tfm_status tfm_model_import_hf(const char *dir, tfm_model **out, tfm_error *err)
 {
     *out = NULL;
     hf_importer im = {.dir = dir, .err = err};
-    im.config_path = join(dir, "config.json");
-    im.weights_path = join(dir, "model.safetensors");
-    char *vocab_path = join(dir, "vocab.json"), *tgt_vocab_path = join(dir, "target_vocab.json");
-    char *spm[2] = {join(dir, "source.spm"), join(dir, "target.spm")};
+    im.config_path = import_path(dir, "config.json");
+    im.weights_path = import_path(dir, "model.safetensors");
+    char *vocab_path = import_path(dir, "vocab.json");
+    char *tgt_vocab_path = import_path(dir, "target_vocab.json");
+    char *spm[2] = {import_path(dir, "source.spm"), import_path(dir, "target.spm")};
     hf_vocab vocab[2];
     memset(vocab, 0, sizeof vocab);
     tfm_vocab *src = NULL, *tgt = NULL;

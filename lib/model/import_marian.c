@@ -14,19 +14,23 @@
  *     start, Marian's layer-norm epsilon (1e-9, its layerNorm's default),
  *     the alignment layer, </s> appended to the source;
  *   - the weights, transposed from Marian's [in, out] to [out, in];
- *   - a vocabulary per side: Marian's pieces in Marian's id order, then <s>
- *     and <pad> (Marian has neither: the decoder starts from a zero vector,
- *     and padding is masked), each with its SentencePiece model attached
- *     (tfm_vocab_attach_spm).  The two rows added to the embeddings are
- *     zeros and their output bias is -1e4, so that no probability goes to
- *     them (the searches also forbid them by id).
+ *   - a vocabulary per side: Marian's pieces in Marian's id order (the
+ *     smaller side filled with unused control pieces up to the larger's
+ *     size, so that the ids added next are the same on both sides), then
+ *     <s> and <pad> (Marian has neither: the decoder starts from a zero
+ *     vector, and padding is masked), each with its SentencePiece model
+ *     attached (tfm_vocab_attach_spm).  The rows added to the embeddings
+ *     are zeros and their output bias is -1e4, so that no probability goes
+ *     to them (the searches also forbid <s> and <pad> by id).
  *
  * What this toolkit cannot run is refused with the option and its value,
- * as CTranslate2's converter refuses them: --type other than transformer,
- * an SSRU or RNN decoder (--transformer-decoder-autoreg),
+ * as CTranslate2's converter refuses them and more: --type other than
+ * transformer, an SSRU or RNN decoder (--transformer-decoder-autoreg),
  * --transformer-no-projection, other activations, pre/post-process
  * combinations other than the pre-norm and post-norm ones, factored
- * vocabularies, learned positions (Wpos). */
+ * vocabularies, learned positions (Wpos), --right-left, encoder and decoder
+ * FFNs of other widths or depths, --tied-embeddings-src.  A model trained
+ * with --output-omit-bias gets a zero output bias. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -48,14 +52,6 @@ typedef struct importer {
     tfm_error *err;
 } importer;
 
-/* dir/name, malloc'd. */
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
 
 /* ---- the configuration ---------------------------------------------------------------- */
 
@@ -213,6 +209,14 @@ static tfm_status read_yml(importer *im, const char *yml_path, tfm_yaml_vocab **
     }
     *n = (int)(*out)->count;
     return TFM_OK;
+}
+
+char *import_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
 }
 
 tfm_status import_side_vocab(const char *const *pieces, const size_t *lens, size_t count,
@@ -421,7 +425,8 @@ static tfm_status read_weights(importer *im, tfm_model *m, int Vs, int Vt)
         snprintf(prefix, sizeof prefix, "encoder_l%d_self", l + 1);
         st = get_attention(im, prefix, &L->self_attn, D, pre, &L->self_attn_layer_norm);
         snprintf(prefix, sizeof prefix, "encoder_l%d_ffn", l + 1);
-        if (st == TFM_OK) st = get_ffn(im, prefix, &L->fc1, &L->fc2, &L->final_layer_norm, D, F, pre);
+        if (st == TFM_OK)
+            st = get_ffn(im, prefix, &L->fc1, &L->fc2, &L->final_layer_norm, D, F, pre);
     }
     for (int l = 0; st == TFM_OK && l < c->n_decoder_layers; l++) {
         const tfm_decoder_layer *L = &p->decoder_layers[l];
@@ -431,7 +436,8 @@ static tfm_status read_weights(importer *im, tfm_model *m, int Vs, int Vt)
         if (st == TFM_OK)
             st = get_attention(im, prefix, &L->encoder_attn, D, pre, &L->encoder_attn_layer_norm);
         snprintf(prefix, sizeof prefix, "decoder_l%d_ffn", l + 1);
-        if (st == TFM_OK) st = get_ffn(im, prefix, &L->fc1, &L->fc2, &L->final_layer_norm, D, F, pre);
+        if (st == TFM_OK)
+            st = get_ffn(im, prefix, &L->fc1, &L->fc2, &L->final_layer_norm, D, F, pre);
     }
     if (st == TFM_OK && pre) st = get_norm(im, "encoder_top", false, &p->encoder_layer_norm, D);
     if (st == TFM_OK && pre) st = get_norm(im, "decoder_top", false, &p->decoder_layer_norm, D);
@@ -474,8 +480,8 @@ tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *
     tfm_model *m = NULL;
     const char **models = NULL, **vocabs = NULL;
     size_t n_models = 0, n_vocabs = 0;
-    char *path = join(dir, "decoder.yml"), *npz_path = NULL, *yml[2] = {NULL, NULL};
-    char *spm[2] = {join(dir, "source.spm"), join(dir, "target.spm")};
+    char *path = import_path(dir, "decoder.yml"), *npz_path = NULL, *yml[2] = {NULL, NULL};
+    char *spm[2] = {import_path(dir, "source.spm"), import_path(dir, "target.spm")};
     tfm_buf text;
     tfm_buf_init(&text);
     tfm_status st = path && spm[0] && spm[1] ? TFM_OK
@@ -493,9 +499,9 @@ tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *
         if (st != TFM_OK) tfm_error_prefix(err, "%s", path);
     }
     if (st == TFM_OK) {
-        npz_path = join(dir, models[0]);
-        yml[0] = join(dir, vocabs[0]);
-        yml[1] = join(dir, vocabs[n_vocabs - 1]);
+        npz_path = import_path(dir, models[0]);
+        yml[0] = import_path(dir, vocabs[0]);
+        yml[1] = import_path(dir, vocabs[n_vocabs - 1]);
         for (size_t i = 0; i < n_vocabs; i++) {
             const size_t len = strlen(vocabs[i]);
             if (len > 4 && strcmp(vocabs[i] + len - 4, ".fsv") == 0)
@@ -593,7 +599,7 @@ tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *
 /* True when dir/name can be opened. */
 static bool has_file(const char *dir, const char *name)
 {
-    char *path = join(dir, name);
+    char *path = import_path(dir, name);
     FILE *fp = path ? fopen(path, "rb") : NULL;
     free(path);
     if (fp) fclose(fp);

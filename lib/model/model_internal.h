@@ -53,6 +53,9 @@ void tfm_quantized_dequantize(tfm_model *m, bool embeddings_only);
 
 /* ---- models from elsewhere (import_marian.c, import_hf.c) ---- */
 
+/* "dir/name", malloc'd (NULL when memory runs out). */
+char *import_path(const char *dir, const char *name);
+
 /* The vocabulary of a side of an imported model: pieces[0..count) (lens
  * their sizes) in their ids, named yml_path in messages; unused control
  * pieces up to fill_to (the larger side's size: the specials added next
