@@ -451,10 +451,10 @@ static tfm_status member_blame_data(member_reader *r, char *scratch, size_t size
 
 tfm_status tfm_npz_read_bytes(tfm_npz *z, const char *name, tfm_buf *out, tfm_error *err)
 {
+    tfm_buf_clear(out);
     member_reader r;
     tfm_status st = member_open(z, name, &r, err);
     if (st != TFM_OK) return st;
-    tfm_buf_clear(out);
     if (r.m->size > SIZE_MAX - 1 || tfm_buf_reserve(out, (size_t)r.m->size) != TFM_OK) {
         member_close(&r);
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for member '%s' (%" PRIu64
