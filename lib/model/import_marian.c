@@ -211,75 +211,6 @@ static tfm_status read_yml(importer *im, const char *yml_path, tfm_yaml_vocab **
     return TFM_OK;
 }
 
-char *import_path(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-tfm_status import_side_vocab(const char *const *pieces, const size_t *lens, size_t count,
-                             const char *yml_path, const char *spm_path, int fill_to,
-                             tfm_vocab **out, int32_t *eos, int32_t *unk, tfm_error *err)
-{
-    *out = NULL;
-    tfm_status st = TFM_OK;
-    tfm_vocab *v = tfm_vocab_create_foreign();
-    if (!v) st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    *eos = *unk = -1;
-    for (size_t id = 0; st == TFM_OK && id < count; id++) {
-        const char *p = pieces[id];
-        const size_t len = lens[id];
-        const bool is_eos = strcmp(p, "</s>") == 0, is_unk = strcmp(p, "<unk>") == 0;
-        if (is_eos) *eos = (int32_t)id;
-        if (is_unk) *unk = (int32_t)id;
-        const bool control = is_eos || is_unk || strcmp(p, "<s>") == 0 ||
-                             strcmp(p, "<pad>") == 0;
-        /* a multilingual model's target-language tokens (>>fra<<) are kept whole */
-        const bool user = len > 4 && memcmp(p, ">>", 2) == 0 && memcmp(p + len - 2, "<<", 2) == 0;
-        const tfm_piece_type type = control ? TFM_PIECE_CONTROL
-                                    : user  ? TFM_PIECE_USER
-                                            : TFM_PIECE_NORMAL;
-        if (tfm_vocab_add(v, p, len, 0.0f, type) < 0)
-            st = tfm_error_set(err, TFM_ERR_FORMAT,
-                               "%s: piece %zu ('%.40s') cannot be held in a vocabulary (empty, "
-                               "a space or a control character in it, or twice)",
-                               yml_path, id, p);
-    }
-    for (int k = 0; st == TFM_OK && tfm_vocab_size(v) < fill_to; k++) {
-        char filler[32];
-        snprintf(filler, sizeof filler, "<unused%d>", k);
-        if (tfm_vocab_add(v, filler, strlen(filler), 0.0f, TFM_PIECE_CONTROL) < 0)
-            st = tfm_error_set(err, TFM_ERR_FORMAT, "%s: the vocabulary holds '%s'", yml_path,
-                               filler);
-    }
-    if (st == TFM_OK && (*eos < 0 || *unk < 0))
-        st = tfm_error_set(err, TFM_ERR_FORMAT, "%s: the vocabulary has no '%s'", yml_path,
-                           *eos < 0 ? "</s>" : "<unk>");
-    if (st == TFM_OK && (tfm_vocab_find(v, "<s>", 3) >= 0 || tfm_vocab_find(v, "<pad>", 5) >= 0))
-        st = tfm_error_set(err, TFM_ERR_FORMAT, "%s: the vocabulary holds '<s>' or '<pad>', "
-                                                "which Marian's vocabularies do not",
-                           yml_path);
-    if (st == TFM_OK && (tfm_vocab_add(v, "<s>", 3, 0.0f, TFM_PIECE_CONTROL) < 0 ||
-                         tfm_vocab_add(v, "<pad>", 5, 0.0f, TFM_PIECE_CONTROL) < 0))
-        st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    tfm_spm *spm = NULL;
-    if (st == TFM_OK && (st = tfm_spm_load(spm_path, &spm, err)) != TFM_OK)
-        tfm_error_prefix(err, "%s", spm_path);
-    size_t n_bytes = 0;
-    const void *bytes = spm ? tfm_spm_bytes(spm, &n_bytes) : NULL;
-    if (st == TFM_OK && (st = tfm_vocab_attach_spm(v, bytes, n_bytes, err)) != TFM_OK)
-        tfm_error_prefix(err, "%s", spm_path);
-    tfm_spm_free(spm);
-    if (st != TFM_OK) {
-        tfm_vocab_free(v);
-        return st;
-    }
-    *out = v;
-    return TFM_OK;
-}
-
 /* ---- the weights ---------------------------------------------------------------------- */
 
 /* Member name as float32 of rows x cols ([1, cols] or [cols] when rows is
@@ -594,23 +525,4 @@ tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *
     free(spm[0]);
     free(spm[1]);
     return st;
-}
-
-/* True when dir/name can be opened. */
-static bool has_file(const char *dir, const char *name)
-{
-    char *path = import_path(dir, name);
-    FILE *fp = path ? fopen(path, "rb") : NULL;
-    free(path);
-    if (fp) fclose(fp);
-    return fp != NULL;
-}
-
-tfm_status tfm_model_import(const char *dir, tfm_model **out, tfm_error *err)
-{
-    *out = NULL;
-    if (has_file(dir, "decoder.yml")) return tfm_model_import_marian(dir, out, err);
-    if (has_file(dir, "config.json")) return tfm_model_import_hf(dir, out, err);
-    return tfm_error_set(err, TFM_ERR_IO, "%s: neither decoder.yml (an OPUS-MT model) nor "
-                                          "config.json (a Hugging Face one) is there", dir);
 }

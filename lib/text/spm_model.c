@@ -734,19 +734,6 @@ int32_t spm_piece_to_id(const tfm_spm *m, const char *s, size_t len)
     return v ? (int32_t)*v : m->unk;
 }
 
-size_t spm_user_prefix(const tfm_spm *m, const unsigned char *s, size_t len)
-{
-    size_t best = 0;
-    int32_t node = 0;
-    for (size_t i = 0; i < len; i++) {
-        node = spm_trie_next(m, node, s[i]);
-        if (node < 0) break;
-        int32_t id = m->trie[node].value;
-        if (id >= 0 && m->pieces[id].type == TFM_SPM_USER_DEFINED) best = i + 1;
-    }
-    return best;
-}
-
 const void *tfm_spm_bytes(const tfm_spm *m, size_t *size)
 {
     *size = m->size;

@@ -39,6 +39,21 @@ static inline uint32_t unit_offset(uint32_t u) { return (u >> 10) << ((u & (1u <
 static inline bool unit_has_leaf(uint32_t u) { return (u >> 8) & 1; }
 static inline uint32_t unit_label(uint32_t u) { return u & ((1u << 31) | 0xFF); }
 
+/* (here, beside the normalizer that passes user symbols through, rather
+ * than in spm_model.c, which calls spm_norm_set_map: no circle of files) */
+size_t spm_user_prefix(const tfm_spm *m, const unsigned char *s, size_t len)
+{
+    size_t best = 0;
+    int32_t node = 0;
+    for (size_t i = 0; i < len; i++) {
+        node = spm_trie_next(m, node, s[i]);
+        if (node < 0) break;
+        int32_t id = m->trie[node].value;
+        if (id >= 0 && m->pieces[id].type == TFM_SPM_USER_DEFINED) best = i + 1;
+    }
+    return best;
+}
+
 tfm_status spm_norm_set_map(spm_norm *spec, const unsigned char *blob, size_t len,
                             tfm_error *err)
 {
