@@ -330,7 +330,10 @@ static int run_quantize(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_import(int argc, char **argv)
+/* The options of a subcommand that takes -o FILE and the common ones alone:
+ * the output (required: a usage error naming what without it); optind is
+ * then at the operands. */
+static const char *output_option(int argc, char **argv, const char *usage, const char *what)
 {
     static const struct option longs[] = {
         {"output", required_argument, NULL, 'o'},
@@ -342,9 +345,15 @@ static int run_import(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:qvhV", longs, NULL)) != -1) {
         if (c == 'o') out = optarg;
-        else cli_common_option(c, import_usage_text);
+        else cli_common_option(c, usage);
     }
-    if (!out) cli_usage_error("import: -o MODEL is required");
+    if (!out) cli_usage_error("%s: -o MODEL is required", what);
+    return out;
+}
+
+static int run_import(int argc, char **argv)
+{
+    const char *out = output_option(argc, argv, import_usage_text, "import");
     if (optind >= argc) cli_usage_error("import: give the model's directory");
     if (optind + 1 < argc) cli_usage_error("import: unexpected argument '%s'", argv[optind + 1]);
     const char *dir = argv[optind];
@@ -367,19 +376,7 @@ static int run_import(int argc, char **argv)
 
 static int run_average(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"output", required_argument, NULL, 'o'},
-        CLI_COMMON_LONG_OPTIONS,
-        {NULL, 0, NULL, 0},
-    };
-    const char *out = NULL;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:qvhV", longs, NULL)) != -1) {
-        if (c == 'o') out = optarg;
-        else cli_common_option(c, average_usage_text);
-    }
-    if (!out) cli_usage_error("average: -o MODEL is required");
+    const char *out = output_option(argc, argv, average_usage_text, "average");
     if (optind >= argc) cli_usage_error("average: no files to average");
     tfm_error err;
     if (tfm_average_write((const char *const *)argv + optind, argc - optind, out, NULL, &err))

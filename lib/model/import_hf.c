@@ -181,8 +181,7 @@ static tfm_status read_vocab(const char *path, hf_vocab *v, tfm_error *err)
 
 /* The tensor called name (without "model." when bare) as float32 rows x
  * cols ([cols] when rows is 0, [1, cols] too), copied into dst. */
-static tfm_status get(hf_importer *im, const char *name, int rows, int cols, float *dst,
-                      int dst_rows)
+static tfm_status get(hf_importer *im, const char *name, int rows, int cols, float *dst)
 {
     const void *data;
     int64_t shape[2] = {rows ? rows : cols, cols};
@@ -199,29 +198,27 @@ static tfm_status get(hf_importer *im, const char *name, int rows, int cols, flo
         return st;
     }
     memcpy(dst, data, (size_t)(rows ? rows : 1) * (size_t)cols * sizeof *dst);
-    (void)dst_rows;
     return TFM_OK;
 }
 
 static tfm_status get_linear(hf_importer *im, const char *prefix, const tfm_linear *l, int out,
                              int in)
 {
-    char name[160];
+    char name[320];
     snprintf(name, sizeof name, "%s.weight", prefix);
-    tfm_status st = get(im, name, out, in, l->weight, out);
+    tfm_status st = get(im, name, out, in, l->weight);
     snprintf(name, sizeof name, "%s.bias", prefix);
-    if (st == TFM_OK) st = get(im, name, 0, out, l->bias, 0);
+    if (st == TFM_OK) st = get(im, name, 0, out, l->bias);
     return st;
 }
 
 static tfm_status get_norm(hf_importer *im, const char *prefix, const tfm_layer_norm *n, int D)
 {
-    const tfm_linear as_linear = {n->weight, n->bias};
-    char name[160];
+    char name[320];
     snprintf(name, sizeof name, "%s.weight", prefix);
-    tfm_status st = get(im, name, 0, D, as_linear.weight, 0);
+    tfm_status st = get(im, name, 0, D, n->weight);
     snprintf(name, sizeof name, "%s.bias", prefix);
-    if (st == TFM_OK) st = get(im, name, 0, D, as_linear.bias, 0);
+    if (st == TFM_OK) st = get(im, name, 0, D, n->bias);
     return st;
 }
 
@@ -231,11 +228,37 @@ static tfm_status get_attention(hf_importer *im, const char *prefix, const tfm_a
     const char *names[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
     const tfm_linear *lin[4] = {&a->q_proj, &a->k_proj, &a->v_proj, &a->out_proj};
     tfm_status st = TFM_OK;
-    char name[160];
+    char name[320]; /* prefix (under 256 bytes) and a suffix */
     for (int i = 0; i < 4 && st == TFM_OK; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, names[i]);
         st = get_linear(im, name, lin[i], D, D);
     }
+    return st;
+}
+
+/* pre.NAME (attention) and pre.NAME_layer_norm */
+static tfm_status get_sublayer(hf_importer *im, const char *pre, const char *name,
+                               const tfm_attention *a, const tfm_layer_norm *ln, int D)
+{
+    char at[256];
+    snprintf(at, sizeof at, "%s.%s", pre, name);
+    tfm_status st = get_attention(im, at, a, D);
+    snprintf(at, sizeof at, "%s.%s_layer_norm", pre, name);
+    if (st == TFM_OK) st = get_norm(im, at, ln, D);
+    return st;
+}
+
+/* pre.fc1, pre.fc2 and pre.final_layer_norm */
+static tfm_status get_ffn(hf_importer *im, const char *pre, const tfm_linear *fc1,
+                          const tfm_linear *fc2, const tfm_layer_norm *ln, int D, int F)
+{
+    char at[256];
+    snprintf(at, sizeof at, "%s.fc1", pre);
+    tfm_status st = get_linear(im, at, fc1, F, D);
+    snprintf(at, sizeof at, "%s.fc2", pre);
+    if (st == TFM_OK) st = get_linear(im, at, fc2, D, F);
+    snprintf(at, sizeof at, "%s.final_layer_norm", pre);
+    if (st == TFM_OK) st = get_norm(im, at, ln, D);
     return st;
 }
 
@@ -244,22 +267,22 @@ static tfm_status read_weights(hf_importer *im, tfm_model *m, int V)
     const tfm_config *c = &m->config;
     const tfm_params *p = &m->params;
     const int D = c->d_model, F = c->d_ff;
-    char pre[128], name[160];
+    char pre[128];
     /* the embeddings hold V + 1 rows (<pad> last); the pieces' V are taken */
     const int Vp = V + 1;
     float *rows = malloc((size_t)Vp * D * sizeof *rows);
     if (!rows) return tfm_error_set(im->err, TFM_ERR_NOMEM, "out of memory");
-    tfm_status st = get(im, "model.encoder.embed_tokens.weight", Vp, D, rows, Vp);
+    tfm_status st = get(im, "model.encoder.embed_tokens.weight", Vp, D, rows);
     if (st == TFM_OK) memcpy(p->src_embed, rows, (size_t)V * D * sizeof *rows);
     if (st == TFM_OK && !c->shared_embeddings) {
-        st = get(im, "model.decoder.embed_tokens.weight", Vp, D, rows, Vp);
+        st = get(im, "model.decoder.embed_tokens.weight", Vp, D, rows);
         if (st == TFM_OK) memcpy(p->tgt_embed, rows, (size_t)V * D * sizeof *rows);
         if (st == TFM_OK && !c->shared_decoder_embeddings) {
-            st = get(im, "lm_head.weight", Vp, D, rows, Vp);
+            st = get(im, "lm_head.weight", Vp, D, rows);
             if (st == TFM_OK) memcpy(p->output_proj, rows, (size_t)V * D * sizeof *rows);
         }
     }
-    if (st == TFM_OK) st = get(im, "final_logits_bias", 0, Vp, rows, 0);
+    if (st == TFM_OK) st = get(im, "final_logits_bias", 0, Vp, rows);
     if (st == TFM_OK) memcpy(p->output_bias, rows, (size_t)V * sizeof *rows);
     for (int v = V; v < c->tgt_vocab_size; v++) p->output_bias[v] = IMPORT_ABSENT_BIAS;
     free(rows);
@@ -267,34 +290,17 @@ static tfm_status read_weights(hf_importer *im, tfm_model *m, int V)
     for (int l = 0; st == TFM_OK && l < c->n_encoder_layers; l++) {
         const tfm_encoder_layer *L = &p->encoder_layers[l];
         snprintf(pre, sizeof pre, "model.encoder.layers.%d", l);
-        snprintf(name, sizeof name, "%s.self_attn", pre);
-        st = get_attention(im, name, &L->self_attn, D);
-        snprintf(name, sizeof name, "%s.self_attn_layer_norm", pre);
-        if (st == TFM_OK) st = get_norm(im, name, &L->self_attn_layer_norm, D);
-        snprintf(name, sizeof name, "%s.fc1", pre);
-        if (st == TFM_OK) st = get_linear(im, name, &L->fc1, F, D);
-        snprintf(name, sizeof name, "%s.fc2", pre);
-        if (st == TFM_OK) st = get_linear(im, name, &L->fc2, D, F);
-        snprintf(name, sizeof name, "%s.final_layer_norm", pre);
-        if (st == TFM_OK) st = get_norm(im, name, &L->final_layer_norm, D);
+        st = get_sublayer(im, pre, "self_attn", &L->self_attn, &L->self_attn_layer_norm, D);
+        if (st == TFM_OK) st = get_ffn(im, pre, &L->fc1, &L->fc2, &L->final_layer_norm, D, F);
     }
     for (int l = 0; st == TFM_OK && l < c->n_decoder_layers; l++) {
         const tfm_decoder_layer *L = &p->decoder_layers[l];
         snprintf(pre, sizeof pre, "model.decoder.layers.%d", l);
-        snprintf(name, sizeof name, "%s.self_attn", pre);
-        st = get_attention(im, name, &L->self_attn, D);
-        snprintf(name, sizeof name, "%s.self_attn_layer_norm", pre);
-        if (st == TFM_OK) st = get_norm(im, name, &L->self_attn_layer_norm, D);
-        snprintf(name, sizeof name, "%s.encoder_attn", pre);
-        if (st == TFM_OK) st = get_attention(im, name, &L->encoder_attn, D);
-        snprintf(name, sizeof name, "%s.encoder_attn_layer_norm", pre);
-        if (st == TFM_OK) st = get_norm(im, name, &L->encoder_attn_layer_norm, D);
-        snprintf(name, sizeof name, "%s.fc1", pre);
-        if (st == TFM_OK) st = get_linear(im, name, &L->fc1, F, D);
-        snprintf(name, sizeof name, "%s.fc2", pre);
-        if (st == TFM_OK) st = get_linear(im, name, &L->fc2, D, F);
-        snprintf(name, sizeof name, "%s.final_layer_norm", pre);
-        if (st == TFM_OK) st = get_norm(im, name, &L->final_layer_norm, D);
+        st = get_sublayer(im, pre, "self_attn", &L->self_attn, &L->self_attn_layer_norm, D);
+        if (st == TFM_OK)
+            st = get_sublayer(im, pre, "encoder_attn", &L->encoder_attn,
+                              &L->encoder_attn_layer_norm, D);
+        if (st == TFM_OK) st = get_ffn(im, pre, &L->fc1, &L->fc2, &L->final_layer_norm, D, F);
     }
     return st;
 }
@@ -352,12 +358,7 @@ tfm_status tfm_model_import_hf(const char *dir, tfm_model **out, tfm_error *err)
         st = tfm_error_set(err, TFM_ERR_FORMAT, "%s: shared embeddings, but the vocabularies "
                            "hold %d and %d pieces", im.config_path, vs, vt);
     if (st == TFM_OK) {
-        c.src_vocab_size = c.tgt_vocab_size = n_real + 2;
-        c.eos_id = eos[1];
-        c.unk_id = unk[1];
-        c.bos_id = n_real;
-        c.pad_id = n_real + 1;
-        c.max_positions = 1024;
+        import_specials(&c, n_real, eos[1], unk[1]);
         if ((st = tfm_config_validate(&c, err)) != TFM_OK)
             tfm_error_prefix(err, "%s", im.config_path);
     }

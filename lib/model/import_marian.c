@@ -489,14 +489,7 @@ tfm_status tfm_model_import_marian(const char *dir, tfm_model **out, tfm_error *
         st = tfm_error_set(err, TFM_ERR_FORMAT,
                            "%s: tied-embeddings-all, but the vocabularies hold %d and %d pieces",
                            npz_path, vs, vt);
-    if (st == TFM_OK) {
-        c.src_vocab_size = c.tgt_vocab_size = n_real + 2;
-        c.eos_id = eos[1];
-        c.unk_id = unk[1];
-        c.bos_id = n_real;
-        c.pad_id = n_real + 1;
-        c.max_positions = 1024;
-    }
+    if (st == TFM_OK) import_specials(&c, n_real, eos[1], unk[1]);
     if (st == TFM_OK && (st = tfm_config_validate(&c, err)) != TFM_OK)
         tfm_error_prefix(err, "%s", npz_path);
     if (st == TFM_OK) st = tfm_model_create_sides(&c, src, tgt, 0, &m, err);

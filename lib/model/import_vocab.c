@@ -76,3 +76,13 @@ tfm_status import_side_vocab(const char *const *pieces, const size_t *lens, size
     *out = v;
     return TFM_OK;
 }
+
+void import_specials(tfm_config *c, int n_real, int32_t eos, int32_t unk)
+{
+    c->src_vocab_size = c->tgt_vocab_size = n_real + 2;
+    c->eos_id = eos;
+    c->unk_id = unk;
+    c->bos_id = n_real;
+    c->pad_id = n_real + 1;
+    c->max_positions = 1024;
+}

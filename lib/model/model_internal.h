@@ -66,6 +66,11 @@ tfm_status import_side_vocab(const char *const *pieces, const size_t *lens, size
                              const char *yml_path, const char *spm_path, int fill_to,
                              tfm_vocab **out, int32_t *eos, int32_t *unk, tfm_error *err);
 
+/* The sizes and special ids of an imported model whose larger side has
+ * n_real pieces (import_side_vocab's vocabularies: <s> and <pad> after
+ * them), and positions up to 1024. */
+void import_specials(tfm_config *c, int n_real, int32_t eos, int32_t unk);
+
 /* The output bias of the rows Marian does not have (<s>, <pad>, the unused
  * ones): far below any logit, finite (fine-tuning's label-smoothed loss sums
  * the log-probabilities of every row). */
