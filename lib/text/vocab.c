@@ -472,10 +472,10 @@ static tfm_status parse_header(const char *line, size_t len, tfm_norm_params *no
             if (n < 0 || *end || errno)
                 return tfm_error_set(err, TFM_ERR_FORMAT,
                                      "line 1: pieces=%s: expected a decimal count", value);
-            if (n < 4 || n > INT32_MAX / 2)
+            if (n < 4 || n > INT32_MAX / 2) /* (at least 260 unless foreign: below) */
                 return tfm_error_set(err, TFM_ERR_FORMAT,
-                                     "line 1: pieces=%ld is out of range (at least 260: the 4 "
-                                     "specials and the 256 byte pieces)",
+                                     "line 1: pieces=%ld is out of range (at least 4: the "
+                                     "specials)",
                                      n);
             *n_pieces = (int32_t)n;
         } else if (strcmp(key, "layout") == 0) {
