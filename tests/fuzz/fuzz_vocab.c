@@ -1,11 +1,14 @@
 /* fuzz_vocab.c - libFuzzer target for the vocabulary file parser.
  *
  * Any input must either fail with a message or give a vocabulary that
- * writes back out and parses again to the same pieces, scores and types. */
+ * writes back out and parses again to the same pieces, scores and types
+ * (and, for the vocabulary of a model from elsewhere, the same SentencePiece
+ * model). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tfm/spm.h"
 #include "tfm/text.h"
 
 static void same_or_abort(const tfm_vocab *a, const tfm_vocab *b)
@@ -19,7 +22,17 @@ static void same_or_abort(const tfm_vocab *a, const tfm_vocab *b)
         if (tfm_vocab_type(a, i) != tfm_vocab_type(b, i)) abort();
         if (tfm_vocab_find(b, pa, la) != i) abort();
     }
-    for (int byte = 0; byte < 256; byte++)
+    /* a model from elsewhere has no byte pieces, and keeps its SentencePiece
+     * model (the same bytes) through the file */
+    if (tfm_vocab_is_foreign(a) != tfm_vocab_is_foreign(b)) abort();
+    if ((tfm_vocab_spm(a) != NULL) != (tfm_vocab_spm(b) != NULL)) abort();
+    if (tfm_vocab_spm(a)) {
+        size_t na, nb;
+        const void *ba = tfm_spm_bytes(tfm_vocab_spm(a), &na);
+        const void *bb = tfm_spm_bytes(tfm_vocab_spm(b), &nb);
+        if (na != nb || memcmp(ba, bb, na) != 0) abort();
+    }
+    for (int byte = 0; byte < 256 && !tfm_vocab_is_foreign(a); byte++)
         if (tfm_vocab_byte_id(a, (unsigned char)byte) < 0) abort();
 }
 
