@@ -123,31 +123,8 @@ static bool run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
     return st == TFM_OK;
 }
 
-/* The log-prob of h recomputed by the full decoder, and each token's in tok. */
-static double recompute(const tfm_model *m, const float *states, int src_len,
-                        const tfm_hypothesis *h, float *tok)
-{
-    const int T = h->len + 1;
-    int32_t *tgt = malloc((size_t)T * sizeof *tgt);
-    float *lp = malloc((size_t)T * V * sizeof *lp);
-    tgt[0] = TFM_ID_BOS;
-    memcpy(tgt + 1, h->ids, (size_t)h->len * sizeof *tgt);
-    tfm_error err;
-    double sum = NAN;
-    if (tfm_decoder_forward_full(m, states, src_len, tgt, T, lp, &err) == TFM_OK) {
-        sum = 0;
-        for (int j = 0; j < T; j++) {
-            int32_t next = j < h->len ? h->ids[j] : TFM_ID_EOS;
-            tok[j] = lp[(size_t)j * V + next];
-            sum += tok[j];
-        }
-    }
-    free(tgt);
-    free(lp);
-    return sum;
-}
-
-/* As recompute, with the first min_len steps taken without </s>: their
+/* The log-prob of h recomputed by the full decoder, and each token's in tok,
+ * with the first min_len steps taken without </s>: their
  * token log-probs are those of the distribution over the tokens allowed
  * (</s>, <pad> and <s> left out), lp - log(1 - p(</s>) - p(<pad>) - p(<s>)). */
 static double recompute_min_length(const tfm_model *m, const float *states, int src_len,
@@ -174,6 +151,13 @@ static double recompute_min_length(const tfm_model *m, const float *states, int 
     free(tgt);
     free(lp);
     return sum;
+}
+
+/* The log-prob of h recomputed by the full decoder, and each token's in tok. */
+static double recompute(const tfm_model *m, const float *states, int src_len,
+                        const tfm_hypothesis *h, float *tok)
+{
+    return recompute_min_length(m, states, src_len, h, 0, tok);
 }
 
 /* Whether ids[0..len) hold some N-gram twice. */
