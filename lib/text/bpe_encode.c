@@ -55,7 +55,8 @@ typedef struct user_symbol {
 struct tfm_bpe {
     const tfm_vocab *vocab;
     tfm_spm_encoder *spm;      /* a vocabulary with a SentencePiece model: it segments, and
-                                  nothing below is used */
+                                  nothing below is used but spm_unk */
+    int32_t spm_unk;           /* with spm: the vocabulary's <unk>, for pieces it lacks */
     float *score;              /* score of each id */
     tfm_map64 *pairs;          /* left id << 32 | right id -> merged id */
     int32_t ascii_id[ASCII_LIMIT]; /* the piece of each ASCII character, or -1 */
@@ -156,6 +157,7 @@ tfm_status tfm_bpe_create(const tfm_vocab *v, tfm_bpe **out, tfm_error *err)
     if (!b) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory creating an encoder");
     b->vocab = v;
     if (tfm_vocab_spm(v)) {
+        b->spm_unk = tfm_vocab_find(v, "<unk>", 5);
         tfm_status st = tfm_spm_encoder_create(tfm_vocab_spm(v), &b->spm, err);
         if (st != TFM_OK) {
             free(b);
@@ -573,7 +575,7 @@ static tfm_status encode_spm(tfm_bpe *b, const tfm_bpe_encode_params *p, const c
     if (n_repaired) *n_repaired = repaired;
     if (p && p->strict && repaired > 0)
         return tfm_error_set(err, TFM_ERR_UTF8, "invalid UTF-8 (%zu sequences)", repaired);
-    const int32_t unk = tfm_vocab_find(b->vocab, "<unk>", 5);
+    const int32_t unk = b->spm_unk;
     const char *t = b->text.data ? b->text.data : "";
     const char *end = t + b->text.len;
     while (t < end) {
