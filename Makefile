@@ -53,7 +53,7 @@ endif
 DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
                  libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time \
                  libzip-dev libyaml-dev
-CHECK_PACKAGES = python3-torch xz-utils sentencepiece
+CHECK_PACKAGES = python3-torch xz-utils sentencepiece gettext
 BENCH_PACKAGES = sentencepiece python3-torch time xz-utils gettext
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
 

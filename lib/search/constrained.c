@@ -26,6 +26,7 @@ typedef struct cstate {
     int alt;      /* the alternative being matched, or -1 */
     int pos;      /* ids of it matched so far */
     int bank;     /* constraint ids produced: those of the met alternatives, plus pos */
+    int just;     /* the constraint its last id met, or -1 */
 } cstate;
 
 /* A candidate continuation: local row followed by tok, with the state it leads to. */
@@ -66,39 +67,56 @@ static uint64_t all_met(const tfm_constraints *c)
     return c->n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << c->n) - 1;
 }
 
-/* The state after st produces tok: the alternative under way goes on or is
- * given up; a token that starts (or is) an alternative of a constraint not
- * yet met starts it (the first such alternative, in the order given). */
+/* Whether alternative a may take the next token of a hypothesis in state
+ * st: its constraint is not met yet and is due (the constraints it must
+ * follow are met), and it begins with the ids st has matched of its own
+ * alternative (none when st matches nothing).  Its next id is then
+ * ids[alt_start[a] + st->pos]. */
+static bool alt_open(const tfm_constraints *c, const cstate *st, int a)
+{
+    const int con = c->alt_of[a];
+    if (st->met >> con & 1 || (st->met & c->needs[con]) != c->needs[con]) return false;
+    if (st->alt < 0 || a == st->alt) return true;
+    if (c->alt_len[a] <= st->pos) return false;
+    const int32_t *ids = c->ids.data;
+    return memcmp(ids + c->alt_start[a], ids + c->alt_start[st->alt],
+                  (size_t)st->pos * sizeof *ids) == 0;
+}
+
+/* st having matched one more id of alternative a. */
+static cstate take(const tfm_constraints *c, cstate st, int a)
+{
+    st.alt = a;
+    st.bank++;
+    if (++st.pos == c->alt_len[a]) {
+        st.met |= (uint64_t)1 << c->alt_of[a];
+        st.just = c->alt_of[a];
+        st.alt = -1;
+        st.pos = 0;
+    }
+    return st;
+}
+
+/* The state after st produces tok: the alternative under way goes on (or
+ * one that shares the ids it matched and goes on with tok), or it is given
+ * up; a token that starts an open alternative (alt_open) then starts it
+ * (the first such, in the order given). */
 static cstate advance(const tfm_constraints *c, cstate st, int32_t tok)
 {
     if (!c || c->n_alts == 0) return st;
+    const int32_t *ids = c->ids.data;
+    st.just = -1;
     if (st.alt >= 0) {
-        const int a = st.alt;
-        if (c->ids.data[c->alt_start[a] + st.pos] == tok) {
-            if (++st.pos == c->alt_len[a]) {
-                st.met |= (uint64_t)1 << c->alt_of[a];
-                st.alt = -1;
-                st.pos = 0;
-            }
-            st.bank++;
-            return st;
-        }
+        if (ids[c->alt_start[st.alt] + st.pos] == tok) return take(c, st, st.alt);
+        for (int a = 0; a < c->n_alts; a++)
+            if (a != st.alt && alt_open(c, &st, a) && ids[c->alt_start[a] + st.pos] == tok)
+                return take(c, st, a);
         st.bank -= st.pos; /* given up */
         st.alt = -1;
         st.pos = 0;
     }
-    for (int a = 0; a < c->n_alts; a++) {
-        if (st.met >> c->alt_of[a] & 1) continue;
-        if (c->ids.data[c->alt_start[a]] != tok) continue;
-        if (c->alt_len[a] == 1) {
-            st.met |= (uint64_t)1 << c->alt_of[a];
-        } else {
-            st.alt = a;
-            st.pos = 1;
-        }
-        st.bank++;
-        break;
-    }
+    for (int a = 0; a < c->n_alts; a++)
+        if (alt_open(c, &st, a) && ids[c->alt_start[a]] == tok) return take(c, st, a);
     return st;
 }
 
@@ -108,6 +126,68 @@ static bool among(const int32_t *ids, size_t n, int32_t tok)
     for (size_t i = 0; i < n; i++)
         if (ids[i] == tok) return true;
     return false;
+}
+
+/* Whether the ids st has matched of its alternative hold an enclosed token:
+ * the hypothesis must then finish that alternative. */
+static bool committed(const tfm_constraints *c, const cstate *st)
+{
+    if (st->alt < 0) return false;
+    const int32_t *ids = c->ids.data + c->alt_start[st->alt];
+    for (int j = 0; j < st->pos; j++)
+        if (among(c->enclosed.data, c->enclosed.len, ids[j])) return true;
+    return false;
+}
+
+/* Whether an open alternative takes tok next, after st (going on with what
+ * st matched) or, unless commit, from its start. */
+static bool opens_with(const tfm_constraints *c, const cstate *st, bool commit, int32_t tok)
+{
+    const int32_t *ids = c->ids.data;
+    const cstate fresh = {.met = st->met, .alt = -1, .just = -1};
+    for (int a = 0; a < c->n_alts; a++) {
+        if (alt_open(c, st, a) && ids[c->alt_start[a] + st->pos] == tok) return true;
+        if (!commit && st->alt >= 0 && alt_open(c, &fresh, a) && ids[c->alt_start[a]] == tok)
+            return true;
+    }
+    return false;
+}
+
+/* The rule of enclosed tokens in lp [V], for a hypothesis in state st: a
+ * committed hypothesis may only go on with its alternative (or one sharing
+ * what it matched); any other may produce an enclosed token only where an
+ * open alternative has it next. */
+static void mask_enclosed(const tfm_search *s, const tfm_constraints *c, const cstate *st,
+                          float *lp)
+{
+    if (committed(c, st)) {
+        /* keep the next ids of the open alternatives, forbid the rest */
+        enum { KEEP = 64 };
+        int32_t keep[KEEP];
+        float keep_lp[KEEP];
+        int n = 0;
+        bool too_many = false;
+        for (int a = 0; a < c->n_alts && !too_many; a++) {
+            if (!alt_open(c, st, a)) continue;
+            too_many = n == KEEP;
+            if (too_many) break;
+            keep[n] = c->ids.data[c->alt_start[a] + st->pos];
+            keep_lp[n] = lp[keep[n]];
+            n++;
+        }
+        if (too_many) { /* more than can be kept aside: token by token */
+            for (int32_t v = 0; v < s->V; v++)
+                if (lp[v] > -INFINITY && !opens_with(c, st, true, v)) lp[v] = -INFINITY;
+            return;
+        }
+        for (int32_t v = 0; v < s->V; v++) lp[v] = -INFINITY;
+        for (int j = 0; j < n; j++) lp[keep[j]] = keep_lp[j];
+        return;
+    }
+    for (size_t i = 0; i < c->enclosed.len; i++) {
+        const int32_t tok = c->enclosed.data[i];
+        if (lp[tok] > -INFINITY && !opens_with(c, st, false, tok)) lp[tok] = -INFINITY;
+    }
 }
 
 /* Forbids in lp [V] what the constraints c forbid after hist[0..t) (a
@@ -133,6 +213,10 @@ static void apply_masks(const tfm_search *s, const tfm_constraints *c, const int
         for (size_t i = 0; i < n_ord; i++)
             if (ord[i] != due) lp[ord[i]] = -INFINITY;
     }
+    if (c->enclosed.len > 0) mask_enclosed(s, c, st, lp);
+    if (st->just >= 0)
+        for (size_t i = 0; i < c->after_tok.len; i++)
+            if (c->after_con.data[i] == st->just) lp[c->after_tok.data[i]] = -INFINITY;
     if (st->met != all_met(c)) lp[s->eos] = -INFINITY;
     if (!search_any_allowed(lp, s->V)) lp[s->eos] = eos_lp;
 }
@@ -243,10 +327,12 @@ static int gather(cbeam *b, const csent *a, const tfm_constraints *c)
         if (best >= 0) add_cand(b, &n, i, best);
         if (!c) continue;
         const cstate *st = &state[r];
-        if (st->alt >= 0) add_cand(b, &n, i, c->ids.data[c->alt_start[st->alt] + st->pos]);
-        for (int alt = 0; alt < c->n_alts; alt++)
-            if (!(st->met >> c->alt_of[alt] & 1))
-                add_cand(b, &n, i, c->ids.data[c->alt_start[alt]]);
+        const cstate fresh = {.met = st->met, .alt = -1, .just = -1};
+        for (int alt = 0; alt < c->n_alts; alt++) {
+            if (st->alt >= 0 && alt_open(c, st, alt))
+                add_cand(b, &n, i, c->ids.data[c->alt_start[alt] + st->pos]);
+            if (alt_open(c, &fresh, alt)) add_cand(b, &n, i, c->ids.data[c->alt_start[alt]]);
+        }
     }
 
     /* one of each (row, token) that is allowed, scored, with its state */
@@ -358,15 +444,17 @@ tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
         }
         if (!ids_below(c->banned.data, c->banned.len, s->V) ||
             !ids_below(c->limited, (size_t)c->n_limited, s->V) ||
-            !ids_below(c->ordered.data, c->ordered.len, s->V))
-            return tfm_error_set(err, TFM_ERR_RANGE, "search: sentence %d: a banned, limited or "
-                                 "ordered id outside the target vocabulary", i);
+            !ids_below(c->ordered.data, c->ordered.len, s->V) ||
+            !ids_below(c->enclosed.data, c->enclosed.len, s->V) ||
+            !ids_below(c->after_tok.data, c->after_tok.len, s->V))
+            return tfm_error_set(err, TFM_ERR_RANGE, "search: sentence %d: a banned, limited, "
+                                 "ordered or enclosed id outside the target vocabulary", i);
         if (c->n_alts > most_alts) most_alts = c->n_alts;
     }
     cbeam b = {.s = s, .k = k, .V = s->V};
     /* candidates of a sentence: 2k best, k rows' best, and per row the
-     * token under way and the first of every alternative */
-    b.cand_cap = 3 * k + k * (most_alts + 1);
+     * next id of every alternative under way and the first of every one */
+    b.cand_cap = 3 * k + k * 2 * most_alts;
     csent *act = search_work(s, 0, (size_t)n, sizeof *act);
     b.heap = search_work(s, 6, 2 * (size_t)k, sizeof *b.heap);
     cstate *state = search_work(s, 7, 2 * rows, sizeof *state);
@@ -380,7 +468,7 @@ tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
     /* every sentence starts with one hypothesis, <s>, having met nothing */
     for (int i = 0; i < n; i++) {
         act[i] = (csent){.sent = i, .row0 = i, .n_live = 1};
-        b.state[0][i] = (cstate){.alt = -1};
+        b.state[0][i] = (cstate){.alt = -1, .just = -1};
     }
     return beam_rows_run(s, d, &b.rows, act, sizeof *act, n, sentence_step, &b, err);
 }

@@ -18,6 +18,9 @@ tfm_constraints *tfm_constraints_create(void)
     tfm_ids_init(&c->ids);
     tfm_ids_init(&c->banned);
     tfm_ids_init(&c->ordered);
+    tfm_ids_init(&c->enclosed);
+    tfm_ids_init(&c->after_con);
+    tfm_ids_init(&c->after_tok);
     c->pad = TFM_ID_PAD;
     c->bos = TFM_ID_BOS;
     c->eos = TFM_ID_EOS;
@@ -37,6 +40,9 @@ void tfm_constraints_free(tfm_constraints *c)
     tfm_ids_free(&c->ids);
     tfm_ids_free(&c->banned);
     tfm_ids_free(&c->ordered);
+    tfm_ids_free(&c->enclosed);
+    tfm_ids_free(&c->after_con);
+    tfm_ids_free(&c->after_tok);
     free(c->alt_start);
     free(c->alt_len);
     free(c->alt_of);
@@ -53,11 +59,16 @@ void tfm_constraints_clear(tfm_constraints *c)
     tfm_ids_clear(&c->ids);
     tfm_ids_clear(&c->banned);
     tfm_ids_clear(&c->ordered);
+    tfm_ids_clear(&c->enclosed);
+    tfm_ids_clear(&c->after_con);
+    tfm_ids_clear(&c->after_tok);
+    memset(c->needs, 0, sizeof c->needs);
 }
 
 bool tfm_constraints_empty(const tfm_constraints *c)
 {
-    return !c || (c->n == 0 && c->n_limited == 0 && c->banned.len == 0 && c->ordered.len == 0);
+    return !c || (c->n == 0 && c->n_limited == 0 && c->banned.len == 0 && c->ordered.len == 0 &&
+                  c->enclosed.len == 0 && c->after_tok.len == 0);
 }
 
 int tfm_constraints_count(const tfm_constraints *c)
@@ -150,6 +161,38 @@ tfm_status tfm_constraints_order(tfm_constraints *c, const int32_t *seq, int n, 
     for (int i = 0; i < n; i++)
         if (tfm_ids_push(&c->ordered, seq[i]) != TFM_OK)
             return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    return TFM_OK;
+}
+
+tfm_status tfm_constraints_order_constraints(tfm_constraints *c, const int *idx, int n,
+                                             tfm_error *err)
+{
+    uint64_t before = 0; /* the constraints ahead in idx */
+    for (int i = 0; i < n; i++) {
+        if (idx[i] < 0 || idx[i] >= c->n)
+            return tfm_error_set(err, TFM_ERR_RANGE, "constraint %d of an order of %d: there "
+                                 "are %d constraints", idx[i], n, c->n);
+        c->needs[idx[i]] |= before;
+        before |= (uint64_t)1 << idx[i];
+    }
+    return TFM_OK;
+}
+
+tfm_status tfm_constraints_enclose(tfm_constraints *c, int32_t tok, tfm_error *err)
+{
+    for (size_t i = 0; i < c->enclosed.len; i++)
+        if (c->enclosed.data[i] == tok) return TFM_OK;
+    if (tfm_ids_push(&c->enclosed, tok) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    return TFM_OK;
+}
+
+tfm_status tfm_constraints_ban_after(tfm_constraints *c, int con, int32_t tok, tfm_error *err)
+{
+    if (con < 0 || con >= c->n)
+        return tfm_error_set(err, TFM_ERR_RANGE, "constraint %d: there are %d", con, c->n);
+    if (tfm_ids_push(&c->after_con, con) != TFM_OK || tfm_ids_push(&c->after_tok, tok) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     return TFM_OK;
 }
 
@@ -362,16 +405,66 @@ static bool has_mark(const tfm_vocab *v, int32_t id, const bool mark[128])
     return false;
 }
 
+/* Whether the first placeholder of text[0..n) is longer than m bytes. */
+static bool first_longer(const char *text, size_t n, size_t m, unsigned classes,
+                         tfm_placeholders *scan)
+{
+    tfm_error err;
+    if (tfm_placeholders_scan(text, n, classes, scan, &err) != TFM_OK || scan->n == 0) return false;
+    return scan->items[0].start == 0 && scan->items[0].len > m;
+}
+
+/* Bans right after constraint con (the spelling of placeholder t[0..n))
+ * every piece of v whose first character would lengthen it: "%1" followed
+ * by "s" reads "%1s", by "2" "%12", by "$" then "s" "%1$s".  A character
+ * lengthens t when the first placeholder of t + ch, or of t + ch + "s", is
+ * longer than t.  Pieces that start with a space ("▁...") never do. */
+static tfm_status ban_lengthening(tfm_constraints *c, const tfm_vocab *v, int con, const char *t,
+                                  size_t n, unsigned classes, tfm_error *err)
+{
+    bool bad[128] = {false}, any = false;
+    char *text = malloc(n + 2);
+    if (!text) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    tfm_placeholders scan;
+    tfm_placeholders_init(&scan);
+    memcpy(text, t, n);
+    for (int ch = 1; ch < 128; ch++) {
+        text[n] = (char)ch;
+        text[n + 1] = 's';
+        bad[ch] = first_longer(text, n + 1, n, classes, &scan) ||
+                  first_longer(text, n + 2, n, classes, &scan);
+        any = any || bad[ch];
+    }
+    tfm_placeholders_free(&scan);
+    free(text);
+    const int32_t size = tfm_vocab_size(v);
+    tfm_status st = TFM_OK;
+    for (int32_t id = 0; any && id < size && st == TFM_OK; id++) {
+        if (tfm_vocab_type(v, id) == TFM_PIECE_CONTROL) continue;
+        int first = tfm_vocab_byte_value(v, id);
+        if (first < 0) {
+            size_t len;
+            const char *piece = tfm_vocab_piece(v, id, &len);
+            first = piece && len > 0 ? (unsigned char)piece[0] : -1;
+        }
+        if (first >= 0 && first < 128 && bad[first]) st = tfm_constraints_ban_after(c, con, id, err);
+    }
+    return st;
+}
+
 /* For a model whose vocabulary has no placeholder tokens but a SentencePiece
  * model (an imported OPUS-MT model): each placeholder occurrence is a
  * constraint, its text in the model's pieces (spelled after a space or glued
  * to the word before, as the source has it); each piece of those spellings
  * that holds a placeholder's mark ('%', '{', '<', ...) may appear exactly as
- * often as the spellings use it, and every other piece holding a mark the
- * source has nowhere outside its placeholders is banned.  So the output
- * spells each placeholder as often as the source, and can make no other
- * out of marks.  (The order of printf conversions is not steered here:
- * their spellings share their pieces.) */
+ * often as the spellings use it, and only inside a spelling (enclosed:
+ * once produced, the spelling is finished), and every other piece holding a
+ * mark the source has nowhere outside its placeholders is banned.  The
+ * constraints of printf's conversions without a position ("%s", "%d") are
+ * met in the source's order, and no piece that would lengthen a placeholder
+ * ("%1" + "s") comes right after its spelling.  So the output spells each
+ * placeholder as often as the source, the conversions in their order, and
+ * makes no other out of marks. */
 static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab *v,
                                              const char *line, size_t len, unsigned classes,
                                              tfm_error *err)
@@ -384,6 +477,8 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
     tfm_ids spelled[1];
     tfm_ids_init(&spelled[0]);
     tfm_ids allowed, count; /* mark-holding pieces of the spellings, and how often */
+    int ordered[TFM_MAX_CONSTRAINTS]; /* the constraints of printf's conversions */
+    int n_ordered = 0;
     tfm_ids_init(&allowed);
     tfm_ids_init(&count);
     bool mark[128];
@@ -408,7 +503,13 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
             n_alts = 1;
         }
         if (n_alts == 0) continue; /* no spelling in the model's pieces: nothing to steer */
-        if (c->n < TFM_MAX_CONSTRAINTS) st = tfm_constraints_add(c, alts, lens, n_alts, err);
+        if (c->n < TFM_MAX_CONSTRAINTS) {
+            const int con = c->n;
+            if (p->ordered) ordered[n_ordered++] = con;
+            st = tfm_constraints_add(c, alts, lens, n_alts, err);
+            if (st == TFM_OK)
+                st = ban_lengthening(c, v, con, line + p->start, p->len, classes, err);
+        }
         /* this occurrence needs each mark-holding piece as often as the
          * spelling that uses it most: added to the piece's limit */
         for (int a = 0; a < n_alts && st == TFM_OK; a++)
@@ -434,8 +535,12 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
                     count.data[at] += most;
             }
     }
-    for (size_t k = 0; k < allowed.len && st == TFM_OK; k++)
+    for (size_t k = 0; k < allowed.len && st == TFM_OK; k++) {
         st = tfm_constraints_limit(c, allowed.data[k], count.data[k], err);
+        if (st == TFM_OK) st = tfm_constraints_enclose(c, allowed.data[k], err);
+    }
+    if (st == TFM_OK && n_ordered > 1)
+        st = tfm_constraints_order_constraints(c, ordered, n_ordered, err);
     if (st == TFM_OK)
         st = ban_placeholder_marks(c, v, line, len, classes, &ph, allowed.data, (int)allowed.len,
                                    err);

@@ -56,6 +56,11 @@ struct tfm_constraints {
     int n_limited, limited_cap;
     tfm_ids banned;          /* tokens that never appear */
     tfm_ids ordered;         /* tokens that appear in this order */
+    uint64_t needs[TFM_MAX_CONSTRAINTS]; /* constraint i starts only once those of
+                                            needs[i] are met (order_constraints) */
+    tfm_ids enclosed;        /* tokens that appear only inside an alternative */
+    tfm_ids after_con, after_tok; /* after_tok[i] never comes right after constraint
+                                     after_con[i] is met (ban_after) */
     int32_t pad, bos, eos;   /* the ids no constraint may ask for (the model's) */
 };
 

@@ -204,6 +204,23 @@ tfm_status tfm_constraints_ban(tfm_constraints *c, int32_t tok, tfm_error *err);
 /* The tokens of seq[0..n) appear in this order (each as often as it stands
  * in seq: give it a limit too). */
 tfm_status tfm_constraints_order(tfm_constraints *c, const int32_t *seq, int n, tfm_error *err);
+/* Constraints idx[0..n) (numbers in the order tfm_constraints_add added
+ * them) are met in this order: none of them may start before those ahead of
+ * it in idx are met. */
+tfm_status tfm_constraints_order_constraints(tfm_constraints *c, const int *idx, int n,
+                                             tfm_error *err);
+/* Token tok appears only inside a constraint's alternative, at a place
+ * where that alternative has it: a hypothesis may produce it only to go on
+ * with (or start) an alternative of a constraint it may still meet, and once
+ * it has produced it within an alternative, it finishes that alternative
+ * (or one that shares the ids matched so far) before anything else.  Placeholders
+ * spelled in a model's own pieces are enclosed so: the pieces that hold
+ * '%' or '{' never stand alone. */
+tfm_status tfm_constraints_enclose(tfm_constraints *c, int32_t tok, tfm_error *err);
+/* Token tok may not come right after constraint con (its number) is met:
+ * a placeholder spelled in pieces ("%1") must not be lengthened by the
+ * token after it ("s" would make "%1s"). */
+tfm_status tfm_constraints_ban_after(tfm_constraints *c, int con, int32_t tok, tfm_error *err);
 
 /* Adds a line of a constraints file (decode --constraints): constraints
  * separated by TABs, each a sequence of ids separated by spaces, and

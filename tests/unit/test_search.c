@@ -1132,6 +1132,124 @@ static void test_constraints_limits_order(void)
 }
 
 
+/* Constraints met in a given order, and an enclosed token: m (a token the
+ * plain search produces for the sentence, so that it is tempting) stands
+ * for a placeholder's "%" piece, [m 11] and [m 12] for "%s" and "%d"
+ * spelled in pieces, and m has no limit.  With beam 1 and 4, every sentence
+ * meets both, m appears only as the first id of one of them (always
+ * followed by 11 or 12), so twice, and the ordered constraints come in the
+ * order asked for, either way. */
+static void test_constraints_enclosed_order(void)
+{
+    const int n = 10;
+    fixture f;
+    if (!fixture_make(&f, 1600, n, 1.2f, false)) return;
+    tfm_error err;
+    tfm_constraints *c = tfm_constraints_create();
+    int32_t s_ids[2] = {0, 11}, d_ids[2] = {0, 12};
+    const int32_t *as = s_ids, *ad = d_ids;
+    int two = 2;
+    int32_t tempting[MAXN] = {0};
+    for (int i = 1; i < n; i++) {
+        tfm_search_params p = tfm_search_default_params();
+        p.max_length_offset = 12;
+        tfm_search_input in = input_of(&f, i, 1);
+        if (f.lens[i] == 0 || !run(f.s, f.d, &p, &in, SEARCH_AUTO)) continue;
+        const tfm_hypothesis *h = &tfm_search_result(f.s, 0).hyps[0];
+        for (int t = 0; t < h->len && !tempting[i]; t++)
+            if (h->ids[t] >= 4 && h->ids[t] != 11 && h->ids[t] != 12) tempting[i] = h->ids[t];
+    }
+    for (int variant = 0; variant < 6; variant++) {
+        const int beam = variant % 2 ? 4 : 1, order = variant / 2; /* none, s d, d s */
+        for (int i = 1; i < n; i++) {
+            if (f.lens[i] == 0 || !tempting[i]) continue;
+            const int32_t m = tempting[i];
+            s_ids[0] = d_ids[0] = m;
+            tfm_constraints_clear(c);
+            CHECK(tfm_constraints_add(c, &as, &two, 1, &err) == TFM_OK);
+            CHECK(tfm_constraints_add(c, &ad, &two, 1, &err) == TFM_OK);
+            CHECK(tfm_constraints_enclose(c, m, &err) == TFM_OK);
+            int idx[2] = {order == 2, order != 2};
+            if (order > 0) CHECK(tfm_constraints_order_constraints(c, idx, 2, &err) == TFM_OK);
+            const tfm_constraints *cs[1] = {c};
+            tfm_search_params p = tfm_search_default_params();
+            p.max_length_offset = 12;
+            p.beam = beam;
+            tfm_search_input in = input_of(&f, i, 1);
+            in.constraints = cs;
+            if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
+            const tfm_hypothesis *h = &tfm_search_result(f.s, 0).hyps[0];
+            CHECK_MSG(tfm_search_met(f.s, 0), "variant %d sentence %d", variant, i);
+            CHECK_MSG(occurrences(h->ids, h->len, m) == 2, "variant %d sentence %d: %d", variant,
+                      i, occurrences(h->ids, h->len, m));
+            int32_t after[2] = {0, 0};
+            for (int t = 0, k = 0; t < h->len; t++) {
+                if (h->ids[t] != m) continue;
+                CHECK_MSG(t + 1 < h->len && (h->ids[t + 1] == 11 || h->ids[t + 1] == 12),
+                          "variant %d sentence %d: %d alone at %d", variant, i, m, t);
+                if (k < 2 && t + 1 < h->len) after[k++] = h->ids[t + 1];
+            }
+            CHECK_MSG(after[0] != after[1], "variant %d sentence %d", variant, i);
+            if (order == 1) CHECK_MSG(after[0] == 11 && after[1] == 12, "variant %d sentence %d",
+                                      variant, i);
+            if (order == 2) CHECK_MSG(after[0] == 12 && after[1] == 11, "variant %d sentence %d",
+                                      variant, i);
+        }
+    }
+    /* an order naming a constraint that is not there */
+    int bad[2] = {0, 5};
+    CHECK(tfm_constraints_order_constraints(c, bad, 2, &err) == TFM_ERR_RANGE);
+    tfm_constraints_free(c);
+    fixture_free(&f);
+}
+
+/* A token banned right after a constraint is met: with the constraint
+ * [9 11] as the forced prefix of the output and </s> not yet allowed, the
+ * search puts some x after it; banning x there gives another token. */
+static void test_constraints_ban_after(void)
+{
+    const int n = 10;
+    fixture f;
+    if (!fixture_make(&f, 1700, n, 1.2f, false)) return;
+    tfm_error err;
+    tfm_constraints *c = tfm_constraints_create();
+    int32_t ids[2] = {9, 11};
+    const int32_t *alt = ids;
+    int two = 2, tried = 0;
+    for (int i = 1; i < n; i++) {
+        if (f.lens[i] == 0) continue;
+        int32_t after = -1;
+        for (int round = 0; round < 2; round++) {
+            tfm_constraints_clear(c);
+            CHECK(tfm_constraints_add(c, &alt, &two, 1, &err) == TFM_OK);
+            if (round == 1) CHECK(tfm_constraints_ban_after(c, 0, after, &err) == TFM_OK);
+            const tfm_constraints *cs[1] = {c};
+            tfm_search_params p = tfm_search_default_params();
+            p.max_length_offset = 12;
+            p.min_length = 6; /* room after the constraint */
+            tfm_search_input in = input_of(&f, i, 1);
+            const int32_t *prefix[1] = {ids};
+            in.prefixes = prefix;
+            in.prefix_lens = &two;
+            in.constraints = cs;
+            if (!run(f.s, f.d, &p, &in, SEARCH_AUTO)) break;
+            const tfm_hypothesis *h = &tfm_search_result(f.s, 0).hyps[0];
+            CHECK(tfm_search_met(f.s, 0));
+            CHECK(h->len > 2 && h->ids[0] == 9 && h->ids[1] == 11);
+            const int32_t next = h->len > 2 ? h->ids[2] : -1;
+            if (round == 0) after = next;
+            if (round == 1) {
+                CHECK_MSG(next != after, "sentence %d: %d after the constraint", i, (int)next);
+                tried++;
+            }
+        }
+    }
+    CHECK(tried >= 5);
+    CHECK(tfm_constraints_ban_after(c, 3, 5, &err) == TFM_ERR_RANGE);
+    tfm_constraints_free(c);
+    fixture_free(&f);
+}
+
 /* Placeholders as constraints: one per occurrence, limits, the printf
  * order, and pieces that could spell a placeholder banned unless the
  * source's text has their character. */
@@ -1222,6 +1340,8 @@ int main(void)
     RUN(test_constraints_met);
     RUN(test_constraints_batch_equals_alone);
     RUN(test_constraints_limits_order);
+    RUN(test_constraints_enclosed_order);
+    RUN(test_constraints_ban_after);
     RUN(test_placeholder_constraints);
     CHECK_DONE();
 }
