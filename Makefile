@@ -16,6 +16,7 @@
 #   make bench-window   restricted self-attention against full: growth with the
 #                   sentence length, long decodes (the bench's window section)
 #   make bench-import   an imported base-sized OPUS-MT model against CTranslate2
+#   make bench-import-quality  an imported small model fine-tuned: int8, placeholders
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
@@ -78,7 +79,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-finetune fuzz install uninstall clean
+.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-import-quality bench-finetune fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a $(BUILD)/libtfm-internal.a
 
@@ -250,6 +251,13 @@ bench-curves: deps-bench all
 # enfr test set (tests/bench/import.sh); skipped when CTranslate2 is not built.
 bench-import: all
 	$(Q)sh tests/bench/import.sh $(BUILD)
+
+# The same kind of directory, small-shaped, imported and fine-tuned on enfr
+# (400 updates), as a user would: float32 against int8 (BLEU, chrF) and
+# decode --placeholders in the model's own pieces (kept, msgfmt), beam 4
+# and greedy (tests/bench/import_quality.sh; about 15 minutes).
+bench-import-quality: deps-bench all
+	$(Q)sh tests/bench/import_quality.sh $(BUILD)
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------------
 # A crash found is kept as build/fuzz/NAME-crash-*; with its fix, it goes into

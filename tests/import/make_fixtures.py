@@ -10,6 +10,7 @@ Those outputs are the fixtures `train import` and the decoders are checked again
     python3 tests/import/make_fixtures.py --ct2 /work/ct2      # everything, as committed
     python3 tests/import/make_fixtures.py                      # models only (no CTranslate2)
     python3 tests/import/make_fixtures.py --base OUTDIR        # one base-sized model (not committed)
+    python3 tests/import/make_fixtures.py --small OUTDIR       # one small model to fine-tune (not committed)
     python3 tests/import/make_fixtures.py --ct2 /work/ct2 --tune VARIANT   # EOS-bias sweep
 
 Everything but CTranslate2's scores is a function of --seed: running it again gives the same
@@ -978,6 +979,25 @@ def build_base(outdir, work, seed, ct2):
     print("base model written to %s (%d pieces)" % (outdir, len(toks)))
 
 
+def build_small(outdir, work, seed):
+    """One model of the small preset's shape to fine-tune (make bench-import-quality): 3+3
+    layers, 256, 4 heads, 1024, swish, post-norm, tied-all, an 8k joint unigram SentencePiece
+    model of the whole enfr training text. Its weights are drawn to start training from
+    (embeddings of std 1/sqrt(d), no EOS bias or lane): a user's fine-tuning stands in for the
+    training OPUS-MT did."""
+    v = dict(VARIANTS["postnorm-swish-tiedall"])
+    v.update(index=101, dim=256, heads=4, ffn=1024, enc=3, dec=3, eos_bias=0.0,
+             emb_std=1.0 / np.sqrt(256.0), eos_pos=0.0, hf=False)
+    spm = train_spm(work, "joint-uni-8k", ["en", "fr"], "unigram", 8000, full=True)
+    toks = marian_vocab(spm_pieces(spm))
+    cfg = model_config(v, len(toks), len(toks))
+    params = marian_params(v, cfg, len(toks), len(toks), seed)
+    write_marian_dir(outdir, v, cfg, params, [(v["vocab_files"][0], vocab_yml_text(toks))],
+                     [(spm, "source.spm"), (spm, "target.spm")])
+    check_vocab_file(os.path.join(outdir, v["vocab_files"][0]), toks)
+    print("small model written to %s (%d pieces)" % (outdir, len(toks)))
+
+
 # With the EOS lane (marian_params) CTranslate2's greedy outputs of the first 64 test lines
 # all end, mean 24.6 pieces, median 25 (bias 40 without the lane: 83% ended after one piece,
 # the rest ran to 256).
@@ -994,6 +1014,8 @@ def main():
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--only", action="append", help="only this variant (repeatable)")
     ap.add_argument("--base", metavar="OUTDIR", help="write one base-sized model there, and stop")
+    ap.add_argument("--small", metavar="OUTDIR", help="write one small model to fine-tune there, "
+                    "and stop")
     ap.add_argument("--tune", metavar="VARIANT", help="sweep the EOS bias of VARIANT, and stop")
     ap.add_argument("--offsets", default="0,3,6,9,12,15")
     args = ap.parse_args()
@@ -1010,6 +1032,9 @@ def main():
         return
     if args.base:
         build_base(os.path.abspath(args.base), args.work, args.seed, args.ct2)
+        return
+    if args.small:
+        build_small(os.path.abspath(args.small), args.work, args.seed)
         return
 
     test, hostile = source_lines(args.work)
