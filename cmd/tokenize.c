@@ -5,6 +5,8 @@
  *   tokenize -d -m VOCAB [FILE...]                    id or piece lines -> text
  *   tokenize normalize [FILE...]                      text -> normalised text
  *   tokenize placeholders [FILE...]                   text -> its placeholders
+ *   tokenize po-strings [--all] [FILE.po]             a catalog -> its strings
+ *   tokenize po-merge [-o OUT] FILE.po TRANSLATIONS   the translations merged in
  *
  * With --placeholders, learning and encoding put the tokens <ph1> .. <ph32>
  * in place of each line's placeholders (%s, {0}, <b>, ...), and decoding
@@ -16,8 +18,9 @@
  * The program only parses options, reads lines and prints: the work is in
  * lib/text (tfm_text_filter for encoding, decoding and normalising, with
  * tfm_glossary for the constraints; tfm_bpe_learner_read and
- * tfm_bpe_learner_finish for learning; tfm_placeholders_scan), and, for a
- * SentencePiece model file, lib/text/spm_*.c (tfm/spm.h). */
+ * tfm_bpe_learner_finish for learning; tfm_placeholders_scan), for a
+ * SentencePiece model file, lib/text/spm_*.c (tfm/spm.h), and, for PO
+ * catalogs, lib/io/po_read.c and lib/text/po_write.c (tfm/po.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -28,6 +31,7 @@
 
 #include "files.h"
 #include "filter.h"
+#include "tfm/po.h"
 #include "tfm/spm.h"
 
 /* The help; the %-conversions are the library's defaults (format_usage). */
@@ -37,6 +41,8 @@ static const char usage_format[] =
     "       tokenize learn --vocab-size N [OPTION]... [FILE]...\n"
     "       tokenize normalize [OPTION]... [FILE]...\n"
     "       tokenize placeholders [--placeholder-classes=LIST] [FILE]...\n"
+    "       tokenize po-strings [--all] [FILE.po]\n"
+    "       tokenize po-merge [--all] [--no-fuzzy] [-o OUT.po] FILE.po TRANSLATIONS\n"
     "Sub-word tokenization with byte-pair encoding (BPE), as SentencePiece does it.\n"
     "Reads lines from the FILEs (or standard input; '-' is standard input) and\n"
     "writes one line for each line read, in order.\n"
@@ -102,6 +108,20 @@ static const char usage_format[] =
     "      --placeholder-classes as above: print each line's placeholders, in order,\n"
     "                             separated by TABs (an empty line when it has none)\n"
     "\n"
+    "Translation catalogs ('tokenize po-strings', 'tokenize po-merge'):\n"
+    "  po-strings prints the text of the entries of a gettext catalog (.po or .pot)\n"
+    "  that have no translation, a line per segment (the text between newlines of\n"
+    "  a msgid, then of its msgid_plural; blank segments are left out); po-merge\n"
+    "  reads the catalog again and TRANSLATIONS, a line per line po-strings printed,\n"
+    "  and writes the catalog with each entry's msgstr (plural entries: as many as\n"
+    "  the header's Plural-Forms says), every other line kept byte for byte\n"
+    "      --all                  every entry but the header, translated or not\n"
+    "      --no-fuzzy             do not mark the entries translated fuzzy\n"
+    "  -o, --output-file=FILE     write the catalog to FILE (atomically) instead\n"
+    "                             of standard output\n"
+    "  An entry whose translation is missing, empty or loses a placeholder of a\n"
+    "  format string stays untranslated and is named (FILE:LINE) on stderr.\n"
+    "\n"
     "Common options:\n"
     CLI_COMMON_HELP
     "\n"
@@ -109,7 +129,8 @@ static const char usage_format[] =
     "line X, 'tokenize -d' of 'tokenize' of X equals 'tokenize normalize' of X;\n"
     "with placeholders, the placeholders come back as they are in X (man tokenize,\n"
     "PLACEHOLDERS).\n"
-    "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n"
+    "Exit status: 0 on success, 1 on failure, 2 on a usage error; po-merge: 3 when\n"
+    "the catalog is written but some entries stay untranslated.\n"
     "Example:\n"
     "  tokenize learn --vocab-size 8000 train.de train.en -o de-en.vocab\n"
     "  tokenize -m de-en.vocab < test.de | tokenize -d -m de-en.vocab\n"
@@ -117,7 +138,10 @@ static const char usage_format[] =
     "  tokenize --placeholders -m po.vocab < in.txt |\n"
     "    tokenize -d --placeholders=in.txt -m po.vocab\n"
     "  tokenize -m m.st --glossary terms.tsv --constraints c.txt < in.txt |\n"
-    "    encode -m m.st | decode -m m.st --constraints c.txt | tokenize -d -m m.st\n";
+    "    encode -m m.st | decode -m m.st --constraints c.txt | tokenize -d -m m.st\n"
+    "  tokenize po-strings fr.pot > s.txt; tokenize -m m.st < s.txt | encode -m m.st |\n"
+    "    decode -m m.st --placeholders=s.txt | tokenize -d -m m.st > fr.txt\n"
+    "  tokenize po-merge -o fr.po fr.pot fr.txt\n";
 
 enum {
     OPT_OUTPUT = 256,
@@ -140,6 +164,8 @@ enum {
     OPT_CONSTRAINTS,
     OPT_SIDE,
     OPT_TARGET_LANGUAGE,
+    OPT_ALL,
+    OPT_NO_FUZZY,
 };
 
 static const struct option long_options[] = {
@@ -166,11 +192,16 @@ static const struct option long_options[] = {
     {"side", required_argument, NULL, OPT_SIDE},
     {"target-language", required_argument, NULL, OPT_TARGET_LANGUAGE},
     {"output-file", required_argument, NULL, 'o'},
+    {"all", no_argument, NULL, OPT_ALL},
+    {"no-fuzzy", no_argument, NULL, OPT_NO_FUZZY},
     CLI_COMMON_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
-typedef enum { MODE_ENCODE, MODE_DECODE, MODE_LEARN, MODE_NORMALIZE, MODE_PLACEHOLDERS } tokenize_mode;
+typedef enum {
+    MODE_ENCODE, MODE_DECODE, MODE_LEARN, MODE_NORMALIZE, MODE_PLACEHOLDERS, MODE_PO_STRINGS,
+    MODE_PO_MERGE
+} tokenize_mode;
 
 typedef struct options {
     tokenize_mode mode;
@@ -193,6 +224,9 @@ typedef struct options {
     int side;                      /* --side: a tfm_side, or -1 (by the mode) */
     char target_token[80];         /* --target-language: ">>LANG<<", or "" */
     bool not_for_listing;          /* an option 'tokenize placeholders' does not take */
+    bool po_all, no_fuzzy;         /* --all, --no-fuzzy */
+    const char *po_only_option;    /* the first of them, as given */
+    bool not_for_po;               /* an option 'tokenize po-*' does not take */
 } options;
 
 /* Prints the library's error for a line of an input, or for a file whose
@@ -639,6 +673,78 @@ static int run_list(const options *opt, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+/* ---- translation catalogs ---------------------------------------------------------- */
+
+enum { EXIT_SOME_UNTRANSLATED = 3 }; /* po-merge: the catalog written, entries left out */
+
+/* The whole of an input ('-': standard input), into b. */
+static void read_whole(const char *name, tfm_buf *b)
+{
+    int fd = cli_open_input(name);
+    tfm_error err;
+    tfm_buf_init(b);
+    if (tfm_read_upto(fd, b, UINT64_MAX, &err) != TFM_OK) cli_fail(name, 0, "%s", err.msg);
+    if (tfm_buf_reserve(b, 0) != TFM_OK) cli_fail(NULL, 0, "out of memory");
+    cli_close_input(fd);
+}
+
+/* An entry left untranslated: FILE:LINE of its msgid, and why. */
+static void po_failed(void *ctx, size_t line, const char *why)
+{
+    cli_error(ctx, line, "%s", why);
+}
+
+static int run_po(const options *opt, int argc, char **argv)
+{
+    bool merge = opt->mode == MODE_PO_MERGE;
+    const char *cmd = merge ? "po-merge" : "po-strings";
+    if (opt->not_for_po || (!merge && (opt->output_file || opt->no_fuzzy)))
+        cli_usage_error("'tokenize %s' takes only --all%s (and -q, -v)", cmd,
+                        merge ? ", --no-fuzzy, -o" : "");
+    if (argc - optind > 1 + merge || (merge && argc - optind < 2))
+        cli_usage_error(merge ? "po-merge takes two files: the catalog and its translations"
+                              : "po-strings takes one catalog");
+    const char *name = optind < argc ? argv[optind] : "-";
+    const char *tr_name = merge ? argv[optind + 1] : NULL;
+    if (merge && strcmp(name, "-") == 0 && strcmp(tr_name, "-") == 0)
+        cli_usage_error("po-merge: standard input cannot be both the catalog and the translations");
+    tfm_buf in, tr = {0}, out;
+    tfm_po *po;
+    tfm_error err;
+    read_whole(name, &in);
+    if (tfm_po_parse(in.data, in.len, &po, &err) != TFM_OK) fail_with(name, 0, &err);
+    tfm_buf_init(&out);
+    size_t failed = 0;
+    if (!merge) {
+        if (tfm_po_strings(po, opt->po_all, &out, NULL, &err) != TFM_OK) cli_fail(name, 0, "%s", err.msg);
+        if (out.len) cli_write(out.data, out.len);
+        cli_flush();
+    } else {
+        if (po->charset_template)
+            cli_warn(name, 0, "the header's charset is a template's CHARSET: the translations "
+                     "written are UTF-8 (set charset=UTF-8)");
+        read_whole(tr_name, &tr);
+        tfm_po_merge_params p = tfm_po_merge_default_params();
+        p.all = opt->po_all;
+        p.fuzzy = !opt->no_fuzzy;
+        p.failed = po_failed;
+        p.ctx = (void *)name;
+        tfm_status s = tfm_po_merge(po, &p, tr.data, tr.len, &out, &failed, &err);
+        if (s == TFM_ERR_RANGE) cli_fail(tr_name, 0, "%s", err.msg);
+        if (s != TFM_OK) fail_with(name, 0, &err);
+        cli_output o;
+        cli_output_open(&o, opt->output_file);
+        cli_output_write(&o, out.data, out.len);
+        cli_output_close(&o);
+        if (failed) cli_error(name, 0, "%zu entr%s left untranslated", failed, failed == 1 ? "y" : "ies");
+    }
+    tfm_po_free(po);
+    tfm_buf_free(&in);
+    tfm_buf_free(&tr);
+    tfm_buf_free(&out);
+    return failed ? EXIT_SOME_UNTRANSLATED : CLI_EXIT_OK;
+}
+
 /* ---- learning ---------------------------------------------------------------------- */
 
 typedef struct learn_job {
@@ -834,6 +940,8 @@ static void parse_options(int argc, char **argv, options *opt)
         case OPT_GLOSSARY: opt->glossary = optarg; break;
         case OPT_CONSTRAINTS: opt->constraints = optarg; break;
         case OPT_SIDE: opt->side = cli_parse_choice("--side", optarg, sides); break;
+        case OPT_ALL: opt->po_all = true; break;
+        case OPT_NO_FUZZY: opt->no_fuzzy = true; break;
         case OPT_TARGET_LANGUAGE: {
             /* "fra" or ">>fra<<": the token of a multilingual OPUS-MT model */
             const size_t n = strlen(optarg);
@@ -851,6 +959,10 @@ static void parse_options(int argc, char **argv, options *opt)
         }
         if (learn_only && !opt->learn_only_option) opt->learn_only_option = argv[optind - 1];
         if (c != OPT_PLACEHOLDER_CLASSES && c != 'q' && c != 'v') opt->not_for_listing = true;
+        if ((c == OPT_ALL || c == OPT_NO_FUZZY) && !opt->po_only_option)
+            opt->po_only_option = argv[optind - 1];
+        if (c != OPT_ALL && c != OPT_NO_FUZZY && c != 'o' && c != 'q' && c != 'v')
+            opt->not_for_po = true;
     }
 }
 
@@ -863,6 +975,8 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "learn") == 0) opt.mode = MODE_LEARN;
     if (argc > 1 && strcmp(argv[1], "normalize") == 0) opt.mode = MODE_NORMALIZE;
     if (argc > 1 && strcmp(argv[1], "placeholders") == 0) opt.mode = MODE_PLACEHOLDERS;
+    if (argc > 1 && strcmp(argv[1], "po-strings") == 0) opt.mode = MODE_PO_STRINGS;
+    if (argc > 1 && strcmp(argv[1], "po-merge") == 0) opt.mode = MODE_PO_MERGE;
     if (opt.mode != MODE_ENCODE) {
         argv++;
         argc--;
@@ -873,6 +987,10 @@ int main(int argc, char **argv)
             cli_usage_error("'tokenize placeholders' takes only --placeholder-classes (and -q, -v)");
         return run_list(&opt, argc, argv);
     }
+    if (opt.mode == MODE_PO_STRINGS || opt.mode == MODE_PO_MERGE) return run_po(&opt, argc, argv);
+    if (opt.po_only_option)
+        cli_usage_error("%s is an option of 'tokenize po-strings' and 'tokenize po-merge'",
+                        opt.po_only_option);
     static const char *const mode_names[] = {
         [MODE_DECODE] = "decoding (-d)", [MODE_LEARN] = "'tokenize learn'",
         [MODE_NORMALIZE] = "'tokenize normalize'"};
