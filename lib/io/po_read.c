@@ -11,8 +11,8 @@
  *     msgstr STRING                  or   msgid_plural STRING
  *                                         msgstr[0] STRING ... msgstr[N] STRING
  *
- * where STRING is one or more "..." on lines of their own after the first
- * (continuations), joined.  Blank lines separate entries; obsolete "#~"
+ * where STRING is one or more "..." (on the keyword's line, and on lines of
+ * their own after it: continuations), joined.  Blank lines separate entries; obsolete "#~"
  * entries are comments to this reader, kept as they are.  The escapes are
  * C's, as gettext's lexer takes them: \n \t \r \a \b \f \v \\ \" \' \?,
  * octal \N, \NN, \NNN and hexadecimal \xH, \xHH.
@@ -163,8 +163,8 @@ static int hex_value(char c)
     return -1;
 }
 
-/* A quoted string s[0..n) (s[0] is '"'): its text unescaped onto ps->buf,
- * nothing but blanks after it. */
+/* The quoted strings of s[0..n) (s[0] is '"'): their text unescaped onto
+ * ps->buf, nothing but blanks after them. */
 static tfm_status read_quoted(parser *ps, const char *s, size_t n, tfm_error *err)
 {
     size_t i = 1;
@@ -173,7 +173,14 @@ static tfm_status read_quoted(parser *ps, const char *s, size_t n, tfm_error *er
             return tfm_error_set(err, TFM_ERR_FORMAT, "line %zu: the string has no closing "
                                  "quote", ps->line);
         unsigned char c = (unsigned char)s[i++];
-        if (c == '"') break;
+        if (c == '"') { /* the end, or another string on the line: "a" "b" is "ab" */
+            while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+            if (i < n && s[i] == '"') {
+                i++;
+                continue;
+            }
+            break;
+        }
         if (c == '\\') {
             if (i >= n)
                 return tfm_error_set(err, TFM_ERR_FORMAT, "line %zu: the string has no "
@@ -202,10 +209,9 @@ static tfm_status read_quoted(parser *ps, const char *s, size_t n, tfm_error *er
                                  ps->line);
         if (tfm_buf_putc(&ps->buf, (char)c) != TFM_OK) return nomem(err);
     }
-    for (; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t')
-            return tfm_error_set(err, TFM_ERR_FORMAT, "line %zu: text after the closing quote",
-                                 ps->line);
+    if (i < n)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "line %zu: text after the closing quote",
+                             ps->line);
     return TFM_OK;
 }
 
