@@ -40,19 +40,20 @@ typedef struct ccand {
 
 typedef struct csent {
     int sent;
+    int k;      /* its rows and finished slots at most (search_constrained_rows) */
     int row0;   /* its first row in the decoder */
     int n_live; /* rows row0 .. row0 + n_live - 1 */
 } csent;
 
 typedef struct cbeam {
     tfm_search *s;
-    int k, V;
+    int k_max, V;        /* the most rows of a sentence (the stride of fin_met) */
     beam_rows rows;      /* the rows and their histories */
     cstate *state[2];    /* [rows] each row's progress, in step with rows' buffers */
-    search_cand *heap;   /* [2k] */
+    search_cand *heap;   /* [2 k_max] */
     ccand *cands;        /* [cand_cap] */
     int cand_cap;
-    bool *fin_met;       /* [n, k] whether finished slot j meets every constraint */
+    bool *fin_met;       /* [n, k_max] whether finished slot j meets every constraint */
 } cbeam;
 
 static const tfm_constraints *constraints_of(const tfm_search *s, int sent)
@@ -229,13 +230,14 @@ static bool finished_better(bool met_a, float score_a, bool met_b, float score_b
     return score_a > score_b;
 }
 
-/* Offers row `from` followed by </s> to the sentence's finished list. */
-static void finish(cbeam *b, int sent, int from, int t, float eos_lp, double logp, bool met)
+/* Offers row `from` followed by </s> to the finished list of sentence
+ * sent, which keeps k. */
+static void finish(cbeam *b, int sent, int k, int from, int t, float eos_lp, double logp,
+                   bool met)
 {
     tfm_search *s = b->s;
-    const int k = b->k;
     tfm_hypothesis *list = s->hyps + (size_t)sent * s->spp;
-    bool *fmet = b->fin_met + (size_t)sent * k;
+    bool *fmet = b->fin_met + (size_t)sent * b->k_max;
     int at = s->count[sent];
     if (at == k) { /* full: replace the worst, if this one beats it */
         if (!finished_better(met, search_score(s, t, logp), fmet[k - 1], list[k - 1].score))
@@ -296,7 +298,7 @@ static void add_cand(cbeam *b, int *n, int row, int32_t tok)
 static int gather(cbeam *b, const csent *a, const tfm_constraints *c)
 {
     tfm_search *s = b->s;
-    const int k = b->k, V = b->V;
+    const int k = a->k, V = b->V;
     const float *logits = s->logits;
     const tfm_logit_stats *stats = s->stats;
     const double *logp = b->rows.logp[b->rows.cur];
@@ -367,7 +369,7 @@ static bool sentence_step(void *ctx, void *sentence, int t)
     cbeam *b = ctx;
     csent *a = sentence;
     tfm_search *s = b->s;
-    const int k = b->k, V = b->V, sent = a->sent;
+    const int k = a->k, V = b->V, sent = a->sent;
     const tfm_constraints *c = constraints_of(s, sent);
     const uint64_t full = all_met(c);
     const tfm_logit_stats *stats = s->stats;
@@ -400,7 +402,7 @@ static bool sentence_step(void *ctx, void *sentence, int t)
         const int r = a->row0 + x->row;
         const float tok_lp = search_lp(&stats[r], s->logits[(size_t)r * V + x->tok]);
         if (x->tok == s->eos) {
-            if (j < k) finish(b, sent, r, t, tok_lp, x->score, x->st.met == full);
+            if (j < k) finish(b, sent, k, r, t, tok_lp, x->score, x->st.met == full);
         } else if (n_live < k) {
             emit_row(b, r, x, tok_lp, t);
             n_live++;
@@ -412,7 +414,7 @@ static bool sentence_step(void *ctx, void *sentence, int t)
 
     b->rows.new_R = start; /* done: its live rows are dropped */
     const int found = s->count[sent];
-    s->met[sent] = found > 0 ? b->fin_met[(size_t)sent * k] : full == 0;
+    s->met[sent] = found > 0 ? b->fin_met[(size_t)sent * b->k_max] : full == 0;
     s->count[sent] = found < s->p->nbest ? found : s->p->nbest;
     return false;
 }
@@ -425,10 +427,26 @@ static bool ids_below(const int32_t *ids, size_t n, int V)
     return true;
 }
 
+int search_constrained_rows(const tfm_search_params *p, const tfm_constraints *c)
+{
+    if (p->beam == 1 && !tfm_constraints_empty(c)) return SEARCH_GREEDY_CONSTRAINED_ROWS;
+    return p->beam;
+}
+
+int search_constrained_most_rows(const tfm_search_params *p, const tfm_search_input *in)
+{
+    int most = p->beam;
+    for (int i = 0; i < in->n_sentences; i++) {
+        const int k = search_constrained_rows(p, in->constraints[i]);
+        if (k > most) most = k;
+    }
+    return most;
+}
+
 tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
 {
     const tfm_search_input *in = s->in;
-    const int n = in->n_sentences, k = s->p->beam;
+    const int n = in->n_sentences, k = search_constrained_most_rows(s->p, in);
     const size_t rows = (size_t)n * k;
 
     int most_alts = 0;
@@ -451,7 +469,7 @@ tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
                                  "ordered or enclosed id outside the target vocabulary", i);
         if (c->n_alts > most_alts) most_alts = c->n_alts;
     }
-    cbeam b = {.s = s, .k = k, .V = s->V};
+    cbeam b = {.s = s, .k_max = k, .V = s->V};
     /* candidates of a sentence: 2k best, k rows' best, and per row the
      * next id of every alternative under way and the first of every one */
     b.cand_cap = 3 * k + k * 2 * most_alts;
@@ -467,7 +485,8 @@ tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
     b.state[1] = state + rows;
     /* every sentence starts with one hypothesis, <s>, having met nothing */
     for (int i = 0; i < n; i++) {
-        act[i] = (csent){.sent = i, .row0 = i, .n_live = 1};
+        act[i] = (csent){.sent = i, .k = search_constrained_rows(s->p, constraints_of(s, i)),
+                         .row0 = i, .n_live = 1};
         b.state[0][i] = (cstate){.alt = -1, .just = -1};
     }
     return beam_rows_run(s, d, &b.rows, act, sizeof *act, n, sentence_step, &b, err);

@@ -217,8 +217,10 @@ tfm_status search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
                              "not sampling");
     if (algo == SEARCH_AUTO) algo = p->sampling || p->beam == 1 ? SEARCH_ROWS : SEARCH_BEAM;
     if (in->constraints) {
-        /* k finished slots and k rows per sentence, beam 1 (greedy) too */
-        st = search_setup(s, p, in, p->beam, p->beam, err);
+        /* k finished slots and k rows per sentence; greedy gives a few to
+         * the sentences with constraints */
+        const int k = search_constrained_most_rows(p, in);
+        st = search_setup(s, p, in, k, k, err);
         if (st == TFM_OK && in->n_sentences > 0) st = search_constrained(s, d, err);
     } else if (algo == SEARCH_ROWS) {
         int m = p->sampling ? p->nbest : 1; /* rows and slots per sentence */

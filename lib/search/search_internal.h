@@ -78,6 +78,16 @@ tfm_status search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
 /* The two algorithms (greedy.c, beam.c).  search_setup has run. */
 tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err);
 tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err);
+/* The rows (and finished slots) of a sentence's constrained search: the
+ * beam; under greedy search (beam 1) a sentence with constraints gets
+ * SEARCH_GREEDY_CONSTRAINED_ROWS, so that its constraints go where the model
+ * would put them rather than at the first step they fit (one row always
+ * takes the token that advances a constraint), and one without keeps one
+ * row, as greedy.  most_rows: the largest over in's sentences. */
+enum { SEARCH_GREEDY_CONSTRAINED_ROWS = 4 };
+int search_constrained_rows(const tfm_search_params *p, const tfm_constraints *c);
+int search_constrained_most_rows(const tfm_search_params *p, const tfm_search_input *in);
+
 /* Constrained beam search (constrained.c), for in->constraints. */
 tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err);
 

@@ -174,7 +174,9 @@ const char *tfm_length_rule_name(tfm_length_rule rule);
  * allowed only when every constraint is met, except at max_len, where a
  * hypothesis ends whatever it has met; finished hypotheses that meet every
  * constraint rank above those that do not.  tfm_search_met tells whether a
- * sentence's best hypothesis meets them all. */
+ * sentence's best hypothesis meets them all.  Greedy search (beam 1) gives
+ * a sentence with constraints four rows (a single one would put each
+ * constraint at the first step it fits) and one without a single row. */
 enum { TFM_MAX_CONSTRAINTS = 64 }; /* constraints per sentence */
 
 typedef struct tfm_constraints tfm_constraints;

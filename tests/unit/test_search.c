@@ -1132,6 +1132,63 @@ static void test_constraints_limits_order(void)
 }
 
 
+/* Greedy search (beam 1) with constraints: a sentence with constraints gets
+ * the rows of constrained beam search (SEARCH_GREEDY_CONSTRAINED_ROWS), so
+ * its output is that search's best; a sentence without keeps greedy's
+ * output, in the same batch. */
+static void test_constraints_greedy_rows(void)
+{
+    const int n = 12;
+    fixture f;
+    if (!fixture_make(&f, 1800, n, 1.8f, false)) return;
+    tfm_search *plain = NULL;
+    tfm_search_create(f.m, &plain, NULL);
+    tfm_constraints *cons[MAXN] = {0};
+    tfm_error err;
+    for (int i = 0; i < n; i += 2) {
+        cons[i] = tfm_constraints_create();
+        int32_t a[2] = {5 + i, 6};
+        const int32_t *alts[1] = {a};
+        int la = 2;
+        tfm_constraints_add(cons[i], alts, &la, 1, &err);
+    }
+    tfm_search_params greedy = tfm_search_default_params();
+    greedy.max_length_offset = 12;
+    greedy.beam = 1;
+    tfm_search_params wide = greedy;
+    wide.beam = SEARCH_GREEDY_CONSTRAINED_ROWS;
+    tfm_search_input in = input_of(&f, 0, n);
+    in.constraints = (const tfm_constraints *const *)cons;
+    tfm_search_input bare = input_of(&f, 0, n);
+    if (run(f.s, f.d, &greedy, &in, SEARCH_AUTO) && run(plain, f.d, &greedy, &bare, SEARCH_AUTO)) {
+        int met = 0;
+        for (int i = 0; i < n; i++) {
+            tfm_nbest a = tfm_search_result(f.s, i);
+            CHECK(a.n == 1);
+            if (!cons[i]) {
+                CHECK_MSG(same_ids(&a.hyps[0], &tfm_search_result(plain, 0 + i).hyps[0]),
+                          "sentence %d: not greedy's output", i);
+                continue;
+            }
+            tfm_search_input one = input_of(&f, i, 1);
+            one.constraints = (const tfm_constraints *const *)&cons[i];
+            tfm_search *w = NULL;
+            tfm_search_create(f.m, &w, NULL);
+            if (run(w, f.d, &wide, &one, SEARCH_AUTO)) {
+                CHECK_MSG(same_ids(&a.hyps[0], &tfm_search_result(w, 0).hyps[0]),
+                          "sentence %d: not the constrained beam's output", i);
+                CHECK_MSG(tfm_search_met(f.s, i) == tfm_search_met(w, 0), "sentence %d", i);
+                met += tfm_search_met(f.s, i);
+            }
+            tfm_search_free(w);
+        }
+        CHECK_MSG(met >= n / 2 - 1, "%d constrained sentences met theirs", met);
+    }
+    for (int i = 0; i < n; i++) tfm_constraints_free(cons[i]);
+    tfm_search_free(plain);
+    fixture_free(&f);
+}
+
 /* Constraints met in a given order, and an enclosed token: m (a token the
  * plain search produces for the sentence, so that it is tempting) stands
  * for a placeholder's "%" piece, [m 11] and [m 12] for "%s" and "%d"
@@ -1341,6 +1398,7 @@ int main(void)
     RUN(test_constraints_batch_equals_alone);
     RUN(test_constraints_limits_order);
     RUN(test_constraints_enclosed_order);
+    RUN(test_constraints_greedy_rows);
     RUN(test_constraints_ban_after);
     RUN(test_placeholder_constraints);
     CHECK_DONE();
