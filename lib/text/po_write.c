@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "tfm/po.h"
 #include "tfm/text.h"
 
@@ -81,18 +83,14 @@ bool tfm_po_rebuild(const char *src, size_t len, const tfm_po_line *lines, size_
 
 /* ---- escaping and wrapping as msgcat ------------------------------------------ */
 
-/* The display width of a code point, as libunistring's uc_width. */
+/* The display width of a code point, as libunistring's uc_width: 0 for
+ * control characters and non-spacing marks, 2 for wide East Asian ones. */
 static int cp_width(int32_t c)
 {
-    if (c < 0x20 || (c >= 0x7f && c < 0xa0)) return 0;
-    if ((c >= 0x300 && c <= 0x36f) || (c >= 0x200b && c <= 0x200f)) return 0;
-    if ((c >= 0x1100 && c <= 0x115f) || (c >= 0x2e80 && c <= 0xa4cf && c != 0x303f) ||
-        (c >= 0xac00 && c <= 0xd7a3) || (c >= 0xf900 && c <= 0xfaff) ||
-        (c >= 0xfe30 && c <= 0xfe4f) || (c >= 0xff00 && c <= 0xff60) ||
-        (c >= 0xffe0 && c <= 0xffe6) || (c >= 0x1f300 && c <= 0x1f64f) ||
-        (c >= 0x1f900 && c <= 0x1f9ff) || (c >= 0x20000 && c <= 0x3fffd))
-        return 2;
-    return 1;
+    if (c < 0x20 || (c >= 0x7f && c < 0xa0) || c == 0xad || (c >= 0x1160 && c <= 0x11ff)) return 0;
+    int w = utf8proc_charwidth(c);
+    /* utf8proc gives spacing marks (Devanagari's vowel signs) no width */
+    return w == 0 && utf8proc_category(c) == UTF8PROC_CATEGORY_MC ? 1 : w;
 }
 
 /* Characters no line may begin with: UAX #14's closing punctuation (CL,
@@ -104,12 +102,17 @@ static bool closes(int32_t c)
            c == 0xff1f || c == 0xff09 || c == 0x300d || c == 0x300f;
 }
 
-/* Characters no line may end with: opening punctuation (OP) and quotes. */
+/* Characters no line may end with: opening punctuation (OP). */
 static bool opens(int32_t c)
 {
-    return (c < 0x80 && strchr("([{", (int)c) != NULL) || c == 0xab || c == 0x201c ||
-           c == 0x2018 || c == 0x201e || c == 0xff08 || c == 0xff3b || c == 0xff5b ||
+    return (c < 0x80 && strchr("([{", (int)c) != NULL) || c == 0xff08 || c == 0xff3b || c == 0xff5b ||
            (c >= 0x3008 && c <= 0x3010 && c % 2 == 0) || c == 0x3014;
+}
+
+/* Quotation marks (UAX #14's QU). */
+static bool is_quote(int32_t c)
+{
+    return c == '"' || c == '\'' || c == 0xab || c == 0xbb || (c >= 0x2018 && c <= 0x201f);
 }
 
 /* Whether a line may break between code points a and b, where `before` is
@@ -119,13 +122,23 @@ static bool may_break(int32_t before, int32_t a, int32_t b)
 {
     bool ascii_b = b < 0x80;
     if (b == ' ' || closes(b) || opens(a)) return false;
-    if (a == ' ') return before >= 0 && !opens(before); /* not after leading spaces */
+    /* not after leading spaces, nor after OP SP* or before OP after QU SP* */
+    if (a == ' ') return before >= 0 && !opens(before) && !(is_quote(before) && opens(b));
+    /* not inside a grapheme: before a mark or an emoji modifier, after a joiner */
+    if ((cp_width(b) == 0 && b >= 0x300) || (b >= 0x1f3fb && b <= 0x1f3ff) || a == 0x200d)
+        return false;
+    /* no-break spaces and hyphens (GL) */
+    if (a == 0xa0 || a == 0x202f || a == 0x2007 || a == 0x2011 || b == 0xa0 || b == 0x202f ||
+        b == 0x2007 || b == 0x2011)
+        return false;
     if (b == 0x2010 || b == 0x2013 || b == 0x2026) return false; /* hyphens, ellipsis */
+    if (is_quote(a) || is_quote(b)) return false;
     if (a == ')' || a == ']') return b == '(' || b == '[' || b == '{';
     if (a < 0x80 && strchr("$%+\\", (int)a)) return ascii_b && strchr("$%+\\", (int)b);
     /* after an exclamation or question mark, a bar, a brace, punctuation
      * that joins (IS, SY, HY) or a dash or ellipsis: before a letter */
-    if ((a < 0x80 && strchr("!?|},-./:;", (int)a)) || a == 0x2013 || a == 0x2014 || a == 0x2026) {
+    if ((a < 0x80 && strchr("!?|},-./:;", (int)a)) || a == 0x2010 || a == 0x2013 || a == 0x2014 ||
+        a == 0x2026) {
         if (ascii_b && strchr("\"'-|", (int)b)) return false;
         if (b >= '0' && b <= '9') return strchr("!?|}", (int)a) != NULL;
         return !(a == '}' && ascii_b && strchr("$%+\\", (int)b));
