@@ -311,10 +311,11 @@ static tfm_po_line *split_lines(const char *text, size_t len, size_t *n)
     return lines;
 }
 
-/* Why lines [from, from + count) cannot translate an entry, into why; or
- * false when they can. */
-static bool lines_unusable(const tfm_po_line *lines, size_t n, size_t from, size_t count,
-                           char *why, size_t size)
+/* Why lines [from, from + count) cannot translate entry e, into why; or
+ * false when they can.  A control character (a model's stray byte piece)
+ * is unusable unless the msgid has it too. */
+static bool lines_unusable(const tfm_po_entry *e, const tfm_po_line *lines, size_t n,
+                           size_t from, size_t count, char *why, size_t size)
 {
     for (size_t j = from; j < from + count; j++) {
         size_t a;
@@ -332,6 +333,13 @@ static bool lines_unusable(const tfm_po_line *lines, size_t n, size_t from, size
             int32_t cp;
             int k = tfm_utf8_scan((const unsigned char *)lines[j].text + i, lines[j].len - i, &cp);
             if (k <= 0 || cp == 0) bad = i + 1;
+            bool control = k > 0 && (cp < 0x20 || cp == 0x7f) && !is_blank((char)cp);
+            if (!bad && control && !memchr(e->msgid.text, cp, e->msgid.len) &&
+                !(e->plural && memchr(e->msgid_plural.text, cp, e->msgid_plural.len))) {
+                snprintf(why, size, "not translated: line %zu of the translations holds a "
+                         "control character (U+%04X) that the msgid has not", j + 1, (unsigned)cp);
+                return true;
+            }
             i += k > 0 ? (size_t)k : 1;
         }
         if (bad) {
@@ -475,7 +483,7 @@ static bool translate_entry(const tfm_po_entry *e, const tfm_po_line *lines, siz
     *next += count;
     tfm_buf_clear(sing);
     tfm_buf_clear(plur);
-    if (lines_unusable(lines, n, from, count, why, size)) return false;
+    if (lines_unusable(e, lines, n, from, count, why, size)) return false;
     size_t k = from;
     if (!tfm_po_rebuild(e->msgid.text, e->msgid.len, lines, n, &k, sing) ||
         (e->plural && !tfm_po_rebuild(e->msgid_plural.text, e->msgid_plural.len, lines, n, &k, plur)) ||

@@ -9,7 +9,7 @@
 # msgcat wraps it, CR LF line ends kept, the entries left untranslated named
 # with their line and the exit status 3; the hostile catalogs refused with
 # FILE:LINE and no output file; and one run through a tiny random model,
-# with and without placeholder tokens.
+# with and without placeholder tokens, and examples/Makefile's %.po rule.
 #
 # Run through tests/run.sh, or by hand:
 #   BIN=build/release/bin BUILD=build/release ROOT=$PWD TEST_TMP=$(mktemp -d) sh tests/cli/test_po.sh
@@ -248,6 +248,14 @@ if [ -x "$MK" ]; then
         [ $st -eq 3 ]
     [ -n "$gettext" ] && check "msgfmt --check accepts what it wrote" \
         sh -c 'msgattrib --clear-fuzzy plain.po | msgfmt --check -o /dev/null -'
+    # examples/Makefile: in/NAME.pot -> out/NAME.po
+    mkdir -p in && cp "$POT" in/app.pot
+    make -s -f "$ROOT/examples/Makefile" MODEL=ph.st BIN="$BIN" PLACEHOLDERS=tokens BEAM=1 \
+        out/app.po >make.out 2>make.err
+    check "examples/Makefile: in/app.pot becomes out/app.po" test -s out/app.po
+    check "... with no temporary file left" [ -z "$(ls out | grep -v '^app.po$')" ]
+    [ -n "$gettext" ] && check "... which msgfmt --check accepts" \
+        sh -c 'msgattrib --clear-fuzzy out/app.po | msgfmt --check -o /dev/null -'
 else
     skip "no $MK: the run through a model"
 fi

@@ -311,6 +311,12 @@ static void test_merge(void)
     CHECK(out && strstr(out, "msgstr[1] \"%d fichiers\"") && !strstr(out, "Ouvrir"));
     free(out);
 
+    /* a control character the msgid has not: a model's stray byte */
+    out = merge(catalog, "Ouvrir %s\nFic\ahier\nDeux\nlignes\n%d fichier\n%d fichiers\n", false,
+                true, &f, &st);
+    CHECK(st == TFM_OK && f.n == 1 && f.lines[0] == 16 && strstr(f.last, "control character (U+0007)"));
+    free(out);
+
     /* too many lines: an error, nothing written */
     out = merge(catalog, "1\n2\n3\n4\n5\n6\n7\n", false, true, &f, &st);
     CHECK(st == TFM_ERR_RANGE);
