@@ -78,6 +78,18 @@ static tfm_status nomem(tfm_error *err)
     return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
 }
 
+/* The array items (*cap elements of size bytes) with room for one more
+ * after its n: doubled when full, from `first`; NULL when memory runs out
+ * (items is then as it was). */
+static void *grow(void *items, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap) return items;
+    size_t want = *cap ? 2 * *cap : first;
+    void *p = realloc(items, want * size);
+    if (p) *cap = want;
+    return p;
+}
+
 /* Ends the string being read: its text moves from the buffer to it. */
 static tfm_status finish_string(parser *ps, tfm_error *err)
 {
@@ -102,13 +114,9 @@ static tfm_status finish_entry(parser *ps, tfm_error *err)
 {
     if (finish_string(ps, err) != TFM_OK) return err ? err->status : TFM_ERR_NOMEM;
     tfm_po *po = ps->po;
-    if (po->n_entries == ps->cap) {
-        size_t cap = ps->cap ? 2 * ps->cap : 64;
-        tfm_po_entry *e = realloc(po->entries, cap * sizeof *e);
-        if (!e) return nomem(err);
-        po->entries = e;
-        ps->cap = cap;
-    }
+    tfm_po_entry *entries = grow(po->entries, &ps->cap, po->n_entries, sizeof *entries, 64);
+    if (!entries) return nomem(err);
+    po->entries = entries;
     po->entries[po->n_entries++] = ps->cur;
     memset(&ps->cur, 0, sizeof ps->cur);
     ps->str_cap = 0;
@@ -261,13 +269,9 @@ static tfm_status read_msgstr(parser *ps, long index, const char *s, size_t n, t
     if (e->n_msgstr == 0) e->msgstr_start = ps->line_start;
     /* the string before may be one of msgstr[], which moves */
     if (finish_string(ps, err) != TFM_OK) return err->status;
-    if (e->n_msgstr == ps->str_cap) {
-        size_t cap = ps->str_cap ? 2 * ps->str_cap : 2;
-        tfm_po_string *m = realloc(e->msgstr, cap * sizeof *m);
-        if (!m) return nomem(err);
-        e->msgstr = m;
-        ps->str_cap = cap;
-    }
+    tfm_po_string *msgstr = grow(e->msgstr, &ps->str_cap, e->n_msgstr, sizeof *msgstr, 2);
+    if (!msgstr) return nomem(err);
+    e->msgstr = msgstr;
     tfm_po_string *str = &e->msgstr[e->n_msgstr++];
     memset(str, 0, sizeof *str);
     ps->state = IN_MSGSTR;
