@@ -153,7 +153,7 @@ static tfm_status read_comment(parser *ps, const char *s, size_t n, tfm_error *e
     }
     if (kind == ',') {
         if (ps->flags_start == NONE) {
-            ps->flags_start = ps->line_start;
+            ps->flags_start = (size_t)(s - ps->po->data); /* its "#," (after blanks) */
             ps->flags_end = ps->line_end;
         }
         read_flags(ps, s, n);

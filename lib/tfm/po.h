@@ -56,7 +56,7 @@ typedef struct tfm_po_entry {
     size_t n_msgstr;
     bool fuzzy;             /* its flags hold "fuzzy" */
     bool format;            /* its flags hold an "X-format" flag (not "no-X-format") */
-    size_t flags_start, flags_end; /* its first "#," line (equal: it has none) */
+    size_t flags_start, flags_end; /* its first "#," line, from the "#" (equal: none) */
     size_t fuzzy_at;        /* where a new "#, fuzzy" line goes: before its "#|" lines,
                                else before msgctxt or msgid */
     size_t msgstr_start, msgstr_end; /* its msgstr lines, replaced by a merge */

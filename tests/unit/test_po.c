@@ -378,6 +378,15 @@ static void test_crlf(void)
     free(out);
 }
 
+static void test_flags_after_blanks(void)
+{
+    failures f;
+    tfm_status st;
+    char *out = merge("  #, c-format\nmsgid \"%s a\"\nmsgstr \"\"\n", "%s b\n", false, true, &f, &st);
+    CHECK(st == TFM_OK && out && strncmp(out, "  #, fuzzy, c-format\n", 21) == 0);
+    free(out);
+}
+
 static void test_hostile(void)
 {
     static const struct {
@@ -458,6 +467,7 @@ int main(void)
     RUN(test_merge);
     RUN(test_plurals);
     RUN(test_crlf);
+    RUN(test_flags_after_blanks);
     RUN(test_hostile);
     CHECK_DONE();
 }
