@@ -8,7 +8,7 @@
  *
  *     tfm_po *po;
  *     if (tfm_po_parse(data, size, &po, &err) != TFM_OK) ...   // "line 12: ..."
- *     tfm_po_strings(po, false, &lines, &err);     // one segment per line
+ *     tfm_po_strings(po, false, &lines, NULL, &err); // one segment per line
  *     ... translate the lines ...
  *     tfm_po_merge_params p = tfm_po_merge_default_params();
  *     tfm_po_merge(po, &p, translated, translated_len, &out, &n_failed, &err);
@@ -94,7 +94,7 @@ bool tfm_po_selected(const tfm_po *po, size_t i, bool all);
 tfm_status tfm_po_strings(const tfm_po *po, bool all, tfm_buf *out, size_t *n_lines,
                           tfm_error *err);
 
-/* Calls fn(ctx, start, len) for each printed segment of s[0..len), trimmed. */
+/* Calls fn(ctx, seg, n) for each printed segment of s[0..len), trimmed. */
 void tfm_po_segments(const char *s, size_t len, void (*fn)(void *ctx, const char *seg, size_t n),
                      void *ctx);
 
