@@ -93,8 +93,11 @@ typedef struct attention_acts {
 typedef struct encoder_layer_acts {
     attention_acts attn;
     residual_acts r_attn;
-    float *hidden; /* [Ns, F] the FFN's activations after the ReLU; with a gated
-                      activation, fc1's output, before it */
+    float *hidden;     /* [Ns, F] the FFN's activations after the ReLU; with a gated
+                          activation, fc1's output, before it */
+    uint8_t *act_keep; /* [Ns, F] a gated activation's activation-dropout mask, for
+                          the backward; NULL for relu (whose backward needs none:
+                          its mask goes to the scratch acts.act_keep) or without */
     residual_acts r_ffn;
 } encoder_layer_acts;
 
@@ -103,7 +106,8 @@ typedef struct decoder_layer_acts {
     residual_acts r_self;
     attention_acts cross;
     residual_acts r_cross;
-    float *hidden; /* [Nt, F] */
+    float *hidden;     /* [Nt, F] */
+    uint8_t *act_keep; /* [Nt, F] as the encoder layer's */
     residual_acts r_ffn;
 } decoder_layer_acts;
 
@@ -113,12 +117,23 @@ typedef struct norm_acts {
     float *mean, *rstd; /* [N] */
 } norm_acts;
 
+/* Marian's LayerNorm of the embeddings (embedding_layer_norm, its
+ * --transformer-postprocess-emb nd): between the positions and the dropout.
+ * All NULL without it. */
+typedef struct embed_norm_acts {
+    float *in;          /* [N, D] embeddings * sqrt(D) + positions: the LayerNorm's input */
+    float *mean, *rstd; /* [N] its statistics */
+} embed_norm_acts;
+
 typedef struct acts {
-    float *src_x;             /* [Ns, D] embeddings * sqrt(D) + positions, after dropout */
+    embed_norm_acts src_emb_norm; /* [Ns, D] */
+    float *src_x;             /* [Ns, D] embeddings * sqrt(D) + positions (then their
+                                 LayerNorm, src_emb_norm), after dropout */
     uint8_t *src_keep;        /* [Ns, D] */
     encoder_layer_acts *enc;  /* [n_encoder_layers] (the array is the workspace's) */
     norm_acts enc_norm;       /* [Ns, D] */
     const float *enc_out;     /* [Ns, D] the encoder's output: enc_norm.out or the last stream */
+    embed_norm_acts tgt_emb_norm; /* [Nt, D] */
     float *tgt_x;             /* [Nt, D] */
     uint8_t *tgt_keep;        /* [Nt, D] */
     decoder_layer_acts *dec;  /* [n_decoder_layers] */
@@ -129,8 +144,9 @@ typedef struct acts {
     double *row_loss;         /* [Nt] each prediction's label-smoothed loss */
     double *row_nll;          /* [Nt] each prediction's -log p(label) */
     float *sub;               /* [N, D] scratch: a sublayer's output before dropout */
-    uint8_t *act_keep;        /* [N, F] scratch: an FFN's activation-dropout mask (the
-                                 backward needs none: see ffn_backward); NULL without */
+    uint8_t *act_keep;        /* [N, F] scratch: a relu FFN's activation-dropout mask (the
+                                 backward needs none: see ffn_backward); NULL without, or
+                                 with a gated activation (each layer keeps its own) */
     float *act;               /* [N, F] scratch of a gated activation (swish, gelu-sigmoid):
                                  its output, fc2's input, as layer's hidden keeps fc1's
                                  output; NULL for relu */
@@ -269,19 +285,25 @@ attention_geometry batch_cross_geometry(const tfm_pass_workspace *ws);
 
 /* ---- batch_embedding.c --------------------------------------------------------------- */
 
-/* embeddings * sqrt(D) + positions, sentence by sentence, then dropout.
- * x: [rows, D]; keep: [rows, D] (NULL without dropout); ids: [rows];
- * off, len: [B] each sentence's rows; zero_id as embedding_forward's. */
+/* embeddings * sqrt(D) + positions, sentence by sentence, then, when en->in
+ * is set (embedding_layer_norm), their LayerNorm ln with its input and
+ * statistics saved in en, then dropout (Marian's "nd").  x: [rows, D];
+ * keep: [rows, D] (NULL without dropout); ids: [rows]; off, len: [B] each
+ * sentence's rows; zero_id as embedding_forward's. */
 void batch_embed_forward(const tfm_pass_workspace *ws, float *x, uint8_t *keep,
+                         const embed_norm_acts *en, const tfm_layer_norm *ln,
                          const int32_t *ids, const float *embed, const float *positions,
                          const int *off, const int *len, int rows, int32_t zero_id,
                          tfm_rng *rng);
 
-/* Through dropout into the embedding and position tables. dx: [rows, D],
- * used as scratch when there is no dropout. */
+/* Through dropout and, when en->in is set, the LayerNorm ln (its weight and
+ * bias gradients into gln; ws->g.norm holds its input's gradient) into the
+ * embedding and position tables.  dx: [rows, D], the gradient of x. */
 void batch_embed_backward(const tfm_pass_workspace *ws, const float *dx, const uint8_t *keep,
-                          const int32_t *ids, float *dembed, float *dpositions, const int *off,
-                          const int *len, int rows, int32_t zero_id);
+                          const embed_norm_acts *en, const tfm_layer_norm *ln,
+                          tfm_layer_norm *gln, const int32_t *ids, float *dembed,
+                          float *dpositions, const int *off, const int *len, int rows,
+                          int32_t zero_id);
 
 /* ---- batch_layer_norm.c -------------------------------------------------------------- */
 
@@ -379,17 +401,20 @@ void batch_cross_attention_backward(const tfm_pass_workspace *ws, const attentio
 
 /* ---- batch_ffn.c --------------------------------------------------------------------- */
 
-/* ffn_forward with its ReLU (and activation dropout) on the workspace's
- * threads.  out, in: [N, D]; hidden: [N, F] */
-void batch_ffn_forward(const tfm_pass_workspace *ws, float *out, float *hidden, const float *in,
-                       const tfm_linear *fc1, const tfm_linear *fc2, int N, tfm_rng *rng);
+/* ffn_forward with its activation (and activation dropout) on the
+ * workspace's threads.  out, in: [N, D]; hidden: [N, F]; keep: [N, F] the
+ * layer's activation-dropout mask, kept for the backward (a gated
+ * activation's: the layer's act_keep), or NULL (relu's goes to scratch). */
+void batch_ffn_forward(const tfm_pass_workspace *ws, float *out, float *hidden, uint8_t *keep,
+                       const float *in, const tfm_linear *fc1, const tfm_linear *fc2, int N,
+                       tfm_rng *rng);
 
 /* Its backward: din [N, D] (or NULL) and gfc1, gfc2 accumulate; dout: [N, D];
- * in, hidden as the forward had and left them; ws->g.hidden is scratch. */
+ * in, hidden, keep as the forward had and left them; ws->g.hidden is scratch. */
 void batch_ffn_backward(const tfm_pass_workspace *ws, float *din, tfm_linear *gfc1,
                         tfm_linear *gfc2, const float *dout, const float *in,
-                        const float *hidden, const tfm_linear *fc1, const tfm_linear *fc2,
-                        int N);
+                        const float *hidden, const uint8_t *keep, const tfm_linear *fc1,
+                        const tfm_linear *fc2, int N);
 
 /* ---- batch_loss.c -------------------------------------------------------------------- */
 

@@ -39,30 +39,44 @@ static void act_chunk(void *ctx, size_t c, size_t lo, size_t hi)
  * workspace's threads.  out, in: [N, D]; hidden: [N, F], kept for the
  * backward: the activation's output for relu (its input can be told from
  * it), fc1's output for a gated activation (whose output goes through
- * ws->a.act).  Activation dropout with a gated activation is refused by
- * the trainer (its mask is not kept per layer). */
-void batch_ffn_forward(const tfm_pass_workspace *ws, float *out, float *hidden, const float *in,
-                       const tfm_linear *fc1, const tfm_linear *fc2, int N, tfm_rng *rng)
+ * ws->a.act).  keep: [N, F] the activation-dropout mask, kept for the
+ * backward of a gated activation, which cannot tell it from its output;
+ * NULL for relu, whose mask goes to the scratch ws->a.act_keep. */
+void batch_ffn_forward(const tfm_pass_workspace *ws, float *out, float *hidden, uint8_t *keep,
+                       const float *in, const tfm_linear *fc1, const tfm_linear *fc2, int N,
+                       tfm_rng *rng)
 {
     const tfm_config *c = &ws->m->config;
     const int D = c->d_model, F = c->d_ff;
     float *act = c->activation == TFM_ACT_RELU ? hidden : ws->a.act;
     linear_forward(hidden, in, fc1->weight, fc1->bias, N, D, F);
-    act_job job = {hidden, act, ws->a.act_keep, (size_t)F, ws->p_act,
+    act_job job = {hidden, act, keep ? keep : ws->a.act_keep, (size_t)F, ws->p_act,
                    batch_site_seed(rng, ws->p_act), c->activation};
     batch_for_rows(ws, N, (size_t)F, act_chunk, &job);
     linear_forward(out, act, fc2->weight, fc2->bias, N, F, D);
 }
 
+/* x [n] *= keep / (1 - p), in place, keep [n] a saved dropout mask: the
+ * multiplication of dropout_forward, so the same bits as it gave; and, the
+ * map being linear and diagonal, dropout's backward too. */
+static void dropout_apply(float *x, const uint8_t *keep, size_t n, float p)
+{
+    const float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++) x[i] *= (float)keep[i] * scale;
+}
+
 /* din [N, D] and gfc1, gfc2 accumulate; dout: [N, D]; in [N, D], hidden
- * [N, F] as the forward had and left them.  ffn_backward in one thread: its
- * ReLU backward only streams memory (see nn/batch.h); it needs no dropout
- * mask, as hidden is 0 wherever one dropped.  A gated activation's output
- * is computed again from fc1's output (into ws->a.act, free after the
- * forward) for fc2's weight gradient. */
+ * [N, F] and keep [N, F] (a gated activation's mask, with activation
+ * dropout) as the forward had and left them.  ffn_backward in one thread:
+ * its ReLU backward only streams memory (see nn/batch.h); it needs no
+ * dropout mask, as hidden is 0 wherever one dropped.  A gated activation's
+ * output is computed again from fc1's output (into ws->a.act, free after
+ * the forward) and dropped again with keep for fc2's weight gradient; the
+ * gradient of that output goes back through keep, then the activation. */
 void batch_ffn_backward(const tfm_pass_workspace *ws, float *din, tfm_linear *gfc1,
                         tfm_linear *gfc2, const float *dout, const float *in,
-                        const float *hidden, const tfm_linear *fc1, const tfm_linear *fc2, int N)
+                        const float *hidden, const uint8_t *keep, const tfm_linear *fc1,
+                        const tfm_linear *fc2, int N)
 {
     const tfm_config *c = &ws->m->config;
     const int D = c->d_model, F = c->d_ff;
@@ -74,10 +88,13 @@ void batch_ffn_backward(const tfm_pass_workspace *ws, float *din, tfm_linear *gf
     if (N <= 0) return;
     float *act = ws->a.act, *dhidden = ws->g.hidden;
     const size_t n = (size_t)N * F;
+    const float p = ws->p_act;
     memcpy(act, hidden, n * sizeof *act);
     activation_forward(c->activation, act, n);
+    if (p > 0) dropout_apply(act, keep, n, p); /* fc2's input, as the forward had it */
     memset(dhidden, 0, n * sizeof *dhidden);
     linear_backward(dhidden, gfc2->weight, gfc2->bias, dout, act, fc2->weight, N, F, D);
+    if (p > 0) dropout_apply(dhidden, keep, n, p); /* through the dropout */
     activation_backward(c->activation, dhidden, hidden, n);
     linear_backward(din, gfc1->weight, gfc1->bias, dhidden, in, fc1->weight, N, D, F);
 }

@@ -24,13 +24,9 @@ static void forward(tfm_pass_workspace *ws, tfm_rng *rng)
     const bool pre = c->pre_norm;
 
     /* the encoder */
-    batch_embed_forward(ws, a->src_x, a->src_keep, pk->src_ids, p->src_embed, ws->src_pos,
-                        pk->src_off, pk->src_len, Ns, -1, rng);
-    /* Marian's LayerNorm of the embeddings: forward only (the trainer refuses
-     * such a model, tfm_run: its backward is not written) */
-    if (c->embedding_layer_norm)
-        layer_norm_forward(a->src_x, NULL, NULL, a->src_x, p->encoder_embedding_norm.weight,
-                           p->encoder_embedding_norm.bias, Ns, D, c->layer_norm_eps);
+    batch_embed_forward(ws, a->src_x, a->src_keep, &a->src_emb_norm, &p->encoder_embedding_norm,
+                        pk->src_ids, p->src_embed, ws->src_pos, pk->src_off, pk->src_len, Ns,
+                        -1, rng);
     const attention_geometry enc_geo = batch_encoder_geometry(ws);
     const float *x = a->src_x;
     for (int l = 0; l < c->n_encoder_layers; l++) {
@@ -44,7 +40,7 @@ static void forward(tfm_pass_workspace *ws, tfm_rng *rng)
 
         ln = &W->final_layer_norm;
         in = batch_residual_forward_begin(ws, &A->r_ffn, x, ln, Ns);
-        batch_ffn_forward(ws, a->sub, A->hidden, in, &W->fc1, &W->fc2, Ns, rng);
+        batch_ffn_forward(ws, a->sub, A->hidden, A->act_keep, in, &W->fc1, &W->fc2, Ns, rng);
         batch_residual_forward_end(ws, &A->r_ffn, x, a->sub, ln, Ns, rng);
         x = A->r_ffn.out;
     }
@@ -56,11 +52,9 @@ static void forward(tfm_pass_workspace *ws, tfm_rng *rng)
     a->enc_out = x;
 
     /* the decoder, reading <s> + target */
-    batch_embed_forward(ws, a->tgt_x, a->tgt_keep, pk->dec_in, p->tgt_embed, ws->tgt_pos,
-                        pk->tgt_off, pk->tgt_len, Nt, embedding_zero_id(c), rng);
-    if (c->embedding_layer_norm)
-        layer_norm_forward(a->tgt_x, NULL, NULL, a->tgt_x, p->decoder_embedding_norm.weight,
-                           p->decoder_embedding_norm.bias, Nt, D, c->layer_norm_eps);
+    batch_embed_forward(ws, a->tgt_x, a->tgt_keep, &a->tgt_emb_norm, &p->decoder_embedding_norm,
+                        pk->dec_in, p->tgt_embed, ws->tgt_pos, pk->tgt_off, pk->tgt_len, Nt,
+                        embedding_zero_id(c), rng);
     const attention_geometry dec_geo = batch_decoder_geometry(ws);
     x = a->tgt_x;
     for (int l = 0; l < c->n_decoder_layers; l++) {
@@ -80,7 +74,7 @@ static void forward(tfm_pass_workspace *ws, tfm_rng *rng)
 
         ln = &W->final_layer_norm;
         in = batch_residual_forward_begin(ws, &A->r_ffn, x, ln, Nt);
-        batch_ffn_forward(ws, a->sub, A->hidden, in, &W->fc1, &W->fc2, Nt, rng);
+        batch_ffn_forward(ws, a->sub, A->hidden, A->act_keep, in, &W->fc1, &W->fc2, Nt, rng);
         batch_residual_forward_end(ws, &A->r_ffn, x, a->sub, ln, Nt, rng);
         x = A->r_ffn.out;
     }
@@ -141,7 +135,7 @@ static void backward(tfm_pass_workspace *ws, tfm_params *gp, float grad_scale)
         const float *dsub = batch_residual_backward_begin(
             ws, &A->r_ffn, dx, &din, &W->final_layer_norm, &G->final_layer_norm, Nt);
         batch_ffn_backward(ws, din, &G->fc1, &G->fc2, dsub, batch_sublayer_in(&A->r_ffn, x),
-                           A->hidden, &W->fc1, &W->fc2, Nt);
+                           A->hidden, A->act_keep, &W->fc1, &W->fc2, Nt);
         batch_residual_backward_end(ws, &A->r_ffn, dx, x, &W->final_layer_norm,
                                     &G->final_layer_norm, Nt);
 
@@ -162,8 +156,9 @@ static void backward(tfm_pass_workspace *ws, tfm_params *gp, float grad_scale)
         batch_residual_backward_end(ws, &A->r_self, dx, x, &W->self_attn_layer_norm,
                                     &G->self_attn_layer_norm, Nt);
     }
-    batch_embed_backward(ws, dx, a->tgt_keep, pk->dec_in, gp->tgt_embed, gp->tgt_positions,
-                         pk->tgt_off, pk->tgt_len, Nt, embedding_zero_id(c));
+    batch_embed_backward(ws, dx, a->tgt_keep, &a->tgt_emb_norm, &p->decoder_embedding_norm,
+                         &gp->decoder_embedding_norm, pk->dec_in, gp->tgt_embed,
+                         gp->tgt_positions, pk->tgt_off, pk->tgt_len, Nt, embedding_zero_id(c));
 
     /* the encoder, from the gradient of its output */
     if (pre) {
@@ -187,7 +182,7 @@ static void backward(tfm_pass_workspace *ws, tfm_params *gp, float grad_scale)
         const float *dsub = batch_residual_backward_begin(
             ws, &A->r_ffn, dx, &din, &W->final_layer_norm, &G->final_layer_norm, Ns);
         batch_ffn_backward(ws, din, &G->fc1, &G->fc2, dsub, batch_sublayer_in(&A->r_ffn, x),
-                           A->hidden, &W->fc1, &W->fc2, Ns);
+                           A->hidden, A->act_keep, &W->fc1, &W->fc2, Ns);
         batch_residual_backward_end(ws, &A->r_ffn, dx, x, &W->final_layer_norm,
                                     &G->final_layer_norm, Ns);
 
@@ -199,8 +194,9 @@ static void backward(tfm_pass_workspace *ws, tfm_params *gp, float grad_scale)
         batch_residual_backward_end(ws, &A->r_attn, dx, x, &W->self_attn_layer_norm,
                                     &G->self_attn_layer_norm, Ns);
     }
-    batch_embed_backward(ws, dx, a->src_keep, pk->src_ids, gp->src_embed, gp->src_positions,
-                         pk->src_off, pk->src_len, Ns, -1);
+    batch_embed_backward(ws, dx, a->src_keep, &a->src_emb_norm, &p->encoder_embedding_norm,
+                         &gp->encoder_embedding_norm, pk->src_ids, gp->src_embed,
+                         gp->src_positions, pk->src_off, pk->src_len, Ns, -1);
 }
 
 /* ---- the public functions ------------------------------------------------------------ */

@@ -95,6 +95,13 @@ static void place_norm(batch_arena *k, norm_acts *n, size_t N, size_t D, bool pr
     n->rstd = pre ? BATCH_CARVE(k, N, float) : NULL;
 }
 
+static void place_embed_norm(batch_arena *k, embed_norm_acts *n, size_t N, size_t D, bool on)
+{
+    n->in = on ? BATCH_CARVE(k, N * D, float) : NULL;
+    n->mean = on ? BATCH_CARVE(k, N, float) : NULL;
+    n->rstd = on ? BATCH_CARVE(k, N, float) : NULL;
+}
+
 void batch_layout_acts(tfm_pass_workspace *ws, batch_arena *k)
 {
     const tfm_config *c = &ws->m->config;
@@ -103,7 +110,11 @@ void batch_layout_acts(tfm_pass_workspace *ws, batch_arena *k)
     const size_t D = (size_t)c->d_model, F = (size_t)c->d_ff, V = (size_t)c->tgt_vocab_size;
     const size_t Ns = (size_t)pk->Ns, Nt = (size_t)pk->Nt, N = Ns > Nt ? Ns : Nt;
     const bool pre = c->pre_norm, drop = ws->p_drop > 0, att_drop = ws->p_att > 0;
+    const bool emb_norm = c->embedding_layer_norm;
+    /* a gated activation's backward needs each layer's activation-dropout mask */
+    const bool keep_act = ws->p_act > 0 && c->activation != TFM_ACT_RELU;
 
+    place_embed_norm(k, &a->src_emb_norm, Ns, D, emb_norm);
     a->src_x = BATCH_CARVE(k, Ns * D, float);
     a->src_keep = drop ? BATCH_CARVE(k, Ns * D, uint8_t) : NULL;
     a->enc = ws->enc;
@@ -112,9 +123,11 @@ void batch_layout_acts(tfm_pass_workspace *ws, batch_arena *k)
         place_attention(k, &L->attn, Ns, 0, pk->n_enc_att, D, att_drop);
         place_residual(k, &L->r_attn, Ns, D, pre, drop);
         L->hidden = BATCH_CARVE(k, Ns * F, float);
+        L->act_keep = keep_act ? BATCH_CARVE(k, Ns * F, uint8_t) : NULL;
         place_residual(k, &L->r_ffn, Ns, D, pre, drop);
     }
     place_norm(k, &a->enc_norm, Ns, D, pre);
+    place_embed_norm(k, &a->tgt_emb_norm, Nt, D, emb_norm);
     a->tgt_x = BATCH_CARVE(k, Nt * D, float);
     a->tgt_keep = drop ? BATCH_CARVE(k, Nt * D, uint8_t) : NULL;
     a->dec = ws->dec;
@@ -125,6 +138,7 @@ void batch_layout_acts(tfm_pass_workspace *ws, batch_arena *k)
         place_attention(k, &L->cross, Nt, Ns, pk->n_cross_att, D, att_drop);
         place_residual(k, &L->r_cross, Nt, D, pre, drop);
         L->hidden = BATCH_CARVE(k, Nt * F, float);
+        L->act_keep = keep_act ? BATCH_CARVE(k, Nt * F, uint8_t) : NULL;
         place_residual(k, &L->r_ffn, Nt, D, pre, drop);
     }
     place_norm(k, &a->dec_norm, Nt, D, pre);
@@ -132,7 +146,7 @@ void batch_layout_acts(tfm_pass_workspace *ws, batch_arena *k)
     a->row_loss = BATCH_CARVE(k, Nt, double);
     a->row_nll = BATCH_CARVE(k, Nt, double);
     a->sub = BATCH_CARVE(k, N * D, float);
-    a->act_keep = ws->p_act > 0 ? BATCH_CARVE(k, N * F, uint8_t) : NULL;
+    a->act_keep = ws->p_act > 0 && !keep_act ? BATCH_CARVE(k, N * F, uint8_t) : NULL;
     a->act = c->activation != TFM_ACT_RELU ? BATCH_CARVE(k, N * F, float) : NULL;
     a->scratch = BATCH_CARVE(k, pk->fwd_stride * (size_t)ws->n_threads, float);
 }

@@ -169,18 +169,6 @@ tfm_status tfm_trainer_create(tfm_model *model, const tfm_corpus *corpus,
         st = tfm_error_set(err, TFM_ERR_ARG, "a %s model cannot be trained: train the float32 "
                            "one and quantize it after",
                            tfm_compute_type_name(model->compute));
-    /* the backward passes of these variants of imported models are not
-     * written yet: refused by name rather than trained wrong */
-    if (st == TFM_OK && model->config.activation != TFM_ACT_RELU &&
-        model->config.activation_dropout > 0)
-        st = tfm_error_set(err, TFM_ERR_ARG, "activation_dropout %g with a %s activation: "
-                           "training runs activation dropout with relu only",
-                           (double)model->config.activation_dropout,
-                           model->config.activation == TFM_ACT_SWISH ? "swish" : "gelu-sigmoid");
-    if (st == TFM_OK && model->config.embedding_layer_norm)
-        st = tfm_error_set(err, TFM_ERR_ARG, "the model normalizes its embeddings "
-                           "(embedding_layer_norm, Marian's --transformer-postprocess-emb n): "
-                           "training does not run such models yet");
     tfm_trainer *t = st == TFM_OK ? calloc(1, sizeof *t) : NULL;
     if (st == TFM_OK && !t) st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     if (st != TFM_OK) {

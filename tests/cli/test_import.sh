@@ -149,7 +149,9 @@ fi
 # ---- a model like any other ----------------------------------------------------------------
 
 # fine-tuning (train --init) on enfr pairs lowers the validation loss of the
-# imported swish model; the result still holds its SentencePiece models;
+# imported swish model, and of the gelu one, which normalizes its embeddings
+# (postprocess-emb nd), with activation dropout on its gelu; the result
+# still holds its SentencePiece models;
 # int8 and bf16 quantize and translate; a shortlist learnt on the pairs runs
 v=postnorm-swish-tiedall
 ENFR="$ROOT/../shared/data/enfr"
@@ -171,6 +173,15 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
     before=$(loss "$v.st") after=$(loss ft.st)
     check "fine-tuning lowers the validation loss ($before -> $after per sentence)" \
         awk -v a="$after" -v b="$before" 'BEGIN { exit !(a < b) }'
+    g=postnorm-gelu-untied
+    if [ -s "$g.st" ]; then
+        expect_status 0 "train --init on an imported model with a LayerNorm of its embeddings, gelu and activation dropout" \
+            "$BIN/train" --init "$g.st" --src ft.en --tgt ft.fr --max-steps 20 --batch-tokens 2048 \
+            --lr-factor 0.5 --activation-dropout 0.1 -o ft.gelu.st
+        before=$(loss "$g.st") after=$(loss ft.gelu.st 2>/dev/null)
+        check "fine-tuning through the embeddings' LayerNorm lowers the validation loss ($before -> $after per sentence)" \
+            awk -v a="$after" -v b="$before" 'BEGIN { exit !(a != "" && a + 0 < b + 0) }'
+    fi
     "$BIN/tokenize" -m ft.st <va.en | "$BIN/encode" -m ft.st >va.npy
     check "the fine-tuned model still tokenizes with its SentencePiece model" \
         test "$(lines_of va.en)" -eq "$("$BIN/tokenize" -m ft.st --output pieces <va.en | grep -c .)"

@@ -1151,6 +1151,16 @@ static void ref_embed(const ref_model *r, double *x, const int32_t *ids, int n,
         }
 }
 
+/* Marian's LayerNorm of the embeddings x [n, D] in place, when the model has
+ * one (--transformer-postprocess-emb nd; the dropout after it is off here). */
+static void ref_embed_norm(const ref_model *r, double *x, int n, const tfm_layer_norm *ln)
+{
+    const tfm_config *c = &r->m->config;
+    if (c->embedding_layer_norm)
+        ref_layer_norm(x, x, n, c->d_model, TH(r, ln->weight), TH(r, ln->bias),
+                       c->layer_norm_eps);
+}
+
 /* The sublayer's input: LN(x) into y (pre-norm) or x. */
 static const double *ref_sub_in(const ref_model *r, double *y, const double *x, int n,
                                 const tfm_layer_norm *ln)
@@ -1219,6 +1229,7 @@ static double ref_pair_loss(const ref_model *r, const int32_t *src, int S, const
     int32_t *in_ids = malloc((size_t)T * sizeof *in_ids);
 
     ref_embed(r, x, src, S, p->src_embed, p->src_positions);
+    ref_embed_norm(r, x, S, &p->encoder_embedding_norm);
     for (int l = 0; l < c->n_encoder_layers; l++) {
         const tfm_encoder_layer *L = &p->encoder_layers[l];
         const double *in = ref_sub_in(r, y, x, S, &L->self_attn_layer_norm);
@@ -1237,6 +1248,7 @@ static double ref_pair_loss(const ref_model *r, const int32_t *src, int S, const
     in_ids[0] = c->bos_id;
     for (int t = 1; t < T; t++) in_ids[t] = tgt[t - 1];
     ref_embed(r, x, in_ids, T, p->tgt_embed, p->tgt_positions);
+    ref_embed_norm(r, x, T, &p->decoder_embedding_norm);
     for (int l = 0; l < c->n_decoder_layers; l++) {
         const tfm_decoder_layer *L = &p->decoder_layers[l];
         const double *in = ref_sub_in(r, y, x, T, &L->self_attn_layer_norm);
@@ -1459,6 +1471,21 @@ static void test_model_gradient(void)
     c.activation = TFM_ACT_GELU_SIGMOID;
     c.output_bias = c.decoder_start_zero = true;
     check_model_gradient("pre-norm, gelu-sigmoid, shared, output bias, zero start", &c, 30);
+    /* Marian's LayerNorm of the embeddings (the postnorm-gelu-untied fixture's
+     * shape: nothing tied), and pre-norm with swish and shared embeddings */
+    c = tiny_config(false, false, TFM_POS_SINUSOIDAL_CONCAT, 0, 2);
+    c.activation = TFM_ACT_GELU_SIGMOID;
+    c.output_bias = c.decoder_start_zero = c.embedding_layer_norm = true;
+    check_model_gradient("post-norm, gelu-sigmoid, embedding LayerNorm, untied", &c, 35);
+    c = tiny_config(true, true, TFM_POS_SINUSOIDAL_CONCAT, 0, 2);
+    c.activation = TFM_ACT_SWISH;
+    c.output_bias = c.decoder_start_zero = c.embedding_layer_norm = true;
+    check_model_gradient("pre-norm, swish, embedding LayerNorm, shared", &c, 36);
+    c = tiny_config(false, false, TFM_POS_LEARNED, 0, 1);
+    c.shared_decoder_embeddings = true;
+    c.embedding_layer_norm = true;
+    check_model_gradient("post-norm, relu, embedding LayerNorm, decoder embeddings shared, "
+                         "learned", &c, 37);
 }
 
 /* With dropout on, the gradient of the loss under fixed masks, against
@@ -1538,6 +1565,23 @@ static void test_model_gradient_with_dropout(void)
     c = tiny_config(false, true, TFM_POS_NONE, 2, 1);
     c.relative_positions = 2;
     check_model_gradient_with_dropout("relative 2 alone, window 2", &c);
+    /* activation dropout after a gated activation: its mask kept per layer */
+    c = tiny_config(false, true, TFM_POS_LEARNED, 0, 2);
+    c.activation = TFM_ACT_SWISH;
+    check_model_gradient_with_dropout("swish, 2 layers", &c);
+    c = tiny_config(true, false, TFM_POS_SINUSOIDAL_CONCAT, 0, 1);
+    c.activation = TFM_ACT_GELU_SIGMOID;
+    c.output_bias = c.decoder_start_zero = true;
+    check_model_gradient_with_dropout("pre-norm, gelu-sigmoid", &c);
+    /* and Marian's LayerNorm of the embeddings before their dropout */
+    c = tiny_config(false, false, TFM_POS_SINUSOIDAL_CONCAT, 0, 2);
+    c.activation = TFM_ACT_GELU_SIGMOID;
+    c.output_bias = c.decoder_start_zero = c.embedding_layer_norm = true;
+    check_model_gradient_with_dropout("gelu-sigmoid, embedding LayerNorm, untied", &c);
+    c = tiny_config(true, true, TFM_POS_LEARNED, 0, 1);
+    c.activation = TFM_ACT_SWISH;
+    c.embedding_layer_norm = true;
+    check_model_gradient_with_dropout("pre-norm, swish, embedding LayerNorm", &c);
 }
 
 /* ---- the training forward against the inference path, batching, the API ------------------- */
@@ -1813,12 +1857,19 @@ int openblas_get_num_threads(void);
  * with dropout on the sublayers and the attention; OpenBLAS's thread count
  * is given back.  And the threaded result is right: it equals the sum over
  * the pairs taken one at a time (which the tiny tests check against finite
- * differences). */
-static void check_threads(const char *name, bool pre_norm, int relative, uint64_t seed)
+ * differences).  marian: a gated activation with activation dropout and
+ * the embeddings' LayerNorm too. */
+static void check_threads(const char *name, bool pre_norm, int relative, bool marian,
+                          uint64_t seed)
 {
     tfm_config c = tiny_config(pre_norm, !pre_norm, pre_norm ? TFM_POS_LEARNED : TFM_POS_SINUSOIDAL,
                                pre_norm ? 3 : 0, 2);
     c.relative_positions = relative;
+    if (marian) {
+        c.activation = TFM_ACT_GELU_SIGMOID;
+        c.activation_dropout = 0.1f;
+        c.embedding_layer_norm = true;
+    }
     c.d_model = 32;
     c.d_ff = 64;
     c.n_heads = 4;
@@ -1866,7 +1917,7 @@ static void check_threads(const char *name, bool pre_norm, int relative, uint64_
     }
 
     /* without dropout, the threaded batch equals the sum of its pairs */
-    m->config.dropout = m->config.attention_dropout = 0;
+    m->config.dropout = m->config.attention_dropout = m->config.activation_dropout = 0;
     float *batched = calloc(n, sizeof(float)), *singles = calloc(n, sizeof(float));
     tfm_loss_sums all, one, sum = {0, 0, 0};
     tfm_pass_workspace_set_threads(ws, 2);
@@ -1900,10 +1951,13 @@ static void check_threads(const char *name, bool pre_norm, int relative, uint64_
 
 static void test_threads_bit_for_bit(void)
 {
-    check_threads("post-norm, shared, sinusoidal", false, 0, 91);
-    check_threads("pre-norm, unshared, learned, window 3", true, 0, 92);
+    check_threads("post-norm, shared, sinusoidal", false, 0, false, 91);
+    check_threads("pre-norm, unshared, learned, window 3", true, 0, false, 92);
     /* each sentence's part of the relative tables' gradients added in order */
-    check_threads("pre-norm, unshared, learned + relative 4, window 3", true, 4, 93);
+    check_threads("pre-norm, unshared, learned + relative 4, window 3", true, 4, false, 93);
+    /* the embeddings' LayerNorm's weight and bias gradients, chunk by chunk */
+    check_threads("post-norm, gelu-sigmoid, activation dropout, embedding LayerNorm", false, 0,
+                  true, 94);
 }
 
 static void test_arguments(void)
