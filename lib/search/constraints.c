@@ -452,14 +452,54 @@ static tfm_status ban_lengthening(tfm_constraints *c, const tfm_vocab *v, int co
     return st;
 }
 
+/* ph (the placeholders of line[0..len)) with the line's stray marks among
+ * them, in order, into all: each '%', '{', '<', ... (of the classes) that no
+ * placeholder holds, with the character after it when that is visible ASCII
+ * and starts no placeholder ("%P", "%<", "%L" of GCC's diagnostics; a lone
+ * "%" before a space; the "$" of "${1}" when "{1}" is the placeholder).  A
+ * stray is spelled and enclosed as a placeholder is, so that the pieces
+ * holding its mark cannot make a placeholder the source does not have
+ * ("%" + "s"); it is not ordered. */
+static tfm_status with_strays(const char *line, size_t len, unsigned classes,
+                              const tfm_placeholders *ph, tfm_placeholders *all, tfm_error *err)
+{
+    bool mark[128];
+    placeholder_marks(classes, mark);
+    size_t next = 0; /* the next placeholder of ph */
+    all->n = 0;
+    for (size_t i = 0; i < len; i++) {
+        tfm_placeholder item;
+        if (next < ph->n && i == ph->items[next].start) {
+            item = ph->items[next++];
+        } else {
+            const unsigned char ch = (unsigned char)line[i];
+            if (ch >= 128 || !mark[ch]) continue;
+            const bool two = i + 1 < len && line[i + 1] > ' ' && line[i + 1] < 127 &&
+                             !(next < ph->n && ph->items[next].start == i + 1);
+            item = (tfm_placeholder){.start = i, .len = two ? 2 : 1};
+        }
+        if (all->n == all->cap) {
+            size_t cap = all->cap ? 2 * all->cap : 8;
+            tfm_placeholder *items = realloc(all->items, cap * sizeof *items);
+            if (!items) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+            all->items = items;
+            all->cap = cap;
+        }
+        all->items[all->n++] = item;
+        i = item.start + item.len - 1;
+    }
+    return TFM_OK;
+}
+
 /* For a model whose vocabulary has no placeholder tokens but a SentencePiece
  * model (an imported OPUS-MT model): each placeholder occurrence is a
  * constraint, its text in the model's pieces (spelled after a space or glued
  * to the word before, as the source has it); each piece of those spellings
  * that holds a placeholder's mark ('%', '{', '<', ...) may appear exactly as
  * often as the spellings use it, and only inside a spelling (enclosed:
- * once produced, the spelling is finished), and every other piece holding a
- * mark the source has nowhere outside its placeholders is banned.  The
+ * once produced, the spelling is finished); the source's stray marks ("%P",
+ * a lone "%") are spelled so too (with_strays), and every other piece
+ * holding a mark is banned.  The
  * constraints of printf's conversions without a position ("%s", "%d") are
  * met in the source's order, and no piece that would lengthen a placeholder
  * ("%1" + "s") comes right after its spelling.  So the output spells each
@@ -469,8 +509,9 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
                                              const char *line, size_t len, unsigned classes,
                                              tfm_error *err)
 {
-    tfm_placeholders ph;
+    tfm_placeholders ph, all; /* the placeholders; with the stray marks */
     tfm_placeholders_init(&ph);
+    tfm_placeholders_init(&all);
     tfm_spm_encoder *e = NULL;
     tfm_buf pieces;
     tfm_buf_init(&pieces);
@@ -484,9 +525,10 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
     bool mark[128];
     placeholder_marks(classes, mark);
     tfm_status st = tfm_placeholders_scan(line, len, classes, &ph, err);
+    if (st == TFM_OK) st = with_strays(line, len, classes, &ph, &all, err);
     if (st == TFM_OK) st = tfm_spm_encoder_create(tfm_vocab_spm(v), &e, err);
-    for (size_t i = 0; i < ph.n && st == TFM_OK; i++) {
-        const tfm_placeholder *p = &ph.items[i];
+    for (size_t i = 0; i < all.n && st == TFM_OK; i++) {
+        const tfm_placeholder *p = &all.items[i];
         /* one spelling, as the source has it: after a space (or first), or
          * glued to the word before; the other when that one cannot be had.
          * One spelling makes the limits exact: each mark-holding piece as
@@ -542,13 +584,14 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
     if (st == TFM_OK && n_ordered > 1)
         st = tfm_constraints_order_constraints(c, ordered, n_ordered, err);
     if (st == TFM_OK)
-        st = ban_placeholder_marks(c, v, line, len, classes, &ph, allowed.data, (int)allowed.len,
-                                   err);
+        st = ban_placeholder_marks(c, v, line, len, classes, &all, allowed.data,
+                                   (int)allowed.len, err);
     tfm_spm_encoder_free(e);
     tfm_buf_free(&pieces);
     tfm_ids_free(&spelled[0]);
     tfm_ids_free(&allowed);
     tfm_ids_free(&count);
     tfm_placeholders_free(&ph);
+    tfm_placeholders_free(&all);
     return st;
 }

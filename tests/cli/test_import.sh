@@ -212,7 +212,9 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
     # source has it (placeholders.py counts them as tokenize placeholders
     # finds them), printf's conversions in the source's order, so that
     # msgfmt --check-format accepts every c-format line; beam 4 and greedy
+    # (and lines with stray marks: GCC's %< %> %L %P, a lone %, the $ of ${1})
     xzcat "$ENFR/test.en.xz" | grep -E '%[sdu]|\{[0-9a-z_]*\}|<[a-z]+>' | head -n "$((LINES < 120 ? 30 : 200))" >ph.en
+    xzcat "$ENFR/test.en.xz" | grep -E '%[<LP]|% |%$|\$\{[0-9]' | head -n 12 >>ph.en
     "$BIN/tokenize" -m ft.st <ph.en | "$BIN/encode" -m ft.st >ph.npy
     for search in "--beam 4" --greedy; do
         name=$(echo "$search" | tr -d ' -')

@@ -30,6 +30,7 @@
 #include "search/search_internal.h"
 #include "tfm/pass.h"
 #include "tfm/search.h"
+#include "tfm/spm.h"
 #include "tfm/text.h"
 
 enum { V = 40, MAXN = 32, MAX_SRC = 12 };
@@ -1372,6 +1373,82 @@ static void test_placeholder_constraints(void)
     tfm_vocab_free(v);
 }
 
+/* The vocabulary of a SentencePiece model, as an imported model has it (a
+ * foreign vocabulary with the model attached), or NULL. */
+static tfm_vocab *spm_vocab(const char *path)
+{
+    tfm_spm *m = NULL;
+    tfm_error err;
+    if (tfm_spm_load(path, &m, &err) != TFM_OK) {
+        CHECK_MSG(false, "%s", err.msg);
+        return NULL;
+    }
+    tfm_vocab *v = tfm_vocab_create_foreign();
+    for (int32_t id = 0; v && id < tfm_spm_size(m); id++) {
+        size_t len;
+        const char *piece = tfm_spm_piece(m, id, &len);
+        const bool control = tfm_spm_piece_type_of(m, id) != TFM_SPM_NORMAL;
+        CHECK(tfm_vocab_add(v, piece, len, 0.0f, control ? TFM_PIECE_CONTROL : TFM_PIECE_NORMAL) ==
+              id);
+    }
+    size_t size;
+    const void *bytes = tfm_spm_bytes(m, &size);
+    CHECK(v && tfm_vocab_attach_spm(v, bytes, size, &err) == TFM_OK);
+    tfm_spm_free(m);
+    return v;
+}
+
+/* Whether piece id of v holds '%'. */
+static bool has_percent(const tfm_vocab *v, int32_t id)
+{
+    size_t n;
+    const char *t = tfm_vocab_piece(v, id, &n);
+    return t && memchr(t, '%', n) != NULL;
+}
+
+/* Placeholders spelled in a model's own pieces (a vocabulary without
+ * placeholder tokens, an imported model's): one constraint per placeholder
+ * and per stray mark of the source ("%P", "%L", a lone "%": GCC's
+ * diagnostics have them), so that every piece holding '%' is either banned
+ * or enclosed in those spellings; printf's conversions in order; and right
+ * after "%1" no piece that would make it "%1s" or "%12". */
+static void test_placeholder_pieces(void)
+{
+    const char *root = getenv("ROOT");
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/opus-mt/postnorm-swish-tiedall/source.spm",
+             root ? root : ".");
+    tfm_vocab *v = spm_vocab(path);
+    if (!v) return;
+    tfm_constraints *c = tfm_constraints_create();
+    tfm_error err;
+    const char *line = "%P:%s:%d: at %L in %1 100%";
+    CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_ALL, &err) == TFM_OK);
+    /* %P, %s, %d, %L, %1 and the last % */
+    CHECK_MSG(c->n == 6, "%d constraints", c->n);
+    int free_percent = 0, percent = 0;
+    for (int32_t id = 0; id < tfm_vocab_size(v); id++) {
+        if (!has_percent(v, id)) continue;
+        percent++;
+        bool held = false;
+        for (size_t i = 0; i < c->banned.len; i++) held |= c->banned.data[i] == id;
+        for (size_t i = 0; i < c->enclosed.len; i++) held |= c->enclosed.data[i] == id;
+        free_percent += !held;
+    }
+    CHECK_MSG(percent > 0 && free_percent == 0, "%d of %d pieces with '%%' free", free_percent,
+              percent);
+    /* %d (constraint 2) only after %s (1); the strays need nothing */
+    CHECK(c->needs[2] == (uint64_t)1 << 1 && c->needs[0] == 0 && c->needs[3] == 0);
+    /* after %1 (constraint 4): "s" would make "%1s" */
+    const int32_t s_id = tfm_vocab_find(v, "s", 1);
+    bool s_banned = false;
+    for (size_t i = 0; i < c->after_tok.len; i++)
+        s_banned |= c->after_con.data[i] == 4 && c->after_tok.data[i] == s_id;
+    CHECK_MSG(s_id >= 0 && s_banned, "'s' (%d) after %%1", (int)s_id);
+    tfm_constraints_free(c);
+    tfm_vocab_free(v);
+}
+
 void openblas_set_num_threads(int num_threads);
 
 int main(void)
@@ -1401,5 +1478,6 @@ int main(void)
     RUN(test_constraints_greedy_rows);
     RUN(test_constraints_ban_after);
     RUN(test_placeholder_constraints);
+    RUN(test_placeholder_pieces);
     CHECK_DONE();
 }
