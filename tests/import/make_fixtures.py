@@ -964,19 +964,25 @@ def tune(name, v, out, work, seed, offsets):
             ((lens >= 5) & (lens <= 30)).sum(), lens.mean(), np.median(lens)), flush=True)
 
 
-def build_base(outdir, work, seed, ct2):
-    """One base-sized model (6+6, 512, 8 heads, 2048, swish, post-norm, tied-all, 32k joint)."""
-    v = dict(VARIANTS["postnorm-swish-tiedall"])
-    v.update(index=100, dim=512, heads=8, ffn=2048, enc=6, dec=6, eos_bias=BASE_EOS_BIAS,
-             eos_pos=100.0, eos_lane=1.4, hf=False)
-    spm = train_spm(work, "joint-uni-32k", ["en", "fr"], "unigram", 32000, full=True)
+def build_joint_model(outdir, work, seed, v, spm_stem, spm_size, what):
+    """One model directory of variant v with one joint unigram SentencePiece model of spm_size
+    pieces trained on the whole enfr training text, shared by both sides (tied-all)."""
+    spm = train_spm(work, spm_stem, ["en", "fr"], "unigram", spm_size, full=True)
     toks = marian_vocab(spm_pieces(spm))
     cfg = model_config(v, len(toks), len(toks))
     params = marian_params(v, cfg, len(toks), len(toks), seed)
     write_marian_dir(outdir, v, cfg, params, [(v["vocab_files"][0], vocab_yml_text(toks))],
                      [(spm, "source.spm"), (spm, "target.spm")])
     check_vocab_file(os.path.join(outdir, v["vocab_files"][0]), toks)
-    print("base model written to %s (%d pieces)" % (outdir, len(toks)))
+    print("%s model written to %s (%d pieces)" % (what, outdir, len(toks)))
+
+
+def build_base(outdir, work, seed, ct2):
+    """One base-sized model (6+6, 512, 8 heads, 2048, swish, post-norm, tied-all, 32k joint)."""
+    v = dict(VARIANTS["postnorm-swish-tiedall"])
+    v.update(index=100, dim=512, heads=8, ffn=2048, enc=6, dec=6, eos_bias=BASE_EOS_BIAS,
+             eos_pos=100.0, eos_lane=1.4, hf=False)
+    build_joint_model(outdir, work, seed, v, "joint-uni-32k", 32000, "base")
 
 
 def build_small(outdir, work, seed):
@@ -988,14 +994,7 @@ def build_small(outdir, work, seed):
     v = dict(VARIANTS["postnorm-swish-tiedall"])
     v.update(index=101, dim=256, heads=4, ffn=1024, enc=3, dec=3, eos_bias=0.0,
              emb_std=1.0 / np.sqrt(256.0), eos_pos=0.0, hf=False)
-    spm = train_spm(work, "joint-uni-8k", ["en", "fr"], "unigram", 8000, full=True)
-    toks = marian_vocab(spm_pieces(spm))
-    cfg = model_config(v, len(toks), len(toks))
-    params = marian_params(v, cfg, len(toks), len(toks), seed)
-    write_marian_dir(outdir, v, cfg, params, [(v["vocab_files"][0], vocab_yml_text(toks))],
-                     [(spm, "source.spm"), (spm, "target.spm")])
-    check_vocab_file(os.path.join(outdir, v["vocab_files"][0]), toks)
-    print("small model written to %s (%d pieces)" % (outdir, len(toks)))
+    build_joint_model(outdir, work, seed, v, "joint-uni-8k", 8000, "small")
 
 
 # With the EOS lane (marian_params) CTranslate2's greedy outputs of the first 64 test lines
