@@ -4,10 +4,12 @@
  * once (see tfm/search.h for the rules).
  *
  * As in beam.c, the decoder's rows are grouped by live sentence, at most k
- * each, over beam_rows.c's histories and step loop.  What is added: each
- * row carries its progress through its sentence's constraints (cstate), the
- * masks of limits, order and an early </s> are applied to its next-token
- * log-probs, and a step's candidates (the sentence's best 2k, each row's
+ * each (search_constrained_rows: the beam, or four under greedy search for
+ * a sentence with constraints), over beam_rows.c's histories and step loop.
+ * What is added: each row carries its progress through its sentence's
+ * constraints (cstate), the masks of limits, order, enclosed tokens, tokens
+ * banned right after a constraint and an early </s> are applied to its
+ * next-token log-probs, and a step's candidates (the sentence's best 2k, each row's
  * best token, and each row's tokens that advance a constraint) are ranked
  * within their bank and taken round-robin over the banks, the most advanced
  * first.  There is no greedy path to follow: it would not meet the
