@@ -499,12 +499,12 @@ static tfm_status with_strays(const char *line, size_t len, unsigned classes,
  * often as the spellings use it, and only inside a spelling (enclosed:
  * once produced, the spelling is finished); the source's stray marks ("%P",
  * a lone "%") are spelled so too (with_strays), and every other piece
- * holding a mark is banned.  The
- * constraints of printf's conversions without a position ("%s", "%d") are
- * met in the source's order, and no piece that would lengthen a placeholder
- * ("%1" + "s") comes right after its spelling.  So the output spells each
- * placeholder as often as the source, the conversions in their order, and
- * makes no other out of marks. */
+ * holding a mark is banned.  The constraints of printf's conversions
+ * without a position ("%s", "%d") are met in the source's order, and no
+ * piece that would lengthen a placeholder ("%1" + "s") comes right after
+ * its spelling.  So the output spells each placeholder as often as the
+ * source, the conversions in their order, and makes no other out of
+ * marks. */
 static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab *v,
                                              const char *line, size_t len, unsigned classes,
                                              tfm_error *err)
