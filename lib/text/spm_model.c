@@ -90,6 +90,8 @@ static tfm_status pb_next(pb_reader *r, pb_field *f, const char *what, tfm_error
 {
     if (r->p == r->end) return TFM_EOF;
     f->offset = (size_t)(r->p - r->file);
+    f->data = r->p; /* a field of another wire type holds no bytes here */
+    f->len = 0;
     uint64_t tag;
     if (!pb_varint(r, &tag))
         return tfm_error_set(err, TFM_ERR_FORMAT, "%s: a field tag at byte %zu runs past the end",
