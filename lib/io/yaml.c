@@ -324,7 +324,8 @@ static tfm_status on_end(builder *b)
 {
     open_node o = ((open_node *)b->open.data)[--b->n_open];
     size_t n = b->n_pending - o.first;
-    tfm_yaml_node **kids = (tfm_yaml_node **)b->pending.data + o.first;
+    /* no children: pending may not be allocated yet (NULL + 0 is undefined) */
+    tfm_yaml_node **kids = n > 0 ? (tfm_yaml_node **)b->pending.data + o.first : NULL;
     if (o.node->kind == TFM_YAML_MAPPING) {
         tfm_status st = check_keys(b, kids, n / 2);
         if (st != TFM_OK) return st;
