@@ -515,8 +515,8 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
     tfm_spm_encoder *e = NULL;
     tfm_buf pieces;
     tfm_buf_init(&pieces);
-    tfm_ids spelled[1];
-    tfm_ids_init(&spelled[0]);
+    tfm_ids spelled; /* one placeholder's spelling */
+    tfm_ids_init(&spelled);
     tfm_ids allowed, count; /* mark-holding pieces of the spellings, and how often */
     int ordered[TFM_MAX_CONSTRAINTS]; /* the constraints of printf's conversions */
     int n_ordered = 0;
@@ -535,47 +535,33 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
          * often as the placeholders use it, so none is spelled twice. */
         const bool after_space = p->start == 0 || line[p->start - 1] == ' ' ||
                                  line[p->start - 1] == '\t';
-        const int32_t *alts[1];
-        int lens[1], n_alts = 0;
-        for (int k = 0; k < 2 && n_alts == 0; k++) {
-            const bool prefix = k == 0 ? after_space : !after_space;
-            if (!spell(e, v, line + p->start, p->len, prefix, &pieces, &spelled[0])) continue;
-            alts[0] = spelled[0].data;
-            lens[0] = (int)spelled[0].len;
-            n_alts = 1;
-        }
-        if (n_alts == 0) continue; /* no spelling in the model's pieces: nothing to steer */
+        bool spelled_ok = false;
+        for (int k = 0; k < 2 && !spelled_ok; k++)
+            spelled_ok = spell(e, v, line + p->start, p->len, k == 0 ? after_space : !after_space,
+                               &pieces, &spelled);
+        if (!spelled_ok) continue; /* no spelling in the model's pieces: nothing to steer */
+        const int32_t *alt = spelled.data;
+        const int n_ids = (int)spelled.len;
         if (c->n < TFM_MAX_CONSTRAINTS) {
             const int con = c->n;
             if (p->ordered) ordered[n_ordered++] = con;
-            st = tfm_constraints_add(c, alts, lens, n_alts, err);
+            st = tfm_constraints_add(c, &alt, &n_ids, 1, err);
             if (st == TFM_OK)
                 st = ban_lengthening(c, v, con, line + p->start, p->len, classes, err);
         }
-        /* this occurrence needs each mark-holding piece as often as the
-         * spelling that uses it most: added to the piece's limit */
-        for (int a = 0; a < n_alts && st == TFM_OK; a++)
-            for (int j = 0; j < lens[a] && st == TFM_OK; j++) {
-                const int32_t id = alts[a][j];
-                bool seen = false; /* counted already for this occurrence */
-                for (int a2 = 0; a2 <= a && !seen; a2++)
-                    for (int k = 0; k < (a2 == a ? j : lens[a2]) && !seen; k++)
-                        seen = alts[a2][k] == id;
-                if (seen || !has_mark(v, id, mark)) continue;
-                int most = 0;
-                for (int a2 = 0; a2 < n_alts; a2++) {
-                    int uses = 0;
-                    for (int k = 0; k < lens[a2]; k++) uses += alts[a2][k] == id;
-                    if (uses > most) most = uses;
-                }
-                size_t at = 0;
-                while (at < allowed.len && allowed.data[at] != id) at++;
-                if (at == allowed.len && (tfm_ids_push(&allowed, id) != TFM_OK ||
-                                          tfm_ids_push(&count, 0) != TFM_OK))
-                    st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-                else
-                    count.data[at] += most;
-            }
+        /* each mark-holding piece of the spelling, once per use, added to
+         * the piece's limit */
+        for (int j = 0; j < n_ids && st == TFM_OK; j++) {
+            const int32_t id = alt[j];
+            if (!has_mark(v, id, mark)) continue;
+            size_t at = 0;
+            while (at < allowed.len && allowed.data[at] != id) at++;
+            if (at == allowed.len && (tfm_ids_push(&allowed, id) != TFM_OK ||
+                                      tfm_ids_push(&count, 0) != TFM_OK))
+                st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+            else
+                count.data[at]++;
+        }
     }
     for (size_t k = 0; k < allowed.len && st == TFM_OK; k++) {
         st = tfm_constraints_limit(c, allowed.data[k], count.data[k], err);
@@ -588,7 +574,7 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
                                    (int)allowed.len, err);
     tfm_spm_encoder_free(e);
     tfm_buf_free(&pieces);
-    tfm_ids_free(&spelled[0]);
+    tfm_ids_free(&spelled);
     tfm_ids_free(&allowed);
     tfm_ids_free(&count);
     tfm_placeholders_free(&ph);
