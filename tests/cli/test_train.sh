@@ -17,15 +17,16 @@
 TRAIN="$BIN/train"
 if [ ! -x "$TRAIN" ]; then fail "no $TRAIN"; exit 0; fi
 # Under the sanitizers everything runs ~3x slower: fewer updates there.
-# The copy task still has to learn there (the sanitizer build runs the
-# portable kernels, not the vector ones: they must learn too), with the
-# accuracy those updates reach, with a margin.  Reversal and relative
-# positions learn in the optimised build only (reversal stopped too early
-# sits on a steep part of its curve, where the last bits of a sum decide a
-# few sequences: 1,800 updates reach 200 of 200); under the sanitizers they
-# run 100 updates, for the memory checks of their paths (text through the
-# whole pipeline, the noam schedule with relative positions), and must
-# give a line per sequence.
+# The sanitizer build trains bit for bit as the optimised one does (its
+# portable loops make the same IEEE operations in the same order as the
+# vector ones, and the products are OpenBLAS's in both): measured on this
+# Intel Xeon (AVX-512), the copy task's run below gave the same loss at
+# every update and the same tensors after 30 and after 400 updates in both
+# builds.  So the copy task and reversal learn to their bars in the
+# optimised build only, and under the sanitizers they run 100 updates, for
+# the memory checks of their paths (ids and text through the whole
+# pipeline), with a line per sequence decoded and, for the copy task, a
+# loss that falls (400 updates there took 21 of the script's 74 s).
 case "$BIN" in *asan*) SLOW=1 ;; *) SLOW=0 ;; esac
 
 # The small model of every case; options after it override (make_sequences,
@@ -39,46 +40,61 @@ cp valid.src valid.tgt
 
 # ---- the copy task ----------------------------------------------------------------
 
-# With train's defaults for the rate and the positions (relative positions,
-# the linear schedule with its warm-up of 8% but at least 150 updates):
-# measured 197 of 200 exact at update 600 (with 8% alone, 175 at update
-# 400, 198 at 500, 199 at 600).
-# Under the sanitizers (portable kernels, OpenBLAS for the products) 400
-# updates gave 149 of 200 on an Intel Xeon with AVX-512 (2026-11-28; the
-# bar of 150 was set on an AMD EPYC, and OpenBLAS's sums differ by CPU):
-# the bar is 140 there, still far above what an untrained model decodes.
-if [ "$SLOW" = 1 ]; then steps=400; want=140; else steps=600; want=195; fi
+# With train's defaults for the rate and the positions (relative positions
+# alone, Shaw et al.'s default: copying has to learn where each symbol is
+# from them; the linear schedule with its warm-up of 8% but at least 150
+# updates): measured 197 of 200 exact at update 600, 185 at 500, 150 at
+# 400, 61 at 300 (with 8% alone, 175 at update 400, 198 at 500, 199 at 600).
+# Under the sanitizers, 100 updates (5 s there; validations at 50 and 100):
+# the training loss went from 3.48 at update 1 to 1.36 at update 100
+# (guessing among the ten symbols is ln 10 = 2.30): the bar is 1.7.
+if [ "$SLOW" = 1 ]; then steps=100; every=50; else steps=600; every=100; want=195; fi
 "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt --valid-src valid.src \
-    --valid-tgt valid.tgt --valid-bleu --valid-every 100 --batch-tokens 1000 \
+    --valid-tgt valid.tgt --valid-bleu --valid-every $every --batch-tokens 1000 \
     --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 \
     --log copy.tsv -o copy.st 2>err.txt
 check "copy task: training exits 0" test -s copy.st
-if [ -x "$BIN/encode" ] && [ -x "$BIN/decode" ]; then
+if [ ! -x "$BIN/encode" ] || [ ! -x "$BIN/decode" ]; then
+    skip "copy task: no encode or decode to check the decodes with"
+else
     "$BIN/encode" -m copy.st valid.src | "$BIN/decode" -m copy.st --beam 1 >copy.hyp 2>err.txt
     n=$(exact copy.hyp valid.tgt)
-    if [ "$n" -ge "$want" ]; then pass "copy task: $n of 200 held-out sequences decoded exactly (encode | decode --beam 1)"
+    if [ "$SLOW" = 1 ]; then
+        check "copy task, $steps updates: a line per held-out sequence (encode | decode --beam 1)" \
+            test "$(wc -l <copy.hyp)" -eq 200
+    elif [ "$n" -ge "$want" ]; then pass "copy task: $n of 200 held-out sequences decoded exactly (encode | decode --beam 1)"
     else fail "copy task: $n of 200 held-out sequences decoded exactly, expected $want"; head -3 copy.hyp; fi
-else
-    skip "copy task: no encode or decode to check the decodes with"
 fi
 # The log: a header and one line per update and per validation.
 check "copy task: the log's header" grep -q "^step	epoch	loss	ppl	lr	tokens_per_s	elapsed	set	bleu	exact	tokens$" copy.tsv
 n=$(awk -F'\t' '$8 == "train"' copy.tsv | wc -l)
 check "copy task: a log line per update ($n)" test "$n" -eq "$steps"
-best=$(awk -F'\t' '$8 == "valid" { e = $10 } END { print e * 100 }' copy.tsv)
-check "copy task: the last validation's exact matches ($best%)" test "${best%.*}" -ge $((want / 2))
+n=$(awk -F'\t' '$8 == "valid"' copy.tsv | wc -l)
+check "copy task: a log line per validation ($n)" test "$n" -eq $((steps / every))
+if [ "$SLOW" = 1 ]; then
+    loss=$(awk -F'\t' -v s=$steps '$8 == "train" && $1 == s { print $3 }' copy.tsv)
+    check "copy task, $steps updates: the training loss falls to $loss (bar 1.7)" \
+        awk -v l="$loss" 'BEGIN { exit !(l != "" && l < 1.7) }'
+else
+    best=$(awk -F'\t' '$8 == "valid" { e = $10 } END { print e * 100 }' copy.tsv)
+    check "copy task: the last validation's exact matches ($best%)" test "${best%.*}" -ge $((want / 2))
+fi
 check "copy task: the best model is kept" test -s copy.st.best
 check "copy task: a checkpoint at the end" test -s copy.st.ckpt-$steps
 
 # ---- reversal, from text ----------------------------------------------------------------
 
-if [ "$SLOW" = 1 ]; then steps=100; else steps=1800; want=196; fi
+# Measured with the paper's schedule and sinusoids (kept so): 198 of 200
+# reversed exactly at update 1,000, 200 at 1,200 and at 1,800 (train's own
+# greedy validations: 194 at 900, 197 at 1,100, 198 at 1,300).  Reversal
+# stopped early sits on a steep part of its curve, where the last bits of
+# a sum decide a few sequences: 1,000 updates (17 s), bar 190.
+if [ "$SLOW" = 1 ]; then steps=100; else steps=1000; want=190; fi
 to_text <train.src >rev.src
 reverse <rev.src >rev.tgt
 to_text <valid.src >rev-valid.src
 reverse <rev-valid.src >rev-valid.tgt
 "$BIN/tokenize" learn -q --vocab-size 290 --soft-vocab-limit rev.src rev.tgt -o rev.vocab
-# (measured with the paper's schedule and sinusoids, kept so)
 "$TRAIN" $SMALL -m rev.vocab --src rev.src --tgt rev.tgt --batch-tokens 1000 --warmup 200 \
     --schedule noam --relative-positions 0 \
     --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 -o rev.st 2>err.txt
@@ -135,12 +151,16 @@ expect_stderr "^train: corrupt.ckpt: .*\"train.elapsed\" is 'xx*', not a number"
 # Every update saves a checkpoint; the run is killed at random moments and
 # resumed each time.  Every checkpoint left must load, the newest must be at
 # most one update behind the log, and the end must equal a run never killed.
+# Four kills 5 to 16 updates apart come by update 64 and the few updates
+# that each kill may come after its target, so a run of 100 updates is
+# enough; it was 200, with kills 5 to 34 apart, whose reference run and
+# final resume took 17 s of this part's 24 s under the sanitizers.
 # logged_step: the last update in kill.tsv (0 before there is one).
 logged_step() {
     if [ -f kill.tsv ]; then awk -F'\t' '$8 == "train" { s = $1 } END { print s + 0 }' kill.tsv
     else echo 0; fi
 }
-KILLRUN="$RUN --max-steps 200 --save-every 1 --keep 3 --log kill.tsv"
+KILLRUN="$RUN --max-steps 100 --save-every 1 --keep 3 --log kill.tsv"
 "$TRAIN" $KILLRUN -o unkilled.st 2>err.txt
 rm -f kill.tsv
 bad=0 round=0 killed=0 resume=""
@@ -148,10 +168,10 @@ while [ $round -lt 4 ]; do
     round=$((round + 1))
     "$TRAIN" $KILLRUN $resume -o killed.st 2>>kill-err.txt &
     pid=$!
-    # Wait until the run has made a random number of updates (5 to 34) past
+    # Wait until the run has made a random number of updates (5 to 16) past
     # where it started, then kill it a random fraction of an update later.
     start=$(logged_step)
-    target=$(awk -v s="$start" -v r=$round 'BEGIN { srand(r * 7 + s); print s + 5 + int(rand() * 30) }')
+    target=$(awk -v s="$start" -v r=$round 'BEGIN { srand(r * 7 + s); print s + 5 + int(rand() * 12) }')
     while kill -0 $pid 2>/dev/null && [ "$(logged_step)" -lt "$target" ]; do sleep 0.02; done
     sleep "$(awk -v r=$round 'BEGIN { srand(); printf "%.3f", rand() * 0.03 }')"
     kill -9 $pid 2>/dev/null
@@ -230,39 +250,28 @@ fi
 # ---- relative positions -------------------------------------------------------------------
 
 # Copying needs to know where each symbol is: relative positions alone (no
-# absolute ones, Shaw et al.'s default) learn it too, a little later on the
-# steep part of the curve (measured: 131 of 200 exact at update 400, 196 at
-# 500, 198 at 600; the sinusoids: 192 at 400).
-if [ "$SLOW" = 1 ]; then steps=100; else steps=600; want=190; fi
-"$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 1000 --warmup 200 \
-    --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 \
-    --schedule noam --relative-positions 16 -o rel.st 2>err.txt
-check "relative positions: training writes the model" test -s rel.st
-if [ -x "$BIN/encode" ] && [ -x "$BIN/decode" ]; then
-    "$BIN/encode" -m rel.st valid.src | "$BIN/decode" -m rel.st --greedy >rel.hyp
-    if [ "$SLOW" = 1 ]; then
-        check "relative positions alone, $steps updates: a line per sequence" test "$(wc -l <rel.hyp)" -eq 200
-    elif n=$(exact rel.hyp valid.tgt); [ "$n" -ge "$want" ]; then pass "relative positions alone: $n of 200 copies exact"
-    else fail "relative positions alone: $n of 200 copies exact, expected $want or more"; fi
-fi
-# The setting in the metadata, the tables under PyTorch-style names.
-n=$(od -An -t u8 -N8 rel.st | tr -d ' ')
-tail -c +9 rel.st | head -c "$n" >rel.json
-check "relative positions: the metadata say so" \
+# absolute ones, Shaw et al.'s default and train's) learn it in the copy
+# task above, whose model is the one checked here: the setting in the
+# metadata, the tables under PyTorch-style names.  (This case trained a
+# model of its own, 600 updates more with the paper's schedule: 131 of 200
+# exact at update 400, 196 at 500, 198 at 600; the sinusoids: 192 at 400.)
+n=$(od -An -t u8 -N8 copy.st | tr -d ' ')
+tail -c +9 copy.st | head -c "$n" >rel.json
+check "relative positions: the metadata say so (train's default: relative positions alone)" \
     grep -q '"positions":"none","relative_positions":"16"' rel.json
 check "relative positions: a table of keys and one of values per self-attention" sh -c \
     "[ \$(grep -o 'self_attn.relative_keys.weight\":{\"dtype\":\"F32\",\"shape\":\[33,16\]' rel.json | wc -l) -eq 4 ] &&
      [ \$(grep -o 'self_attn.relative_values.weight' rel.json | wc -l) -eq 4 ] &&
      ! grep -q 'encoder_attn.relative' rel.json"
 if [ -x "$BIN/score" ] && [ -x "$BIN/inspect-attn" ]; then
-    expect_status 0 "relative positions: score -m reads the model" "$BIN/score" -m rel.st \
+    expect_status 0 "relative positions: score -m reads the model" "$BIN/score" -m copy.st \
         --src valid.src --tgt valid.tgt
     check "relative positions: score -m, a line per pair" test "$(wc -l <out.txt)" -eq 200
     expect_status 0 "relative positions: inspect-attn reads the model" "$BIN/inspect-attn" \
-        -m rel.st --src valid.src --tgt valid.tgt --kind self --format tsv --sentence 1
+        -m copy.st --src valid.src --tgt valid.tgt --kind self --format tsv --sentence 1
 fi
 expect_status 2 "relative positions: cannot change when resuming" "$TRAIN" --resume \
-    --relative-positions 8 -o rel.st
+    --relative-positions 8 -o copy.st
 expect_stderr "^train: --relative-positions cannot change when resuming" \
     "relative positions: cannot change when resuming, said so"
 
