@@ -7,7 +7,8 @@
 # It checks that the translation keeps the lines aligned (as many lines out
 # as in, an empty line gives an empty line and shifts nothing), that it is
 # deterministic (the same bytes twice), that the model learnt the task (BLEU
-# 95 or more against the references), and that
+# 95 or more against the references; 40 after the sanitizer build's 100
+# updates), and that
 # examples/Makefile translates a folder incrementally (only new or changed
 # files again) and scores it.  It also checks the committed sample data:
 # the generator still makes those files, and no held-out date is trained on.
@@ -21,9 +22,14 @@ for p in tokenize train encode decode score inspect-attn; do
     if [ ! -x "$BIN/$p" ]; then fail "no $BIN/$p"; exit 0; fi
 done
 export PATH="$BIN:$PATH"
-# 300 updates take about 8 s, 12 s under the sanitizers, and reach a BLEU
-# of 95 or more (99.4 measured); copying the source scores about 1.
-steps=300 least=95
+# 300 updates take about 8 s and reach a BLEU of 95 or more (99.4
+# measured); copying the source scores about 1.  The sanitizer build trains
+# bit for bit as the optimised one does (see test_train.sh), so there the
+# model learns to 95 in the optimised build's run, and the sanitizers check
+# the memory of the same paths on 100 updates (300 took 36 s of the
+# script's 43 s there), which still learn: BLEU 63.7 measured (87.0 at
+# 150), bar 40.
+case "$BIN" in *asan*) steps=100 least=40 ;; *) steps=300 least=95 ;; esac
 
 # lines FILE: its number of lines, a last one without a newline counted.
 lines() { awk 'END { print NR }' "$1"; }

@@ -30,8 +30,15 @@ tokenize learn -q --vocab-size 400 train.src train.tgt -o dates.vocab
 # Relative positions (train's default, named here): their tables stay
 # float32 in a quantized file (quantized, the attention read zeros: int8
 # BLEU 20.4 against float32's 100 before that was fixed).
+# Under the sanitizers, 150 updates (300 took 37 s of the script's 46 s
+# there): a model half-way to the task, whose translations the bars below
+# still hold for with the same margins (measured, in both builds, which
+# train bit for bit alike: int8 198 of 200 translations equal to
+# float32's, bf16 200 of 200, BLEU 86.3 against 86.1; 300 updates: 200,
+# 200, 99.7 against 99.7).
+case "$BUILD" in *asan*) steps=150 ;; *) steps=300 ;; esac
 train --preset tiny -q --threads 1 -m dates.vocab --src train.src --tgt train.tgt \
-    --batch-tokens 1024 --warmup 100 --lr-factor 0.5 --max-steps 300 --save-every 0 \
+    --batch-tokens 1024 --warmup 100 --lr-factor 0.5 --max-steps $steps --save-every 0 \
     --relative-positions 16 -o f32.st 2>train.err
 check "train: a model to quantize" test -s f32.st
 if [ ! -s f32.st ]; then sed 's/^/    /' train.err | tail -5; exit 0; fi
