@@ -34,14 +34,24 @@ cyrillic <test.ids >test.tgt
 
 RUN="$SMALL --src-vocab src.vocab --tgt-vocab tgt.vocab --src train.src --tgt train.tgt \
      --batch-tokens 1000 --dropout 0 --label-smoothing 0"
-"$TRAIN" $RUN --max-steps 800 --save-every 700 -o m.st 2>err.txt
+# 800 updates: 94 of 100 held-out lines exact, 92 with int8 (bars 80 and
+# 70).  The sanitizer build trains bit for bit as the optimised one (see
+# test_train.sh): there 400 updates (800 and the resumed 100 took 35 s of
+# the script's 39 s), which give 56 and 56 (measured; 28 and 29 at 300,
+# 66 and 67 at 500): bars 40 and 40.
+case "$BIN" in
+*asan*) steps=400 least=40 least8=40 ;;
+*) steps=800 least=80 least8=70 ;;
+esac
+"$TRAIN" $RUN --max-steps $steps --save-every $((steps - 50)) -o m.st 2>err.txt
 check "train --src-vocab --tgt-vocab: the model is written" test -s m.st
 check "the model holds a vocabulary per side, not a joint one" sh -c \
     "grep -aq '\"src_vocab\":' m.st && grep -aq '\"tgt_vocab\":' m.st && ! grep -aq '\"vocab\":' m.st"
 check "only the decoder's embeddings are shared" sh -c \
     "grep -aq '\"shared_embeddings\":\"false\"' m.st && grep -aq '\"shared_decoder_embeddings\":\"true\"' m.st"
-"$TRAIN" --resume=m.st.ckpt-700 -q -o resumed.st 2>err.txt
-check "--resume from update 700 of 800: bit for bit the run never stopped" same_tensors m.st resumed.st
+"$TRAIN" --resume=m.st.ckpt-$((steps - 50)) -q -o resumed.st 2>err.txt
+check "--resume from update $((steps - 50)) of $steps: bit for bit the run never stopped" \
+    same_tensors m.st resumed.st
 
 # ---- tokenize: a side each ---------------------------------------------------------------
 
@@ -65,8 +75,8 @@ translate() { # MODEL: test.src translated, in Cyrillic text
 }
 translate m.st >m.hyp 2>err.txt
 n=$(exact m.hyp test.tgt)
-check "tokenize | encode | decode | tokenize -d: $n of 100 held-out lines exact (want 80)" \
-    test "$n" -ge 80
+check "tokenize | encode | decode | tokenize -d: $n of 100 held-out lines exact (want $least)" \
+    test "$n" -ge $least
 
 # ---- score and inspect-attn -----------------------------------------------------------------
 
@@ -99,7 +109,7 @@ check "tokenize --glossary: the target term in the target's ids, on the line tha
 # ---- average, quantize, fine-tune -------------------------------------------------------------
 
 # (the last checkpoint holds the model's weights: their average is the model)
-"$TRAIN" average -q -o avg.st m.st.ckpt-800 m.st 2>err.txt
+"$TRAIN" average -q -o avg.st m.st.ckpt-$steps m.st 2>err.txt
 check "train average: the average keeps both vocabularies" sh -c \
     "grep -aq '\"src_vocab\":' avg.st && grep -aq '\"tgt_vocab\":' avg.st"
 translate avg.st >avg.hyp 2>err.txt
@@ -107,7 +117,7 @@ check "train average: the average of a model with itself translates as it does" 
 "$TRAIN" quantize --compute-type int8 -i m.st -o m.int8.st 2>err.txt
 translate m.int8.st >int8.hyp 2>err.txt
 n=$(exact int8.hyp test.tgt)
-check "train quantize: the int8 model translates ($n of 100 exact)" test "$n" -ge 70
+check "train quantize: the int8 model translates ($n of 100 exact; want $least8)" test "$n" -ge $least8
 "$TRAIN" --init m.st $SMALL --src test.src --tgt test.tgt --max-steps 5 -o ft.st 2>err.txt
 check "--init from a model with a vocabulary per side: both kept" sh -c \
     "grep -aq '\"src_vocab\":' ft.st && grep -aq '\"tgt_vocab\":' ft.st"
