@@ -52,18 +52,21 @@ check "--init from a checkpoint: the same run as from the model it wrote" \
 # ---- the new data is learnt, and resuming is exact --------------------------------------------
 
 DOM="$SMALL --src domain.src --tgt domain.tgt --batch-tokens 600 --dropout 0 --seed 2"
-"$TRAIN" --init general.st $DOM --max-steps 400 --save-every 200 -o domain.st 2>err.txt
-check "--init on other data: checkpoints of the new run" test -s domain.st.ckpt-200
+# 200 updates reverse 75 of 100 held-out sequences (measured; the 400 this
+# ran before reversed 89, and took 14 s of the script's 33 s under the
+# sanitizers): bar 50.
+"$TRAIN" --init general.st $DOM --max-steps 200 --save-every 150 -o domain.st 2>err.txt
+check "--init on other data: checkpoints of the new run" test -s domain.st.ckpt-150
 "$BIN/encode" -m general.st test.src | "$BIN/decode" -m general.st --greedy >general.hyp 2>err.txt
 "$BIN/encode" -m domain.st test.src | "$BIN/decode" -m domain.st --greedy >domain.hyp 2>err.txt
 g=$(exact general.hyp test.tgt) d=$(exact domain.hyp test.tgt)
 check "--init on other data: the fine-tuned model reverses $d of 100 held-out sequences (the general one $g)" \
     test "$d" -ge 50 -a "$g" -le 5
-"$TRAIN" --resume=domain.st.ckpt-200 -q -o part.st 2>err.txt
-check "--resume of a fine-tuning from its update 200 of 400: bit for bit the run never stopped" \
+"$TRAIN" --resume=domain.st.ckpt-150 -q -o part.st 2>err.txt
+check "--resume of a fine-tuning from its update 150 of 200: bit for bit the run never stopped" \
     same_tensors domain.st part.st
 check "--resume of a fine-tuning: the checkpoint kept the model's options" \
-    grep -q '"train.opt.d-model":"32"' part.st.ckpt-400
+    grep -q '"train.opt.d-model":"32"' part.st.ckpt-200
 
 # ---- what may change, what may not ---------------------------------------------------------
 
