@@ -471,6 +471,7 @@ int main(int argc, char **argv)
                  tfm_length_rule_name(sp->length_rule), (double)sp->length_penalty, sp->nbest,
                  threads, threads == 1 ? "" : "s");
     cli_info("matrix kernel: %s", tfm_model_kernel_name(model));
+    cli_info("%s", tfm_model_panels_source(model));
     cli_info("why this kernel: %s", tfm_model_kernel_reason(model));
     if (tfm_decode_batch_create(model, &opt.decode, &run.b, &err) != TFM_OK)
         cli_fail(NULL, 0, "%s", err.msg);

@@ -230,6 +230,7 @@ int main(int argc, char **argv)
     run.source.max_source = (size_t)cli_max_input(&opt.batch, run.model);
     cli_info_model(opt.model, run.model, threads, "thread");
     cli_info("matrix kernel: %s", tfm_model_kernel_name(run.model));
+    cli_info("%s", tfm_model_panels_source(run.model));
     cli_info("why this kernel: %s", tfm_model_kernel_reason(run.model));
     for (int w = 0; w < threads; w++)
         if (tfm_encoder_create(run.model, &run.encoders[w], &err) != TFM_OK)

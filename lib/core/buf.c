@@ -21,6 +21,19 @@ void tfm_advise_huge_pages(void *p, size_t bytes)
 #endif
 }
 
+void tfm_advise_small_pages(void *p, size_t bytes)
+{
+#ifdef MADV_NOHUGEPAGE
+    const uintptr_t page = 4096;
+    uintptr_t start = ((uintptr_t)p + page - 1) / page * page;
+    uintptr_t end = ((uintptr_t)p + bytes) / page * page;
+    if (end > start) (void)madvise((void *)start, end - start, MADV_NOHUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 void tfm_buf_init(tfm_buf *b)
 {
     b->data = NULL;

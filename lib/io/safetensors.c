@@ -40,8 +40,10 @@
 
 /* The header length field. */
 #define ST_LEN_BYTES 8
-/* The writer pads the header to this, so the data section starts aligned. */
+/* The writer pads the header to this, so the data section starts aligned
+ * (or to a cache line: tfm_safetensors_writer_align_data). */
 #define ST_HEADER_ALIGN 8
+#define ST_HEADER_ALIGN_MAX 64
 /* Shapes and offsets are below this: cJSON's doubles hold every integer
  * below it exactly, so a number read is the number written (2^53 + 1 would
  * read as 2^53). */
@@ -876,6 +878,7 @@ struct tfm_safetensors_writer {
     tfm_strmap *names;   /* tensor names, to refuse one twice */
     tfm_strmap *keys;    /* metadata keys, likewise */
     uint64_t data_size;  /* the sum of the tensors' sizes */
+    unsigned align;      /* the data section starts on a multiple of it */
 };
 
 /* The records held in a tfm_buf used as an array. */
@@ -890,11 +893,17 @@ tfm_safetensors_writer *tfm_safetensors_writer_create(void)
     tfm_buf_init(&w->meta);
     w->names = tfm_strmap_create(0);
     w->keys = tfm_strmap_create(0);
+    w->align = ST_HEADER_ALIGN;
     if (!w->names || !w->keys) {
         tfm_safetensors_writer_free(w);
         return NULL;
     }
     return w;
+}
+
+void tfm_safetensors_writer_align_data(tfm_safetensors_writer *w)
+{
+    w->align = ST_HEADER_ALIGN_MAX;
 }
 
 void tfm_safetensors_writer_free(tfm_safetensors_writer *w)
@@ -1077,7 +1086,8 @@ tfm_status tfm_safetensors_write_stream(const tfm_safetensors_writer *w, FILE *f
     tfm_status st = build_header(w, &json, err);
     if (st != TFM_OK) return st;
     size_t len = strlen(json);
-    size_t pad = (ST_HEADER_ALIGN - len % ST_HEADER_ALIGN) % ST_HEADER_ALIGN;
+    /* the data section starts after the length field and the header */
+    size_t pad = (w->align - (ST_LEN_BYTES + len) % w->align) % w->align;
     if (len + pad > TFM_SAFETENSORS_MAX_HEADER) {
         free(json);
         return tfm_error_set(err, TFM_ERR_RANGE,
@@ -1087,7 +1097,8 @@ tfm_status tfm_safetensors_write_stream(const tfm_safetensors_writer *w, FILE *f
     unsigned char head[ST_LEN_BYTES];
     uint64_t n = len + pad;
     for (int i = 0; i < ST_LEN_BYTES; i++) head[i] = (unsigned char)(n >> (8 * i));
-    static const char spaces[ST_HEADER_ALIGN] = "       ";
+    char spaces[ST_HEADER_ALIGN_MAX];
+    memset(spaces, ' ', sizeof spaces);
     bool ok = fwrite(head, 1, sizeof head, fp) == sizeof head && fwrite(json, 1, len, fp) == len &&
               fwrite(spaces, 1, pad, fp) == pad;
     free(json);

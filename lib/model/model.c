@@ -87,6 +87,7 @@ void tfm_model_free(tfm_model *m)
 {
     if (!m) return;
     tfm_packed_model_free(m->packed);
+    tfm_file_panels_free(m->file_panels); /* after the packs that read it */
     tfm_quantized_free(m->quantized);
     tfm_params_free_layout(&m->params);
     free(m->data);

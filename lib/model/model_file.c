@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "model/model_internal.h"
+#include "nn/layers.h" /* nn_packed_best_kernel */
 
 /* ---- the configuration as metadata ------------------------------------------------- */
 
@@ -195,6 +196,7 @@ typedef struct model_header {
     int64_t step;
     bool source_eos;
     tfm_compute_type quantization; /* float32: none */
+    bool panels; /* a packed model file: the matrices' panels beside them (model_panels.c) */
     tfm_vocab *vocab; /* owned; NULL when the file has none: the joint vocabulary
                          ("vocab"), or the target side's ("tgt_vocab") */
     tfm_vocab *src_vocab; /* owned; the source side's ("src_vocab"), or NULL */
@@ -275,6 +277,14 @@ static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, tfm_e
                              "metadata '" QUANTIZATION_KEY "' is '%.40s%s', expected 'int8' or 'bf16'",
                              s, strlen(s) > 40 ? "..." : "");
 
+    s = tfm_safetensors_metadata(f, TFM_PANELS_KEY);
+    if (s && strcmp(s, TFM_PANELS_VALUE) != 0)
+        return tfm_error_set(err, TFM_ERR_UNSUPPORTED,
+                             "metadata '" TFM_PANELS_KEY "' is '%.40s%s', but this program reads "
+                             "panels of " TFM_PANELS_VALUE,
+                             s, strlen(s) > 40 ? "..." : "");
+    h->panels = s != NULL;
+
     /* One vocabulary for both sides ("vocab"), or one per side. */
     const bool joint = tfm_safetensors_metadata(f, "vocab") != NULL;
     const bool src = tfm_safetensors_metadata(f, "src_vocab") != NULL;
@@ -325,6 +335,10 @@ typedef struct tensor_pass {
     tfm_compute_type quantization; /* of the matrices (float32: none) */
     tfm_quantized *qz;         /* their int8 or bf16 values, when quantized */
     const float *base;         /* the model's float buffer, which qz parallels */
+    const tfm_model *m;        /* reading: the model read into */
+    const tfm_file_panels *in_place; /* reading: the matrices these panels hold, and
+                                        the embeddings whose floats they hold, are left
+                                        out of the model's buffer (inference alone) */
     tfm_status st;
     tfm_error *err;
 } tensor_pass;
@@ -492,6 +506,7 @@ static void copy_tensor(void *ctx, const char *name, int ndim, const int64_t *sh
     if (t->st != TFM_OK) return;
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    if (t->in_place && tfm_file_panels_holds(t->in_place, data)) return;
     if (dtype == TFM_F32) {
         memcpy(data, found, n * sizeof(float));
         return;
@@ -510,10 +525,13 @@ static void copy_tensor(void *ctx, const char *name, int ndim, const int64_t *sh
  * it, and (whole) that the file holds no other tensor; then copies the
  * tensors into a new model.  A quantized file's matrices go into the
  * model's quantized store, and into its float buffer dequantized: all of
- * them with float_weights, else only the embeddings. */
-static tfm_status read_tensors(tfm_safetensors *f, const model_header *h, bool whole,
+ * them with float_weights, else only the embeddings.  A packed file's
+ * panels are checked too; without float_weights, the model reads them and
+ * its float embeddings in place, and takes *f (set to NULL). */
+static tfm_status read_tensors(tfm_safetensors **fref, const model_header *h, bool whole,
                                bool float_weights, tfm_model **out, tfm_error *err)
 {
+    tfm_safetensors *f = *fref;
     const tfm_config *c = &h->config;
     tfm_params names_only;
     if (tfm_params_layout(c, NULL, &names_only) != TFM_OK)
@@ -521,24 +539,41 @@ static tfm_status read_tensors(tfm_safetensors *f, const model_header *h, bool w
     tensor_pass t = {.f = f, .quantization = h->quantization, .st = TFM_OK, .err = err};
     tfm_params_visit(c, &names_only, check_tensor, &t);
     tfm_params_free_layout(&names_only);
-    if (t.st == TFM_OK && whole) t.st = tfm_safetensors_check_all_used(f, err);
     if (t.st != TFM_OK) return t.st;
 
     const bool quantized = h->quantization != TFM_COMPUTE_FLOAT32;
-    if (!quantized) float_weights = true;
+    if (!quantized && !h->panels) float_weights = true;
     tfm_model *m;
     tfm_status st = tfm_model_alloc(c, !float_weights, &m, err);
     if (st == TFM_OK && quantized) st = tfm_quantized_alloc(m, h->quantization, &m->quantized, err);
+    tfm_file_panels *fp = NULL;
+    if (st == TFM_OK && h->panels) st = tfm_file_panels_read(f, m, h->quantization, &fp, err);
+    if (st == TFM_OK && whole) st = tfm_safetensors_check_all_used(f, err);
     if (st != TFM_OK) {
+        tfm_file_panels_free(fp);
         tfm_model_free(m);
         return st;
     }
     t.qz = m->quantized;
     t.base = m->data;
+    t.m = m;
+    t.in_place = float_weights ? NULL : fp;
+    /* read in place, the buffer gets the biases and norms alone: scattered
+     * pieces, a 4 KB page each rather than a huge page */
+    if (t.in_place) tfm_advise_small_pages(m->data, tfm_params_count(c) * sizeof(float));
     tfm_params_visit(c, &m->params, copy_tensor, &t);
     if (t.st != TFM_OK) {
+        tfm_file_panels_free(fp);
         tfm_model_free(m);
         return t.st;
+    }
+    if (t.in_place) { /* the model reads the file from now on */
+        tfm_file_panels_embeddings(fp, &m->params);
+        tfm_file_panels_keep_file(fp, f);
+        m->file_panels = fp;
+        *fref = NULL;
+    } else {
+        tfm_file_panels_free(fp);
     }
     tfm_quantized_dequantize(m, !float_weights);
     m->float_weights = float_weights;
@@ -547,15 +582,15 @@ static tfm_status read_tensors(tfm_safetensors *f, const model_header *h, bool w
     return TFM_OK;
 }
 
-/* The model in f; whole: f must hold nothing else; float_weights as for
- * read_tensors. */
-static tfm_status read_model(tfm_safetensors *f, bool whole, bool float_weights, tfm_model **out,
+/* The model in *f; whole: *f must hold nothing else; float_weights as for
+ * read_tensors (which may take *f). */
+static tfm_status read_model(tfm_safetensors **f, bool whole, bool float_weights, tfm_model **out,
                              tfm_error *err)
 {
     *out = NULL;
     model_header h;
     tfm_model *m = NULL;
-    tfm_status st = read_metadata(f, &h, err);
+    tfm_status st = read_metadata(*f, &h, err);
     if (st == TFM_OK) st = read_tensors(f, &h, whole, float_weights, &m, err);
     if (st != TFM_OK) {
         header_free_vocabs(&h);
@@ -571,13 +606,13 @@ static tfm_status read_model(tfm_safetensors *f, bool whole, bool float_weights,
 
 tfm_status tfm_model_from_safetensors(tfm_safetensors *f, tfm_model **out, tfm_error *err)
 {
-    return read_model(f, false, true, out, err);
+    return read_model(&f, false, true, out, err);
 }
 
 /* The model of a whole file that opening gave (st, *f), which it frees. */
 static tfm_status load_whole(tfm_status st, tfm_safetensors **f, tfm_model **out, tfm_error *err)
 {
-    if (st == TFM_OK) st = read_model(*f, true, true, out, err);
+    if (st == TFM_OK) st = read_model(f, true, true, out, err);
     tfm_safetensors_free(*f);
     return st;
 }
@@ -594,14 +629,22 @@ tfm_status tfm_model_load_for_inference(const char *path, tfm_compute_type compu
 {
     *out = NULL;
     tfm_safetensors *f = NULL;
-    model_header h = {0};
     tfm_status st = tfm_safetensors_open(path, &f, err);
-    if (st == TFM_OK) st = read_metadata(f, &h, err);
-    header_free_vocabs(&h); /* read again with the model */
-    if (compute == TFM_COMPUTE_DEFAULT) compute = h.quantization;
-    /* its matrices in their own type only when it computes in that type */
-    const bool float_weights = h.quantization == TFM_COMPUTE_FLOAT32 || compute != h.quantization;
-    if (st == TFM_OK) st = read_model(f, true, float_weights, out, err);
+    /* the file's type and whether it is packed, as read_metadata reads them
+     * (which says what is wrong with a bad value) */
+    tfm_compute_type type = TFM_COMPUTE_FLOAT32;
+    const char *s = st == TFM_OK ? tfm_safetensors_metadata(f, QUANTIZATION_KEY) : NULL;
+    if (s && !tfm_compute_type_parse(s, &type)) type = TFM_COMPUTE_FLOAT32;
+    const bool packed = st == TFM_OK && tfm_safetensors_metadata(f, TFM_PANELS_KEY);
+    if (compute == TFM_COMPUTE_DEFAULT) compute = type;
+    /* its matrices in their own type only when it computes in that type;
+     * a packed file's float32 ones as panels alone, when this CPU runs the
+     * float32 kernels that read them */
+    bool float_weights = type == TFM_COMPUTE_FLOAT32 || compute != type;
+    if (packed && compute == type &&
+        (compute != TFM_COMPUTE_FLOAT32 || nn_packed_best_kernel() != NN_KERNEL_SGEMM))
+        float_weights = false;
+    if (st == TFM_OK) st = read_model(&f, true, float_weights, out, err);
     tfm_safetensors_free(f);
     if (st == TFM_OK && (st = tfm_model_set_compute_type(*out, compute, err)) != TFM_OK) {
         tfm_model_free(*out);

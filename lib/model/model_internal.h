@@ -51,6 +51,84 @@ bool tfm_quantized_find(const tfm_quantized *qz, size_t offset, tfm_quantized_vi
  * or only the embeddings' (what a lookup reads). */
 void tfm_quantized_dequantize(tfm_model *m, bool embeddings_only);
 
+/* ---- the matrices the kernels multiply by (model_matrices.c) ---- */
+
+/* The linear layers of one layer as the kernels take them: self-attention
+ * (q, k and v lie in a row: one [3D, D] layer), encoder-decoder attention
+ * when cross is not NULL (q alone, k and v as one [2D, D] layer for the
+ * sources), the FFN; each with where its pack goes in L.  Returns how many
+ * (at most 7). */
+struct nn_packed_layer;
+typedef struct tfm_layer_matrix {
+    struct nn_packed_linear *dst;
+    const float *weight, *bias;
+    int N, K;
+} tfm_layer_matrix;
+int tfm_layer_matrices(struct nn_packed_layer *L, const tfm_attention *self,
+                       const tfm_attention *cross, const tfm_linear *fc1, const tfm_linear *fc2,
+                       int D, int F, tfm_layer_matrix out[7]);
+
+/* Calls fn for every matrix W [N, K] the inference kernels multiply by, as
+ * tfm_model_pack_for_* packs them (weight at its place in m's buffer; q, k
+ * and v of self-attention as one [3D, D] matrix at q's weight, k and v of
+ * encoder-decoder attention as one [2D, D] at k's), in a fixed order. */
+typedef void (*tfm_packed_visit_fn)(void *ctx, const float *weight, int N, int K);
+void tfm_model_visit_packed(const tfm_model *m, tfm_packed_visit_fn fn, void *ctx);
+
+/* Every tensor's name and place, to name a matrix by its place: false when
+ * memory runs out; the name of the first tensor at weight, or NULL. */
+typedef struct tfm_tensor_names {
+    const float **data;
+    char **name;
+    size_t n;
+    bool out_of_memory;
+} tfm_tensor_names;
+bool tfm_tensor_names_of(const tfm_model *m, tfm_tensor_names *t);
+const char *tfm_tensor_name_at(const tfm_tensor_names *t, const float *weight);
+void tfm_tensor_names_free(tfm_tensor_names *t);
+
+/* The embedding matrices of m: 1 or 2 (shared: the source's alone), with
+ * their rows. */
+int tfm_model_embeddings(const tfm_model *m, const float *at[2], int rows[2]);
+
+/* ---- a packed model file's panels (model_panels.c) ---- */
+
+/* The panels of one matrix in a packed model file (nn_panel_make's layout),
+ * in place in the mapped file: words, and for int8 the scales and column
+ * sums of whole panels (else NULL). */
+typedef struct tfm_file_panel {
+    const float *weight; /* the matrix's place in the model's buffer */
+    size_t count;        /* its floats there: N x K */
+    const void *panels;
+    const float *scale;
+    const int32_t *sums;
+} tfm_file_panel;
+
+/* Reads the panels of every matrix of m from f, a model file whose
+ * metadata 'panels' is set, of compute type type (the file's), checking
+ * their dtype and size (TFM_ERR_FORMAT naming the tensor that is missing or
+ * of the wrong shape).  They lie in f's mapping: f must outlive *out, or be
+ * given to it (tfm_file_panels_keep_file: freed with it). */
+tfm_status tfm_file_panels_read(tfm_safetensors *f, const tfm_model *m, tfm_compute_type type,
+                                tfm_file_panels **out, tfm_error *err);
+void tfm_file_panels_keep_file(tfm_file_panels *fp, tfm_safetensors *f);
+/* Whether the floats at data lie in a matrix whose panels fp holds, or are
+ * an embedding whose floats it holds. */
+bool tfm_file_panels_holds(const tfm_file_panels *fp, const float *data);
+/* Points the embeddings of p (each side's; a shared matrix is both) at
+ * their floats in the file instead of the model's buffer.  (A shared output
+ * projection keeps its place in the buffer, which names its panels.) */
+void tfm_file_panels_embeddings(const tfm_file_panels *fp, tfm_params *p);
+/* The panels of the matrix at weight, when fp holds them in type; else NULL. */
+const tfm_file_panel *tfm_file_panels_find(const tfm_file_panels *fp, tfm_compute_type type,
+                                           const float *weight);
+void tfm_file_panels_free(tfm_file_panels *fp);
+
+/* The metadata key of a packed model file, and its value: the width of the
+ * panels. */
+#define TFM_PANELS_KEY "panels"
+#define TFM_PANELS_VALUE "32"
+
 /* ---- models from elsewhere (import_marian.c, import_hf.c) ---- */
 
 /* "dir/name", malloc'd (NULL when memory runs out). */

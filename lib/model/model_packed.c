@@ -35,11 +35,22 @@ void tfm_packed_model_free(tfm_packed_model *pm)
 /* Packs the linear layer W [N, K] (weight, at its place in m's buffer) and
  * bias [N] in m's compute type: float32 from the floats, int8 or bf16 from
  * the model's quantized values (tfm_model_set_compute_type quantized a
- * float32 model first). */
+ * float32 model first); or, when m's file holds the layer's panels in that
+ * type (a packed model file, model_panels.c), points at them in place. */
 static tfm_status pack_weight(const tfm_model *m, nn_packed_linear *p, const float *weight,
                               const float *bias, int N, int K)
 {
-    if (m->compute == TFM_COMPUTE_FLOAT32) return nn_pack_linear(p, weight, bias, N, K);
+    const tfm_file_panel *in_file = tfm_file_panels_find(m->file_panels, m->compute, weight);
+    if (in_file) {
+        const nn_kernel kernel = m->compute == TFM_COMPUTE_FLOAT32 ? nn_packed_best_kernel()
+                                                                    : nn_quant_best_kernel(m->compute);
+        return nn_borrow_panels(p, in_file->panels, in_file->scale, in_file->sums, bias, N, K,
+                                kernel);
+    }
+    if (m->compute == TFM_COMPUTE_FLOAT32) {
+        if (!m->float_weights) return TFM_ERR_ARG; /* its panels are in the file alone */
+        return nn_pack_linear(p, weight, bias, N, K);
+    }
     const nn_kernel kernel = nn_quant_best_kernel(m->compute);
     tfm_quantized_view v;
     if (!m->quantized || tfm_quantized_type(m->quantized) != m->compute ||
@@ -50,24 +61,16 @@ static tfm_status pack_weight(const tfm_model *m, nn_packed_linear *p, const flo
                                            : nn_pack_bf16(p, v.bf16, bias, N, K, kernel);
 }
 
-/* Packs one layer: self-attention (q, k and v lie in a row: one [3D, D]
- * layer), encoder-decoder attention when cross is not NULL (q alone, k and
- * v as one [2D, D] layer for the sources), the FFN. */
+/* Packs one layer (tfm_layer_matrices). */
 static tfm_status pack_layer(const tfm_model *m, nn_packed_layer *L, const tfm_attention *self,
                              const tfm_attention *cross, const tfm_linear *fc1,
                              const tfm_linear *fc2, int D, int F)
 {
-    tfm_status st = pack_weight(m, &L->self_qkv, self->q_proj.weight, self->q_proj.bias, 3 * D, D);
-    if (st == TFM_OK)
-        st = pack_weight(m, &L->self_out, self->out_proj.weight, self->out_proj.bias, D, D);
-    if (st == TFM_OK && cross)
-        st = pack_weight(m, &L->cross_q, cross->q_proj.weight, cross->q_proj.bias, D, D);
-    if (st == TFM_OK && cross)
-        st = pack_weight(m, &L->cross_kv, cross->k_proj.weight, cross->k_proj.bias, 2 * D, D);
-    if (st == TFM_OK && cross)
-        st = pack_weight(m, &L->cross_out, cross->out_proj.weight, cross->out_proj.bias, D, D);
-    if (st == TFM_OK) st = pack_weight(m, &L->fc1, fc1->weight, fc1->bias, F, D);
-    if (st == TFM_OK) st = pack_weight(m, &L->fc2, fc2->weight, fc2->bias, D, F);
+    tfm_layer_matrix all[7];
+    const int n = tfm_layer_matrices(L, self, cross, fc1, fc2, D, F, all);
+    tfm_status st = TFM_OK;
+    for (int i = 0; i < n && st == TFM_OK; i++)
+        st = pack_weight(m, all[i].dst, all[i].weight, all[i].bias, all[i].N, all[i].K);
     return st;
 }
 
@@ -201,6 +204,13 @@ const char *tfm_model_kernel_name(const tfm_model *m)
     case NN_KERNEL_SGEMM: break;
     }
     return "OpenBLAS sgemm";
+}
+
+const char *tfm_model_panels_source(const tfm_model *m)
+{
+    if (m->file_panels) return "weights: the panels of the packed model file, read in place";
+    if (model_kernel(m) == NN_KERNEL_SGEMM) return "weights: as the file holds them (sgemm)";
+    return "weights: packed at start ('train pack' writes a file whose panels are read in place)";
 }
 
 const char *tfm_model_kernel_reason(const tfm_model *m)

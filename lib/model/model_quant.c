@@ -252,7 +252,9 @@ tfm_status tfm_model_set_compute_type(tfm_model *m, tfm_compute_type type, tfm_e
                              "the model's weights are %s: it computes in %s or float32, not %s",
                              tfm_compute_type_name(held), tfm_compute_type_name(held),
                              tfm_compute_type_name(type));
-    if (type == TFM_COMPUTE_FLOAT32 && !m->float_weights)
+    /* (a float32 packed file read for inference holds its matrices as
+     * panels alone: float32 is what it computes in) */
+    if (type == TFM_COMPUTE_FLOAT32 && !m->float_weights && held != TFM_COMPUTE_FLOAT32)
         return tfm_error_set(err, TFM_ERR_ARG,
                              "the model was loaded with its %s weights only: it computes in %s",
                              tfm_compute_type_name(held), tfm_compute_type_name(held));

@@ -412,7 +412,36 @@ typedef struct nn_packed_linear {
     int32_t *col_sums;
     int N, K;
     nn_kernel kernel;
+    bool borrowed; /* panels, scale and col_sums are not owned (nn_borrow_panels) */
+    bool wide;     /* float32 panels 32 wide under the AVX2 kernel (borrowed) */
 } nn_packed_linear;
+
+/* panel.c: a matrix W [N, K] row by row (floats, int8 with its row scales
+ * [N], or bf16 as type says) and its panels of NN_PANEL_WIDTH outputs: the
+ * layout of AVX-512's float kernel and of every int8 and bf16 kernel
+ * (packed.c and quant.c say how they lie), which a packed model file holds.
+ * nn_panel_make makes panel pi ([nn_panel_words] words) and, for int8, its
+ * [NN_PANEL_WIDTH] scales and column sums (zeros past N). */
+enum { NN_PANEL_WIDTH = 32 };
+typedef struct nn_panel_rows {
+    const void *rows;
+    const float *scale;
+    int N, K;
+    tfm_compute_type type;
+} nn_panel_rows;
+size_t nn_panel_count(const nn_panel_rows *p);
+size_t nn_panel_words(const nn_panel_rows *p);
+void nn_panel_make(const nn_panel_rows *p, size_t pi, uint32_t *panel, float *scale,
+                   int32_t *sums);
+
+/* Points p at panels made by nn_panel_make (not owned: they must outlive p,
+ * and nn_packed_linear_free leaves them), with int8's scales and column sums
+ * [whole panels], for kernel: a float32 kernel (AVX2 reads the 32-wide
+ * panels as two of 16) or one of type's.  A float32 kernel this CPU cannot
+ * run is TFM_ERR_ARG. */
+tfm_status nn_borrow_panels(nn_packed_linear *p, const void *panels, const float *scale,
+                            const int32_t *sums, const float *bias, int N, int K,
+                            nn_kernel kernel);
 
 /* The fastest kernel this CPU runs, or a slower one when the environment
  * says TFM_ISA=avx2 or TFM_ISA=none. */

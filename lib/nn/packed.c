@@ -78,7 +78,8 @@ enum { AVX2_WIDTH = 16, AVX2_ROWS = 6 };
  * constant where inlined, so the rows past it are compiled away. */
 AVX2_TARGET static ALWAYS_INLINE void avx2_rows(float *out, size_t ldo, const float *x,
                                                 size_t ldx, const int MR, const float *panel,
-                                                int K, int cols, const float *bias)
+                                                size_t stride, int K, int cols,
+                                                const float *bias)
 {
 #define AVX2_ROW_X(i) const float *x##i = MR > i ? x + i * ldx : x
     AVX2_ROW_X(0); AVX2_ROW_X(1); AVX2_ROW_X(2); AVX2_ROW_X(3); AVX2_ROW_X(4); AVX2_ROW_X(5);
@@ -92,8 +93,8 @@ AVX2_TARGET static ALWAYS_INLINE void avx2_rows(float *out, size_t ldo, const fl
     }
 #pragma GCC unroll 4
     for (int k = 0; k < K; k++) {
-        const __m256 w0 = _mm256_loadu_ps(panel + (size_t)k * AVX2_WIDTH);
-        const __m256 w1 = _mm256_loadu_ps(panel + (size_t)k * AVX2_WIDTH + 8);
+        const __m256 w0 = _mm256_loadu_ps(panel + (size_t)k * stride);
+        const __m256 w1 = _mm256_loadu_ps(panel + (size_t)k * stride + 8);
         AVX2_ROW_FMA(0) AVX2_ROW_FMA(1) AVX2_ROW_FMA(2) AVX2_ROW_FMA(3) AVX2_ROW_FMA(4)
         AVX2_ROW_FMA(5)
     }
@@ -111,16 +112,19 @@ AVX2_TARGET static ALWAYS_INLINE void avx2_rows(float *out, size_t ldo, const fl
 #undef AVX2_ROW_FMA
 }
 
+/* panel: k by k, stride floats apart (AVX2_WIDTH, or the 32 of a packed
+ * file's panels) */
 AVX2_TARGET static void avx2_block(float *out, size_t ldo, const float *x, size_t ldx, int rows,
-                                   const float *panel, int K, int cols, const float *bias)
+                                   const float *panel, size_t stride, int K, int cols,
+                                   const float *bias)
 {
     switch (rows) {
-    case 6: avx2_rows(out, ldo, x, ldx, 6, panel, K, cols, bias); break;
-    case 5: avx2_rows(out, ldo, x, ldx, 5, panel, K, cols, bias); break;
-    case 4: avx2_rows(out, ldo, x, ldx, 4, panel, K, cols, bias); break;
-    case 3: avx2_rows(out, ldo, x, ldx, 3, panel, K, cols, bias); break;
-    case 2: avx2_rows(out, ldo, x, ldx, 2, panel, K, cols, bias); break;
-    case 1: avx2_rows(out, ldo, x, ldx, 1, panel, K, cols, bias); break;
+    case 6: avx2_rows(out, ldo, x, ldx, 6, panel, stride, K, cols, bias); break;
+    case 5: avx2_rows(out, ldo, x, ldx, 5, panel, stride, K, cols, bias); break;
+    case 4: avx2_rows(out, ldo, x, ldx, 4, panel, stride, K, cols, bias); break;
+    case 3: avx2_rows(out, ldo, x, ldx, 3, panel, stride, K, cols, bias); break;
+    case 2: avx2_rows(out, ldo, x, ldx, 2, panel, stride, K, cols, bias); break;
+    case 1: avx2_rows(out, ldo, x, ldx, 1, panel, stride, K, cols, bias); break;
     default: break;
     }
 }
@@ -195,8 +199,24 @@ static void avx2_panel(float *out, size_t ldo, const void *x, size_t row_bytes, 
                        int rows, const nn_packed_linear *p, int pi, int cols)
 {
     const float *panel = (const float *)p->panels + (size_t)pi * p->K * AVX2_WIDTH;
-    avx2_block(out, ldo, x, row_bytes / sizeof(float), rows, panel, p->K, cols,
+    avx2_block(out, ldo, x, row_bytes / sizeof(float), rows, panel, AVX2_WIDTH, p->K, cols,
                p->bias ? p->bias + pi * AVX2_WIDTH : NULL);
+}
+
+/* A 32-wide panel of a packed file under the AVX2 kernel: its two halves,
+ * 16 columns each, k by k 32 floats apart. */
+static void avx2_wide_panel(float *out, size_t ldo, const void *x, size_t row_bytes,
+                            const float *xs, int rows, const nn_packed_linear *p, int pi, int cols)
+{
+    (void)xs;
+    const float *panel = (const float *)p->panels + (size_t)pi * p->K * AVX512_WIDTH;
+    const float *bias = p->bias ? p->bias + pi * AVX512_WIDTH : NULL;
+    for (int h = 0; h < 2 && h * AVX2_WIDTH < cols; h++) {
+        const int n = cols - h * AVX2_WIDTH < AVX2_WIDTH ? cols - h * AVX2_WIDTH : AVX2_WIDTH;
+        avx2_block(out + h * AVX2_WIDTH, ldo, x, row_bytes / sizeof(float), rows,
+                   panel + h * AVX2_WIDTH, AVX512_WIDTH, p->K, n,
+                   bias ? bias + h * AVX2_WIDTH : NULL);
+    }
 }
 
 static void avx512_panel(float *out, size_t ldo, const void *x, size_t row_bytes,
@@ -303,10 +323,13 @@ typedef struct walk_kernel {
     bool prepared;
 } walk_kernel;
 
-static walk_kernel walk_kernel_of(nn_kernel k)
+static walk_kernel walk_kernel_of(const nn_packed_linear *p)
 {
+    const nn_kernel k = p->kernel;
     walk_kernel w = {.width = QUANT_WIDTH, .prepared = true};
 #ifdef HAVE_KERNELS
+    if (k == NN_KERNEL_AVX2 && p->wide)
+        return (walk_kernel){avx2_wide_panel, AVX512_WIDTH, AVX2_ROWS, false};
     if (k == NN_KERNEL_AVX2) return (walk_kernel){avx2_panel, AVX2_WIDTH, AVX2_ROWS, false};
     if (k == NN_KERNEL_AVX512) return (walk_kernel){avx512_panel, AVX512_WIDTH, AVX512_ROWS, false};
 #endif
@@ -331,7 +354,7 @@ static int walk_slice_rows(const nn_packed_linear *p, walk_kernel w)
 size_t nn_packed_scratch_bytes(const nn_packed_linear *p)
 {
     if (!p->panels) return 0;
-    walk_kernel w = walk_kernel_of(p->kernel);
+    walk_kernel w = walk_kernel_of(p);
     if (!w.prepared) return 0;
     const size_t rows = (size_t)walk_slice_rows(p, w);
     return rows * (walk_row_bytes(p, w) + sizeof(float)) + 64;
@@ -346,7 +369,7 @@ size_t nn_packed_scratch_bytes(const nn_packed_linear *p)
 NN_INLINE void packed_walk_body(nn_isa isa, float *out, const float *x, const nn_packed_linear *p,
                                 int R, void *scratch, tfm_logit_stats *stats, double *sums)
 {
-    const walk_kernel w = walk_kernel_of(p->kernel);
+    const walk_kernel w = walk_kernel_of(p);
     const int N = p->N, slice = walk_slice_rows(p, w);
     const size_t row_bytes = walk_row_bytes(p, w);
     /* the prepared rows 64-byte aligned, their scales after them */
@@ -480,11 +503,29 @@ tfm_status nn_pack_linear(nn_packed_linear *p, const float *weight, const float 
     return nn_pack_linear_for(p, weight, bias, N, K, nn_packed_best_kernel());
 }
 
+tfm_status nn_borrow_panels(nn_packed_linear *p, const void *panels, const float *scale,
+                            const int32_t *sums, const float *bias, int N, int K,
+                            nn_kernel kernel)
+{
+    *p = (nn_packed_linear){.bias = bias, .N = N, .K = K, .kernel = kernel, .borrowed = true};
+    const bool float32 = kernel == NN_KERNEL_AVX2 || kernel == NN_KERNEL_AVX512;
+    if (!float32 && !nn_kernel_is_int8(kernel) && !nn_kernel_is_bf16(kernel)) return TFM_ERR_ARG;
+    if (!nn_packed_kernel_runs(kernel)) return TFM_ERR_ARG;
+    p->wide = kernel == NN_KERNEL_AVX2;
+    /* the kernels only read them */
+    p->panels = (void *)(uintptr_t)panels;
+    p->scale = (float *)(uintptr_t)scale;
+    p->col_sums = (int32_t *)(uintptr_t)sums;
+    return TFM_OK;
+}
+
 void nn_packed_linear_free(nn_packed_linear *p)
 {
-    free(p->panels);
-    free(p->scale);
-    free(p->col_sums);
+    if (!p->borrowed) {
+        free(p->panels);
+        free(p->scale);
+        free(p->col_sums);
+    }
     p->panels = NULL;
     p->scale = NULL;
     p->col_sums = NULL;
@@ -504,7 +545,7 @@ static bool panel_layout(const nn_packed_linear *p, size_t *width, size_t *units
         *units = ((size_t)p->K + 1) / 2;
     } else {
 #ifdef HAVE_KERNELS
-        *width = p->kernel == NN_KERNEL_AVX512 ? AVX512_WIDTH : AVX2_WIDTH;
+        *width = p->kernel == NN_KERNEL_AVX512 || p->wide ? AVX512_WIDTH : AVX2_WIDTH;
 #else
         return false;
 #endif
@@ -516,7 +557,7 @@ static bool panel_layout(const nn_packed_linear *p, size_t *width, size_t *units
 tfm_status nn_packed_gather(nn_packed_linear *dst, const nn_packed_linear *src,
                             const int32_t *cols, int n, tfm_buf *memory)
 {
-    *dst = (nn_packed_linear){.N = n, .K = src->K, .kernel = src->kernel};
+    *dst = (nn_packed_linear){.N = n, .K = src->K, .kernel = src->kernel, .wide = src->wide};
     size_t width, units;
     if (!panel_layout(src, &width, &units) || n <= 0) return TFM_ERR_ARG;
     const size_t n_panels = ((size_t)n + width - 1) / width;

@@ -80,6 +80,10 @@ void *tfm_buf_array(tfm_buf *b, size_t n, size_t size);
  * a page fault per 2 MiB instead of per 4 KiB when first written, and fewer
  * TLB misses when read.  tfm_buf_reserve does it for every block it grows. */
 void tfm_advise_huge_pages(void *p, size_t bytes);
+/* The opposite, for a large buffer of which a program writes a few scattered
+ * pieces (a model read in place from its file, whose biases and norms alone
+ * are copied): each piece then costs its 4 KB page, not a 2 MB one. */
+void tfm_advise_small_pages(void *p, size_t bytes);
 tfm_status tfm_buf_append(tfm_buf *b, const void *data, size_t len);
 tfm_status tfm_buf_putc(tfm_buf *b, char c);
 tfm_status tfm_buf_printf(tfm_buf *b, const char *fmt, ...)

@@ -224,6 +224,7 @@ const char *tfm_compute_type_name(tfm_compute_type t);
 
 /* The int8 or bf16 form of a quantized model's matrices (opaque). */
 typedef struct tfm_quantized tfm_quantized;
+typedef struct tfm_file_panels tfm_file_panels; /* model_panels.c */
 
 /* What a search needs of a row of logits without its log-softmax written:
  * log_prob[v] = (logit[v] - max) - log_sum, bit for bit the value
@@ -257,6 +258,8 @@ typedef struct tfm_model {
                              (tfm_model_load_for_inference): its matrices are then in
                              quantized alone, and only inference's kernels read them */
     tfm_compute_type compute; /* what the packed linear layers multiply in */
+    struct tfm_file_panels *file_panels; /* owned; the panels of a packed model file, in
+                                            its mapping (NULL for other files) */
 } tfm_model;
 
 /* A freshly initialised model: Xavier/Glorot uniform weights (as the reference
@@ -306,7 +309,9 @@ tfm_pair_params tfm_pair_params_from_model(const tfm_model *m);
  * the BLAS.  _for_encoding does the same for the encoder's weights, which
  * encoders then use.  For inference only: weights changed afterwards leave
  * the copy stale.  Each does nothing on a CPU without AVX2 and FMA, or when
- * the environment says TFM_ISA=none. */
+ * the environment says TFM_ISA=none.  A model loaded from a packed file
+ * (tfm_model_save_packed) copies nothing: its layers read the file's panels
+ * in place. */
 tfm_status tfm_model_pack_for_encoding(tfm_model *m, tfm_error *err);
 /* The kernel the packed weights use, for messages: "AVX-512", "AVX2" or
  * (none packed) "OpenBLAS sgemm" in float32; "int8 AVX-512 VNNI", "int8
@@ -317,6 +322,9 @@ const char *tfm_model_kernel_name(const tfm_model *m);
  * AVX2 but not AVX-512BW (...)") or "TFM_ISA in the environment asks for no
  * more". */
 const char *tfm_model_kernel_reason(const tfm_model *m);
+/* Where the weights the kernels read come from, for decode -v: the packed
+ * file's panels read in place, or packed at start. */
+const char *tfm_model_panels_source(const tfm_model *m);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
 /* For a program that has packed all it will run (decode after
  * _for_decoding, encode after _for_encoding): frees the int8 or bf16
@@ -352,6 +360,17 @@ tfm_status tfm_model_quantize(tfm_model *m, tfm_compute_type type, tfm_error *er
  * atomically to out (the same metadata, the matrices in type). */
 tfm_status tfm_model_quantize_file(const char *in, const char *out, tfm_compute_type type,
                                    tfm_error *err);
+
+/* A packed model file (train pack): m's file, written atomically to path,
+ * with the panels of every matrix the inference kernels multiply by beside
+ * the matrices, in m's type (float32, or its int8 or bf16), so that encode
+ * and decode map them in place instead of packing at start
+ * (tfm_model_load_for_inference; tfm-formats(5)).  Every other reader
+ * reads it as the model file it also is.  TFM_ERR_ARG for a model without
+ * its float32 weights. */
+tfm_status tfm_model_save_packed(const tfm_model *m, const char *path, tfm_error *err);
+/* train pack: the model file in (any type), packed, to out. */
+tfm_status tfm_model_pack_file(const char *in, const char *out, tfm_error *err);
 
 /* ---- models from elsewhere ----------------------------------------------------------- */
 
@@ -434,8 +453,10 @@ tfm_status tfm_model_parse(const void *data, size_t size, tfm_model **out, tfm_e
  * computing in its own type keeps its matrices in
  * that type only (float_weights false; the embeddings alone dequantized,
  * for their lookups), which is what keeps an int8 model small in memory;
- * anything else loads as tfm_model_load does.  Such a model can be packed
- * and run by encoders and decoders, not trained, scored or saved. */
+ * a packed model file's matrices are read in place as panels (float_weights
+ * false, float32 too, where this CPU has the float32 kernels); anything
+ * else loads as tfm_model_load does.  Such a model can be packed and run
+ * by encoders and decoders, not trained, scored or saved. */
 tfm_status tfm_model_load_for_inference(const char *path, tfm_compute_type compute,
                                         tfm_model **out, tfm_error *err);
 /* Loads only the vocabulary of a side: from a vocabulary file

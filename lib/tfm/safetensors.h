@@ -169,6 +169,10 @@ typedef struct tfm_safetensors_writer tfm_safetensors_writer;
 /* NULL when memory runs out. */
 tfm_safetensors_writer *tfm_safetensors_writer_create(void);
 void tfm_safetensors_writer_free(tfm_safetensors_writer *w);
+/* Pads the header to a multiple of 64 bytes instead, so that the data
+ * section (and every tensor at a multiple of 64 in it) starts on a cache
+ * line of a mapped file: for data read in place (a packed model's panels). */
+void tfm_safetensors_writer_align_data(tfm_safetensors_writer *w);
 
 /* Adds a metadata entry; key and value are copied.  Both must be valid
  * UTF-8 (TFM_ERR_UTF8) and the key new (TFM_ERR_ARG). */
