@@ -152,7 +152,11 @@ fi
 # imported swish model, and of the gelu one, which normalizes its embeddings
 # (postprocess-emb nd), with activation dropout on its gelu; the result
 # still holds its SentencePiece models;
-# int8 and bf16 quantize and translate; a shortlist learnt on the pairs runs
+# int8 and bf16 quantize and translate; a shortlist learnt on the pairs runs.
+# Ten updates of each fine-tuning lower the loss by a third (measured:
+# 220.3 -> 149.9 and 214.5 -> 144.8 per sentence; the 30 and 20 updates run
+# before, 125.0 and 123.1, took 12 s of the script's 48 s under the
+# sanitizers).
 v=postnorm-swish-tiedall
 ENFR="$ROOT/../shared/data/enfr"
 if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; then
@@ -161,7 +165,7 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
     xzcat "$ENFR/valid.en.xz" | head -n 200 >va.en
     xzcat "$ENFR/valid.fr.xz" | head -n 200 >va.fr
     expect_status 0 "train --init on an imported swish model" "$BIN/train" --init "$v.st" \
-        --src ft.en --tgt ft.fr --max-steps 30 --batch-tokens 2048 --lr-factor 0.5 -o ft.st
+        --src ft.en --tgt ft.fr --max-steps 10 --batch-tokens 2048 --lr-factor 0.5 -o ft.st
     # id lines too: the data's ids are checked against the model's own specials
     # (Marian's </s> is 0, and 3 a piece), and sources end with the model's </s>
     "$BIN/tokenize" -m "$v.st" <ft.en | head -n 200 >ft.src.ids
@@ -176,7 +180,7 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
     g=postnorm-gelu-untied
     if [ -s "$g.st" ]; then
         expect_status 0 "train --init on an imported model with a LayerNorm of its embeddings, gelu and activation dropout" \
-            "$BIN/train" --init "$g.st" --src ft.en --tgt ft.fr --max-steps 20 --batch-tokens 2048 \
+            "$BIN/train" --init "$g.st" --src ft.en --tgt ft.fr --max-steps 10 --batch-tokens 2048 \
             --lr-factor 0.5 --activation-dropout 0.1 -o ft.gelu.st
         before=$(loss "$g.st") after=$(loss ft.gelu.st 2>/dev/null)
         check "fine-tuning through the embeddings' LayerNorm lowers the validation loss ($before -> $after per sentence)" \
