@@ -149,3 +149,29 @@ head -c 100 dates.st >broken.st
 $MK MODEL=broken.st OUT_DIR=out2 REPORT=report2.txt >make.out 2>make.err; rc=$?
 check "examples/Makefile: a broken model fails the run (exit $rc)" test "$rc" -ne 0
 check "examples/Makefile: and leaves no translation" test -z "$(ls out2 2>/dev/null)"
+
+# Ten thousand one-line files at once (the test set's lines over and over),
+# an empty file and one whose last line has no newline: every file comes
+# out, with its lines, the translations of the whole; nothing is left
+# behind.
+mkdir -p many/in
+n_many=10000
+awk -v n=$n_many 'NR == FNR { line[FNR] = $0; k = FNR; next }
+    END { for (i = 0; i < n; i++) { f = sprintf("many/in/f%05d.txt", i); print line[i % k + 1] >f; close(f) } }' \
+    test.src /dev/null
+: >many/in/empty.txt
+printf '%s' "$(head -n 1 test.src)" >many/in/unterminated.txt
+$MK -j2 SRC_DIR=many/in OUT_DIR=many/out REPORT=many.report >make.out 2>make.err; rc=$?
+check "examples/Makefile: $n_many one-line files, an empty one and an unterminated one (exit $rc)" \
+    test "$rc" -eq 0
+got=$(ls many/out | wc -l)
+check "... a translation per file ($got of $((n_many + 2)))" test "$got" -eq $((n_many + 2))
+check "... one pipeline for all of them" grep -q "translate $((n_many + 2)) file(s)" make.out
+awk -v n=$n_many 'NR == FNR { line[FNR] = $0; k = FNR; next }
+    END { for (i = 0; i < n; i++) print line[i % k + 1] }' test.out /dev/null >many.want
+cat many/out/f*.txt >many.got
+same_files "... every line the translation of its source" many.want many.got
+check "... the empty file's is empty" test -f many/out/empty.txt -a ! -s many/out/empty.txt
+head -n 1 test.out >one.want
+same_files "... the unterminated line's is a whole line" one.want many/out/unterminated.txt
+check "... and nothing is left behind" test -z "$(ls -A many/out | grep -v '\.txt$')"
