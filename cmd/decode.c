@@ -171,6 +171,7 @@ typedef struct decode_run {
     tfm_line_reader *source_reader;
     int constraints_fd, placeholders_fd, source_fd;
     tfm_vocab *vocab;            /* with --placeholders: the model's */
+    tfm_vocab *source_vocab;     /* with --shortlist: the model's source side's, for bpe */
     tfm_shortlist *shortlist;    /* with --shortlist ... */
     tfm_bpe *bpe, *src_bpe;      /* ... the source's encoder: src_bpe, or the joint bpe */
     bool steering_open;          /* the two above are open (at the first record) */
@@ -325,7 +326,10 @@ static void load_shortlist(decode_run *run, const tfm_model *model)
         cli_fail(NULL, 0, "--shortlist: %s", err.msg);
     if (tfm_shortlist_check_model(run->shortlist, model, &err) != TFM_OK)
         cli_fail(opt->shortlist_file, 0, "%s", err.msg);
-    if (tfm_model_text_encoders(model, &run->bpe, &run->src_bpe, &err) != TFM_OK)
+    /* the model was loaded without its vocabularies (decode takes ids): the
+     * shortlist's source text is tokenized with the source side's */
+    if (tfm_model_load_vocab(opt->model, TFM_SOURCE, &run->source_vocab, &err) != TFM_OK ||
+        tfm_bpe_create(run->source_vocab, &run->bpe, &err) != TFM_OK)
         cli_fail(opt->model, 0, "--shortlist: %s", err.msg);
     const int best = tfm_shortlist_per_source(run->shortlist);
     cli_info("shortlist: the %d most frequent target pieces and the %d best of each source "
@@ -516,6 +520,7 @@ int main(int argc, char **argv)
     tfm_shortlist_free(run.shortlist);
     tfm_bpe_free(run.bpe);
     tfm_bpe_free(run.src_bpe);
+    tfm_vocab_free(run.source_vocab);
     tfm_model_free(model);
     return CLI_EXIT_OK;
 }

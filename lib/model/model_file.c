@@ -227,8 +227,10 @@ static tfm_status read_vocab(const tfm_safetensors *f, const char *key, const tf
 }
 
 /* Reads and checks the format, the configuration, the step, the source
- * convention and the vocabularies.  On failure they are NULL. */
-static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, tfm_error *err)
+ * convention and (vocabularies) the vocabularies.  On failure they are
+ * NULL. */
+static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, bool vocabularies,
+                                tfm_error *err)
 {
     const char *s;
     tfm_status st;
@@ -297,6 +299,7 @@ static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, tfm_e
     if (src != tgt)
         return tfm_error_set(err, TFM_ERR_FORMAT, "metadata '%s' is missing beside '%s'",
                              src ? "tgt_vocab" : "src_vocab", src ? "src_vocab" : "tgt_vocab");
+    if (!vocabularies) return TFM_OK;
     if (joint) return read_vocab(f, "vocab", c, -1, &h->vocab, err);
     if (!src) return TFM_OK;
     st = read_vocab(f, "src_vocab", c, TFM_SOURCE, &h->src_vocab, err);
@@ -584,13 +587,13 @@ static tfm_status read_tensors(tfm_safetensors **fref, const model_header *h, bo
 
 /* The model in *f; whole: *f must hold nothing else; float_weights as for
  * read_tensors (which may take *f). */
-static tfm_status read_model(tfm_safetensors **f, bool whole, bool float_weights, tfm_model **out,
-                             tfm_error *err)
+static tfm_status read_model(tfm_safetensors **f, bool whole, bool float_weights,
+                             bool vocabularies, tfm_model **out, tfm_error *err)
 {
     *out = NULL;
     model_header h;
     tfm_model *m = NULL;
-    tfm_status st = read_metadata(*f, &h, err);
+    tfm_status st = read_metadata(*f, &h, vocabularies, err);
     if (st == TFM_OK) st = read_tensors(f, &h, whole, float_weights, &m, err);
     if (st != TFM_OK) {
         header_free_vocabs(&h);
@@ -606,13 +609,13 @@ static tfm_status read_model(tfm_safetensors **f, bool whole, bool float_weights
 
 tfm_status tfm_model_from_safetensors(tfm_safetensors *f, tfm_model **out, tfm_error *err)
 {
-    return read_model(&f, false, true, out, err);
+    return read_model(&f, false, true, true, out, err);
 }
 
 /* The model of a whole file that opening gave (st, *f), which it frees. */
 static tfm_status load_whole(tfm_status st, tfm_safetensors **f, tfm_model **out, tfm_error *err)
 {
-    if (st == TFM_OK) st = read_model(f, true, true, out, err);
+    if (st == TFM_OK) st = read_model(f, true, true, true, out, err);
     tfm_safetensors_free(*f);
     return st;
 }
@@ -644,7 +647,8 @@ tfm_status tfm_model_load_for_inference(const char *path, tfm_compute_type compu
     if (packed && compute == type &&
         (compute != TFM_COMPUTE_FLOAT32 || nn_packed_best_kernel() != NN_KERNEL_SGEMM))
         float_weights = false;
-    if (st == TFM_OK) st = read_model(&f, true, float_weights, out, err);
+    /* encode and decode take ids: the vocabularies are not read */
+    if (st == TFM_OK) st = read_model(&f, true, float_weights, false, out, err);
     tfm_safetensors_free(f);
     if (st == TFM_OK && (st = tfm_model_set_compute_type(*out, compute, err)) != TFM_OK) {
         tfm_model_free(*out);

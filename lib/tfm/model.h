@@ -455,8 +455,11 @@ tfm_status tfm_model_parse(const void *data, size_t size, tfm_model **out, tfm_e
  * for their lookups), which is what keeps an int8 model small in memory;
  * a packed model file's matrices are read in place as panels (float_weights
  * false, float32 too, where this CPU has the float32 kernels); anything
- * else loads as tfm_model_load does.  Such a model can be packed and run
- * by encoders and decoders, not trained, scored or saved. */
+ * else loads as tfm_model_load does.  The vocabularies are not read
+ * (vocab and src_vocab are NULL: encode and decode take ids;
+ * tfm_model_load_vocab reads a side's), so a file whose vocabulary is
+ * damaged loads here and fails in tokenize.  Such a model can be packed and
+ * run by encoders and decoders, not trained, scored or saved. */
 tfm_status tfm_model_load_for_inference(const char *path, tfm_compute_type compute,
                                         tfm_model **out, tfm_error *err);
 /* Loads only the vocabulary of a side: from a vocabulary file
