@@ -17,6 +17,8 @@
 #                   sentence length, long decodes (the bench's window section)
 #   make bench-import   an imported base-sized OPUS-MT model against CTranslate2
 #   make bench-import-quality  an imported small model fine-tuned: int8, placeholders
+#   make bench-catalog MODEL=M  a real Debian catalog (apt-get download) through
+#                   examples/Makefile with a French model: msgfmt --check, msgcmp, timing
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
@@ -79,7 +81,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-import-quality bench-finetune fuzz install uninstall clean
+.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-import-quality bench-catalog bench-finetune fuzz install uninstall clean
 
 all: $(BINS) $(BUILD)/libtfm.a $(BUILD)/libtfm-internal.a
 
@@ -258,6 +260,11 @@ bench-import: all
 # and greedy (tests/bench/import_quality.sh; about 15 minutes).
 bench-import-quality: deps-bench all
 	$(Q)sh tests/bench/import_quality.sh $(BUILD)
+
+# issue 45's catalog bar: a real Debian catalog (apt-get download) through
+# examples/Makefile with a French model: make bench-catalog MODEL=en-fr.st
+bench-catalog: deps-bench all
+	$(Q)sh tests/bench/catalog.sh $(BUILD) $(MODEL)
 
 # ---- fuzzing (clang's libFuzzer) -----------------------------------------------
 # A crash found is kept as build/fuzz/NAME-crash-*; with its fix, it goes into
