@@ -113,7 +113,7 @@ AVX2_TARGET static ALWAYS_INLINE void avx2_rows(float *out, size_t ldo, const fl
 }
 
 /* panel: k by k, stride floats apart (AVX2_WIDTH, or the 32 of a packed
- * file's panels) */
+ * file's panels, read as two halves) */
 AVX2_TARGET static void avx2_block(float *out, size_t ldo, const float *x, size_t ldx, int rows,
                                    const float *panel, size_t stride, int K, int cols,
                                    const float *bias)
@@ -125,6 +125,64 @@ AVX2_TARGET static void avx2_block(float *out, size_t ldo, const float *x, size_
     case 3: avx2_rows(out, ldo, x, ldx, 3, panel, stride, K, cols, bias); break;
     case 2: avx2_rows(out, ldo, x, ldx, 2, panel, stride, K, cols, bias); break;
     case 1: avx2_rows(out, ldo, x, ldx, 1, panel, stride, K, cols, bias); break;
+    default: break;
+    }
+}
+
+/* ---- AVX2 on the 32-wide panels of a packed file: 3 rows x 32 columns ---- */
+
+enum { AVX2_WIDE_ROWS = 3 };
+
+/* As avx2_rows, with four registers per row (a whole 32-float row of the
+ * panel per k, one pass over it: the panel streams from memory once at
+ * batch 1): twelve sums, four panel loads and three broadcasts for twelve
+ * FMAs per k.  Each output's sum is the same chain of FMAs in k. */
+AVX2_TARGET static ALWAYS_INLINE void avx2_wide_rows(float *out, size_t ldo, const float *x,
+                                                     size_t ldx, const int MR,
+                                                     const float *panel, int K, int cols,
+                                                     const float *bias)
+{
+    /* written out row by row, as avx2_rows: the sums stay in registers */
+    const float *x0 = x, *x1 = MR > 1 ? x + ldx : x, *x2 = MR > 2 ? x + 2 * ldx : x;
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00,
+           c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+#define AVX2_WIDE_FMA(i)                                                                   \
+    if (MR > i) {                                                                          \
+        const __m256 a = _mm256_broadcast_ss(x##i + k);                                    \
+        c##i##0 = _mm256_fmadd_ps(a, w0, c##i##0);                                         \
+        c##i##1 = _mm256_fmadd_ps(a, w1, c##i##1);                                         \
+        c##i##2 = _mm256_fmadd_ps(a, w2, c##i##2);                                         \
+        c##i##3 = _mm256_fmadd_ps(a, w3, c##i##3);                                         \
+    }
+#pragma GCC unroll 2
+    for (int k = 0; k < K; k++) {
+        const float *w = panel + (size_t)k * 32;
+        const __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8),
+                     w2 = _mm256_loadu_ps(w + 16), w3 = _mm256_loadu_ps(w + 24);
+        AVX2_WIDE_FMA(0) AVX2_WIDE_FMA(1) AVX2_WIDE_FMA(2)
+    }
+    float v[AVX2_WIDE_ROWS * 32]; /* the sums, for store_block */
+#define AVX2_WIDE_SUMS(i)                                                                  \
+    if (MR > i) {                                                                          \
+        _mm256_storeu_ps(v + i * 32, c##i##0);                                             \
+        _mm256_storeu_ps(v + i * 32 + 8, c##i##1);                                         \
+        _mm256_storeu_ps(v + i * 32 + 16, c##i##2);                                        \
+        _mm256_storeu_ps(v + i * 32 + 24, c##i##3);                                        \
+    }
+    AVX2_WIDE_SUMS(0) AVX2_WIDE_SUMS(1) AVX2_WIDE_SUMS(2)
+#undef AVX2_WIDE_SUMS
+#undef AVX2_WIDE_FMA
+    store_block(out, ldo, v, MR, 32, cols, bias);
+}
+
+AVX2_TARGET static void avx2_wide_block(float *out, size_t ldo, const float *x, size_t ldx,
+                                        int rows, const float *panel, int K, int cols,
+                                        const float *bias)
+{
+    switch (rows) {
+    case 3: avx2_wide_rows(out, ldo, x, ldx, 3, panel, K, cols, bias); break;
+    case 2: avx2_wide_rows(out, ldo, x, ldx, 2, panel, K, cols, bias); break;
+    case 1: avx2_wide_rows(out, ldo, x, ldx, 1, panel, K, cols, bias); break;
     default: break;
     }
 }
@@ -203,19 +261,31 @@ static void avx2_panel(float *out, size_t ldo, const void *x, size_t row_bytes, 
                p->bias ? p->bias + pi * AVX2_WIDTH : NULL);
 }
 
-/* A 32-wide panel of a packed file under the AVX2 kernel: its two halves,
- * 16 columns each, k by k 32 floats apart. */
+/* A 32-wide panel of a packed file under the AVX2 kernel: a block of 6 rows
+ * as two halves of 16 columns (6 x 16, the panel's rows 32 floats apart),
+ * fewer rows (a decoding step at batch 1) three at a time over whole panel
+ * rows, so that the panel streams once.  Measured on an Intel Xeon with
+ * TFM_ISA=avx2, base preset: the halves alone ran batch-1 beam 4 a fifth
+ * slower than the plain file's 16-wide panels, 3 x 32 alone batch 64 a
+ * third slower.  The same sums either way. */
 static void avx2_wide_panel(float *out, size_t ldo, const void *x, size_t row_bytes,
                             const float *xs, int rows, const nn_packed_linear *p, int pi, int cols)
 {
     (void)xs;
     const float *panel = (const float *)p->panels + (size_t)pi * p->K * AVX512_WIDTH;
     const float *bias = p->bias ? p->bias + pi * AVX512_WIDTH : NULL;
+    const size_t ldx = row_bytes / sizeof(float);
+    if (rows < AVX2_ROWS) {
+        for (int r = 0; r < rows; r += AVX2_WIDE_ROWS)
+            avx2_wide_block(out + (size_t)r * ldo, ldo, (const float *)x + (size_t)r * ldx, ldx,
+                            rows - r < AVX2_WIDE_ROWS ? rows - r : AVX2_WIDE_ROWS, panel, p->K,
+                            cols, bias);
+        return;
+    }
     for (int h = 0; h < 2 && h * AVX2_WIDTH < cols; h++) {
         const int n = cols - h * AVX2_WIDTH < AVX2_WIDTH ? cols - h * AVX2_WIDTH : AVX2_WIDTH;
-        avx2_block(out + h * AVX2_WIDTH, ldo, x, row_bytes / sizeof(float), rows,
-                   panel + h * AVX2_WIDTH, AVX512_WIDTH, p->K, n,
-                   bias ? bias + h * AVX2_WIDTH : NULL);
+        avx2_block(out + h * AVX2_WIDTH, ldo, x, ldx, rows, panel + h * AVX2_WIDTH,
+                   AVX512_WIDTH, p->K, n, bias ? bias + h * AVX2_WIDTH : NULL);
     }
 }
 
