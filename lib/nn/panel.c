@@ -67,7 +67,8 @@ __attribute__((target("avx2"))) static inline void transpose8(uint32_t *dst, siz
                                                               const uint32_t *src, size_t stride)
 {
     __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps((const float *)(const void *)(src + i * stride));
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps((const float *)(const void *)(src + i * stride));
     t[0] = _mm256_unpacklo_ps(r[0], r[1]);
     t[1] = _mm256_unpackhi_ps(r[0], r[1]);
     t[2] = _mm256_unpacklo_ps(r[2], r[3]);
@@ -85,7 +86,8 @@ __attribute__((target("avx2"))) static inline void transpose8(uint32_t *dst, siz
     r[6] = _mm256_shuffle_ps(t[5], t[7], 0x44);
     r[7] = _mm256_shuffle_ps(t[5], t[7], 0xEE);
     for (int i = 0; i < 4; i++) {
-        _mm256_storeu_ps((float *)(void *)(dst + i * width), _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_storeu_ps((float *)(void *)(dst + i * width),
+                         _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
         _mm256_storeu_ps((float *)(void *)(dst + (i + 4) * width),
                          _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
     }
