@@ -64,9 +64,7 @@ static void write_matrix(void *ctx, const float *weight, int N, int K)
         pw->st = tfm_error_set(pw->err, TFM_ERR_NOMEM, "out of memory packing '%s'", name);
         return;
     }
-    for (size_t pi = 0; pi < n_panels; pi++)
-        nn_panel_make(&r, pi, panels + pi * words, int8 ? scale + pi * NN_PANEL_WIDTH : NULL,
-                      int8 ? sums + pi * NN_PANEL_WIDTH : NULL);
+    nn_panels_make(&r, panels, scale, sums);
     char key[224];
     const int64_t shape[3] = {(int64_t)n_panels, (int64_t)(words / NN_PANEL_WIDTH),
                               NN_PANEL_WIDTH};

@@ -433,6 +433,10 @@ size_t nn_panel_count(const nn_panel_rows *p);
 size_t nn_panel_words(const nn_panel_rows *p);
 void nn_panel_make(const nn_panel_rows *p, size_t pi, uint32_t *panel, float *scale,
                    int32_t *sums);
+/* Every panel of p, one after another: panels [nn_panel_count x
+ * nn_panel_words] words, and for int8 scale and sums [nn_panel_count x
+ * NN_PANEL_WIDTH] (else NULL). */
+void nn_panels_make(const nn_panel_rows *p, uint32_t *panels, float *scale, int32_t *sums);
 
 /* Points p at panels made by nn_panel_make (not owned: they must outlive p,
  * and nn_packed_linear_free leaves them), with int8's scales and column sums

@@ -553,18 +553,18 @@ tfm_status nn_pack_linear_for(nn_packed_linear *p, const float *weight, const fl
     float *panels = malloc(n_panels * K * width * sizeof *panels);
     if (!panels) return TFM_ERR_NOMEM;
     tfm_advise_huge_pages(panels, n_panels * K * width * sizeof *panels);
-    /* AVX-512's panels are a packed file's (panel.c: eight by eight with
-     * AVX2, several times faster than this loop at start) */
-    const nn_panel_rows rows = {.rows = weight, .N = N, .K = K, .type = TFM_COMPUTE_FLOAT32};
-    for (size_t pi = 0; pi < n_panels && width == NN_PANEL_WIDTH; pi++)
-        nn_panel_make(&rows, pi, (uint32_t *)(void *)(panels + pi * K * width), NULL, NULL);
-    for (size_t pi = 0; pi < n_panels && width != NN_PANEL_WIDTH; pi++) {
-        float *panel = panels + pi * K * width;
-        for (int k = 0; k < K; k++)
-            for (size_t j = 0; j < width; j++) {
-                size_t n = pi * width + j;
-                panel[(size_t)k * width + j] = n < (size_t)N ? weight[n * K + k] : 0.0f;
-            }
+    if (width == NN_PANEL_WIDTH) { /* AVX-512's panels are a packed file's (panel.c) */
+        const nn_panel_rows rows = {weight, NULL, N, K, TFM_COMPUTE_FLOAT32};
+        nn_panels_make(&rows, (uint32_t *)(void *)panels, NULL, NULL);
+    } else {
+        for (size_t pi = 0; pi < n_panels; pi++) {
+            float *panel = panels + pi * K * width;
+            for (int k = 0; k < K; k++)
+                for (size_t j = 0; j < width; j++) {
+                    size_t n = pi * width + j;
+                    panel[(size_t)k * width + j] = n < (size_t)N ? weight[n * K + k] : 0.0f;
+                }
+        }
     }
     p->panels = panels;
     p->kernel = kernel;

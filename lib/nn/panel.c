@@ -131,3 +131,12 @@ void nn_panel_make(const nn_panel_rows *p, size_t pi, uint32_t *panel, float *sc
         sums[j] = j < cols ? row_sum(p, n0 + j) : 0;
     }
 }
+
+void nn_panels_make(const nn_panel_rows *p, uint32_t *panels, float *scale, int32_t *sums)
+{
+    const size_t words = nn_panel_words(p);
+    const bool int8 = p->type == TFM_COMPUTE_INT8;
+    for (size_t pi = 0; pi < nn_panel_count(p); pi++)
+        nn_panel_make(p, pi, panels + pi * words, int8 ? scale + pi * NN_PANEL_WIDTH : NULL,
+                      int8 ? sums + pi * NN_PANEL_WIDTH : NULL);
+}

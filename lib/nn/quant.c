@@ -149,6 +149,8 @@ void nn_bf16_to_floats(float *out, const uint16_t *in, size_t n)
 
 /* ---- packing ------------------------------------------------------------------- */
 
+_Static_assert((int)QUANT_WIDTH == (int)NN_PANEL_WIDTH, "the int8 and bf16 panels are panel.c's");
+
 /* K padded to whole groups. */
 static int padded_k(int K, int group) { return (K + group - 1) / group * group; }
 
@@ -168,19 +170,11 @@ tfm_status nn_pack_int8(nn_packed_linear *p, const int8_t *q, const float *scale
         free(sums);
         return TFM_ERR_NOMEM;
     }
-    for (size_t n = 0; n < (size_t)N; n++) {
-        /* row n's groups of 4 go to column j of its panel, 128 bytes apart
-         * (the padding past K stays zero) */
-        int8_t *at = panels + n / QUANT_WIDTH * QUANT_WIDTH * K4 + n % QUANT_WIDTH * 4;
-        const int8_t *row = q + n * K;
-        size_t k = 0;
-        for (; k + 4 <= (size_t)K; k += 4, at += QUANT_WIDTH * 4) memcpy(at, row + k, 4);
-        if (k < (size_t)K) memcpy(at, row + k, K - k);
-        int32_t sum = 0;
-        for (size_t i = 0; i < (size_t)K; i++) sum += row[i];
-        s[n] = scale[n];
-        sums[n] = sum;
-    }
+    /* row n's groups of 4 go to column n % 32 of its panel, 128 bytes apart
+     * (zeros past K), with its scale and the sum of its values (panel.c: the
+     * layout of a packed model file) */
+    const nn_panel_rows rows = {q, scale, N, K, TFM_COMPUTE_INT8};
+    nn_panels_make(&rows, (uint32_t *)(void *)panels, s, sums);
     p->panels = panels;
     p->scale = s;
     p->col_sums = sums;
@@ -195,15 +189,9 @@ tfm_status nn_pack_bf16(nn_packed_linear *p, const uint16_t *w, const float *bia
     const size_t n_panels = ((size_t)N + QUANT_WIDTH - 1) / QUANT_WIDTH;
     uint16_t *panels = calloc(n_panels * QUANT_WIDTH * K2 + 32, sizeof *panels);
     if (!panels) return TFM_ERR_NOMEM;
-    for (size_t n = 0; n < (size_t)N; n++) {
-        /* row n's pairs go to column j of its panel, 64 values apart */
-        uint16_t *at = panels + n / QUANT_WIDTH * QUANT_WIDTH * K2 + n % QUANT_WIDTH * 2;
-        const uint16_t *row = w + n * K;
-        size_t k = 0;
-        for (; k + 2 <= (size_t)K; k += 2, at += QUANT_WIDTH * 2)
-            memcpy(at, row + k, 2 * sizeof *row);
-        if (k < (size_t)K) *at = row[k];
-    }
+    /* row n's pairs go to column n % 32 of its panel, 64 values apart (panel.c) */
+    const nn_panel_rows rows = {w, NULL, N, K, TFM_COMPUTE_BF16};
+    nn_panels_make(&rows, (uint32_t *)(void *)panels, NULL, NULL);
     p->panels = panels;
     return TFM_OK;
 }

@@ -41,9 +41,7 @@ static made make_all(const nn_panel_rows *r)
         m.scale = calloc(n * NN_PANEL_WIDTH, sizeof *m.scale);
         m.sums = calloc(n * NN_PANEL_WIDTH, sizeof *m.sums);
     }
-    for (size_t pi = 0; pi < n; pi++)
-        nn_panel_make(r, pi, m.words + pi * words, m.scale ? m.scale + pi * NN_PANEL_WIDTH : NULL,
-                      m.sums ? m.sums + pi * NN_PANEL_WIDTH : NULL);
+    nn_panels_make(r, m.words, m.scale, m.sums);
     return m;
 }
 
@@ -321,6 +319,15 @@ static void test_packed_model(void)
     remove(packed);
 }
 
+static void write_bytes(const char *path, const void *bytes, size_t n)
+{
+    FILE *out = fopen(path, "wb");
+    CHECK(out != NULL);
+    if (!out) return;
+    CHECK(fwrite(bytes, 1, n, out) == n);
+    CHECK(fclose(out) == 0);
+}
+
 /* A packed file cut short, or whose panels' metadata says another width:
  * a clear error, no model. */
 static void test_bad_packed_files(void)
@@ -340,11 +347,7 @@ static void test_bad_packed_files(void)
     size_t n = in ? fread(bytes, 1, sizeof bytes, in) : 0;
     if (in) fclose(in);
     CHECK(n > 1000 && n < sizeof bytes);
-    FILE *out = fopen(cut, "wb");
-    if (out) {
-        fwrite(bytes, 1, n - 100, out);
-        fclose(out);
-    }
+    write_bytes(cut, bytes, n - 100);
     tfm_model *got = (tfm_model *)&n;
     CHECK(tfm_model_load_for_inference(cut, TFM_COMPUTE_DEFAULT, &got, &err) != TFM_OK &&
           got == NULL && err.msg[0]);
@@ -352,11 +355,7 @@ static void test_bad_packed_files(void)
     unsigned char *at = memmem(bytes, n, "\"panels\":\"32\"", 13);
     CHECK(at != NULL);
     if (at) memcpy(at, "\"panels\":\"16\"", 13);
-    out = fopen(cut, "wb");
-    if (out) {
-        fwrite(bytes, 1, n, out);
-        fclose(out);
-    }
+    write_bytes(cut, bytes, n);
     got = (tfm_model *)&n;
     CHECK(tfm_model_load_for_inference(cut, TFM_COMPUTE_DEFAULT, &got, &err) ==
               TFM_ERR_UNSUPPORTED &&
@@ -367,11 +366,7 @@ static void test_bad_packed_files(void)
     at = memmem(bytes, n, "fc1.weight.panels", 17);
     CHECK(at != NULL);
     if (at) memcpy(at, "fc1.weight.panelz", 17);
-    out = fopen(cut, "wb");
-    if (out) {
-        fwrite(bytes, 1, n, out);
-        fclose(out);
-    }
+    write_bytes(cut, bytes, n);
     got = (tfm_model *)&n;
     CHECK(tfm_model_load_for_inference(cut, TFM_COMPUTE_DEFAULT, &got, &err) == TFM_ERR_FORMAT &&
           got == NULL);
