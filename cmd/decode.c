@@ -171,9 +171,9 @@ typedef struct decode_run {
     tfm_line_reader *source_reader;
     int constraints_fd, placeholders_fd, source_fd;
     tfm_vocab *vocab;            /* with --placeholders: the model's */
-    tfm_vocab *source_vocab;     /* with --shortlist: the model's source side's, for bpe */
     tfm_shortlist *shortlist;    /* with --shortlist ... */
-    tfm_bpe *bpe, *src_bpe;      /* ... the source's encoder: src_bpe, or the joint bpe */
+    tfm_vocab *source_vocab;     /* ... the model's source side's vocabulary */
+    tfm_bpe *source_bpe;         /* ... and its encoder, for the --source text */
     bool steering_open;          /* the two above are open (at the first record) */
     size_t unmet;                /* records whose constraints could not be met */
     const char *failed_file;     /* where a record could not be read: file and line */
@@ -221,7 +221,7 @@ static void open_steering(decode_run *run)
                               .placeholder_classes = opt->placeholder_classes,
                               .shortlist = run->shortlist, .shortlist_best = opt->shortlist_best,
                               .source = run->source_reader,
-                              .source_bpe = run->src_bpe ? run->src_bpe : run->bpe};
+                              .source_bpe = run->source_bpe};
     if (tfm_decode_batch_sides(run->b, &sides, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
 }
 
@@ -329,7 +329,7 @@ static void load_shortlist(decode_run *run, const tfm_model *model)
     /* the model was loaded without its vocabularies (decode takes ids): the
      * shortlist's source text is tokenized with the source side's */
     if (tfm_model_load_vocab(opt->model, TFM_SOURCE, &run->source_vocab, &err) != TFM_OK ||
-        tfm_bpe_create(run->source_vocab, &run->bpe, &err) != TFM_OK)
+        tfm_bpe_create(run->source_vocab, &run->source_bpe, &err) != TFM_OK)
         cli_fail(opt->model, 0, "--shortlist: %s", err.msg);
     const int best = tfm_shortlist_per_source(run->shortlist);
     cli_info("shortlist: the %d most frequent target pieces and the %d best of each source "
@@ -518,8 +518,7 @@ int main(int argc, char **argv)
     tfm_decode_batch_free(run.b);
     tfm_vocab_free(run.vocab);
     tfm_shortlist_free(run.shortlist);
-    tfm_bpe_free(run.bpe);
-    tfm_bpe_free(run.src_bpe);
+    tfm_bpe_free(run.source_bpe);
     tfm_vocab_free(run.source_vocab);
     tfm_model_free(model);
     return CLI_EXIT_OK;

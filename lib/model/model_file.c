@@ -338,7 +338,6 @@ typedef struct tensor_pass {
     tfm_compute_type quantization; /* of the matrices (float32: none) */
     tfm_quantized *qz;         /* their int8 or bf16 values, when quantized */
     const float *base;         /* the model's float buffer, which qz parallels */
-    const tfm_model *m;        /* reading: the model read into */
     const tfm_file_panels *in_place; /* reading: the matrices these panels hold, and
                                         the embeddings whose floats they hold, are left
                                         out of the model's buffer (inference alone) */
@@ -559,7 +558,6 @@ static tfm_status read_tensors(tfm_safetensors **fref, const model_header *h, bo
     }
     t.qz = m->quantized;
     t.base = m->data;
-    t.m = m;
     t.in_place = float_weights ? NULL : fp;
     /* read in place, the buffer gets the biases and norms alone: scattered
      * pieces, a 4 KB page each rather than a huge page */
