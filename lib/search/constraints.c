@@ -334,6 +334,8 @@ static tfm_status ban_placeholder_marks(tfm_constraints *c, const tfm_vocab *v, 
 static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab *v,
                                              const char *line, size_t len, unsigned classes,
                                              tfm_error *err);
+static tfm_status ban_lengthening(tfm_constraints *c, const tfm_vocab *v, int con, const char *t,
+                                  size_t n, unsigned classes, tfm_error *err);
 
 tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
                                             const char *line, size_t len, unsigned classes,
@@ -361,6 +363,9 @@ tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab 
         const int one = 1;
         st = tfm_constraints_add(c, &alt, &one, 1, err);
         if (p->ordered) ordered[n_ordered++] = id;
+        /* "%1" then the piece "8" would read "%18" */
+        if (st == TFM_OK)
+            st = ban_lengthening(c, v, c->n - 1, line + p->start, p->len, classes, err);
     }
     for (int k = 1; k <= TFM_PH_TOKENS && st == TFM_OK; k++) {
         int32_t id = tfm_vocab_placeholder_id(v, k);

@@ -352,14 +352,14 @@ static tfm_status create_learner(const tfm_bpe_learn_params *p, tfm_bpe_learner 
 /* The user symbols with <ph1> .. <ph32> after them: an array of n + 32
  * pointers, the new ones at its end in tokens[][8]. */
 static const char **with_placeholder_symbols(const tfm_bpe_learn_params *p,
-                                             char tokens[TFM_PH_TOKENS][8])
+                                             char tokens[TFM_PH_TOKENS][16])
 {
     int n = p->n_user_symbols > 0 ? p->n_user_symbols : 0;
     const char **all = calloc((size_t)n + TFM_PH_TOKENS, sizeof *all);
     if (!all) return NULL;
     for (int i = 0; i < n; i++) all[i] = p->user_symbols[i];
     for (int k = 0; k < TFM_PH_TOKENS; k++) {
-        snprintf(tokens[k], 8, "<ph%d>", k + 1);
+        snprintf(tokens[k], sizeof tokens[k], "<ph%d>", k + 1);
         all[n + k] = tokens[k];
     }
     return all;
@@ -371,7 +371,7 @@ tfm_status tfm_bpe_learner_create(const tfm_bpe_learn_params *params, tfm_bpe_le
     *out = NULL;
     tfm_bpe_learn_params q = *params;
     const tfm_bpe_learn_params *p = &q;
-    char tokens[TFM_PH_TOKENS][8];
+    char tokens[TFM_PH_TOKENS][16];
     const char **symbols = NULL;
     if (params->placeholders && params->n_user_symbols >= 0 &&
         !(params->n_user_symbols > 0 && !params->user_symbols)) {

@@ -497,8 +497,9 @@ tfm_status tfm_decode_batch_finish_sides(const tfm_decode_batch *b, tfm_decode_s
  * placeholder can be spelled out of ordinary pieces either, every piece
  * holding a character that starts or ends a placeholder of the classes
  * ('%', '{', '}', '$', '<', '>', '&') is banned when the source line has
- * that character nowhere outside its placeholders.  TFM_ERR_ARG when v has
- * no placeholder tokens. */
+ * that character nowhere outside its placeholders, and no piece that would
+ * lengthen a placeholder comes right after its token ("%1" then "8" would
+ * read "%18").  TFM_ERR_ARG when v has no placeholder tokens. */
 tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
                                             const char *line, size_t len, unsigned classes,
                                             tfm_error *err);

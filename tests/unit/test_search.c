@@ -1364,6 +1364,22 @@ static void test_placeholder_constraints(void)
     CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_BRACES, &err) == TFM_OK);
     CHECK(c->n == 0 && c->banned.len >= 2);
     for (size_t i = 0; i < c->banned.len; i++) CHECK(c->banned.data[i] != id[0] && c->banned.data[i] != id[5]);
+    /* "%1 and %2": after %1's token (constraint 0) no piece that starts
+     * with a digit, "s" or "$" ("%18", "%1s", "%1$s"); "▁8" and "▁of" may come */
+    const char *more[] = {"8", "\xE2\x96\x81" "8", "s", "$"};
+    int32_t more_id[4];
+    for (int i = 0; i < 4; i++)
+        more_id[i] = tfm_vocab_add(v, more[i], strlen(more[i]), -1, TFM_PIECE_NORMAL);
+    tfm_constraints_clear(c);
+    line = "%1 and %2";
+    CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_ALL, &err) == TFM_OK);
+    bool after[5] = {0}; /* 8, ▁8, s, $, ▁of */
+    for (size_t i = 0; i < c->after_tok.len; i++) {
+        if (c->after_con.data[i] != 0) continue;
+        for (int k = 0; k < 4; k++) after[k] |= c->after_tok.data[i] == more_id[k];
+        after[4] |= c->after_tok.data[i] == id[3];
+    }
+    CHECK(after[0] && !after[1] && after[2] && after[3] && !after[4]);
     /* a vocabulary without placeholder tokens is refused */
     tfm_vocab *plain = tfm_vocab_create(&norm);
     CHECK(tfm_constraints_add_placeholders(c, plain, line, strlen(line), TFM_PH_ALL, &err) ==
