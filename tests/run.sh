@@ -48,6 +48,22 @@ awk -v times="$TIMES" 'BEGIN { while ((getline line < times) > 0) { split(line, 
      { b = $1; sub(".*/", "", b); k = b " " $2 " " $3; print ((k in t) ? t[k] : 1e9), $0 }' \
     "$TMPROOT/list" | sort -k1,1 -g -r | cut -d' ' -f2- >"$TMPROOT/order"
 
+# The shared fixtures that the chosen scripts take (tests/fixtures.sh),
+# made beside the tests with the first build that is not a sanitizer build
+# (the tests that use one wait for it: tests/cli/lib.sh's fixture).
+fixture_build=""
+for b in $builds; do
+    case "$b" in *asan*) ;; *) fixture_build=${fixture_build:-$b} ;; esac
+done
+set -- $builds
+export FIXTURES="$TMPROOT/fixtures"
+fixtures=$(awk '$2 == "cli" { print $3 }' "$TMPROOT/list" | sort -u |
+    while read -r name; do sed -n 's/^ *fixture \([a-z]*\).*/\1/p' "$ROOT/tests/cli/$name.sh"; done | sort -u)
+for f in $fixtures; do
+    sh "$ROOT/tests/fixtures.sh" "${fixture_build:-$1}" "$FIXTURES" "$f" 2>/dev/null
+done &
+fixtures_pid=$!
+
 # One test: its output, error output, status and seconds in
 # TMPROOT/BUILDNAME.KIND.NAME/; its own TEST_TMP inside, removed afterwards.
 ROOT="$ROOT" TMPROOT="$TMPROOT" xargs -r -P "$JOBS" -L 1 sh -c '
@@ -64,6 +80,7 @@ ROOT="$ROOT" TMPROOT="$TMPROOT" xargs -r -P "$JOBS" -L 1 sh -c '
     rm -rf "$d/tmp"
     echo "  done: $(basename "$b") $name ($(cat "$d/time") s)" >&2
 ' sh <"$TMPROOT/order"
+wait "$fixtures_pid"
 
 # The report, in the list's order.
 total_p=0 total_f=0 total_s=0

@@ -5,6 +5,10 @@
 #   "$BIN/tokenize" --help >out || fail "help exits 0"; pass "help"
 : "${BIN:?BIN is not set: run through tests/run.sh}"
 : "${TEST_TMP:=$(mktemp -d)}"
+# (paths given relative to where the test was started, as by hand)
+case "$BIN" in /*) ;; *) BIN=$PWD/$BIN ;; esac
+case "${BUILD:-}" in /* | "") ;; *) BUILD=$PWD/$BUILD ;; esac
+case "${ROOT:-}" in /* | "") ;; *) ROOT=$PWD/$ROOT ;; esac
 cd "$TEST_TMP" || exit 1
 export LC_ALL=C.UTF-8
 
@@ -76,3 +80,28 @@ reverse() { awk '{ s = ""; for (i = NF; i >= 1; i--) s = s (i < NF ? " " : "") $
 exact() { paste -d '|' "$1" "$2" | awk -F'|' '$1 == $2 { n++ } END { print n + 0 }'; }
 # lr_at STEP LOG: the learning rate of update STEP in a train --log file.
 lr_at() { awk -F'\t' -v s="$1" '$8 == "train" && $1 == s { print $5 }' "$2"; }
+
+# ---- shared fixtures ----
+
+# fixture NAME: copies the files of test fixture NAME (tests/fixtures.sh: a
+# model several tests use) into the current directory.  Under tests/run.sh
+# it is made once for the whole run ($FIXTURES) and waited for here (up to
+# ten minutes); a test run alone makes it itself.  Fails when it could not
+# be made, showing why.
+fixture() {
+    if [ -z "${FIXTURES:-}" ]; then
+        FIXTURES=$TEST_TMP/.fixtures
+        [ -d "$FIXTURES/$1" ] || sh "$ROOT/tests/fixtures.sh" "$BUILD" "$FIXTURES" "$1"
+    fi
+    tries=0
+    while [ ! -d "$FIXTURES/$1" ]; do
+        if [ -f "$FIXTURES/$1.failed" ] || [ "$tries" -ge 6000 ]; then
+            echo "    fixture $1 was not made:"
+            tail -5 "$FIXTURES/$1.failed" 2>/dev/null | sed 's/^/    /'
+            return 1
+        fi
+        sleep 0.1
+        tries=$((tries + 1))
+    done
+    cp "$FIXTURES/$1"/* .
+}
