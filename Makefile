@@ -83,6 +83,11 @@ REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
 .PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-import-quality bench-catalog bench-finetune fuzz install uninstall clean
 
+# Objects are kept once made (the command-line layer's, cmd/common, are
+# intermediate to make, which would delete them and relink every program
+# at the next make).
+.SECONDARY:
+
 all: $(BINS) $(BUILD)/libtfm.a $(BUILD)/libtfm-internal.a
 
 # The library and the tests see lib/ only; the programs also see their
