@@ -41,6 +41,23 @@
 #include "testmodel.h"
 #include "nn/layers.h"
 #include "tfm/pass.h"
+#include "core/chunks.h"
+#include "pass/batch.h"
+
+/* The sanitizer build (make check's build/asan) runs this file's double
+ * references and the passes some five to ten times slower; there the
+ * checks that repeat over many points or cases do fewer (each place says
+ * what the rest still covers). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -100,8 +117,8 @@ typedef struct fd_result {
 
 /* Central differences of f with respect to x[i] (x restored after), against
  * analytic[i], for all i in [0, n) or, when max_points is not 0 and n is
- * larger, for max_points indices drawn from seed plus the index of the
- * largest analytic value. */
+ * larger, for max_points + 1 indices: the index of the largest analytic
+ * value, the first and the last, and max_points - 2 drawn from seed. */
 static fd_result fd_compare(const float *analytic, double *x, size_t n, objective_fn f,
                             void *ctx, double rtol, double atol, size_t max_points, uint64_t seed)
 {
@@ -114,7 +131,11 @@ static fd_result fd_compare(const float *analytic, double *x, size_t n, objectiv
     bool sample = max_points && n > max_points;
     size_t count = sample ? max_points + 1 : n;
     for (size_t k = 0; k < count; k++) {
-        size_t i = !sample ? k : k == 0 ? argmax : (size_t)tfm_rng_below(&rng, n);
+        size_t i = !sample ? k
+                   : k == 0 ? argmax
+                   : k == 1 ? 0
+                   : k == 2 ? n - 1
+                            : (size_t)tfm_rng_below(&rng, n);
         double keep = x[i];
         x[i] = keep + FD_STEP;
         double fp = f(ctx);
@@ -150,12 +171,19 @@ static fd_result fd_compare(const float *analytic, double *x, size_t n, objectiv
 static void ref_linear(double *out, const double *in, int n, int n_in, int n_out,
                        const double *W, const double *b)
 {
-    for (int i = 0; i < n; i++)
+    /* row pointers: the sums in the same order, with less of the sanitizer
+     * build's checks on index arithmetic in the loop that takes most of
+     * the whole-model checks' time */
+    for (int i = 0; i < n; i++) {
+        const double *x = in + (size_t)i * n_in;
         for (int o = 0; o < n_out; o++) {
+            const double *w = W + (size_t)o * n_in;
             double s = b ? b[o] : 0;
-            for (int k = 0; k < n_in; k++) s += in[i * n_in + k] * W[o * n_in + k];
-            out[i * n_out + o] = s;
+            for (const double *xk = x, *wk = w, *end = x + n_in; xk < end; xk++, wk++)
+                s += *xk * *wk;
+            out[(size_t)i * n_out + o] = s;
         }
+    }
 }
 
 /* out, in: [n, D] (may be the same) */
@@ -1386,7 +1414,13 @@ static void collect_tensor(void *ctx, const char *name, int ndim, const int64_t 
 }
 
 /* The whole model's gradient against double finite differences of the
- * reference: up to 24 points per tensor plus its largest. */
+ * reference, every tensor: all its points when it has up to MODEL_FD_POINTS,
+ * else its largest, first and last and MODEL_FD_POINTS - 2 drawn.  Under
+ * the sanitizers 3 rather than 24 (these points, two evaluations of the
+ * reference each, were half of test_gradients' time there): every tensor
+ * of every model still checked at four points, its largest gradient, both
+ * ends and one drawn (all of a tensor of 3). */
+#define MODEL_FD_POINTS (SANITIZED ? 3 : 24)
 static void check_model_gradient(const char *name, const tfm_config *c, uint64_t seed)
 {
     tfm_model *m = test_nudged_model(c, seed);
@@ -1420,7 +1454,8 @@ static void check_model_gradient(const char *name, const tfm_config *c, uint64_t
     double worst = 0;
     for (int i = 0; i < tl->n; i++) {
         fd_result res = fd_compare(grads + tl->off[i], theta + tl->off[i], tl->size[i],
-                                   ref_batch_loss, &r, 1e-3, 1e-5 * gmax, 24, seed + (uint64_t)i);
+                                   ref_batch_loss, &r, 1e-3, 1e-5 * gmax, MODEL_FD_POINTS,
+                                   seed + (uint64_t)i);
         worst = fmax(worst, res.ratio);
         CHECK_MSG(res.ratio <= 1, "%s: %s[%zu]: backward %.9g, finite difference %.9g", name,
                   tl->names[i], res.at, res.analytic, res.fd);
@@ -1851,14 +1886,37 @@ static void free_big_batch(big_batch *t)
 
 int openblas_get_num_threads(void);
 
+/* check_threads' model width (d_model; d_ff twice it; the vocabulary V),
+ * its batch's pairs and the thread counts it compares with one thread.  A
+ * pass over rows goes on the threads when it has 4 chunks or more
+ * (batch_for_rows; 16384 / width rows each): at D = 32 and V = 40, 180
+ * pairs of 6 to 20 tokens make about 2300 source rows and 2500 target
+ * rows, 4 chunks of 512 and more.  Under the sanitizers, where these passes
+ * took a third of test_gradients' time, a model twice as wide and 65 pairs
+ * (about 830 source and 900 target rows: each pass still in 4 chunks, of
+ * 256 rows at D = V = 64 and 128 at d_ff = 128, checked below; a quarter
+ * fewer floats per pass, a third of the pairs and their attention), on 1
+ * and 3 threads: 3 threads use every thread slot 2 do and split the chunks
+ * unevenly, and 2 threads still run the batch without dropout, against its
+ * pairs one by one. */
+#if SANITIZED
+enum { THREADS_D = 64, THREADS_V = 64, THREADS_PAIRS = 65 };
+static const int THREAD_COUNTS[] = {1, 3};
+#else
+enum { THREADS_D = 32, THREADS_V = 40, THREADS_PAIRS = 180 };
+static const int THREAD_COUNTS[] = {1, 2, 3};
+#endif
+enum { N_THREAD_COUNTS = sizeof THREAD_COUNTS / sizeof THREAD_COUNTS[0] };
+
 /* The workspace's threads change nothing: a batch big enough that every
  * pass splits into several chunks gives the same loss, gradients, token
- * log-probabilities and generator state on 1, 2 and 3 threads, bit for bit,
- * with dropout on the sublayers and the attention; OpenBLAS's thread count
- * is given back.  And the threaded result is right: it equals the sum over
- * the pairs taken one at a time (which the tiny tests check against finite
- * differences).  marian: a gated activation with activation dropout and
- * the embeddings' LayerNorm too. */
+ * log-probabilities and generator state on 1, 2 and 3 threads
+ * (THREAD_COUNTS), bit for bit, with dropout on the sublayers and the
+ * attention; OpenBLAS's thread count is given back.  And the threaded
+ * result is right: it equals the sum over the pairs taken one at a time
+ * (which the tiny tests check against finite differences).  marian: a
+ * gated activation with activation dropout and the embeddings' LayerNorm
+ * too. */
 static void check_threads(const char *name, bool pre_norm, int relative, bool marian,
                           uint64_t seed)
 {
@@ -1870,33 +1928,41 @@ static void check_threads(const char *name, bool pre_norm, int relative, bool ma
         c.activation_dropout = 0.1f;
         c.embedding_layer_norm = true;
     }
-    c.d_model = 32;
-    c.d_ff = 64;
+    c.d_model = THREADS_D;
+    c.d_ff = 2 * THREADS_D;
     c.n_heads = 4;
     c.max_positions = 24;
-    c.src_vocab_size = c.tgt_vocab_size = 40;
+    c.src_vocab_size = c.tgt_vocab_size = THREADS_V;
     c.dropout = 0.1f;
     c.attention_dropout = 0.1f;
     tfm_model *m = test_nudged_model(&c, seed);
     if (!m) return;
-    enum { B = 180 };
     big_batch t;
-    make_big_batch(&t, &c, B, 6, 20, seed + 1);
-    int rows = 0;
-    for (int b = 0; b < B; b++) rows += t.tgt_lens[b] + 1;
-    CHECK(rows > 4 * 512); /* 4 chunks of rows at least at D = 32 (512 rows each) */
+    make_big_batch(&t, &c, THREADS_PAIRS, 6, 20, seed + 1);
+    int rows = 0, src_rows = 0;
+    for (int b = 0; b < THREADS_PAIRS; b++) rows += t.tgt_lens[b] + 1, src_rows += t.src_lens[b];
+    /* every pass over rows (D, d_ff or V wide) in 4 chunks at least, so on
+     * the threads (batch_for_rows), on both sides */
+    const int widths[3] = {c.d_model, c.d_ff, c.tgt_vocab_size};
+    for (int i = 0; i < 3; i++) {
+        const size_t chunk = batch_row_chunk((size_t)widths[i]);
+        CHECK_MSG(tfm_chunk_count((size_t)rows, chunk) >= 4 &&
+                      (i == 2 || tfm_chunk_count((size_t)src_rows, chunk) >= 4),
+                  "%s: %d target rows, %d source rows: not 4 chunks of %zu", name, rows,
+                  src_rows, chunk);
+    }
     tfm_pass_workspace *ws;
     tfm_error err;
     CHECK(tfm_pass_workspace_create(m, &ws, &err) == TFM_OK);
     const size_t n = tfm_params_count(&c);
-    float *g[3], *lp[3];
-    tfm_loss_sums sums[3], fsums[3];
-    tfm_rng after[3];
+    float *g[N_THREAD_COUNTS], *lp[N_THREAD_COUNTS];
+    tfm_loss_sums sums[N_THREAD_COUNTS], fsums[N_THREAD_COUNTS];
+    tfm_rng after[N_THREAD_COUNTS];
     int blas = openblas_get_num_threads();
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_THREAD_COUNTS; k++) {
         g[k] = calloc(n, sizeof(float));
         lp[k] = malloc((size_t)rows * sizeof(float));
-        tfm_pass_workspace_set_threads(ws, k + 1);
+        tfm_pass_workspace_set_threads(ws, THREAD_COUNTS[k]);
         tfm_rng rng;
         tfm_rng_seed(&rng, seed + 2);
         CHECK(tfm_model_forward_backward(ws, &t.b, &rng, 1.0f, g[k], &sums[k], &err) == TFM_OK);
@@ -1905,13 +1971,14 @@ static void check_threads(const char *name, bool pre_norm, int relative, bool ma
         CHECK(tfm_model_loss(ws, &t.b, true, &rng, &fsums[k], NULL, lp[k], &err) == TFM_OK);
         CHECK(openblas_get_num_threads() == blas);
     }
+    CHECK(THREAD_COUNTS[0] == 1);
     CHECK(sums[0].loss == fsums[0].loss); /* the forward alone draws the same masks */
-    for (int k = 1; k < 3; k++) {
+    for (int k = 1; k < N_THREAD_COUNTS; k++) {
         CHECK_MSG(sums[k].loss == sums[0].loss && sums[k].nll == sums[0].nll,
-                  "%s, %d threads: loss %.17g, one thread %.17g", name, k + 1, sums[k].loss,
-                  sums[0].loss);
+                  "%s, %d threads: loss %.17g, one thread %.17g", name, THREAD_COUNTS[k],
+                  sums[k].loss, sums[0].loss);
         CHECK_MSG(memcmp(g[k], g[0], n * sizeof(float)) == 0, "%s, %d threads: gradients differ",
-                  name, k + 1);
+                  name, THREAD_COUNTS[k]);
         CHECK(memcmp(lp[k], lp[0], (size_t)rows * sizeof(float)) == 0);
         CHECK(memcmp(&after[k], &after[0], sizeof after[0]) == 0);
     }
@@ -1923,7 +1990,7 @@ static void check_threads(const char *name, bool pre_norm, int relative, bool ma
     tfm_pass_workspace_set_threads(ws, 2);
     CHECK(tfm_model_forward_backward(ws, &t.b, NULL, 1.0f, batched, &all, &err) == TFM_OK);
     tfm_pass_workspace_set_threads(ws, 1);
-    for (int b = 0; b < B; b++) {
+    for (int b = 0; b < THREADS_PAIRS; b++) {
         tfm_pair_batch s = {1, &t.srcp[b], &t.src_lens[b], &t.tgtp[b], &t.tgt_lens[b]};
         CHECK(tfm_model_forward_backward(ws, &s, NULL, 1.0f, singles, &one, &err) == TFM_OK);
         sum.loss += one.loss;
@@ -1940,7 +2007,7 @@ static void check_threads(const char *name, bool pre_norm, int relative, bool ma
               name, diff, gmax);
     free(batched);
     free(singles);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_THREAD_COUNTS; k++) {
         free(g[k]);
         free(lp[k]);
     }

@@ -10,6 +10,23 @@
 #include "check.h"
 #include "nn/layers.h"
 
+/* The sanitizer build (make check's build/asan: -O1, no multiversioning)
+ * runs the plain C kernels some twenty times slower than the release build
+ * (fmaf is a library call there, and every load is checked): there the
+ * loops that repeat a check over many random cases do fewer, and the
+ * largest shapes run on the vector kernels, the C ones on smaller shapes
+ * that reach the same edges (each place says which). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
 /* ---- the quantizers ------------------------------------------------------------------- */
 
 static void test_quantize_int8(void)
@@ -192,10 +209,20 @@ static double rms_error(const float *got, const float *exact, size_t n)
 /* Every kernel of a type this CPU runs, on shapes that leave partial panels
  * and groups: the reference's bits, nothing written past R x N, and the
  * float32 product within what rounding the factors can cost (error_ratio
- * at most 1). */
+ * at most 1).  Every N and K, each with and without a bias, for R rows of
+ * Rs: blocks of 8 (AVX-512), 6 (AVX2 bf16), 4 (C, AVX2 int8) rows, full and
+ * partial.  Under the sanitizers four R instead of seven, which still
+ * cover one row, the zero row (R = 4), one full block and a partial one of
+ * each size (R = 11: 8 + 3, 6 + 5, 4 + 4 + 3) and the most (R = 19: 8 + 8
+ * + 3, 6 + 6 + 6 + 1, 4 x 4 + 3). */
 static void check_kernels(const nn_kernel *kernels, int n_kernels, bool int8)
 {
     const int Ns[] = {1, 16, 31, 32, 33, 70}, Ks[] = {1, 3, 4, 5, 33, 64, 67};
+#if SANITIZED
+    const int Rs[] = {1, 4, 11, MAXR};
+#else
+    const int Rs[] = {1, 4, 7, 10, 13, 16, MAXR};
+#endif
     tfm_rng rng;
     tfm_rng_seed(&rng, 21);
     static float w[MAXN * MAXK], b[MAXN], x[MAXR * MAXK], want[MAXR * MAXN],
@@ -216,7 +243,8 @@ static void check_kernels(const nn_kernel *kernels, int n_kernels, bool int8)
                     nn_packed_linear p;
                     CHECK(pack_for(&p, w, bias, N, K, kernels[ki]) == TFM_OK);
                     CHECK(nn_packed_scratch_bytes(&p) <= sizeof scratch);
-                    for (int R = 1; R <= MAXR; R += 3) {
+                    for (size_t ri = 0; ri < sizeof Rs / sizeof Rs[0]; ri++) {
+                        const int R = Rs[ri];
                         for (int i = 0; i < R * K; i++) x[i] = 4 * tfm_rng_float(&rng) - 2;
                         if (R == 4) memset(x + K, 0, (size_t)K * sizeof *x); /* a zero row */
                         if (int8) int8_reference(want, x, w, bias, R, N, K);
@@ -286,18 +314,14 @@ static void test_bf16_kernels(void)
     check_kernels(all, 4, false);
 }
 
-/* Slicing many rows changes nothing: 700 rows at once equal one by one,
- * and the logit statistics gathered on the way are the same for every
- * kernel of a type and equal logit_stats' of the product.  A slice holds
- * about 470 int8 rows of K = 1100 (230 bf16 ones, 115 widened), so 700
- * rows are two slices or more; N = 40 is a full panel of 32 outputs and a
- * partial one, and two groups of 16 logits and a partial one.
- * (N was 90: the same cases at 2.25 times the work; under the sanitizers,
- * where the plain C bf16 kernel takes nearly all of it, this test took 44 s
- * of test_quant's 48 s then, 18.5 s of 22.4 s now.) */
-static void test_rows_and_stats(void)
+/* Slicing many rows changes nothing: R rows at once equal one by one, and
+ * the logit statistics gathered on the way are the same for every kernel
+ * of a type and equal logit_stats' of the product.  N = 40 is a full panel
+ * of 32 outputs and a partial one, and two groups of 16 logits and a
+ * partial one.  Every kernel of kernels but skip (NN_KERNEL_SGEMM: none). */
+static void rows_and_stats(int R, int K, nn_kernel skip)
 {
-    enum { R = 700, N = 40, K = 1100 };
+    enum { N = 40 };
     const nn_kernel kernels[] = {NN_KERNEL_INT8_C, NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_AVX512BW,
                                  NN_KERNEL_INT8_VNNI, NN_KERNEL_BF16_C, NN_KERNEL_BF16_AVX2,
                                  NN_KERNEL_BF16_AVX512BW, NN_KERNEL_BF16_AVX512};
@@ -318,29 +342,37 @@ static void test_rows_and_stats(void)
     nn_round_bf16(h, w, (size_t)N * K);
     bool seen[2] = {false, false};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
-        if (!nn_packed_kernel_runs(kernels[i])) continue;
+        if (kernels[i] == skip || !nn_packed_kernel_runs(kernels[i])) continue;
         const int type = nn_kernel_is_int8(kernels[i]) ? 0 : 1;
         nn_packed_linear p;
         CHECK((type == 0 ? nn_pack_int8(&p, q, s, NULL, N, K, kernels[i])
                          : nn_pack_bf16(&p, h, NULL, N, K, kernels[i])) == TFM_OK);
         void *scratch = malloc(nn_packed_scratch_bytes(&p));
         CHECK(scratch != NULL);
+        /* the scratch holds a slice's prepared rows and their scales: the
+         * rows take more than one slice */
+        const size_t slice =
+            (nn_packed_scratch_bytes(&p) - 64) / (nn_quant_row_bytes(&p) + sizeof(float));
+        CHECK_MSG(slice < (size_t)R, "kernel %d: %d rows of K = %d in one slice of %zu",
+                  (int)kernels[i], R, K, slice);
         nn_packed_forward(all, x, &p, R, scratch);
         for (int r = 0; r < R; r++)
             nn_packed_forward(one + (size_t)r * N, x + (size_t)r * K, &p, 1, scratch);
         CHECK_MSG(memcmp(all, one, sizeof(float) * R * N) == 0,
-                  "kernel %d: %d rows at once differ from one by one", (int)kernels[i], R);
+                  "kernel %d: %d rows of K = %d at once differ from one by one", (int)kernels[i],
+                  R, K);
         nn_packed_forward_stats(all, x, &p, R, scratch, stats, sums);
         logit_stats(all, R, N, plain);
         int off = 0;
         for (int r = 0; r < R; r++)
             off += stats[r].max != plain[r].max || stats[r].argmax != plain[r].argmax ||
                    fabsf(stats[r].log_sum - plain[r].log_sum) > 1e-6f;
-        CHECK_MSG(off == 0, "kernel %d: %d rows' statistics differ from logit_stats'",
-                  (int)kernels[i], off);
+        CHECK_MSG(off == 0, "kernel %d: %d rows' statistics differ from logit_stats' (K = %d)",
+                  (int)kernels[i], off, K);
         if (seen[type])
             CHECK_MSG(memcmp(first[type], stats, sizeof *stats * R) == 0,
-                      "kernel %d: statistics differ from the other kernels'", (int)kernels[i]);
+                      "kernel %d: statistics differ from the other kernels' (K = %d)",
+                      (int)kernels[i], K);
         else
             memcpy(first[type], stats, sizeof *stats * R);
         seen[type] = true;
@@ -349,6 +381,25 @@ static void test_rows_and_stats(void)
     }
     free(w), free(x), free(all), free(one), free(q), free(h), free(s);
     free(stats), free(plain), free(first[0]), free(first[1]), free(sums);
+}
+
+/* The two limits of a slice (packed.c's walk_slice_rows), each crossed by
+ * every kernel:
+ * - 700 rows of K = 1100, slices of ROW_BYTES = 512 KiB: about 470 int8
+ *   rows (230 bf16 ones, 115 widened), so 700 rows are two slices or more,
+ *   the last partial;
+ * - 1100 rows of K = 67 (odd: a bf16 row padded to 68, an int8 one to a
+ *   partial group of 4), slices of MAX_PREPARED_ROWS = 1024 rows: a full
+ *   slice and a partial one, 1024 not a whole number of the AVX2 bf16
+ *   kernel's blocks of 6 rows.
+ * Under the sanitizers the plain C bf16 kernel takes the second only: on
+ * the first it took 17 of test_quant's 22 s there (N was 90 before that, at
+ * 2.25 times the work).  Its rows cross slices in the second all the same,
+ * and the other bf16 kernels take the first, checked against each other. */
+static void test_rows_and_stats(void)
+{
+    rows_and_stats(700, 1100, SANITIZED ? NN_KERNEL_BF16_C : NN_KERNEL_SGEMM);
+    rows_and_stats(1100, 67, NN_KERNEL_SGEMM);
 }
 
 /* The kernel choice: the best of its type that runs, less when TFM_ISA asks. */

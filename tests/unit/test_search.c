@@ -35,6 +35,19 @@
 
 enum { V = 40, MAXN = 32, MAX_SRC = 12 };
 
+/* The sanitizer build (make check's build/asan) decodes some five times
+ * slower; there the tests that check one property on every sentence of a
+ * large batch, over many models or settings, decode fewer sentences:
+ * SENTENCES(n, m) is m there, n elsewhere.  A fixture's first m sentences
+ * are those of its n (the same draws in the same order): the empty source
+ * first, then random lengths, every model and setting still run, and each
+ * place says what the batch still holds. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SENTENCES(n, m) (m)
+#else
+#define SENTENCES(n, m) (n)
+#endif
+
 /* ---- fixtures -------------------------------------------------------------------- */
 
 typedef struct fixture {
@@ -205,9 +218,10 @@ static void test_heap_selects_best(void)
 
 /* ---- greedy and beam ---------------------------------------------------------------- */
 
+/* (Under the sanitizers 8 sentences a model, lengths 0 to 12 among them.) */
 static void test_beam1_equals_greedy(void)
 {
-    const int n = 24;
+    const int n = SENTENCES(24, 8);
     for (int model = 0; model < 4; model++) {
         fixture f;
         if (!fixture_make(&f, 100 + model, n, 1.0f + 0.7f * model, model == 3)) return;
@@ -244,7 +258,8 @@ static void test_beam1_equals_greedy(void)
  * packed and not, with constraints; its log-probs and scores are 0. */
 static void test_greedy_without_log_probs(void)
 {
-    const int n = 24;
+    /* under the sanitizers 8 sentences a model, lengths 0 to 12, packed and not */
+    const int n = SENTENCES(24, 8);
     for (int model = 0; model < 4; model++) {
         fixture f;
         if (!fixture_make(&f, 300 + model, n, 1.0f + 0.5f * model, model == 3)) return;
@@ -310,9 +325,12 @@ static void test_min_length_renormalizes(void)
     fixture_free(&f);
 }
 
+/* Each of the 18 settings (beam 2, 4, 6; alpha 0, 0.6, 1.5; the two length
+ * rules) once, over the six models; under the sanitizers on 10 sentences a
+ * model (lengths 0 to 12: 180 comparisons, beam ahead in about half). */
 static void test_beam_not_below_greedy(void)
 {
-    const int n = 32;
+    const int n = SENTENCES(32, 10);
     int better = 0, total = 0;
     for (int model = 0; model < 6; model++) {
         fixture f;
@@ -352,7 +370,8 @@ static void test_beam_not_below_greedy(void)
 /* Decoding a sentence alone gives what it gets in a batch. */
 static void test_batch_equals_alone(void)
 {
-    const int n = 16;
+    /* under the sanitizers 8 sentences: two empty sources, lengths 3 to 12 */
+    const int n = SENTENCES(16, 8);
     fixture f;
     if (!fixture_make(&f, 300, n, 1.8f, false)) return;
     tfm_search *one = NULL;
@@ -390,7 +409,9 @@ static void test_batch_equals_alone(void)
 /* Every hypothesis's scores equal the full decoder's, token by token. */
 static void test_scores_recomputed(void)
 {
-    const int n = 12;
+    /* under the sanitizers 7 sentences (two empty sources, lengths 2 to 9),
+     * the prefix on sentences 0, 3 and 6 (the first two empty sources) */
+    const int n = SENTENCES(12, 7);
     fixture f;
     if (!fixture_make(&f, 400, n, 1.5f, false)) return;
     int32_t pre[3] = {7, 9, 7};
@@ -491,7 +512,8 @@ static void test_lengths(void)
 
 static void test_nbest_sorted_distinct(void)
 {
-    const int n = 16;
+    /* under the sanitizers 8 sentences: three empty sources, lengths 4 to 12 */
+    const int n = SENTENCES(16, 8);
     fixture f;
     if (!fixture_make(&f, 600, n, 1.6f, false)) return;
     int full = 0;
@@ -573,7 +595,9 @@ static void test_prefix_forced(void)
 
 static void test_no_repeat_ngram(void)
 {
-    const int n = 16;
+    /* under the sanitizers 6 sentences of 30 ids or more (sources of 0 to
+     * 12): without blocking they still repeat (35 times) */
+    const int n = SENTENCES(16, 6);
     fixture f;
     if (!fixture_make(&f, 800, n, 1.0f, false)) return;
     for (int N = 0; N <= 3; N++) {
@@ -928,7 +952,9 @@ static int random_constraints(tfm_rng *rng, int32_t store[3][2][3], int lens[3][
  * the full decoder's (the cache follows the reordered rows). */
 static void test_constraints_met(void)
 {
-    const int n = 16;
+    /* under the sanitizers 8 sentences (lengths 0 to 10), the same random
+     * constraints for each as in 16 */
+    const int n = SENTENCES(16, 8);
     fixture f;
     if (!fixture_make(&f, 1300, n, 1.8f, false)) return;
     tfm_rng rng;
@@ -1199,7 +1225,8 @@ static void test_constraints_greedy_rows(void)
  * order asked for, either way. */
 static void test_constraints_enclosed_order(void)
 {
-    const int n = 10;
+    /* under the sanitizers sentences 1 to 5 (lengths 3 to 11), each alone */
+    const int n = SENTENCES(10, 6);
     fixture f;
     if (!fixture_make(&f, 1600, n, 1.2f, false)) return;
     tfm_error err;
