@@ -36,7 +36,7 @@ make_dates() {
         "$BIN/tokenize" learn -q --placeholders --vocab-size 400 train.src train.tgt -o dates.vocab &&
         "$BIN/train" --preset tiny -q --threads 1 -m dates.vocab --src train.src --tgt train.tgt \
             --batch-tokens 1024 --warmup 100 --lr-factor 0.5 --max-steps 300 --save-every 0 \
-            -o dates.st)
+            -o dates.st && rm -f dates.st.ckpt-*)
 }
 
 case $NAME in
