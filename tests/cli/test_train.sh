@@ -22,11 +22,17 @@ if [ ! -x "$TRAIN" ]; then fail "no $TRAIN"; exit 0; fi
 # vector ones, and the products are OpenBLAS's in both): measured on this
 # Intel Xeon (AVX-512), the copy task's run below gave the same loss at
 # every update and the same tensors after 30 and after 400 updates in both
-# builds.  So the copy task and reversal learn to their bars in the
-# optimised build only, and under the sanitizers they run 100 updates, for
+# builds, and the same log (but the times) and tensors after 300 updates
+# of 150 tokens.
+# So the copy task and reversal learn to their bars in the optimised build
+# only, and under the sanitizers they run a few hundred small updates, for
 # the memory checks of their paths (ids and text through the whole
 # pipeline), with a line per sequence decoded and, for the copy task, a
-# loss that falls (400 updates there took 21 of the script's 74 s).
+# loss that falls.
+#
+# Their batches are small (150 and 100 tokens, a dozen sequences or
+# fewer): on a model this small an update's time goes with its tokens, and
+# small batches learn these tasks on far fewer tokens (below).
 case "$BIN" in *asan*) SLOW=1 ;; *) SLOW=0 ;; esac
 
 # The small model of every case; options after it override (make_sequences,
@@ -43,14 +49,20 @@ cp valid.src valid.tgt
 # With train's defaults for the rate and the positions (relative positions
 # alone, Shaw et al.'s default: copying has to learn where each symbol is
 # from them; the linear schedule with its warm-up of 8% but at least 150
-# updates): measured 197 of 200 exact at update 600, 185 at 500, 150 at
-# 400, 61 at 300 (with 8% alone, 175 at update 400, 198 at 500, 199 at 600).
-# Under the sanitizers, 100 updates (5 s there; validations at 50 and 100):
-# the training loss went from 3.48 at update 1 to 1.36 at update 100
-# (guessing among the ten symbols is ln 10 = 2.30): the bar is 1.7.
-if [ "$SLOW" = 1 ]; then steps=100; every=50; else steps=600; every=100; want=195; fi
+# updates), in batches of 150 tokens: measured 200 of 200 exact at update
+# 800 (train's own greedy validation: 79 at update 400), and 199 or 200
+# with four other sets of OpenBLAS's kernels (OPENBLAS_CORETYPE unset,
+# Sandybridge, Zen, SkylakeX); 198 in a run of 700 updates, 197 in one of
+# 800 updates of 100 tokens.  Bar 195.  (In batches of 1,000 tokens it took
+# 600 updates, 9.8 s, to copy 197; these take 2.5 s.)
+# Under the sanitizers, 300 updates (validations at 150 and 300): the
+# training loss, averaged over the last 20 updates (one batch of a dozen
+# sequences is a noisy measure), went from 2.57 at update 20 to 0.42, the
+# same with the other kernels (guessing among the ten symbols is
+# ln 10 = 2.30): the bar is 1.2.
+if [ "$SLOW" = 1 ]; then steps=300; every=150; else steps=800; every=400; want=195; fi
 "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt --valid-src valid.src \
-    --valid-tgt valid.tgt --valid-bleu --valid-every $every --batch-tokens 1000 \
+    --valid-tgt valid.tgt --valid-bleu --valid-every $every --batch-tokens 150 \
     --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 \
     --log copy.tsv -o copy.st 2>err.txt
 check "copy task: training exits 0" test -s copy.st
@@ -72,9 +84,10 @@ check "copy task: a log line per update ($n)" test "$n" -eq "$steps"
 n=$(awk -F'\t' '$8 == "valid"' copy.tsv | wc -l)
 check "copy task: a log line per validation ($n)" test "$n" -eq $((steps / every))
 if [ "$SLOW" = 1 ]; then
-    loss=$(awk -F'\t' -v s=$steps '$8 == "train" && $1 == s { print $3 }' copy.tsv)
-    check "copy task, $steps updates: the training loss falls to $loss (bar 1.7)" \
-        awk -v l="$loss" 'BEGIN { exit !(l != "" && l < 1.7) }'
+    loss=$(awk -F'\t' -v s=$steps '$8 == "train" && $1 > s - 20 { l += $3; n++ }
+        END { if (n == 20) print l / n }' copy.tsv)
+    check "copy task, $steps updates: the training loss falls to $loss over the last 20 (bar 1.2)" \
+        awk -v l="$loss" 'BEGIN { exit !(l != "" && l < 1.2) }'
 else
     best=$(awk -F'\t' '$8 == "valid" { e = $10 } END { print e * 100 }' copy.tsv)
     check "copy task: the last validation's exact matches ($best%)" test "${best%.*}" -ge $((want / 2))
@@ -84,18 +97,22 @@ check "copy task: a checkpoint at the end" test -s copy.st.ckpt-$steps
 
 # ---- reversal, from text ----------------------------------------------------------------
 
-# Measured with the paper's schedule and sinusoids (kept so): 198 of 200
-# reversed exactly at update 1,000, 200 at 1,200 and at 1,800 (train's own
-# greedy validations: 194 at 900, 197 at 1,100, 198 at 1,300).  Reversal
-# stopped early sits on a steep part of its curve, where the last bits of
-# a sum decide a few sequences: 1,000 updates (17 s), bar 190.
-if [ "$SLOW" = 1 ]; then steps=100; else steps=1000; want=190; fi
+# Measured with the paper's schedule and sinusoids (kept so), in batches of
+# 100 tokens: 200 of 200 reversed exactly at update 2,200, and 197 to 200
+# with three other sets of OpenBLAS's kernels (OPENBLAS_CORETYPE unset,
+# Sandybridge, Zen); at 2,000, 195 to 200 with five; at 1,500, 191.
+# Reversal stopped early sits on a steep part of its curve, where the last
+# bits of a sum decide a few sequences: bar 190.  (In batches of 1,000
+# tokens it took 1,000 updates, 13.6 s, to reverse 198; these take 4.5 s.)
+# Under the sanitizers, 200 updates, for the memory checks of the text's
+# path.
+if [ "$SLOW" = 1 ]; then steps=200; else steps=2200; want=190; fi
 to_text <train.src >rev.src
 reverse <rev.src >rev.tgt
 to_text <valid.src >rev-valid.src
 reverse <rev-valid.src >rev-valid.tgt
 "$BIN/tokenize" learn -q --vocab-size 290 --soft-vocab-limit rev.src rev.tgt -o rev.vocab
-"$TRAIN" $SMALL -m rev.vocab --src rev.src --tgt rev.tgt --batch-tokens 1000 --warmup 200 \
+"$TRAIN" $SMALL -m rev.vocab --src rev.src --tgt rev.tgt --batch-tokens 100 --warmup 200 \
     --schedule noam --relative-positions 0 \
     --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 -o rev.st 2>err.txt
 check "reversal: training on text exits 0" test -s rev.st
@@ -115,12 +132,19 @@ fi
 
 # Dropout, accumulation, clipping and a moving average: all of the state.
 # (The paper's schedule, which does not depend on the budget: the first
-# part below stops at 15 updates of the whole run's 30.)
-RUN="$SMALL --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 300 --accum 2 \
+# part below stops at 15 updates of the whole run's 30.)  Batches of 100
+# tokens, 300 before: none of the checks of these runs depends on the size.
+RUN="$SMALL --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 100 --accum 2 \
      --dropout 0.1 --clip-norm 1 --ema 0.9 --warmup 20 --seed 7 --schedule noam"
 "$TRAIN" $RUN --max-steps 30 --save-every 15 -o whole.st 2>err.txt
 "$TRAIN" $RUN --max-steps 15 --save-every 15 -o part.st 2>err.txt
 check "resume: the first part stops at its checkpoint" test -s part.st.ckpt-15
+# Its model, before the resumed run writes over it: runs of 15 updates for
+# the seeds (they were runs of 30 more, besides the whole run's).
+"$TRAIN" $RUN --max-steps 15 -o fresh.st 2>err.txt
+check "the same seed gives the same model" same_tensors part.st fresh.st
+"$TRAIN" $RUN --seed 8 --max-steps 15 -o other.st 2>err.txt
+if same_tensors part.st other.st; then fail "another seed gives another model"; else pass "another seed gives another model"; fi
 "$TRAIN" --resume --max-steps 30 -q -o part.st 2>err.txt
 check "resume: the resumed run ends at update 30" test -s part.st.ckpt-30
 check "resume: the checkpoint at 30 equals the uninterrupted run's, bit for bit" \
@@ -128,10 +152,6 @@ check "resume: the checkpoint at 30 equals the uninterrupted run's, bit for bit"
 check "resume: so does the model" same_tensors whole.st part.st
 # The checkpoint carries the options: none of RUN were given again.
 check "resume: the options come from the checkpoint" grep -q "train.opt.accum" part.st
-"$TRAIN" $RUN --max-steps 30 -o fresh.st 2>err.txt
-check "the same seed gives the same model" same_tensors whole.st fresh.st
-"$TRAIN" $RUN --seed 8 --max-steps 30 -o other.st 2>err.txt
-if same_tensors whole.st other.st; then fail "another seed gives another model"; else pass "another seed gives another model"; fi
 expect_status 2 "resume: a model option cannot change" "$TRAIN" --resume --d-model 64 -o part.st
 expect_status 1 "resume: nothing to resume from" "$TRAIN" --resume -o nothing.st
 expect_stderr "no checkpoint" "resume: the message says there is no checkpoint"
@@ -151,22 +171,29 @@ expect_stderr "^train: corrupt.ckpt: .*\"train.elapsed\" is 'xx*', not a number"
 # Every update saves a checkpoint; the run is killed at random moments and
 # resumed each time.  Every checkpoint left must load, the newest must be at
 # most one update behind the log, and the end must equal a run never killed.
-# Four kills 5 to 16 updates apart come by update 64 and the few updates
-# that each kill may come after its target, so a run of 100 updates is
-# enough; it was 200, with kills 5 to 34 apart, whose reference run and
-# final resume took 17 s of this part's 24 s under the sanitizers.
+# The killed runs have no end of their own in sight (RUN's schedule, the
+# paper's, does not depend on the budget), so every kill lands mid-way
+# whatever the machine's pace; after the fourth, the run is resumed to 5
+# updates past its newest checkpoint, and at least to update 50, and the
+# run never killed is made to the same end, saving only there (saving
+# changes nothing in the training).  The runs read the first 600 pairs, an
+# epoch of 26 updates: the kills fall in two or three epochs, and the
+# resumed runs go on from one into the next.
+# (A run of 100 updates, the reference and the final resume each, took 10 s
+# of this part's 16 s under the sanitizers.)  A checkpoint that loaded in
+# an earlier round is not loaded again unless it changed.
 # logged_step: the last update in kill.tsv (0 before there is one).
 logged_step() {
     if [ -f kill.tsv ]; then awk -F'\t' '$8 == "train" { s = $1 } END { print s + 0 }' kill.tsv
     else echo 0; fi
 }
-KILLRUN="$RUN --max-steps 100 --save-every 1 --keep 3 --log kill.tsv"
-"$TRAIN" $KILLRUN -o unkilled.st 2>err.txt
-rm -f kill.tsv
+head -600 train.src >kill.src
+KILLRUN="$RUN --src kill.src --tgt kill.src --save-every 1 --keep 3"
 bad=0 round=0 killed=0 resume=""
+: >probed.txt
 while [ $round -lt 4 ]; do
     round=$((round + 1))
-    "$TRAIN" $KILLRUN $resume -o killed.st 2>>kill-err.txt &
+    "$TRAIN" $KILLRUN --max-steps 100000 --log kill.tsv $resume -o killed.st 2>>kill-err.txt &
     pid=$!
     # Wait until the run has made a random number of updates (5 to 16) past
     # where it started, then kill it a random fraction of an update later.
@@ -180,7 +207,11 @@ while [ $round -lt 4 ]; do
     for ck in killed.st.ckpt-*; do
         case $ck in *tmp*) continue ;; esac
         [ -f "$ck" ] || continue
-        if ! "$TRAIN" --resume="$ck" --max-steps 1 -q -o probe.st 2>probe.err; then
+        sum="$(cksum <"$ck") $ck"
+        grep -qxF "$sum" probed.txt && continue
+        if "$TRAIN" --resume="$ck" --max-steps 1 -q -o probe.st 2>probe.err; then
+            echo "$sum" >>probed.txt
+        else
             bad=$((bad + 1)); echo "    $ck does not load: $(head -c 200 probe.err)"
         fi
     done
@@ -193,16 +224,21 @@ while [ $round -lt 4 ]; do
 done
 check "kill -9: the run was killed mid-way ($killed of 4 times)" test $killed -eq 4
 check "kill -9: every checkpoint left loads, none lags the log" test $bad -eq 0
-"$TRAIN" $KILLRUN --resume -o killed.st 2>err.txt
-check "kill -9: the run resumed to the end equals one never killed" same_tensors unkilled.st killed.st
+end=$((${newest:-0} + 5))
+[ "$end" -ge 50 ] || end=50
+"$TRAIN" $KILLRUN --max-steps $end --log kill.tsv --resume -o killed.st 2>err.txt
+"$TRAIN" $KILLRUN --max-steps $end --save-every 0 -o unkilled.st 2>err.txt
+check "kill -9: the run resumed to update $end equals one never killed" same_tensors unkilled.st killed.st
 left=$(ls killed.st.ckpt-* | grep -c tmp)
 check "kill -9: the killed runs' temporary files are cleaned up ($left left)" test "$left" -eq 0
 
 # ---- SIGTERM saves a checkpoint --------------------------------------------------------------------
 
-"$TRAIN" $RUN --max-steps 100000 --save-every 0 -o term.st 2>term.err &
+# Once training is under way (the handlers are set as it starts): its
+# first update logged, instead of a second's sleep.
+"$TRAIN" $RUN --max-steps 100000 --save-every 0 --log term.tsv -o term.st 2>term.err &
 pid=$!
-sleep 1
+while kill -0 $pid 2>/dev/null && ! grep -q '	train	' term.tsv 2>/dev/null; do sleep 0.02; done
 kill -TERM $pid
 { wait $pid; } 2>/dev/null
 rc=$?
@@ -327,14 +363,16 @@ check "wsd: the peak held to update 16, down after" \
     awk -v a="$(lr_at 10 wsd.tsv)" -v b="$(lr_at 16 wsd.tsv)" -v c="$(lr_at 18 wsd.tsv)" \
     'BEGIN { exit !(a == b && c < b * 0.61) }'
 # Under --max-time the updates are estimated from the pace: the rate ends
-# close to 0 whatever the machine's speed.
-"$TRAIN" $SCHED --max-time 3 --save-every 0 --log time.tsv -o time.st 2>err.txt
+# close to 0 whatever the machine's speed.  One second of updates of 100
+# tokens: measured some 400 updates here, 145 under the sanitizers, whose
+# last rate was a 70th of the peak (3 s of updates of 300 tokens before).
+"$TRAIN" $SCHED --batch-tokens 100 --max-time 1 --save-every 0 --log time.tsv -o time.st 2>err.txt
 n=$(awk -F'\t' '$8 == "train"' time.tsv | wc -l)
 if [ "$n" -ge 20 ]; then
     check "linear under --max-time: the last rate ($n updates) is below a tenth of the peak" \
         awk -F'\t' '$8 == "train" { if ($5 > m) m = $5; last = $5 } END { exit !(last < m / 10) }' time.tsv
 else
-    skip "linear under --max-time: $n updates in 3 s are too few to tell"
+    skip "linear under --max-time: $n updates in 1 s are too few to tell"
 fi
 # A checkpoint of a version before --schedule (its key renamed, the same
 # length) resumes with the paper's schedule it was trained with.
