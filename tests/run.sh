@@ -12,7 +12,8 @@
 # directory of its own (TEST_TMP), with BIN, BUILD and ROOT set.
 #
 # The tests are independent, so they run side by side: the longest start
-# first, by their times in the last run (build/test-times.txt), so that the
+# first, by their times in the last run (build/test-times.txt; in a fresh
+# checkout, as CI has, the times kept in tests/test-times.txt), so that the
 # last ones finish together.  While they run, one line per finished test
 # goes to standard error.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,7 +45,9 @@ done >"$TMPROOT/list"
 # The order of the run: longest first by the last times (unknown ones
 # first of all, since they may be long).  A test is known by its build's
 # name, its kind and its name (a unit test and a script may share a name).
-awk -v times="$TIMES" 'BEGIN { while ((getline line < times) > 0) { split(line, f, " "); t[f[1] " " f[2] " " f[3]] = f[4] } }
+known=$TIMES
+[ -f "$known" ] || known="$ROOT/tests/test-times.txt"
+awk -v times="$known" 'BEGIN { while ((getline line < times) > 0) { split(line, f, " "); t[f[1] " " f[2] " " f[3]] = f[4] } }
      { b = $1; sub(".*/", "", b); k = b " " $2 " " $3; print ((k in t) ? t[k] : 1e9), $0 }' \
     "$TMPROOT/list" | sort -k1,1 -g -r | cut -d' ' -f2- >"$TMPROOT/order"
 
