@@ -141,10 +141,14 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(BUILD)/libtfm.a
 # Each filter links only the libraries it calls: a library loaded is start
 # time (OpenBLAS's with its threads and libgfortran, libzip's with
 # libcrypto), and a pipeline starts four programs per file.  tokenize
-# calls no BLAS; only train reads zip and YAML files (train import).
+# calls no BLAS; only train reads zip and YAML files (train import).  (The
+# sanitizers' metadata keeps every function's references alive, so a
+# sanitizer build links them all.)
+ifeq ($(SAN),)
 FILTER_LIBS = -lutf8proc -lcjson -lm -pthread
 $(BUILD)/bin/tokenize: LDLIBS = $(FILTER_LIBS)
 $(BUILD)/bin/encode $(BUILD)/bin/decode $(BUILD)/bin/score $(BUILD)/bin/inspect-attn: LDLIBS = -lopenblas $(FILTER_LIBS)
+endif
 
 # The programs that link the trainer link Open MPI; the filters do not.
 $(BUILD)/tests/bench/allreduce.o: TFM_CFLAGS += $(MPI_CFLAGS)
