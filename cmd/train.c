@@ -620,6 +620,9 @@ int main(int argc, char **argv)
         tfm_buf_free(&p.text);
         return CLI_EXIT_OK;
     }
+    char behind[400];
+    if (cli_verbosity >= 1 && tfm_blas_kernels_behind(behind, sizeof behind))
+        cli_warn(NULL, 0, "%s", behind);
     tfm_run_set_stop_flag(run, &stop_signal);
     tfm_run_end why;
     if (tfm_run_train(run, &why, &err) != TFM_OK) {

@@ -429,3 +429,22 @@ check "--log /dev/full: the warning once, the early stop right after the last va
 expect_status 1 "--log in a folder that is not there: exit 1" "$TRAIN" $SMALL --vocab-size 14 \
     --src train.src --tgt train.tgt --max-steps 1 --log no/such/log.tsv -o x.st
 expect_stderr "^train: no/such/log.tsv: No such file or directory$" "--log in a folder that is not there: named"
+
+# ---- OpenBLAS's kernels behind the CPU -------------------------------------------------------
+
+# A CPU newer than the OpenBLAS build gets its oldest kernels (Debian 12's
+# runs "Prescott", SSE3, on Xeons with AVX-512 FP16): train says so, names
+# the kernels and what to set; not with the kernels the CPU can run, nor -q.
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    ONE="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 100 --max-steps 1 --save-every 0"
+    expect_status 0 "OpenBLAS's Prescott kernels on a CPU with AVX2: train runs" \
+        env OPENBLAS_CORETYPE=Prescott "$TRAIN" $ONE -o k.st
+    expect_stderr "^train: warning: OpenBLAS runs its Prescott kernels on this CPU, which has AVX2 and FMA .*set OPENBLAS_CORETYPE=Haswell" \
+        "... and warns, naming the kernels and what to set"
+    env OPENBLAS_CORETYPE=Haswell "$TRAIN" $ONE -o k.st 2>err.txt
+    check "... not with its Haswell kernels" sh -c "! grep -q 'OpenBLAS runs' err.txt"
+    env OPENBLAS_CORETYPE=Prescott "$TRAIN" $ONE -q -o k.st 2>err.txt
+    check "... nor with -q" test ! -s err.txt
+else
+    skip "OpenBLAS's kernels behind the CPU: this CPU has no AVX2 and FMA"
+fi
