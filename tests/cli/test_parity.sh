@@ -12,8 +12,7 @@
 # demo's dates; the model is the small preset's shapes (d_model 256, d_ff
 # 1024, 4 heads) in 2+2 layers with 2,048-token batches (real batch shapes,
 # a few dozen sentences; 4,096-token ones took twice the time, 90 s, for the
-# same checks), the tiny one with 1,024-token batches in the sanitizer
-# build.  Two layers a side stack layers as three do (layer 2 reads layer
+# same checks), in the optimised build only (below).  Two layers a side stack layers as three do (layer 2 reads layer
 # 1's output; the decoder's every layer reads the encoder's last): measured,
 # 3+3 layers took 58 CPU-s (tfm 26, PyTorch 32) and parted by 2.7e-6 in a
 # loss and 1.2e-4 of the largest weight; 2+2 take 41 s (19 and 22) and part
@@ -29,6 +28,15 @@
 # beside the checkout (../shared/reference), the kept copy must be the same
 # file, so that the harness never holds tfm to an outdated reference.
 . "$ROOT/tests/cli/lib.sh"
+
+# The sanitizer build trains bit for bit as the optimised one does
+# (test_train.sh checks it), so the parity of the numbers is the optimised
+# build's to check, and the memory of training's paths is test_train's and
+# test_gradients' (this harness took 11.5 s of make check's sanitizer half).
+case "$BIN" in
+*asan*) skip "parity with PyTorch: checked in the optimised build (the sanitizer build trains bit for bit alike)"
+    exit 0 ;;
+esac
 
 REF="$ROOT/tests/parity/reference"
 SHARED_REF="$ROOT/../shared/reference"
@@ -52,10 +60,7 @@ else
     cp "$ROOT/tests/data/demo/train.tgt" train.tgt
     data="dates"
 fi
-case "$BIN" in
-*asan*) model="--preset tiny --batch-tokens 1024" vocab=2000 ;;
-*) model="--preset small --layers 2 --batch-tokens 2048" vocab=4000 ;;
-esac
+model="--preset small --layers 2 --batch-tokens 2048" vocab=4000
 "$BIN/tokenize" learn -q --vocab-size $vocab --soft-vocab-limit train.src train.tgt -o v.vocab &&
     "$BIN/tokenize" -m v.vocab <train.src >src.ids && "$BIN/tokenize" -m v.vocab <train.tgt >tgt.ids ||
     { fail "making the $data id files"; exit 0; }
