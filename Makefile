@@ -193,8 +193,7 @@ endef
 
 # ---- tests -----------------------------------------------------------------
 
-# make check: both builds (side by side, each with -j: the one's long
-# files and links fill the other's idle cores), then every
+# make check: both builds (each with -j, one after the other), then every
 # test of both side by side (tests/run.sh, JOBS at a time: the CPU count);
 # its last line is the total.  One test alone: tests/run.sh build/release
 # test_quant (after make check, or make BUILD=... all tests).
@@ -203,9 +202,8 @@ SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 
 check: deps-check
-	$(Q)$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/release all tests & release=$$!; \
-	  $(MAKE) --no-print-directory -j$(NPROC) BUILD=build/asan OPT=-O1 SAN="$(SAN_FLAGS)" all tests; \
-	  asan=$$?; wait $$release && [ $$asan -eq 0 ]
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/release all tests
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/asan OPT=-O1 SAN="$(SAN_FLAGS)" all tests
 	$(Q){ $(SAN_ENV) sh tests/run.sh build/release build/asan; echo $$? >build/check.rc; } | \
 	  tee build/check.log; exit "$$(cat build/check.rc)"
 
