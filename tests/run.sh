@@ -28,11 +28,11 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # OpenBLAS picks its kernels by the CPU, and on a CPU newer than itself it
 # falls back to its oldest: Debian 12's OpenBLAS runs "Prescott" (SSE3)
-# kernels on the Xeons with AVX-512 FP16 of these machines (and by its
-# times of CI), which made
-# test_parity 2.8 times slower and the sanitizer build's plain bf16 kernel
-# 15 times.  The project's machines set OPENBLAS_CORETYPE=Haswell; where
-# nothing is set, the tests do the same on a CPU with AVX2 and FMA.
+# kernels on the Xeons with AVX-512 FP16 of these machines (and, by its
+# times, of CI), which made test_parity 2.8 times slower and the sanitizer
+# build's plain bf16 kernel 15 times.  The project's machines set
+# OPENBLAS_CORETYPE=Haswell; where nothing is set, the tests do the same on
+# a CPU with AVX2 and FMA.
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx2 /proc/cpuinfo 2>/dev/null &&
     grep -qw fma /proc/cpuinfo 2>/dev/null; then
     export OPENBLAS_CORETYPE=Haswell
