@@ -12,6 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* SANITIZED: 1 in a sanitizer build (make check's build/asan), which runs
+ * five to ten times slower: there the tests that repeat a check over many
+ * cases may do fewer (each place says what the rest still covers). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
 static int check_failures_total;
 static int check_failures_in_test;
 static const char *check_current_test;

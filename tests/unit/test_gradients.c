@@ -48,16 +48,6 @@
  * references and the passes some five to ten times slower; there the
  * checks that repeat over many points or cases do fewer (each place says
  * what the rest still covers). */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
 
 /* ---- helpers ------------------------------------------------------------------ */
 

@@ -16,16 +16,6 @@
  * loops that repeat a check over many random cases do fewer, and the
  * largest shapes run on the vector kernels, the C ones on smaller shapes
  * that reach the same edges (each place says which). */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
 
 /* ---- the quantizers ------------------------------------------------------------------- */
 
