@@ -350,7 +350,7 @@ static tfm_status create_learner(const tfm_bpe_learn_params *p, tfm_bpe_learner 
                                  tfm_error *err);
 
 /* The user symbols with <ph1> .. <ph32> after them: an array of n + 32
- * pointers, the new ones at its end in tokens[][8]. */
+ * pointers, the new ones at its end in tokens[][16]. */
 static const char **with_placeholder_symbols(const tfm_bpe_learn_params *p,
                                              char tokens[TFM_PH_TOKENS][16])
 {
