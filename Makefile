@@ -101,8 +101,9 @@ $(BUILD)/%.o: %.c $(LIB_HDR)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -c $< -o $@
 
-# the test tools' shared helpers
+# the test tools' and the unit tests' shared helpers
 $(TOOL_SRC:%.c=$(BUILD)/%.o): tests/tools/tool.h
+$(UNIT_SRC:%.c=$(BUILD)/%.o): $(wildcard tests/unit/*.h)
 
 $(BUILD)/cmd/%.o: cmd/%.c $(LIB_HDR) $(CLI_HDR)
 	@mkdir -p $(dir $@)

@@ -42,7 +42,7 @@ enum { V = 40, MAXN = 32, MAX_SRC = 12 };
  * are those of its n (the same draws in the same order): the empty source
  * first, then random lengths, every model and setting still run, and each
  * place says what the batch still holds. */
-#if defined(__SANITIZE_ADDRESS__)
+#if SANITIZED
 #define SENTENCES(n, m) (m)
 #else
 #define SENTENCES(n, m) (n)

@@ -314,7 +314,7 @@ static void test_node_limit(void)
     if (!big) return;
     size_t n = 0;
     big[n++] = '[';
-#if defined(__SANITIZE_ADDRESS__)
+#if SANITIZED
     for (size_t i = 0; i + 1 < items; i++) {
         big[n++] = '[';
         big[n++] = ']';
@@ -470,7 +470,7 @@ static void test_vocab_speed(void)
         v = NULL;
     }
     printf("vocab of %zu lines (%zu bytes): %.1f ms of CPU\n", n, text.len, best * 1e3);
-#if defined(__SANITIZE_ADDRESS__)
+#if SANITIZED
     double bound = 1.0;  /* the sanitizers make it some ten times slower */
 #else
     double bound = 0.1;
