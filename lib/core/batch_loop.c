@@ -14,8 +14,12 @@
  *   - a clean prefix: when item k cannot be read, items before it are worked
  *     on and written first, then the failure is returned.
  *
- * The split of a batch into slices depends only on the batch (its item
- * count and costs) and the thread count, never on timing. */
+ * The split of a batch into slices (one per worker) or chunks (taken by the
+ * workers one after another: tfm_batch_loop's chunk_items) depends only on
+ * the batch (its item count and costs) and the thread count, never on
+ * timing. */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "tfm/core.h"
@@ -23,18 +27,45 @@
 typedef struct loop_state {
     const tfm_batch_loop *loop;
     size_t n;              /* items in the batch */
-    size_t *slice_start;   /* [n_slices + 1]: slice w is items [start[w], start[w+1]) */
-    tfm_status *status;    /* [n_slices] */
-    tfm_error *errors;     /* [n_slices] */
+    size_t n_slices;
+    size_t *slice_start;   /* [n_slices + 1]: slice s is items [start[s], start[s+1]) */
+    tfm_status *status;    /* [threads] each worker's */
+    tfm_error *errors;     /* [threads] */
+    size_t *failed_slice;  /* [threads] the slice a worker failed on */
+    atomic_size_t next_slice; /* chunks: the next one a worker takes */
+    atomic_bool stop;      /* chunks: a worker failed, take no more */
 } loop_state;
 
+/* Slices: worker w works on slice w. */
 static void work_slice(void *ctx, size_t w)
 {
     loop_state *st = ctx;
     const tfm_batch_loop *loop = st->loop;
     st->errors[w].msg[0] = 0;
+    st->failed_slice[w] = w;
     st->status[w] = loop->work(loop->ctx, (int)w, st->slice_start[w], st->slice_start[w + 1],
                                &st->errors[w]);
+}
+
+/* Chunks: worker w takes the next chunk until none is left (or one failed). */
+static void work_chunks(void *ctx, size_t w)
+{
+    loop_state *st = ctx;
+    const tfm_batch_loop *loop = st->loop;
+    st->errors[w].msg[0] = 0;
+    st->status[w] = TFM_OK;
+    while (!atomic_load(&st->stop)) {
+        const size_t s = atomic_fetch_add(&st->next_slice, 1);
+        if (s >= st->n_slices) break;
+        tfm_status r = loop->work(loop->ctx, (int)w, st->slice_start[s], st->slice_start[s + 1],
+                                  &st->errors[w]);
+        if (r != TFM_OK) {
+            st->status[w] = r;
+            st->failed_slice[w] = s;
+            atomic_store(&st->stop, true);
+            break;
+        }
+    }
 }
 
 /* How many slices a batch of n items costing `cost` in all gets. */
@@ -69,6 +100,29 @@ static void plan_slices(const tfm_batch_loop *loop, size_t n, const size_t *cost
     start[k] = n;
 }
 
+/* Chunks of the n items (see tfm_batch_loop): as many as a multiple of the
+ * threads needs to keep chunk_items, of equal item counts, each cut again
+ * before an item that would take it past chunk_cost.  Returns their count. */
+static size_t plan_chunks(const tfm_batch_loop *loop, size_t n, const size_t *cost_before,
+                          size_t *start)
+{
+    const size_t threads = loop->threads > 0 ? (size_t)loop->threads : 1;
+    const size_t per_round = threads * loop->chunk_items;
+    const size_t chunks = threads * ((n + per_round - 1) / per_round);
+    const size_t target = (n + chunks - 1) / chunks; /* items in a chunk, at most */
+    size_t k = 0;
+    start[0] = 0;
+    for (size_t i = 1; i <= n; i++) {
+        const size_t lo = start[k];
+        const bool full = i - lo == target;
+        const bool last = i == n;
+        const bool next_too_costly = !last && loop->chunk_cost > 0 &&
+                                     cost_before[i + 1] - cost_before[lo] > loop->chunk_cost;
+        if (full || last || next_too_costly) start[++k] = i;
+    }
+    return k;
+}
+
 static tfm_status fail_at(tfm_batch_failure *f, tfm_batch_stage stage, size_t item, size_t slot,
                           const tfm_error *err, tfm_status status)
 {
@@ -91,17 +145,20 @@ tfm_status tfm_batch_loop_run(const tfm_batch_loop *loop, tfm_batch_failure *fai
                              "a batch loop needs read and work callbacks and max_items > 0");
     size_t threads = loop->threads > 0 ? (size_t)loop->threads : 1;
     size_t *cost_before = malloc((loop->max_items + 1) * sizeof *cost_before);
-    size_t *slice_start = malloc((threads + 1) * sizeof *slice_start);
+    const size_t max_slices = loop->chunk_items > 0 ? loop->max_items : threads;
+    size_t *slice_start = malloc((max_slices + 1) * sizeof *slice_start);
     tfm_status *status = malloc(threads * sizeof *status);
     tfm_error *errors = malloc(threads * sizeof *errors);
+    size_t *failed_slice = malloc(threads * sizeof *failed_slice);
     tfm_status result = TFM_OK;
-    if (!cost_before || !slice_start || !status || !errors) {
+    if (!cost_before || !slice_start || !status || !errors || !failed_slice) {
         result = tfm_error_set(&err, TFM_ERR_NOMEM, "out of memory for a batch of %zu items",
                                loop->max_items);
         result = fail_at(failure, TFM_BATCH_READ, 0, 0, &err, result);
         goto done;
     }
-    loop_state st = {.loop = loop, .slice_start = slice_start, .status = status, .errors = errors};
+    loop_state st = {.loop = loop, .slice_start = slice_start, .status = status, .errors = errors,
+                     .failed_slice = failed_slice};
     size_t items_before = 0; /* items of earlier batches */
     bool ended = false;
     while (!ended) {
@@ -122,16 +179,31 @@ tfm_status tfm_batch_loop_run(const tfm_batch_loop *loop, tfm_batch_failure *fai
         /* Work and write what was read, even when the next item was bad. */
         if (n > 0) {
             st.n = n;
-            size_t k = count_slices(loop, n, cost_before[n]);
-            plan_slices(loop, n, cost_before, k, slice_start);
-            tfm_parallel_for((int)k, k, work_slice, &st);
-            for (size_t w = 0; w < k; w++)
-                if (status[w] != TFM_OK) {
-                    size_t lo = slice_start[w];
-                    result = fail_at(failure, TFM_BATCH_WORK, items_before + lo, lo, &errors[w],
-                                     status[w]);
-                    goto done;
+            size_t workers; /* each runs work_slice or work_chunks once */
+            if (loop->chunk_items > 0) {
+                st.n_slices = plan_chunks(loop, n, cost_before, slice_start);
+                workers = st.n_slices < threads ? st.n_slices : threads;
+                atomic_init(&st.next_slice, 0);
+                atomic_init(&st.stop, false);
+                tfm_parallel_for((int)workers, workers, work_chunks, &st);
+            } else {
+                st.n_slices = workers = count_slices(loop, n, cost_before[n]);
+                plan_slices(loop, n, cost_before, workers, slice_start);
+                tfm_parallel_for((int)workers, workers, work_slice, &st);
+            }
+            /* the failure of the first slice in order */
+            size_t failed = SIZE_MAX, failed_worker = 0;
+            for (size_t w = 0; w < workers; w++)
+                if (status[w] != TFM_OK && failed_slice[w] < failed) {
+                    failed = failed_slice[w];
+                    failed_worker = w;
                 }
+            if (failed != SIZE_MAX) {
+                size_t lo = slice_start[failed];
+                result = fail_at(failure, TFM_BATCH_WORK, items_before + lo, lo,
+                                 &errors[failed_worker], status[failed_worker]);
+                goto done;
+            }
             if (loop->write)
                 for (size_t i = 0; i < n; i++) {
                     err.msg[0] = 0;
@@ -155,5 +227,6 @@ done:
     free(slice_start);
     free(status);
     free(errors);
+    free(failed_slice);
     return result;
 }

@@ -267,6 +267,18 @@ typedef struct tfm_batch_loop {
     size_t min_items_per_slice;
     size_t min_cost_per_slice;
     bool balance_cost;
+    /* Chunks (chunk_items > 0; the three fields above are then unused): the
+     * batch is cut into runs of consecutive items, at most chunk_items items
+     * and chunk_cost of cost each (0: no cost limit; an item that costs more
+     * is a chunk of its own), as even in item count as a multiple of
+     * `threads` chunks allows; each worker takes the next chunk whenever it
+     * is free.  For work whose time per item varies more than its cost
+     * says (decoding: the output's length): a worker whose items ended early
+     * takes more instead of waiting for the others.  The chunks depend only
+     * on the batch and the thread count; which worker takes which chunk
+     * depends on timing. */
+    size_t chunk_items;
+    size_t chunk_cost;
     /* Reads the next item into slot `slot`: TFM_OK with *cost set, TFM_EOF
      * at the end of the input, or an error (err says why). */
     tfm_status (*read)(void *ctx, size_t slot, size_t *cost, tfm_error *err);

@@ -3,8 +3,8 @@
  * where the input would wait, and the output is flushed there; every item is
  * worked on once and written once, in order, the same at any thread count;
  * a bad item is reported only after the items before it are written; a
- * failed slice or write stops the loop at the right item; and slices follow
- * the documented split. */
+ * failed slice or write stops the loop at the right item; and slices and
+ * chunks follow the documented split. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -273,6 +273,86 @@ static void test_slices(void)
     CHECK_MSG(strcmp(got, "0-3 3-6") == 0, "%s", got);
 }
 
+/* One batch of n items in chunks (chunk_items, chunk_cost) over threads:
+ * the chunks as "lo-hi lo-hi ...", every item worked on once and written
+ * in order, no worker index used twice at once. */
+static void chunks_of(size_t n, const size_t *costs, int threads, size_t chunk_items,
+                      size_t chunk_cost, char *out, size_t cap)
+{
+    source s;
+    source_init(&s, n);
+    if (costs) memcpy(s.cost, costs, n * sizeof *costs);
+    tfm_batch_loop loop = loop_for(&s, 1000, 0, threads);
+    loop.chunk_items = chunk_items;
+    loop.chunk_cost = chunk_cost;
+    CHECK(tfm_batch_loop_run(&loop, NULL) == TFM_OK);
+    CHECK(all_written_in_order(&s, n));
+    CHECK(s.worker_clash == 0);
+    size_t used = 0;
+    out[0] = 0;
+    for (size_t lo = 0; lo < n;) {
+        size_t k;
+        for (k = 0; k < s.n_slices && s.slices[k][0] != lo; k++) {}
+        if (k == s.n_slices) break;
+        used += (size_t)snprintf(out + used, cap - used, "%s%zu-%zu", lo ? " " : "", lo,
+                                 s.slices[k][1]);
+        lo = s.slices[k][1];
+    }
+}
+
+static void test_chunks(void)
+{
+    char got[256];
+    chunks_of(10, NULL, 2, 1, 0, got, sizeof got); /* one item each */
+    CHECK_MSG(strcmp(got, "0-1 1-2 2-3 3-4 4-5 5-6 6-7 7-8 8-9 9-10") == 0, "%s", got);
+    chunks_of(100, NULL, 2, 64, 0, got, sizeof got); /* one round: even halves */
+    CHECK_MSG(strcmp(got, "0-50 50-100") == 0, "%s", got);
+    chunks_of(10, NULL, 2, 3, 0, got, sizeof got); /* two rounds of two: 4 chunks of 3 at most */
+    CHECK_MSG(strcmp(got, "0-3 3-6 6-9 9-10") == 0, "%s", got);
+    chunks_of(3, NULL, 4, 8, 0, got, sizeof got); /* fewer items than threads */
+    CHECK_MSG(strcmp(got, "0-1 1-2 2-3") == 0, "%s", got);
+    size_t costs[6] = {10, 1, 1, 1, 1, 10};
+    chunks_of(6, costs, 1, 6, 12, got, sizeof got); /* 12 and 12: within the limit */
+    CHECK_MSG(strcmp(got, "0-3 3-6") == 0, "%s", got);
+    chunks_of(6, costs, 1, 6, 11, got, sizeof got); /* cut where the cost would pass 11 */
+    CHECK_MSG(strcmp(got, "0-2 2-5 5-6") == 0, "%s", got);
+    size_t big[3] = {50, 1, 1};
+    chunks_of(3, big, 1, 3, 12, got, sizeof got); /* an item over the limit goes alone */
+    CHECK_MSG(strcmp(got, "0-1 1-3") == 0, "%s", got);
+    /* at any thread count: every item once, in order (chunks_of), in
+     * chunks of 2 items at most that cover the batch */
+    for (int threads = 1; threads <= 5; threads++) {
+        chunks_of(37, NULL, threads, 2, 0, got, sizeof got);
+        size_t lo, hi, end = 0;
+        int used;
+        for (const char *p = got; sscanf(p, "%zu-%zu%n", &lo, &hi, &used) == 2; p += used) {
+            CHECK(lo == end && hi > lo && hi - lo <= 2);
+            end = hi;
+        }
+        CHECK_MSG(end == 37, "threads %d: %s", threads, got);
+    }
+}
+
+/* A failed chunk: the first failure in item order is reported, whichever
+ * worker met it, and nothing of the batch is written. */
+static void test_failed_chunk(void)
+{
+    for (int threads = 1; threads <= 3; threads++) {
+        source s;
+        source_init(&s, 40);
+        s.fail_work_item = 13;
+        tfm_batch_loop loop = loop_for(&s, 10, 0, threads); /* batch 10..19 */
+        loop.chunk_items = 2;
+        tfm_batch_failure f;
+        CHECK(tfm_batch_loop_run(&loop, &f) == TFM_ERR_RANGE);
+        CHECK(f.stage == TFM_BATCH_WORK);
+        CHECK_MSG(f.item == 12, "threads %d: item %zu", threads, f.item); /* chunk 12-13 */
+        CHECK(f.slot == 2);
+        CHECK(strcmp(f.err.msg, "item 13 failed") == 0);
+        CHECK(all_written_in_order(&s, 10));
+    }
+}
+
 static void test_bad_arguments(void)
 {
     tfm_batch_failure f;
@@ -291,6 +371,8 @@ int main(void)
     RUN(test_failed_slice);
     RUN(test_failed_write);
     RUN(test_slices);
+    RUN(test_chunks);
+    RUN(test_failed_chunk);
     RUN(test_bad_arguments);
     CHECK_DONE();
 }
