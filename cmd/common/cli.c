@@ -16,13 +16,22 @@ static const char *program = "tfm";
 static int warnings_shown;
 int cli_verbosity = 1;
 
+/* OpenBLAS's: 0 for a build that runs no threads of its own (Debian's
+ * openblas-serial), 1 or 2 for one that does; weak, so that a program that
+ * does not link OpenBLAS (tokenize) sees NULL. */
+extern int openblas_get_parallel(void) __attribute__((weak));
+
 /* OpenBLAS's idle threads spin (sched_yield) for 2^28 cycles before they
  * sleep, burning a shared CPU between matrix products (DESIGN.md: idle
  * threads block).  It reads OPENBLAS_THREAD_TIMEOUT (log2 of the cycles,
  * 4 at the least) only when the library loads, before main, so the program
- * sets it and starts itself again; a user's own setting is kept. */
+ * sets it and starts itself again; a user's own setting is kept.  A
+ * program without OpenBLAS's threads (not linked, or its serial build)
+ * has nothing to make block and does not pay the second start (about 5 ms
+ * of CPU: libraries loaded and OpenBLAS initialised twice). */
 static void make_blas_threads_block(char **argv)
 {
+    if (!openblas_get_parallel || openblas_get_parallel() == 0) return;
     if (getenv("OPENBLAS_THREAD_TIMEOUT")) return;
     if (setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) != 0) return;
     execv("/proc/self/exe", argv);
