@@ -66,13 +66,14 @@ static const char *const type_name[4] = {
 
 /* ---- building --------------------------------------------------------------- */
 
-/* The vocabulary with nothing in it; callers add the specials. */
-static tfm_vocab *vocab_new(const tfm_norm_params *norm)
+/* The vocabulary with nothing in it, its index sized for `expected`
+ * pieces; callers add the specials. */
+static tfm_vocab *vocab_new(const tfm_norm_params *norm, size_t expected)
 {
     tfm_vocab *v = calloc(1, sizeof *v);
     if (!v) return NULL;
     v->norm = norm ? *norm : tfm_norm_default_params();
-    v->index = tfm_strmap_create(1024);
+    v->index = tfm_strmap_create(expected > 1024 ? expected : 1024);
     if (!v->index) {
         free(v);
         return NULL;
@@ -111,7 +112,12 @@ static int32_t vocab_push(tfm_vocab *v, const char *text, size_t len, float scor
 /* "<0xNN>" with upper-case hex, as SentencePiece spells byte pieces. */
 static void byte_piece_text(unsigned char b, char out[7])
 {
-    snprintf(out, 7, "<0x%02X>", b);
+    static const char hex[] = "0123456789ABCDEF";
+    memcpy(out, "<0x", 3);
+    out[3] = hex[b >> 4];
+    out[4] = hex[b & 15];
+    out[5] = '>';
+    out[6] = 0;
 }
 
 /* The byte a "<0xNN>" text stands for (upper-case hex only), or -1.  The
@@ -134,7 +140,7 @@ int tfm_vocab_byte_value(const tfm_vocab *v, int32_t id)
 
 tfm_vocab *tfm_vocab_create_specials(const tfm_norm_params *norm)
 {
-    tfm_vocab *v = vocab_new(norm);
+    tfm_vocab *v = vocab_new(norm, 0);
     if (!v) return NULL;
     for (int i = 0; i < 4; i++) {
         if (vocab_push(v, special_text[i], strlen(special_text[i]), 0.0f,
@@ -173,7 +179,7 @@ tfm_vocab *tfm_vocab_create_foreign(void)
 {
     tfm_norm_params norm = tfm_norm_default_params();
     norm.form = TFM_NORM_NONE; /* SentencePiece normalizes, as its model says */
-    tfm_vocab *v = vocab_new(&norm);
+    tfm_vocab *v = vocab_new(&norm, 0);
     if (v) v->foreign = true;
     return v;
 }
@@ -235,16 +241,23 @@ static bool fits_layout(const tfm_vocab *v, const char *text, size_t len, tfm_pi
     return false;
 }
 
-int32_t tfm_vocab_add(tfm_vocab *v, const char *text, size_t len, float score,
-                      tfm_piece_type type)
+/* tfm_vocab_add for a text known to be fit for a piece. */
+static int32_t add_checked_text(tfm_vocab *v, const char *text, size_t len, float score,
+                                tfm_piece_type type)
 {
-    char why[64];
     if ((unsigned)type > TFM_PIECE_BYTE || !isfinite(score)) return -1;
-    if (tfm_piece_text_problem(text, len, why, sizeof why)) return -1;
     if (!fits_layout(v, text, len, type)) return -1;
     int32_t id = vocab_push(v, text, len, score, type);
     if (id >= 0 && type == TFM_PIECE_BYTE) v->byte_ids[v->n_bytes++] = id;
     return id;
+}
+
+int32_t tfm_vocab_add(tfm_vocab *v, const char *text, size_t len, float score,
+                      tfm_piece_type type)
+{
+    char why[64];
+    if (tfm_piece_text_problem(text, len, why, sizeof why)) return -1;
+    return add_checked_text(v, text, len, score, type);
 }
 
 /* ---- looking up --------------------------------------------------------------- */
@@ -560,11 +573,10 @@ static tfm_status parse_piece_line(tfm_vocab *v, const char *line, size_t len, l
     const char *type_s = tab2 + 1;
     size_t ylen = len - (size_t)(type_s - line);
 
-    char why[80], q[64], q2[64];
+    char why[80], q[64], q2[64]; /* q: the piece quoted, for a message (made only then) */
     const char *problem = tfm_piece_text_problem(text, tlen, why, sizeof why);
     if (problem)
         return tfm_error_set(err, TFM_ERR_FORMAT, "line %ld: the piece %s", lineno, problem);
-    quote_piece(text, tlen, q, sizeof q);
     float score;
     if (!parse_score(score_s, slen, &score)) {
         quote_piece(score_s, slen, q2, sizeof q2);
@@ -592,6 +604,7 @@ static tfm_status parse_piece_line(tfm_vocab *v, const char *line, size_t len, l
                                  "with type control",
                                  lineno, want);
     } else if (type == TFM_PIECE_CONTROL) {
+        quote_piece(text, tlen, q, sizeof q);
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "line %ld: control piece '%s': only the 4 special pieces <pad> "
                              "<unk> <s> </s> have type control",
@@ -601,26 +614,31 @@ static tfm_status parse_piece_line(tfm_vocab *v, const char *line, size_t len, l
     } else if (v->n_bytes < 256) {
         char want[7];
         byte_piece_text((unsigned char)v->n_bytes, want);
-        if (type != TFM_PIECE_BYTE || tlen != 6 || memcmp(text, want, 6) != 0)
+        if (type != TFM_PIECE_BYTE || tlen != 6 || memcmp(text, want, 6) != 0) {
+            quote_piece(text, tlen, q, sizeof q);
             return tfm_error_set(err, TFM_ERR_FORMAT,
                                  "line %ld: byte piece out of place: expected '%s' with type "
                                  "byte (the byte pieces <0x00>..<0xFF> follow the specials and "
                                  "user symbols, in order), found '%s' with type %s",
                                  lineno, want, q, type_name[type]);
+        }
     } else if (type == TFM_PIECE_BYTE) {
+        quote_piece(text, tlen, q, sizeof q);
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "line %ld: byte piece out of place: '%s' after all 256 byte pieces",
                              lineno, q);
     }
 
     int32_t existing = tfm_vocab_find(v, text, tlen);
-    if (existing >= 0)
+    if (existing >= 0) {
+        quote_piece(text, tlen, q, sizeof q);
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "line %ld: duplicate piece '%s' (first on line %ld)", lineno, q,
                              (long)existing + 2);
+    }
     /* The specials were checked above; tfm_vocab_add takes no control pieces. */
     id = type == TFM_PIECE_CONTROL || v->foreign ? vocab_push(v, text, tlen, score, type)
-                                                 : tfm_vocab_add(v, text, tlen, score, type);
+                                                 : add_checked_text(v, text, tlen, score, type);
     if (id < 0) return tfm_error_set(err, TFM_ERR_NOMEM, "line %ld: out of memory", lineno);
     return TFM_OK;
 }
@@ -644,7 +662,10 @@ tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_e
     tfm_status st = parse_header(line, len, &norm, &n_pieces, &foreign, err);
     if (st != TFM_OK) return st;
 
-    tfm_vocab *v = vocab_new(&norm);
+    /* sized for the header's count, but no more than the text can hold (a
+     * piece line takes 8 bytes at the least): a header cannot make it huge */
+    const size_t most = size / 8 + 1;
+    tfm_vocab *v = vocab_new(&norm, (size_t)n_pieces < most ? (size_t)n_pieces : most);
     if (!v) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     v->foreign = foreign;
     tfm_buf spm;
