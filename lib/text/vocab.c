@@ -27,6 +27,7 @@
 typedef struct vocab_piece {
     char *text; /* NUL-terminated copy, len bytes */
     size_t len;
+    uint64_t hash; /* tfm_hash_bytes of the text */
     float score;
     tfm_piece_type type;
 } vocab_piece;
@@ -35,7 +36,11 @@ struct tfm_vocab {
     tfm_norm_params norm;
     vocab_piece *pieces;
     int32_t size, cap;
-    tfm_strmap *index;      /* text -> id */
+    /* text -> id: open addressing over the ids, -1 for an empty slot; the
+     * texts compared are the pieces' own (a map keeping copies of its keys
+     * made reading a vocabulary twice as slow) */
+    int32_t *slots;
+    size_t n_slots;         /* a power of two, at least twice the pieces */
     int32_t byte_ids[256];  /* -1 until the byte pieces are added */
     int n_bytes;            /* byte pieces so far; they come in byte order */
     /* The vocabulary of a model from elsewhere (tfm_vocab_create_foreign): its
@@ -64,6 +69,37 @@ static const char *const type_name[4] = {
     [TFM_PIECE_BYTE] = "byte",
 };
 
+/* ---- the index -------------------------------------------------------------- */
+
+/* The slot of text: the one holding its id, or the empty one where it
+ * would go. */
+static size_t index_slot(const tfm_vocab *v, const char *text, size_t len, uint64_t hash)
+{
+    const size_t mask = v->n_slots - 1;
+    for (size_t i = (size_t)hash & mask;; i = (i + 1) & mask) {
+        const int32_t id = v->slots[i];
+        if (id < 0) return i;
+        const vocab_piece *p = &v->pieces[id];
+        if (p->hash == hash && p->len == len && memcmp(p->text, text, len) == 0) return i;
+    }
+}
+
+/* Makes room for n_slots slots (a power of two) and puts every piece back. */
+static bool index_resize(tfm_vocab *v, size_t n_slots)
+{
+    int32_t *slots = malloc(n_slots * sizeof *slots);
+    if (!slots) return false;
+    memset(slots, 0xff, n_slots * sizeof *slots); /* -1 */
+    free(v->slots);
+    v->slots = slots;
+    v->n_slots = n_slots;
+    for (int32_t id = 0; id < v->size; id++) {
+        const vocab_piece *p = &v->pieces[id];
+        v->slots[index_slot(v, p->text, p->len, p->hash)] = id;
+    }
+    return true;
+}
+
 /* ---- building --------------------------------------------------------------- */
 
 /* The vocabulary with nothing in it, its index sized for `expected`
@@ -73,8 +109,9 @@ static tfm_vocab *vocab_new(const tfm_norm_params *norm, size_t expected)
     tfm_vocab *v = calloc(1, sizeof *v);
     if (!v) return NULL;
     v->norm = norm ? *norm : tfm_norm_default_params();
-    v->index = tfm_strmap_create(expected > 1024 ? expected : 1024);
-    if (!v->index) {
+    size_t n_slots = 1024;
+    while (n_slots < 2 * expected) n_slots *= 2;
+    if (!index_resize(v, n_slots)) {
         free(v);
         return NULL;
     }
@@ -94,18 +131,18 @@ static int32_t vocab_push(tfm_vocab *v, const char *text, size_t len, float scor
         v->pieces = p;
         v->cap = cap;
     }
+    if (2 * ((size_t)v->size + 1) > v->n_slots && !index_resize(v, 2 * v->n_slots)) return -1;
+    const uint64_t hash = tfm_hash_bytes(text, len);
+    const size_t slot = index_slot(v, text, len, hash);
+    if (v->slots[slot] >= 0) return -1; /* already there */
     char *copy = malloc(len + 1);
     if (!copy) return -1;
     memcpy(copy, text, len);
     copy[len] = 0;
-    bool inserted;
-    int64_t *slot = tfm_strmap_upsert(v->index, text, len, v->size, &inserted);
-    if (!slot || !inserted) {
-        free(copy);
-        return -1;
-    }
     int32_t id = v->size++;
-    v->pieces[id] = (vocab_piece){.text = copy, .len = len, .score = score, .type = type};
+    v->pieces[id] = (vocab_piece){.text = copy, .len = len, .hash = hash, .score = score,
+                                  .type = type};
+    v->slots[slot] = id;
     return id;
 }
 
@@ -197,7 +234,7 @@ void tfm_vocab_free(tfm_vocab *v)
     free(v->to_spm);
     for (int32_t i = 0; i < v->size; i++) free(v->pieces[i].text);
     free(v->pieces);
-    tfm_strmap_free(v->index);
+    free(v->slots);
     free(v);
 }
 
@@ -289,8 +326,7 @@ tfm_piece_type tfm_vocab_type(const tfm_vocab *v, int32_t id)
 
 int32_t tfm_vocab_find(const tfm_vocab *v, const char *text, size_t len)
 {
-    const int64_t *id = tfm_strmap_find(v->index, text, len);
-    return id ? (int32_t)*id : -1;
+    return v->slots[index_slot(v, text, len, tfm_hash_bytes(text, len))];
 }
 
 int32_t tfm_vocab_byte_id(const tfm_vocab *v, unsigned char byte)
