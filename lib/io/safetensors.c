@@ -202,53 +202,66 @@ static const char *json_kind(const cJSON *j)
  * (and the reference) does not, or what it would turn into a silent loss:
  * invalid UTF-8; a raw control byte (JSON allows only tab, newline and
  * carriage return, between tokens); and a \u0000 escape, which cJSON
- * decodes into a NUL that ends the C string early. */
+ * decodes into a NUL that ends the C string early.  It also counts the
+ * values of the JSON (one per comma or opening bracket outside strings,
+ * and one more) before cJSON builds a node for each.  One pass over the
+ * header (a model's vocabulary makes it hundreds of kilobytes, read by
+ * every program at its start); a header with several faults gets the
+ * message of the first kind in the order above, at its first place. */
 static tfm_status check_header_text(const unsigned char *s, size_t len, tfm_error *err)
 {
-    size_t bad = utf8_invalid_at(s, len);
-    if (bad < len)
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "header is not valid UTF-8: bad byte 0x%02x at byte %zu of the header",
-                             s[bad], bad);
-    /* The values of the JSON (one per comma or opening bracket outside
-     * strings, and one more), counted before cJSON builds a node for each. */
-    size_t values = 1;
-    bool in_string = false;
-    for (size_t i = 0; i < len; i++) {
-        if (in_string) {
-            if (s[i] == '\\') i++; /* the escaped character is no quote */
-            else if (s[i] == '"') in_string = false;
-        } else if (s[i] == '"') {
-            in_string = true;
-        } else if (s[i] == ',' || s[i] == '[' || s[i] == '{') {
-            if (++values > TFM_SAFETENSORS_MAX_VALUES)
-                return tfm_error_set(err, TFM_ERR_FORMAT,
-                                     "header holds more than %u JSON values (at byte %zu): more "
-                                     "than any model needs",
-                                     TFM_SAFETENSORS_MAX_VALUES, i);
-        }
-    }
+    size_t values = 1, too_many_at = SIZE_MAX, control_at = SIZE_MAX, nul_seen_at = SIZE_MAX;
+    bool in_string = false, escaped = false; /* escaped: the character after a '\' in a string */
+    size_t backslashes = 0; /* the run of them just before s[i] */
     for (size_t i = 0; i < len;) {
-        if (s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
-            return tfm_error_set(err, TFM_ERR_FORMAT,
-                                 "header holds the control byte 0x%02x at byte %zu, which JSON "
-                                 "allows only escaped",
-                                 s[i], i);
-        if (s[i] != '\\') {
-            i++;
-            continue;
+        const unsigned char c = s[i];
+        size_t n = 1;
+        if (c >= 0x80) { /* never a character JSON's structure or escapes use */
+            int32_t cp;
+            n = (size_t)tfm_utf8_decode(s + i, len - i, &cp);
+            if (n == 0)
+                return tfm_error_set(err, TFM_ERR_FORMAT,
+                                     "header is not valid UTF-8: bad byte 0x%02x at byte %zu of "
+                                     "the header",
+                                     c, i);
+        } else {
+            if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && control_at == SIZE_MAX)
+                control_at = i;
+            /* backslashes escape each other in pairs; an odd run escapes
+             * the character after it */
+            if (c == 'u' && backslashes % 2 == 1 && nul_seen_at == SIZE_MAX && len - i >= 5 &&
+                memcmp(s + i, "u0000", 5) == 0)
+                nul_seen_at = i;
         }
-        /* Backslashes escape each other in pairs; an odd run escapes the
-         * character after it. */
-        size_t j = i;
-        while (j < len && s[j] == '\\') j++;
-        if ((j - i) % 2 == 1 && len - j >= 5 && memcmp(s + j, "u0000", 5) == 0)
-            return tfm_error_set(err, TFM_ERR_FORMAT,
-                                 "header holds \\u0000 (a NUL character) at byte %zu: names and "
-                                 "metadata cannot hold NUL",
-                                 j - 1);
-        i = j;
+        if (escaped) {
+            escaped = false;
+        } else if (in_string) {
+            if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if ((c == ',' || c == '[' || c == '{') && ++values > TFM_SAFETENSORS_MAX_VALUES &&
+                   too_many_at == SIZE_MAX) {
+            too_many_at = i;
+        }
+        backslashes = c == '\\' ? backslashes + 1 : 0;
+        i += n;
     }
+    if (too_many_at != SIZE_MAX)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "header holds more than %u JSON values (at byte %zu): more "
+                             "than any model needs",
+                             TFM_SAFETENSORS_MAX_VALUES, too_many_at);
+    if (control_at != SIZE_MAX && control_at < nul_seen_at)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "header holds the control byte 0x%02x at byte %zu, which JSON "
+                             "allows only escaped",
+                             s[control_at], control_at);
+    if (nul_seen_at != SIZE_MAX)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "header holds \\u0000 (a NUL character) at byte %zu: names and "
+                             "metadata cannot hold NUL",
+                             nul_seen_at - 1);
     return TFM_OK;
 }
 
