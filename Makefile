@@ -57,7 +57,7 @@ endif
 # The Debian packages the build and the demo need; make check needs a few
 # more for its guards (PyTorch for the training-parity harness, xz for the
 # real corpora), and the benchmarks and the fuzzers theirs.
-DEB_PACKAGES   = gcc make libopenblas-dev libopenblas-serial-dev libutf8proc-dev libcjson-dev pkg-config \
+DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
                  libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time \
                  libzip-dev libyaml-dev
 CHECK_PACKAGES = python3-torch xz-utils sentencepiece gettext
@@ -149,26 +149,10 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(BUILD)/libtfm.a
 # calls no BLAS; only train reads zip and YAML files (train import).  (The
 # sanitizers' metadata keeps every function's references alive, so a
 # sanitizer build links them all.)
-# encode, decode and inspect-attn run OpenBLAS on one thread (they run
-# sentences on threads of their own): they link Debian's serial build of
-# it (libopenblas-serial-dev, the same kernels), which starts no thread
-# pool, so they need not start again to make the pool's threads block
-# (cmd/common/cli.c), and link it statically: the dynamic loader's 12,000
-# symbol lookups for OpenBLAS, libgfortran and libquadmath were most of
-# their start (decode --help: 3.8 ms of CPU with the shared library, 1.7
-# static; each program grows by 25 MB of OpenBLAS's kernels for every CPU).
-# Without the package, the usual shared library.
-SERIAL_BLAS_DIR := $(firstword $(wildcard /usr/lib/*/openblas-serial))
-ifneq ($(wildcard $(SERIAL_BLAS_DIR)/libopenblas.a),)
-SERIAL_BLAS = $(SERIAL_BLAS_DIR)/libopenblas.a
-else
-SERIAL_BLAS = -lopenblas
-endif
 ifeq ($(SAN),)
 FILTER_LIBS = -lutf8proc -lcjson -lm -pthread
 $(BUILD)/bin/tokenize: LDLIBS = $(FILTER_LIBS)
-$(BUILD)/bin/encode $(BUILD)/bin/decode $(BUILD)/bin/inspect-attn: LDLIBS = $(SERIAL_BLAS) $(FILTER_LIBS)
-$(BUILD)/bin/score: LDLIBS = -lopenblas $(FILTER_LIBS)
+$(BUILD)/bin/encode $(BUILD)/bin/decode $(BUILD)/bin/score $(BUILD)/bin/inspect-attn: LDLIBS = -lopenblas $(FILTER_LIBS)
 endif
 
 # The programs that link the trainer link Open MPI; the filters do not.
@@ -241,10 +225,7 @@ tests: $(UNIT_BINS) $(BINS) $(TOOL_BINS) $(REPLAY_BINS)
 
 # ---- demo ------------------------------------------------------------------
 
-# (a make of its own after deps, which may install what the link lines
-# depend on: SERIAL_BLAS)
-demo: deps
-	$(Q)$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(BUILD) all
+demo: deps all
 	$(Q)sh tests/demo.sh $(BUILD)
 
 # ---- benchmarks --------------------------------------------------------------
