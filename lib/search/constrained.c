@@ -195,8 +195,9 @@ static void mask_enclosed(const tfm_search *s, const tfm_constraints *c, const c
 
 /* Forbids in lp [V] what the constraints c forbid after hist[0..t) (a
  * hypothesis in state st): banned tokens, tokens at their limit, tokens of the order that
- * are not the next one due, and </s> while a constraint is unmet (unless
- * nothing else is left). */
+ * are not the next one due, tokens banned right after a constraint just met
+ * or right after the last token, and </s> while a constraint is unmet
+ * (unless nothing else is left). */
 static void apply_masks(const tfm_search *s, const tfm_constraints *c, const int32_t *hist, int t,
                         const cstate *st, float *lp)
 {
@@ -220,6 +221,9 @@ static void apply_masks(const tfm_search *s, const tfm_constraints *c, const int
     if (st->just >= 0)
         for (size_t i = 0; i < c->after_tok.len; i++)
             if (c->after_con.data[i] == st->just) lp[c->after_tok.data[i]] = -INFINITY;
+    if (t > 0)
+        for (size_t i = 0; i < c->pair_first.len; i++)
+            if (c->pair_first.data[i] == hist[t - 1]) lp[c->pair_second.data[i]] = -INFINITY;
     if (st->met != all_met(c)) lp[s->eos] = -INFINITY;
     if (!search_any_allowed(lp, s->V)) lp[s->eos] = eos_lp;
 }
@@ -431,7 +435,7 @@ static bool ids_below(const int32_t *ids, size_t n, int V)
 
 int search_constrained_rows(const tfm_search_params *p, const tfm_constraints *c)
 {
-    if (p->beam == 1 && !tfm_constraints_empty(c)) return SEARCH_GREEDY_CONSTRAINED_ROWS;
+    if (p->beam == 1 && tfm_constraints_count(c) > 0) return SEARCH_GREEDY_CONSTRAINED_ROWS;
     return p->beam;
 }
 
@@ -466,7 +470,8 @@ tfm_status search_constrained(tfm_search *s, tfm_decoder *d, tfm_error *err)
             !ids_below(c->limited, (size_t)c->n_limited, s->V) ||
             !ids_below(c->ordered.data, c->ordered.len, s->V) ||
             !ids_below(c->enclosed.data, c->enclosed.len, s->V) ||
-            !ids_below(c->after_tok.data, c->after_tok.len, s->V))
+            !ids_below(c->after_tok.data, c->after_tok.len, s->V) ||
+            !ids_below(c->pair_second.data, c->pair_second.len, s->V))
             return tfm_error_set(err, TFM_ERR_RANGE, "search: sentence %d: a banned, limited, "
                                  "ordered or enclosed id outside the target vocabulary", i);
         if (c->n_alts > most_alts) most_alts = c->n_alts;

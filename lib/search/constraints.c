@@ -21,6 +21,8 @@ tfm_constraints *tfm_constraints_create(void)
     tfm_ids_init(&c->enclosed);
     tfm_ids_init(&c->after_con);
     tfm_ids_init(&c->after_tok);
+    tfm_ids_init(&c->pair_first);
+    tfm_ids_init(&c->pair_second);
     c->pad = TFM_ID_PAD;
     c->bos = TFM_ID_BOS;
     c->eos = TFM_ID_EOS;
@@ -43,6 +45,8 @@ void tfm_constraints_free(tfm_constraints *c)
     tfm_ids_free(&c->enclosed);
     tfm_ids_free(&c->after_con);
     tfm_ids_free(&c->after_tok);
+    tfm_ids_free(&c->pair_first);
+    tfm_ids_free(&c->pair_second);
     free(c->alt_start);
     free(c->alt_len);
     free(c->alt_of);
@@ -62,13 +66,15 @@ void tfm_constraints_clear(tfm_constraints *c)
     tfm_ids_clear(&c->enclosed);
     tfm_ids_clear(&c->after_con);
     tfm_ids_clear(&c->after_tok);
+    tfm_ids_clear(&c->pair_first);
+    tfm_ids_clear(&c->pair_second);
     memset(c->needs, 0, sizeof c->needs);
 }
 
 bool tfm_constraints_empty(const tfm_constraints *c)
 {
     return !c || (c->n == 0 && c->n_limited == 0 && c->banned.len == 0 && c->ordered.len == 0 &&
-                  c->enclosed.len == 0 && c->after_tok.len == 0);
+                  c->enclosed.len == 0 && c->after_tok.len == 0 && c->pair_first.len == 0);
 }
 
 int tfm_constraints_count(const tfm_constraints *c)
@@ -196,6 +202,15 @@ tfm_status tfm_constraints_ban_after(tfm_constraints *c, int con, int32_t tok, t
     return TFM_OK;
 }
 
+tfm_status tfm_constraints_ban_pair(tfm_constraints *c, int32_t first, int32_t second,
+                                    tfm_error *err)
+{
+    if (tfm_ids_push(&c->pair_first, first) != TFM_OK ||
+        tfm_ids_push(&c->pair_second, second) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    return TFM_OK;
+}
+
 /* ---- the --constraints line format ------------------------------------------------------ */
 
 /* Whether id may be asked for: a real token, not one the search never makes. */
@@ -282,6 +297,19 @@ static void placeholder_marks(unsigned classes, bool mark[128])
     if (classes & TFM_PH_ENTITIES) mark['&'] = true;
 }
 
+/* The ids of v's placeholder tokens lie in [*first, *last] (empty when it
+ * has none); the user pieces there are they. */
+static void placeholder_token_range(const tfm_vocab *v, int32_t *first, int32_t *last)
+{
+    *first = INT32_MAX;
+    *last = -1;
+    for (int k = 1; k <= TFM_PH_TOKENS; k++) {
+        int32_t id = tfm_vocab_placeholder_id(v, k);
+        if (id >= 0 && id < *first) *first = id;
+        if (id > *last) *last = id;
+    }
+}
+
 /* Bans every piece of v (normal, user or byte; not a placeholder token)
  * holding a mark that the source line has nowhere outside its
  * placeholders ph: the output then cannot spell a placeholder the source
@@ -304,12 +332,8 @@ static tfm_status ban_placeholder_marks(tfm_constraints *c, const tfm_vocab *v, 
     bool any = false;
     for (int ch = 0; ch < 128; ch++) any = any || mark[ch];
     if (!any) return TFM_OK;
-    int32_t first_ph = INT32_MAX, last_ph = -1; /* the placeholder tokens' ids */
-    for (int k = 1; k <= TFM_PH_TOKENS; k++) {
-        int32_t id = tfm_vocab_placeholder_id(v, k);
-        if (id >= 0 && id < first_ph) first_ph = id;
-        if (id > last_ph) last_ph = id;
-    }
+    int32_t first_ph, last_ph;
+    placeholder_token_range(v, &first_ph, &last_ph);
     const int32_t size = tfm_vocab_size(v);
     for (int32_t id = 0; id < size; id++) {
         if (tfm_vocab_type(v, id) == TFM_PIECE_CONTROL) continue;
@@ -336,6 +360,8 @@ static tfm_status add_placeholders_as_pieces(tfm_constraints *c, const tfm_vocab
                                              tfm_error *err);
 static tfm_status ban_lengthening(tfm_constraints *c, const tfm_vocab *v, int con, const char *t,
                                   size_t n, unsigned classes, tfm_error *err);
+static tfm_status ban_joining(tfm_constraints *c, const tfm_vocab *v, int32_t tok, const char *t,
+                              size_t n, unsigned classes, tfm_error *err);
 
 tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
                                             const char *line, size_t len, unsigned classes,
@@ -363,9 +389,11 @@ tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab 
         const int one = 1;
         st = tfm_constraints_add(c, &alt, &one, 1, err);
         if (p->ordered) ordered[n_ordered++] = id;
-        /* "%1" then the piece "8" would read "%18" */
+        /* "%1" then the piece "8" would read "%18"; the piece "%" then
+         * "%C" would read "%%C" */
         if (st == TFM_OK)
             st = ban_lengthening(c, v, c->n - 1, line + p->start, p->len, classes, err);
+        if (st == TFM_OK) st = ban_joining(c, v, id, line + p->start, p->len, classes, err);
     }
     for (int k = 1; k <= TFM_PH_TOKENS && st == TFM_OK; k++) {
         int32_t id = tfm_vocab_placeholder_id(v, k);
@@ -454,6 +482,56 @@ static tfm_status ban_lengthening(tfm_constraints *c, const tfm_vocab *v, int co
         }
         if (first >= 0 && first < 128 && bad[first]) st = tfm_constraints_ban_after(c, con, id, err);
     }
+    return st;
+}
+
+/* Bans every piece of v that would change the reading of the placeholder
+ * t[0..n) (token tok) if it came right before it: a piece that ends in one
+ * of the classes' marks, after which t is no longer read as a placeholder
+ * of n bytes at its place ("%" then "%C" reads "%%C", a literal percent
+ * sign and a C). */
+static tfm_status ban_joining(tfm_constraints *c, const tfm_vocab *v, int32_t tok, const char *t,
+                              size_t n, unsigned classes, tfm_error *err)
+{
+    bool mark[128];
+    placeholder_marks(classes, mark);
+    tfm_placeholders scan;
+    tfm_placeholders_init(&scan);
+    tfm_buf joined;
+    tfm_buf_init(&joined);
+    int32_t first_ph, last_ph;
+    placeholder_token_range(v, &first_ph, &last_ph);
+    tfm_status st = TFM_OK;
+    const int32_t size = tfm_vocab_size(v);
+    for (int32_t id = 0; id < size && st == TFM_OK; id++) {
+        if (tfm_vocab_type(v, id) == TFM_PIECE_CONTROL) continue;
+        if (id >= first_ph && id <= last_ph && tfm_vocab_type(v, id) == TFM_PIECE_USER)
+            continue; /* a placeholder token: another placeholder after it is read apart */
+        size_t len;
+        const char *piece = tfm_vocab_piece(v, id, &len);
+        char byte_text;
+        const int byte = tfm_vocab_byte_value(v, id);
+        if (byte >= 0) {
+            byte_text = (char)byte;
+            piece = &byte_text;
+            len = 1;
+        }
+        const unsigned char last = len > 0 ? (unsigned char)piece[len - 1] : 0;
+        if (last == 0 || last >= 128 || !mark[last]) continue;
+        joined.len = 0;
+        if (tfm_buf_append(&joined, piece, len) != TFM_OK || tfm_buf_append(&joined, t, n) != TFM_OK) {
+            st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        tfm_error ignored;
+        bool kept = false; /* t still read at its place, whole */
+        if (tfm_placeholders_scan(joined.data, joined.len, classes, &scan, &ignored) == TFM_OK)
+            for (size_t i = 0; i < scan.n && !kept; i++)
+                kept = scan.items[i].start == len && scan.items[i].len == n;
+        if (!kept) st = tfm_constraints_ban_pair(c, id, tok, err);
+    }
+    tfm_buf_free(&joined);
+    tfm_placeholders_free(&scan);
     return st;
 }
 

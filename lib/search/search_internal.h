@@ -61,6 +61,8 @@ struct tfm_constraints {
     tfm_ids enclosed;        /* tokens that appear only inside an alternative */
     tfm_ids after_con, after_tok; /* after_tok[i] never comes right after constraint
                                      after_con[i] is met (ban_after) */
+    tfm_ids pair_first, pair_second; /* pair_second[i] never comes right after the
+                                        token pair_first[i] (ban_pair) */
     int32_t pad, bos, eos;   /* the ids no constraint may ask for (the model's) */
 };
 
@@ -79,11 +81,13 @@ tfm_status search_run(tfm_search *s, tfm_decoder *d, const tfm_search_params *p,
 tfm_status search_rows(tfm_search *s, tfm_decoder *d, tfm_error *err);
 tfm_status search_beam(tfm_search *s, tfm_decoder *d, tfm_error *err);
 /* The rows (and finished slots) of a sentence's constrained search: the
- * beam; under greedy search (beam 1) a sentence with constraints gets
- * SEARCH_GREEDY_CONSTRAINED_ROWS, so that its constraints go where the model
- * would put them rather than at the first step they fit (one row always
- * takes the token that advances a constraint), and one without keeps one
- * row, as greedy.  most_rows: the largest over in's sentences. */
+ * beam; under greedy search (beam 1) a sentence with constraints to meet
+ * gets SEARCH_GREEDY_CONSTRAINED_ROWS, so that its constraints go where the
+ * model would put them rather than at the first step they fit (one row
+ * always takes the token that advances a constraint), and one without
+ * keeps one row, as greedy: bans and limits alone (decode --placeholders
+ * on a line without placeholders bans them all) make greedy search among
+ * the tokens allowed.  most_rows: the largest over in's sentences. */
 enum { SEARCH_GREEDY_CONSTRAINED_ROWS = 4 };
 int search_constrained_rows(const tfm_search_params *p, const tfm_constraints *c);
 int search_constrained_most_rows(const tfm_search_params *p, const tfm_search_input *in);

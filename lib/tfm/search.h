@@ -223,6 +223,11 @@ tfm_status tfm_constraints_enclose(tfm_constraints *c, int32_t tok, tfm_error *e
  * a placeholder spelled in pieces ("%1") must not be lengthened by the
  * token after it ("s" would make "%1s"). */
 tfm_status tfm_constraints_ban_after(tfm_constraints *c, int con, int32_t tok, tfm_error *err);
+/* second never comes right after the token first (decode --placeholders:
+ * a piece ending in '%' never right before the token of "%s", which would
+ * then read "%%s"). */
+tfm_status tfm_constraints_ban_pair(tfm_constraints *c, int32_t first, int32_t second,
+                                    tfm_error *err);
 
 /* Adds a line of a constraints file (decode --constraints): constraints
  * separated by TABs, each a sequence of ids separated by spaces, and

@@ -1159,10 +1159,19 @@ static void test_constraints_limits_order(void)
 }
 
 
+static bool ids_hold(const int32_t *ids, int n, int32_t tok)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] == tok) return true;
+    return false;
+}
+
 /* Greedy search (beam 1) with constraints: a sentence with constraints gets
  * the rows of constrained beam search (SEARCH_GREEDY_CONSTRAINED_ROWS), so
  * its output is that search's best; a sentence without keeps greedy's
- * output, in the same batch. */
+ * output, in the same batch, and so does one with a ban alone (of a token
+ * greedy search does not write for it): one row, greedy among the tokens
+ * allowed. */
 static void test_constraints_greedy_rows(void)
 {
     const int n = 12;
@@ -1172,27 +1181,42 @@ static void test_constraints_greedy_rows(void)
     tfm_search_create(f.m, &plain, NULL);
     tfm_constraints *cons[MAXN] = {0};
     tfm_error err;
-    for (int i = 0; i < n; i += 2) {
-        cons[i] = tfm_constraints_create();
-        int32_t a[2] = {5 + i, 6};
-        const int32_t *alts[1] = {a};
-        int la = 2;
-        tfm_constraints_add(cons[i], alts, &la, 1, &err);
-    }
     tfm_search_params greedy = tfm_search_default_params();
     greedy.max_length_offset = 12;
     greedy.beam = 1;
     tfm_search_params wide = greedy;
     wide.beam = SEARCH_GREEDY_CONSTRAINED_ROWS;
+    tfm_search_input bare = input_of(&f, 0, n);
+    if (!run(plain, f.d, &greedy, &bare, SEARCH_AUTO)) {
+        tfm_search_free(plain);
+        fixture_free(&f);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        cons[i] = tfm_constraints_create();
+        if (i % 2 == 0) {
+            int32_t a[2] = {5 + i, 6};
+            const int32_t *alts[1] = {a};
+            int la = 2;
+            tfm_constraints_add(cons[i], alts, &la, 1, &err);
+        } else if (i % 4 == 1) { /* a ban of a token greedy's output lacks */
+            const tfm_hypothesis *g = &tfm_search_result(plain, i).hyps[0];
+            int32_t tok = 4; /* the first id past the specials that greedy did not write */
+            while (ids_hold(g->ids, g->len, tok)) tok++;
+            CHECK(tfm_constraints_ban(cons[i], tok, &err) == TFM_OK);
+        } else { /* none */
+            tfm_constraints_free(cons[i]);
+            cons[i] = NULL;
+        }
+    }
     tfm_search_input in = input_of(&f, 0, n);
     in.constraints = (const tfm_constraints *const *)cons;
-    tfm_search_input bare = input_of(&f, 0, n);
-    if (run(f.s, f.d, &greedy, &in, SEARCH_AUTO) && run(plain, f.d, &greedy, &bare, SEARCH_AUTO)) {
+    if (run(f.s, f.d, &greedy, &in, SEARCH_AUTO)) {
         int met = 0;
         for (int i = 0; i < n; i++) {
             tfm_nbest a = tfm_search_result(f.s, i);
             CHECK(a.n == 1);
-            if (!cons[i]) {
+            if (tfm_constraints_count(cons[i]) == 0) {
                 CHECK_MSG(same_ids(&a.hyps[0], &tfm_search_result(plain, 0 + i).hyps[0]),
                           "sentence %d: not greedy's output", i);
                 continue;
@@ -1288,9 +1312,10 @@ static void test_constraints_enclosed_order(void)
     fixture_free(&f);
 }
 
-/* A token banned right after a constraint is met: with the constraint
- * [9 11] as the forced prefix of the output and </s> not yet allowed, the
- * search puts some x after it; banning x there gives another token. */
+/* A token banned right after a constraint is met, or right after a token:
+ * with the constraint [9 11] as the forced prefix of the output and </s>
+ * not yet allowed, the search puts some x after it; banning x after the
+ * constraint, or after the token 11, gives another token. */
 static void test_constraints_ban_after(void)
 {
     const int n = 10;
@@ -1304,10 +1329,11 @@ static void test_constraints_ban_after(void)
     for (int i = 1; i < n; i++) {
         if (f.lens[i] == 0) continue;
         int32_t after = -1;
-        for (int round = 0; round < 2; round++) {
+        for (int round = 0; round < 3; round++) {
             tfm_constraints_clear(c);
             CHECK(tfm_constraints_add(c, &alt, &two, 1, &err) == TFM_OK);
             if (round == 1) CHECK(tfm_constraints_ban_after(c, 0, after, &err) == TFM_OK);
+            if (round == 2) CHECK(tfm_constraints_ban_pair(c, 11, after, &err) == TFM_OK);
             const tfm_constraints *cs[1] = {c};
             tfm_search_params p = tfm_search_default_params();
             p.max_length_offset = 12;
@@ -1323,21 +1349,23 @@ static void test_constraints_ban_after(void)
             CHECK(h->len > 2 && h->ids[0] == 9 && h->ids[1] == 11);
             const int32_t next = h->len > 2 ? h->ids[2] : -1;
             if (round == 0) after = next;
-            if (round == 1) {
-                CHECK_MSG(next != after, "sentence %d: %d after the constraint", i, (int)next);
+            if (round > 0) {
+                CHECK_MSG(next != after, "sentence %d, round %d: %d after the constraint", i,
+                          round, (int)next);
                 tried++;
             }
         }
     }
-    CHECK(tried >= 5);
+    CHECK(tried >= 10);
     CHECK(tfm_constraints_ban_after(c, 3, 5, &err) == TFM_ERR_RANGE);
     tfm_constraints_free(c);
     fixture_free(&f);
 }
 
 /* Placeholders as constraints: one per occurrence, limits, the printf
- * order, and pieces that could spell a placeholder banned unless the
- * source's text has their character. */
+ * order, pieces that could spell a placeholder banned unless the source's
+ * text has their character, and pieces that would change a placeholder's
+ * reading banned right before or after its token. */
 static void test_placeholder_constraints(void)
 {
     tfm_norm_params norm = tfm_norm_default_params();
@@ -1386,6 +1414,15 @@ static void test_placeholder_constraints(void)
         for (int k = 0; k < 7; k++) banned[k] |= c->banned.data[i] == id[k];
     CHECK(!banned[0] && !banned[1] && banned[4] && banned[5] && banned[6]);
     CHECK(c->n == 1 && c->ordered.len == 0);
+    /* ... but never right before %s's token: "%" then "%s" reads "%%s"
+     * (as "▁%" does); "a" may come there */
+    const int32_t s_tok = c->ids.data[0];
+    bool before[3] = {0}; /* %, ▁%, a */
+    for (size_t i = 0; i < c->pair_first.len; i++) {
+        if (c->pair_second.data[i] != s_tok) continue;
+        for (int k = 0; k < 3; k++) before[k] |= c->pair_first.data[i] == id[k];
+    }
+    CHECK(before[0] && before[1] && !before[2]);
     /* only the braces class: only the braces' pieces */
     tfm_constraints_clear(c);
     CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_BRACES, &err) == TFM_OK);
