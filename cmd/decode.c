@@ -163,6 +163,7 @@ typedef struct options {
 typedef struct decode_run {
     options opt;
     tfm_decode_batch *b;
+    tfm_helper *helper;          /* the products' (cli_products_helper), or NULL */
     tfm_npy_stream stream;       /* the input being read, and its name */
     const char *name;
     tfm_line_reader *prefix_reader;
@@ -286,7 +287,10 @@ static size_t batch_rounds(const cli_batch_options *o)
 static tfm_status decode_slice(void *ctx, int w, size_t lo, size_t hi, tfm_error *err)
 {
     decode_run *run = ctx;
-    return tfm_decode_batch_run(run->b, w, lo, hi, err);
+    tfm_helper_enter(run->helper);
+    tfm_status st = tfm_decode_batch_run(run->b, w, lo, hi, err);
+    tfm_helper_leave(run->helper);
+    return st;
 }
 
 static tfm_status write_sentence(void *ctx, size_t slot, tfm_error *err)
@@ -486,6 +490,7 @@ int main(int argc, char **argv)
     opt.decode.capacity = (size_t)opt.batch.batch_size * (size_t)threads * batch_rounds(&opt.batch);
     opt.decode.workers = threads;
     run.opt = opt;
+    run.helper = cli_products_helper(&opt.batch);
     if (sp->sampling)
         cli_info("sampling %d per sentence (top-k %d, top-p %g, temperature %g, seed %llu)",
                  sp->nbest, sp->top_k, (double)sp->top_p, (double)sp->temperature,
@@ -537,6 +542,7 @@ int main(int argc, char **argv)
              records, run.out_tokens, t, t > 0 ? (double)records / t : 0.0,
              t > 0 ? (double)run.out_tokens / t : 0.0);
     tfm_decode_batch_free(run.b);
+    cli_products_helper_free(run.helper);
     tfm_vocab_free(run.vocab);
     tfm_shortlist_free(run.shortlist);
     tfm_bpe_free(run.source_bpe);

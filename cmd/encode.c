@@ -83,6 +83,7 @@ typedef struct batch {
 typedef struct encode_run {
     options opt;
     tfm_model *model;
+    tfm_helper *helper;      /* the products' (cli_products_helper), or NULL */
     int D;
     tfm_pair_params source;  /* how a line becomes a source */
     tfm_encoder *encoders[CLI_MAX_THREADS];
@@ -137,8 +138,11 @@ static tfm_status encode_slice(void *ctx, int worker, size_t lo, size_t hi, tfm_
 {
     encode_run *run = ctx;
     batch *b = &run->b;
-    return tfm_encoder_forward(run->encoders[worker], (int)(hi - lo), b->ptr + lo, b->len + lo,
-                               b->states + b->row[lo] * (size_t)run->D, err);
+    tfm_helper_enter(run->helper);
+    tfm_status st = tfm_encoder_forward(run->encoders[worker], (int)(hi - lo), b->ptr + lo,
+                                        b->len + lo, b->states + b->row[lo] * (size_t)run->D, err);
+    tfm_helper_leave(run->helper);
+    return st;
 }
 
 static tfm_status write_states(void *ctx, size_t slot, tfm_error *err)
@@ -225,6 +229,7 @@ int main(int argc, char **argv)
     run.source.source_eos = run.source.source_eos && opt.eos;
     if (tfm_model_pack_for_encoding(run.model, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
     tfm_model_release_quantized(run.model); /* the packs hold its matrices now */
+    run.helper = cli_products_helper(&opt.batch);
     const tfm_config *c = &run.model->config;
     run.D = c->d_model;
     run.source.max_source = (size_t)cli_max_input(&opt.batch, run.model);
@@ -258,6 +263,7 @@ int main(int argc, char **argv)
     free(b->row);
     free(b->states);
     for (int w = 0; w < threads; w++) tfm_encoder_free(run.encoders[w]);
+    cli_products_helper_free(run.helper);
     tfm_model_free(run.model);
     return CLI_EXIT_OK;
 }

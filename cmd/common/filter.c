@@ -66,6 +66,22 @@ tfm_batch_loop cli_batch_loop(const cli_batch_options *o, void *ctx)
     };
 }
 
+tfm_helper *cli_products_helper(const cli_batch_options *o)
+{
+    if (o->threads < 2) return NULL;
+    tfm_helper *helper;
+    tfm_error err;
+    if (tfm_helper_create(&helper, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    tfm_model_products_helper(helper);
+    return helper;
+}
+
+void cli_products_helper_free(tfm_helper *helper)
+{
+    tfm_model_products_helper(NULL);
+    tfm_helper_free(helper);
+}
+
 void cli_each_input(int argc, char **argv, void (*fn)(void *ctx, const char *name), void *ctx)
 {
     if (optind >= argc) fn(ctx, "-");

@@ -66,6 +66,13 @@ int cli_max_input(const cli_batch_options *o, const tfm_model *m);
  * cli_flush.  The caller sets read, ready, work, write and the rest. */
 tfm_batch_loop cli_batch_loop(const cli_batch_options *o, void *ctx);
 
+/* With two threads or more, a helper thread (tfm_helper) for the packed
+ * products, registered with tfm_model_products_helper: it lends its CPU to
+ * a worker whose fellows are idle.  NULL with one thread; the program
+ * fails when the thread cannot start.  Free it with cli_products_helper_free. */
+tfm_helper *cli_products_helper(const cli_batch_options *o);
+void cli_products_helper_free(tfm_helper *helper);
+
 /* Calls fn with each input named after the options (argv[optind..]), or
  * with "-" (standard input) when there is none. */
 void cli_each_input(int argc, char **argv, void (*fn)(void *ctx, const char *name), void *ctx);

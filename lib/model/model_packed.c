@@ -237,3 +237,8 @@ const char *tfm_model_kernel_reason(const tfm_model *m)
     }
     return "no weights are packed (a CPU without AVX2 and FMA, or nothing to pack)";
 }
+
+void tfm_model_products_helper(tfm_helper *helper)
+{
+    nn_packed_set_helper(helper);
+}

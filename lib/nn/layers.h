@@ -486,6 +486,11 @@ size_t nn_packed_scratch_bytes(const nn_packed_linear *p);
 void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, int R,
                        void *scratch);
 
+/* The helper (tfm_helper) the packed products may halve their panels
+ * with, for the whole process, or NULL (the default): the same results
+ * either way. */
+void nn_packed_set_helper(tfm_helper *helper);
+
 /* nn_packed_forward and each row's logit statistics (as logit_stats gives
  * them, rounded differently: the sum is gathered panel by panel, rescaled as
  * the maximum grows), taken while the logits are in the cache.

@@ -449,56 +449,160 @@ size_t nn_packed_scratch_bytes(const nn_packed_linear *p)
     return rows * (walk_row_bytes(p, w) + sizeof(float)) + 64;
 }
 
-/* out [R, N] = x [R, K] W^T + bias: for each slice of rows that fits in
- * the cache (prepared first into scratch for int8 and bf16), panel by panel
- * (a panel stays in the first- or second-level cache while every block of
- * rows passes over it).  With stats [R] (and sums [R, NN_STATS_SUMS],
- * scratch), each row's logit statistics too, taken panel by panel while the
- * panel's logits are in the cache. */
+/* Where a walk finds its prepared rows (int8, bf16) in scratch: the rows
+ * 64-byte aligned, their scales after them. */
+static void *prepared_rows(void *scratch)
+{
+    return (void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+}
+
+static float *prepared_scales(const nn_packed_linear *p, walk_kernel w, void *scratch)
+{
+    const size_t slice = (size_t)walk_slice_rows(p, w);
+    return (float *)(void *)((char *)prepared_rows(scratch) + slice * walk_row_bytes(p, w));
+}
+
+/* Each row's logit statistics started, before the first fold. */
+static void stats_start(tfm_logit_stats *stats, double *sums, int R)
+{
+    for (int r = 0; r < R; r++) {
+        stats[r] = (tfm_logit_stats){.max = -INFINITY, .log_sum = NAN, .argmax = 0};
+        for (int i = 0; sums && i < NN_STATS_SUMS; i++) sums[(size_t)r * NN_STATS_SUMS + i] = 0;
+    }
+}
+
+/* Folds columns [c0, c0 + cols) of row i of out [., N] into its statistics,
+ * STATS_GROUP at a time from c0. */
+NN_INLINE void fold_columns(nn_isa isa, const float *out, int N, int i, int c0, int cols,
+                            tfm_logit_stats *stats, double *sums)
+{
+    for (int g = c0; g < c0 + cols; g += STATS_GROUP)
+        fold_stats(isa, out + (size_t)i * N + g,
+                   c0 + cols - g < STATS_GROUP ? c0 + cols - g : STATS_GROUP, g, &stats[i],
+                   sums ? sums + (size_t)i * NN_STATS_SUMS : NULL);
+}
+
+static void stats_finish(tfm_logit_stats *stats, const double *sums, int R)
+{
+    for (int r = 0; sums && r < R; r++) {
+        const double *sum = sums + (size_t)r * NN_STATS_SUMS;
+        stats[r].log_sum = (float)log((sum[0] + sum[1]) + (sum[2] + sum[3]));
+    }
+}
+
+/* out [R, N] = x [R, K] W^T + bias over panels [pi0, pi1): for each slice of
+ * rows that fits in the cache (prepared first into scratch for int8 and
+ * bf16, unless rows_ready says a single slice of them is there already),
+ * panel by panel (a panel stays in the first- or second-level cache while
+ * every block of rows passes over it).  With stats [R] (and sums [R,
+ * NN_STATS_SUMS], scratch), each row's logit statistics too, taken panel
+ * by panel while the panel's logits are in the cache. */
 NN_INLINE void packed_walk_body(nn_isa isa, float *out, const float *x, const nn_packed_linear *p,
-                                int R, void *scratch, tfm_logit_stats *stats, double *sums)
+                                int R, void *scratch, tfm_logit_stats *stats, double *sums,
+                                int pi0, int pi1, bool rows_ready)
 {
     const walk_kernel w = walk_kernel_of(p);
     const int N = p->N, slice = walk_slice_rows(p, w);
     const size_t row_bytes = walk_row_bytes(p, w);
-    /* the prepared rows 64-byte aligned, their scales after them */
-    void *xq = (void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *xs = (float *)(void *)((char *)xq + (size_t)slice * row_bytes);
-    if (stats)
-        for (int r = 0; r < R; r++) {
-            stats[r] = (tfm_logit_stats){.max = -INFINITY, .log_sum = NAN, .argmax = 0};
-            for (int i = 0; sums && i < NN_STATS_SUMS; i++) sums[(size_t)r * NN_STATS_SUMS + i] = 0;
-        }
+    void *xq = prepared_rows(scratch);
+    float *xs = prepared_scales(p, w, scratch);
+    if (stats) stats_start(stats, sums, R);
     for (int r0 = 0; r0 < R; r0 += slice) {
         const int r1 = R - r0 < slice ? R : r0 + slice;
         const char *rows = (const char *)(x + (size_t)r0 * p->K);
         if (w.prepared) {
-            nn_quant_prepare(p, x + (size_t)r0 * p->K, (size_t)p->K, r1 - r0, xq, xs);
+            if (!rows_ready)
+                nn_quant_prepare(p, x + (size_t)r0 * p->K, (size_t)p->K, r1 - r0, xq, xs);
             rows = xq;
         }
-        for (int c0 = 0, pi = 0; c0 < N; c0 += w.width, pi++) {
-            const int cols = N - c0 < w.width ? N - c0 : w.width;
+        for (int pi = pi0; pi < pi1; pi++) {
+            const int c0 = pi * w.width, cols = N - c0 < w.width ? N - c0 : w.width;
             for (int r = r0; r < r1; r += w.rows)
                 w.block(out + (size_t)r * N + c0, (size_t)N, rows + (size_t)(r - r0) * row_bytes,
                         row_bytes, xs + (r - r0), r1 - r < w.rows ? r1 - r : w.rows, p, pi, cols);
             if (stats)
-                for (int i = r0; i < r1; i++)
-                    for (int g = c0; g < c0 + cols; g += STATS_GROUP)
-                        fold_stats(isa, out + (size_t)i * N + g,
-                                   c0 + cols - g < STATS_GROUP ? c0 + cols - g : STATS_GROUP, g,
-                                   &stats[i], sums ? sums + (size_t)i * NN_STATS_SUMS : NULL);
+                for (int i = r0; i < r1; i++) fold_columns(isa, out, N, i, c0, cols, stats, sums);
         }
     }
-    if (stats && sums)
-        for (int r = 0; r < R; r++) {
-            const double *sum = sums + (size_t)r * NN_STATS_SUMS;
-            stats[r].log_sum = (float)log((sum[0] + sum[1]) + (sum[2] + sum[3]));
-        }
+    if (stats) stats_finish(stats, sums, R);
 }
 NN_VERSIONS_512(static, packed_walk,
                 (float *out, const float *x, const nn_packed_linear *p, int R, void *scratch,
-                 tfm_logit_stats *stats, double *sums),
-                (out, x, p, R, scratch, stats, sums))
+                 tfm_logit_stats *stats, double *sums, int pi0, int pi1, bool rows_ready),
+                (out, x, p, R, scratch, stats, sums, pi0, pi1, rows_ready))
+
+/* The statistics of rows [0, R) of out [R, N], folded in the order the walk
+ * folds them (per row, column groups from 0 up): the same bits. */
+NN_INLINE void packed_stats_body(nn_isa isa, const float *out, int N, int R,
+                                 tfm_logit_stats *stats, double *sums)
+{
+    stats_start(stats, sums, R);
+    for (int i = 0; i < R; i++) fold_columns(isa, out, N, i, 0, N, stats, sums);
+    stats_finish(stats, sums, R);
+}
+NN_VERSIONS_512(static, packed_stats,
+                (const float *out, int N, int R, tfm_logit_stats *stats, double *sums),
+                (out, N, R, stats, sums))
+
+/* ---- halving a product with the helper -------------------------------------------------- */
+
+/* The helper the products may use (nn_packed_set_helper), or NULL; and the
+ * weights a product needs, at least, for the handover (a few microseconds)
+ * to pay.  Measured on an Intel Xeon (2 CPUs), a base-shaped model's
+ * packed file, one line, best of 9 on a busy machine: decode 98 ms alone,
+ * 82 ms halving the products of 1M weights and more (the feed-forward
+ * layers and the output layer), 71 ms halving those of 512 x 512 too.
+ * At batch 1 a product reads its weights from memory, and two CPUs read
+ * them faster than one, though not twice as fast here. */
+static tfm_helper *product_helper;
+enum { MIN_HALVED_WEIGHTS = 1 << 18 };
+
+void nn_packed_set_helper(tfm_helper *helper)
+{
+    product_helper = helper;
+}
+
+typedef struct halved_walk {
+    float *out;
+    const float *x;
+    const nn_packed_linear *p;
+    int R, n_panels;
+    void *scratch;
+} halved_walk;
+
+static void walk_half(void *ctx, int part)
+{
+    const halved_walk *h = ctx;
+    const int mid = (h->n_panels + 1) / 2;
+    packed_walk(h->out, h->x, h->p, h->R, h->scratch, NULL, NULL, part ? mid : 0,
+                part ? h->n_panels : mid, true);
+}
+
+/* The walk of the whole product: its panels halved between this thread and
+ * the helper when the helper is free, the rows few (one slice) and the
+ * weights many; the statistics then folded after, in the walk's order.
+ * Every output is the same sum whichever thread makes it. */
+static void packed_walk_all(float *out, const float *x, const nn_packed_linear *p, int R,
+                            void *scratch, tfm_logit_stats *stats, double *sums)
+{
+    const walk_kernel w = walk_kernel_of(p);
+    const int n_panels = (p->N + w.width - 1) / w.width;
+    const bool halve = product_helper && R <= walk_slice_rows(p, w) && n_panels >= 2 &&
+                       (size_t)p->N * (size_t)p->K >= MIN_HALVED_WEIGHTS;
+    if (halve) {
+        if (w.prepared)
+            nn_quant_prepare(p, x, (size_t)p->K, R, prepared_rows(scratch),
+                             prepared_scales(p, w, scratch));
+        halved_walk h = {out, x, p, R, n_panels, scratch};
+        if (tfm_helper_run(product_helper, walk_half, &h)) {
+            if (stats) packed_stats(out, p->N, R, stats, sums);
+            return;
+        }
+        packed_walk(out, x, p, R, scratch, stats, sums, 0, n_panels, w.prepared);
+        return;
+    }
+    packed_walk(out, x, p, R, scratch, stats, sums, 0, n_panels, false);
+}
 
 /* The kernel this CPU runs best, less if TFM_ISA asks for less. */
 nn_kernel nn_packed_best_kernel(void)
@@ -698,7 +802,7 @@ void nn_packed_forward(float *out, const float *x, const nn_packed_linear *p, in
                        void *scratch)
 {
     if (R <= 0 || p->N <= 0) return;
-    if (p->panels) packed_walk(out, x, p, R, scratch, NULL, NULL);
+    if (p->panels) packed_walk_all(out, x, p, R, scratch, NULL, NULL);
     else linear_forward(out, x, p->weight, p->bias, R, p->K, p->N);
 }
 
@@ -707,7 +811,7 @@ void nn_packed_forward_stats(float *out, const float *x, const nn_packed_linear 
 {
     if (R <= 0 || p->N <= 0) return;
     if (p->panels) {
-        packed_walk(out, x, p, R, scratch, stats, sums);
+        packed_walk_all(out, x, p, R, scratch, stats, sums);
         return;
     }
     linear_forward(out, x, p->weight, p->bias, R, p->K, p->N);

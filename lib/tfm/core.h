@@ -223,6 +223,24 @@ uint64_t tfm_rng_below(tfm_rng *r, uint64_t n);
 tfm_status tfm_parallel_for(int n_threads, size_t n, void (*fn)(void *ctx, size_t i),
                             void *ctx);
 
+/* A helper: one more thread, that lends its CPU to one worker's loops
+ * while the program's other workers are idle (decoding one sentence on a
+ * machine of two CPUs).  Workers bracket their work with tfm_helper_enter
+ * and tfm_helper_leave.  tfm_helper_run(h, fn, ctx) runs fn(ctx, 0) on the
+ * calling thread and fn(ctx, 1) on the helper at once, and returns true
+ * when both are done, if at most one worker is in and no other call holds
+ * the helper; else it runs nothing and returns false, and the caller does
+ * all the work.  The helper sleeps between calls (never spins).  A NULL
+ * helper is never free. */
+typedef struct tfm_helper tfm_helper;
+tfm_status tfm_helper_create(tfm_helper **out, tfm_error *err);
+void tfm_helper_free(tfm_helper *h);
+void tfm_helper_enter(tfm_helper *h);
+void tfm_helper_leave(tfm_helper *h);
+bool tfm_helper_run(tfm_helper *h, void (*fn)(void *ctx, int part), void *ctx);
+/* The calls the helper has run (0 for NULL). */
+unsigned long tfm_helper_calls(tfm_helper *h);
+
 /* Seconds of the monotonic clock (clock.c): differences are durations. */
 double tfm_clock_seconds(void);
 

@@ -326,6 +326,11 @@ const char *tfm_model_kernel_reason(const tfm_model *m);
  * file's panels read in place, or packed at start. */
 const char *tfm_model_panels_source(const tfm_model *m);
 tfm_status tfm_model_pack_for_decoding(tfm_model *m, tfm_error *err);
+/* The helper thread (tfm_helper) that the packed products of encode and
+ * decode may halve their work with while the program's other workers are
+ * idle (one sentence on two CPUs), for the whole process; NULL for none
+ * (the default).  The results are the same bits either way. */
+void tfm_model_products_helper(tfm_helper *helper);
 /* For a program that has packed all it will run (decode after
  * _for_decoding, encode after _for_encoding): frees the int8 or bf16
  * matrices of a model loaded for inference only (float_weights false),

@@ -230,6 +230,22 @@ static void test_failed_write(void)
     CHECK(s.n_written == 17);
 }
 
+/* The slices (or chunks) of s's last batch of n items as "lo-hi lo-hi ...",
+ * sorted by lo. */
+static void describe_slices(const source *s, size_t n, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (size_t lo = 0; lo < n;) {
+        size_t k;
+        for (k = 0; k < s->n_slices && s->slices[k][0] != lo; k++) {}
+        if (k == s->n_slices) break;
+        used += (size_t)snprintf(out + used, cap - used, "%s%zu-%zu", lo ? " " : "", lo,
+                                 s->slices[k][1]);
+        lo = s->slices[k][1];
+    }
+}
+
 /* One batch of n items; returns the slices as "lo-hi lo-hi ..." sorted by lo. */
 static void slices_of(size_t n, const size_t *costs, int threads, size_t min_items,
                       size_t min_cost, bool balance, char *out, size_t cap)
@@ -243,16 +259,7 @@ static void slices_of(size_t n, const size_t *costs, int threads, size_t min_ite
     loop.balance_cost = balance;
     CHECK(tfm_batch_loop_run(&loop, NULL) == TFM_OK);
     CHECK(all_written_in_order(&s, n));
-    size_t used = 0;
-    out[0] = 0;
-    for (size_t lo = 0; lo < n;) {
-        size_t k;
-        for (k = 0; k < s.n_slices && s.slices[k][0] != lo; k++) {}
-        if (k == s.n_slices) break;
-        used += (size_t)snprintf(out + used, cap - used, "%s%zu-%zu", lo ? " " : "", lo,
-                                 s.slices[k][1]);
-        lo = s.slices[k][1];
-    }
+    describe_slices(&s, n, out, cap);
 }
 
 static void test_slices(void)
@@ -288,16 +295,7 @@ static void chunks_of(size_t n, const size_t *costs, int threads, size_t chunk_i
     CHECK(tfm_batch_loop_run(&loop, NULL) == TFM_OK);
     CHECK(all_written_in_order(&s, n));
     CHECK(s.worker_clash == 0);
-    size_t used = 0;
-    out[0] = 0;
-    for (size_t lo = 0; lo < n;) {
-        size_t k;
-        for (k = 0; k < s.n_slices && s.slices[k][0] != lo; k++) {}
-        if (k == s.n_slices) break;
-        used += (size_t)snprintf(out + used, cap - used, "%s%zu-%zu", lo ? " " : "", lo,
-                                 s.slices[k][1]);
-        lo = s.slices[k][1];
-    }
+    describe_slices(&s, n, out, cap);
 }
 
 static void test_chunks(void)

@@ -1,5 +1,6 @@
 /* test_core.c - status messages, buffers, id lines, hash maps, the random
  * number generator and the parallel for-loop. */
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "check.h"
@@ -186,6 +187,48 @@ static void test_parallel_for(void)
     CHECK(tfm_cpu_count() >= 1);
 }
 
+typedef struct {
+    atomic_int parts[2];
+    pthread_t thread[2];
+} helper_ctx;
+
+static void record_part(void *ctx, int part)
+{
+    helper_ctx *h = ctx;
+    atomic_fetch_add(&h->parts[part], 1);
+    h->thread[part] = pthread_self();
+}
+
+/* The helper runs part 1 on its own thread while the caller runs part 0,
+ * call after call; it refuses (and runs nothing) while two workers are in
+ * or when there is no helper. */
+static void test_helper(void)
+{
+    tfm_helper *h;
+    tfm_error err;
+    CHECK(tfm_helper_create(&h, &err) == TFM_OK);
+    helper_ctx c;
+    atomic_init(&c.parts[0], 0);
+    atomic_init(&c.parts[1], 0);
+    tfm_helper_enter(h); /* one worker in: the helper is free */
+    int ran = 0;
+    for (int i = 0; i < 200; i++) ran += tfm_helper_run(h, record_part, &c);
+    CHECK_MSG(ran == 200, "%d of 200 calls ran", ran);
+    CHECK(tfm_helper_calls(h) == 200);
+    CHECK(atomic_load(&c.parts[0]) == 200 && atomic_load(&c.parts[1]) == 200);
+    CHECK(pthread_equal(c.thread[0], pthread_self()));
+    CHECK(!pthread_equal(c.thread[1], pthread_self()));
+    tfm_helper_enter(h); /* two in: the other's CPU is taken */
+    CHECK(!tfm_helper_run(h, record_part, &c));
+    CHECK(atomic_load(&c.parts[0]) == 200 && atomic_load(&c.parts[1]) == 200);
+    tfm_helper_leave(h);
+    CHECK(tfm_helper_run(h, record_part, &c));
+    tfm_helper_leave(h);
+    CHECK(!tfm_helper_run(NULL, record_part, &c));
+    tfm_helper_free(h);
+    tfm_helper_free(NULL);
+}
+
 int main(void)
 {
     RUN(test_error_messages);
@@ -195,5 +238,6 @@ int main(void)
     RUN(test_strmap);
     RUN(test_rng);
     RUN(test_parallel_for);
+    RUN(test_helper);
     CHECK_DONE();
 }

@@ -417,6 +417,77 @@ static void test_best_kernel(void)
     unsetenv("TFM_ISA");
 }
 
+/* A product halved with the helper (nn_packed_set_helper) gives the bits of
+ * the whole walk, outputs and logit statistics, for every kernel this CPU
+ * runs: float32, int8 and bf16, at 1 and 3 rows (a decoding step's), N not
+ * a whole number of panels, the weights above the size that is halved. */
+static void test_halved_products(void)
+{
+    enum { N = 2056, K = 520 };
+    const nn_kernel kernels[] = {NN_KERNEL_AVX2, NN_KERNEL_AVX512, NN_KERNEL_INT8_C,
+                                 NN_KERNEL_INT8_AVX2, NN_KERNEL_INT8_AVX512BW,
+                                 NN_KERNEL_INT8_VNNI, NN_KERNEL_BF16_C, NN_KERNEL_BF16_AVX2,
+                                 NN_KERNEL_BF16_AVX512BW, NN_KERNEL_BF16_AVX512};
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 23);
+    float *w = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N),
+          *x = malloc(sizeof(float) * 3 * K), *whole = malloc(sizeof(float) * 3 * N),
+          *halved = malloc(sizeof(float) * 3 * N), *s = malloc(sizeof(float) * N);
+    int8_t *q = malloc((size_t)N * K);
+    uint16_t *h = malloc(sizeof(uint16_t) * N * K);
+    tfm_logit_stats st_whole[3], st_halved[3];
+    double sums[3 * NN_STATS_SUMS];
+    CHECK(w && bias && x && whole && halved && s && q && h);
+    for (int i = 0; i < N * K; i++) w[i] = 2 * tfm_rng_float(&rng) - 1;
+    for (int i = 0; i < N; i++) bias[i] = tfm_rng_float(&rng);
+    for (int i = 0; i < 3 * K; i++) x[i] = 2 * tfm_rng_float(&rng) - 1;
+    nn_quantize_int8(q, s, w, N, K);
+    nn_round_bf16(h, w, (size_t)N * K);
+    tfm_helper *helper;
+    tfm_error err;
+    CHECK(tfm_helper_create(&helper, &err) == TFM_OK);
+    int tried = 0;
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        const nn_kernel k = kernels[i];
+        const bool plain_c = k == NN_KERNEL_BF16_C || k == NN_KERNEL_INT8_C;
+        if (!nn_packed_kernel_runs(k) || (SANITIZED && plain_c)) continue;
+        nn_packed_linear p;
+        tfm_status packed = nn_kernel_is_int8(k)   ? nn_pack_int8(&p, q, s, bias, N, K, k)
+                            : nn_kernel_is_bf16(k) ? nn_pack_bf16(&p, h, bias, N, K, k)
+                                                   : nn_pack_linear_for(&p, w, bias, N, K, k);
+        CHECK(packed == TFM_OK);
+        const size_t bytes = nn_packed_scratch_bytes(&p);
+        void *scratch = bytes ? malloc(bytes) : NULL;
+        for (int R = 1; R <= 3; R += 2) {
+            nn_packed_set_helper(NULL);
+            nn_packed_forward(whole, x, &p, R, scratch);
+            nn_packed_forward_stats(whole, x, &p, R, scratch, st_whole, sums);
+            tfm_helper_enter(helper); /* this thread, the one worker in */
+            nn_packed_set_helper(helper);
+            const unsigned long calls = tfm_helper_calls(helper);
+            memset(halved, 0, sizeof(float) * 3 * N);
+            nn_packed_forward(halved, x, &p, R, scratch);
+            CHECK_MSG(memcmp(whole, halved, sizeof(float) * R * N) == 0,
+                      "kernel %d, %d rows: the halved product differs", (int)k, R);
+            memset(halved, 0, sizeof(float) * 3 * N);
+            nn_packed_forward_stats(halved, x, &p, R, scratch, st_halved, sums);
+            CHECK_MSG(memcmp(whole, halved, sizeof(float) * R * N) == 0 &&
+                          memcmp(st_whole, st_halved, sizeof st_whole[0] * R) == 0,
+                      "kernel %d, %d rows: the halved product's statistics differ", (int)k, R);
+            CHECK_MSG(tfm_helper_calls(helper) == calls + 2, "kernel %d, %d rows: not halved",
+                      (int)k, R);
+            tfm_helper_leave(helper);
+            nn_packed_set_helper(NULL);
+        }
+        tried++;
+        free(scratch);
+        nn_packed_linear_free(&p);
+    }
+    CHECK(tried >= 3); /* float32 AVX2 (or sgemm), int8 and bf16 at the least */
+    tfm_helper_free(helper);
+    free(w), free(bias), free(x), free(whole), free(halved), free(s), free(q), free(h);
+}
+
 int main(void)
 {
     RUN(test_quantize_int8);
@@ -426,5 +497,6 @@ int main(void)
     RUN(test_bf16_kernels);
     RUN(test_rows_and_stats);
     RUN(test_best_kernel);
+    RUN(test_halved_products);
     CHECK_DONE();
 }
