@@ -13,7 +13,8 @@
 #   2. translations of the test set: the plain model; the placeholder model
 #      without steering (its placeholder tokens put back by 'tokenize -d
 #      --placeholders') and with 'decode --placeholders' (constrained beam
-#      search that keeps exactly the source's placeholders); each model with
+#      search that keeps exactly the source's placeholders), beam 4 and
+#      greedy (ph-free-greedy, ph-greedy); each model with
 #      a glossary ('tokenize --glossary', 'decode --constraints') made from
 #      word pairs of the training data (placeholders.py): the terms of each
 #      line that its reference holds too (Dinu et al.'s setting, "terms"),
@@ -122,7 +123,7 @@ $PY tests/bench/placeholders.py dinu-constraints "$BIN" "$PH" "$D/glossary.tsv" 
 echo "glossary: $(grep -c . "$OUT/plain.terms.txt") test lines with annotated terms; the whole glossary finds terms in $(grep -c . "$OUT/plain.gloss.txt")"
 
 # each pair of runs twice, interleaved, the faster of each kept (a shared machine)
-RUNS="plain plain-terms plain-glossary ph-free ph ph-terms"
+RUNS="plain plain-terms plain-glossary ph-free ph ph-terms ph-free-greedy ph-greedy"
 for round in 1 2; do
     decode "$PLAIN" plain plain
     decode "$PLAIN" plain-terms plain --constraints "$OUT/plain.terms.txt"
@@ -130,6 +131,9 @@ for round in 1 2; do
     decode "$PH" ph-free ph
     decode "$PH" ph ph --placeholders "$T"
     decode "$PH" ph-terms ph --placeholders "$T" --constraints "$OUT/ph.terms.txt"
+    # greedy, with and without the placeholders' constrained search
+    decode "$PH" ph-free-greedy ph --beam 1
+    decode "$PH" ph-greedy ph --beam 1 --placeholders "$T"
     # the AVX2 kernels (TFM_ISA=avx2), for CPUs without AVX-512
     TFM_ISA=avx2 decode "$PLAIN" plain-avx2 plain
     TFM_ISA=avx2 decode "$PLAIN" plain-terms-avx2 plain --constraints "$OUT/plain.terms.txt"
@@ -140,7 +144,7 @@ for round in 1 2; do
     done
 done
 for n in plain plain-terms plain-glossary; do detok "$PLAIN" "$n"; done
-for n in ph-free ph ph-terms; do detok "$PH" "$n" --placeholders "$T"; done
+for n in ph-free ph ph-terms ph-free-greedy ph-greedy; do detok "$PH" "$n" --placeholders "$T"; done
 
 # ---- 3. measures ---------------------------------------------------------------------
 echo
@@ -149,7 +153,8 @@ $PY tests/bench/placeholders.py report "$BIN" "$T" "$D/test.fr" \
     "plain=$OUT/plain.fr" "plain+terms=$OUT/plain-terms.fr" \
     "plain+whole_glossary=$OUT/plain-glossary.fr" \
     "placeholders_unsteered=$OUT/ph-free.fr" "placeholders=$OUT/ph.fr" \
-    "placeholders+terms=$OUT/ph-terms.fr" --glossary "$D/glossary.tsv"
+    "placeholders+terms=$OUT/ph-terms.fr" "placeholders_unsteered_greedy=$OUT/ph-free-greedy.fr" \
+    "placeholders_greedy=$OUT/ph-greedy.fr" --glossary "$D/glossary.tsv"
 
 echo
 echo "== BLEU and chrF against the raw references"
@@ -161,7 +166,7 @@ for n in $RUNS; do
 done
 
 echo
-echo "== decode speed (beam 4, batch 64, $THREADS threads, best of 2 runs; the same encoder states)"
+echo "== decode speed (beam 4 unless said, batch 64, $THREADS threads, best of 2 runs; the same encoder states)"
 rate() { awk -v t="$(cat "$OUT/$1.best")" '{ n += NF } END { printf "%.0f", (t > 0 ? n / t : 0) }' "$OUT/$1.ids"; }
 speed() { # WHAT UNCONSTRAINED CONSTRAINED
     u=$(rate "$2") c=$(rate "$3")
@@ -173,4 +178,5 @@ speed "annotated terms, plain model" plain plain-terms
 speed "the whole glossary, plain model" plain plain-glossary
 speed "placeholders, placeholder model" ph-free ph
 speed "placeholders + terms, placeholder model" ph-free ph-terms
+speed "placeholders, placeholder model, greedy" ph-free-greedy ph-greedy
 speed "annotated terms, plain model, TFM_ISA=avx2" plain-avx2 plain-terms-avx2
