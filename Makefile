@@ -149,10 +149,21 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(BUILD)/libtfm.a
 # calls no BLAS; only train reads zip and YAML files (train import).  (The
 # sanitizers' metadata keeps every function's references alive, so a
 # sanitizer build links them all.)
+# encode, decode and inspect-attn link OpenBLAS statically (Debian's
+# libopenblas-pthread-dev ships the archive; the usual shared library when
+# it is missing): the dynamic loader's 12,000 symbol lookups for it and
+# libgfortran were half of their start, paid twice (cmd/common/cli.c
+# starts a program again to make OpenBLAS's threads block).  decode --help:
+# 6-8 ms of CPU with the shared library, 3-4 ms static; each program grows
+# by 25 MB of OpenBLAS's kernels for every CPU.  (Debian's serial OpenBLAS
+# starts no threads at all, but it is not safe to call from two threads at
+# once: encode's states then changed from run to run.)
+STATIC_BLAS := $(firstword $(wildcard /usr/lib/*/openblas-pthread/libopenblas.a))
 ifeq ($(SAN),)
 FILTER_LIBS = -lutf8proc -lcjson -lm -pthread
 $(BUILD)/bin/tokenize: LDLIBS = $(FILTER_LIBS)
-$(BUILD)/bin/encode $(BUILD)/bin/decode $(BUILD)/bin/score $(BUILD)/bin/inspect-attn: LDLIBS = -lopenblas $(FILTER_LIBS)
+$(BUILD)/bin/encode $(BUILD)/bin/decode $(BUILD)/bin/inspect-attn: LDLIBS = $(or $(STATIC_BLAS),-lopenblas) $(FILTER_LIBS)
+$(BUILD)/bin/score: LDLIBS = -lopenblas $(FILTER_LIBS)
 endif
 
 # The programs that link the trainer link Open MPI; the filters do not.
