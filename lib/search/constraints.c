@@ -519,7 +519,8 @@ static tfm_status ban_joining(tfm_constraints *c, const tfm_vocab *v, int32_t to
         const unsigned char last = len > 0 ? (unsigned char)piece[len - 1] : 0;
         if (last == 0 || last >= 128 || !mark[last]) continue;
         joined.len = 0;
-        if (tfm_buf_append(&joined, piece, len) != TFM_OK || tfm_buf_append(&joined, t, n) != TFM_OK) {
+        if (tfm_buf_append(&joined, piece, len) != TFM_OK ||
+            tfm_buf_append(&joined, t, n) != TFM_OK) {
             st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
             break;
         }
