@@ -338,3 +338,26 @@ echo "8 9" >&3
 exec 3>&-
 wait
 check "interactive: the second line after it, then a clean end" test "$(count_lines inter.out)" -eq 2
+
+# Run after run, at two threads, with products of a real model's size: the
+# two workers call the BLAS at once, and a BLAS that is not safe for that
+# (Debian's serial OpenBLAS was linked for a day) gives states that change
+# from run to run; the tiny model's products above were too small to show
+# it.  A small-preset model (d_model 256), 300 lines: with the serial
+# OpenBLAS, 3 runs gave 3 different files (at 100 lines, the same one).
+# Under the sanitizers, whose builds are slower and always link the shared
+# threaded library, 100.
+lines=300
+case "$BUILD" in *asan*) lines=100 ;; esac
+"$MK" --preset small --vocab v.vocab --seed 3 -o small.st || { fail "mkmodel small"; exit 0; }
+head -n "$lines" "$ROOT/tests/data/corpus-small.txt" | "$TOK" -m small.st >small.ids
+for run in 1 2 3; do
+    timeout $TMO "$ENC" -m small.st --threads 2 --batch-size 16 small.ids >small$run.npy
+done
+check "encode --threads 2, a small-preset model: the same states, run after run" \
+    sh -c 'cmp -s small1.npy small2.npy && cmp -s small1.npy small3.npy'
+for run in 1 2; do
+    timeout $TMO "$DEC" -m small.st --threads 2 --batch-size 8 --greedy --max-length 6 small1.npy \
+        >small$run.out
+done
+check "decode --threads 2, a small-preset model: the same output, run after run" cmp -s small1.out small2.out
