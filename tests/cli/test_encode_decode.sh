@@ -341,14 +341,14 @@ check "interactive: the second line after it, then a clean end" test "$(count_li
 
 # Run after run, at two threads, with products of a real model's size: the
 # two workers call the BLAS at once, and a BLAS that is not safe for that
-# (Debian's serial OpenBLAS was linked for a day) gives states that change
+# (Debian's serial OpenBLAS, tried on 2026-11-29) gives states that change
 # from run to run; the tiny model's products above were too small to show
 # it.  A small-preset model (d_model 256), 300 lines: with the serial
 # OpenBLAS, 3 runs gave 3 different files (at 100 lines, the same one).
-# Under the sanitizers, whose builds are slower and always link the shared
-# threaded library, 100.
+# Not under the sanitizers: their builds always link the shared threaded
+# library, and took 5 s more for it.
+case "$BUILD" in *asan*) skip "the small-preset determinism check: not under the sanitizers"; exit 0 ;; esac
 lines=300
-case "$BUILD" in *asan*) lines=100 ;; esac
 "$MK" --preset small --vocab v.vocab --seed 3 -o small.st || { fail "mkmodel small"; exit 0; }
 head -n "$lines" "$ROOT/tests/data/corpus-small.txt" | "$TOK" -m small.st >small.ids
 for run in 1 2 3; do
