@@ -16,9 +16,10 @@ static const char *program = "tfm";
 static int warnings_shown;
 int cli_verbosity = 1;
 
-/* OpenBLAS's: 0 for a build that runs no threads of its own (Debian's
- * openblas-serial), 1 or 2 for one that does; weak, so that a program that
- * does not link OpenBLAS (tokenize) sees NULL. */
+/* OpenBLAS's: 0 for a build that runs no threads of its own, 1 or 2 for
+ * one that does; weak, so that a program that does not link OpenBLAS
+ * (tokenize) sees NULL.  (Debian's serial build is not linked: it is not
+ * safe to call from two threads at once; see the Makefile.) */
 extern int openblas_get_parallel(void) __attribute__((weak));
 
 /* OpenBLAS's idle threads spin (sched_yield) for 2^28 cycles before they

@@ -589,19 +589,20 @@ static void packed_walk_all(float *out, const float *x, const nn_packed_linear *
     const int n_panels = (p->N + w.width - 1) / w.width;
     const bool halve = product_helper && R <= walk_slice_rows(p, w) && n_panels >= 2 &&
                        (size_t)p->N * (size_t)p->K >= MIN_HALVED_WEIGHTS;
+    bool rows_ready = false; /* int8, bf16: prepared once for both halves */
     if (halve) {
         if (w.prepared)
             nn_quant_prepare(p, x, (size_t)p->K, R, prepared_rows(scratch),
                              prepared_scales(p, w, scratch));
+        rows_ready = w.prepared;
         halved_walk h = {out, x, p, R, n_panels, scratch};
         if (tfm_helper_run(product_helper, walk_half, &h)) {
             if (stats) packed_stats(out, p->N, R, stats, sums);
             return;
         }
-        packed_walk(out, x, p, R, scratch, stats, sums, 0, n_panels, w.prepared);
-        return;
     }
-    packed_walk(out, x, p, R, scratch, stats, sums, 0, n_panels, false);
+    /* whole: no helper, or it was busy */
+    packed_walk(out, x, p, R, scratch, stats, sums, 0, n_panels, rows_ready);
 }
 
 /* The kernel this CPU runs best, less if TFM_ISA asks for less. */

@@ -246,20 +246,36 @@ static void describe_slices(const source *s, size_t n, char *out, size_t cap)
     }
 }
 
-/* One batch of n items; returns the slices as "lo-hi lo-hi ..." sorted by lo. */
-static void slices_of(size_t n, const size_t *costs, int threads, size_t min_items,
-                      size_t min_cost, bool balance, char *out, size_t cap)
+/* One batch of n items (costs, or 1 each) over threads, split as split's
+ * split fields say (the slices' min_items_per_slice, min_cost_per_slice
+ * and balance_cost, or the chunks' chunk_items and chunk_cost): every item
+ * worked on once and written in order, no worker index used twice at once;
+ * the slices or chunks into out as "lo-hi lo-hi ...". */
+static void split_of(size_t n, const size_t *costs, int threads, tfm_batch_loop split, char *out,
+                     size_t cap)
 {
     source s;
     source_init(&s, n);
     if (costs) memcpy(s.cost, costs, n * sizeof *costs);
     tfm_batch_loop loop = loop_for(&s, 1000, 0, threads);
-    loop.min_items_per_slice = min_items;
-    loop.min_cost_per_slice = min_cost;
-    loop.balance_cost = balance;
+    loop.min_items_per_slice = split.min_items_per_slice;
+    loop.min_cost_per_slice = split.min_cost_per_slice;
+    loop.balance_cost = split.balance_cost;
+    loop.chunk_items = split.chunk_items;
+    loop.chunk_cost = split.chunk_cost;
     CHECK(tfm_batch_loop_run(&loop, NULL) == TFM_OK);
     CHECK(all_written_in_order(&s, n));
+    CHECK(s.worker_clash == 0);
     describe_slices(&s, n, out, cap);
+}
+
+/* One batch of n items in slices; returns them as "lo-hi lo-hi ...". */
+static void slices_of(size_t n, const size_t *costs, int threads, size_t min_items,
+                      size_t min_cost, bool balance, char *out, size_t cap)
+{
+    const tfm_batch_loop split = {.min_items_per_slice = min_items,
+                                  .min_cost_per_slice = min_cost, .balance_cost = balance};
+    split_of(n, costs, threads, split, out, cap);
 }
 
 static void test_slices(void)
@@ -280,22 +296,13 @@ static void test_slices(void)
     CHECK_MSG(strcmp(got, "0-3 3-6") == 0, "%s", got);
 }
 
-/* One batch of n items in chunks (chunk_items, chunk_cost) over threads:
- * the chunks as "lo-hi lo-hi ...", every item worked on once and written
- * in order, no worker index used twice at once. */
+/* One batch of n items in chunks (chunk_items, chunk_cost); returns them as
+ * "lo-hi lo-hi ...". */
 static void chunks_of(size_t n, const size_t *costs, int threads, size_t chunk_items,
                       size_t chunk_cost, char *out, size_t cap)
 {
-    source s;
-    source_init(&s, n);
-    if (costs) memcpy(s.cost, costs, n * sizeof *costs);
-    tfm_batch_loop loop = loop_for(&s, 1000, 0, threads);
-    loop.chunk_items = chunk_items;
-    loop.chunk_cost = chunk_cost;
-    CHECK(tfm_batch_loop_run(&loop, NULL) == TFM_OK);
-    CHECK(all_written_in_order(&s, n));
-    CHECK(s.worker_clash == 0);
-    describe_slices(&s, n, out, cap);
+    const tfm_batch_loop split = {.chunk_items = chunk_items, .chunk_cost = chunk_cost};
+    split_of(n, costs, threads, split, out, cap);
 }
 
 static void test_chunks(void)
