@@ -22,19 +22,32 @@ int cli_verbosity = 1;
  * safe to call from two threads at once; see the Makefile.) */
 extern int openblas_get_parallel(void) __attribute__((weak));
 
+/* OpenBLAS's, weak for the same reason: they read the environment again
+ * and stop its threads, which the next product starts anew. */
+extern void openblas_read_env(void) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+extern int openblas_thread_timeout(void) __attribute__((weak));
+
 /* OpenBLAS's idle threads spin (sched_yield) for 2^28 cycles before they
  * sleep, burning a shared CPU between matrix products (DESIGN.md: idle
  * threads block).  It reads OPENBLAS_THREAD_TIMEOUT (log2 of the cycles,
- * 4 at the least) only when the library loads, before main, so the program
- * sets it and starts itself again; a user's own setting is kept.  A
- * program without OpenBLAS's threads (not linked, or its serial build)
- * has nothing to make block and does not pay the second start (about 5 ms
- * of CPU: libraries loaded and OpenBLAS initialised twice). */
+ * 4 at the least) when the library loads, before main, and gives it to its
+ * threads when it starts them.  So the program sets it, has OpenBLAS read
+ * it again and stops the threads: the first product starts them with the
+ * short timeout.  (A setenv in .preinit_array comes too late: OpenBLAS's
+ * constructor has run by then.)  A user's own setting is kept.  Where
+ * OpenBLAS lacks those functions the program starts itself again with the
+ * variable set (about 4 ms of CPU).  A program without OpenBLAS's threads
+ * (not linked, or its serial build) has nothing to make block. */
 static void make_blas_threads_block(char **argv)
 {
     if (!openblas_get_parallel || openblas_get_parallel() == 0) return;
     if (getenv("OPENBLAS_THREAD_TIMEOUT")) return;
     if (setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) != 0) return;
+    if (openblas_read_env && blas_thread_shutdown_ && openblas_thread_timeout) {
+        openblas_read_env();
+        if (openblas_thread_timeout() == 4 && blas_thread_shutdown_() == 0) return;
+    }
     execv("/proc/self/exe", argv);
     /* If that failed, go on with spinning threads: slower, not wrong. */
 }

@@ -163,3 +163,29 @@ for prog_path in "$BIN"/*; do
 done
 
 if [ "$n_programs" -eq 0 ]; then fail "no programs in $BIN"; fi
+
+# OpenBLAS's idle threads block rather than spin (DESIGN.md): a program
+# that waits for its input, with two BLAS threads, uses next to no CPU.
+# Left alone, each idle thread spins about 0.1 s (2^28 cycles) after it
+# starts and after every product; the programs set a short timeout.  Read
+# from /proc/PID/stat (user and system time, in clock ticks) while the
+# program waits; not under the sanitizers, whose start is itself slow.
+idle_cpu_ms() { # PROG ARGS...: CPU ms PROG used in its first 0.7 s, waiting
+    sleep 1.2 | env -u OPENBLAS_THREAD_TIMEOUT OPENBLAS_NUM_THREADS=2 "$@" >/dev/null 2>&1 &
+    sleep 0.7
+    awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$!/stat" 2>/dev/null
+    wait
+}
+case "$BUILD" in
+    *asan*) skip "idle OpenBLAS threads: not under the sanitizers" ;;
+    *)
+        if [ -f cc-model.st ]; then
+            for p in encode decode; do
+                ms=$(idle_cpu_ms "$BIN/$p" -m cc-model.st)
+                check "$p waiting for input with 2 OpenBLAS threads: ${ms:-?} ms of CPU (under 50)" \
+                    test "${ms:-999}" -lt 50
+            done
+        else
+            fail "idle OpenBLAS threads: no model (cc-model.st) was made"
+        fi ;;
+esac
