@@ -30,11 +30,13 @@ char *openblas_get_corename(void);
 static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
 static int one_thread_depth; /* sections open now */
 static int saved_threads;    /* the count to restore when the last one closes */
+static int threads_wanted = 1; /* the programs' count, for the project's own products */
 
 void tfm_blas_threads(int n)
 {
     if (n < 1) n = 1;
     pthread_mutex_lock(&blas_lock);
+    threads_wanted = n;
     if (one_thread_depth > 0)
         saved_threads = n;
     else
@@ -58,6 +60,14 @@ void tfm_blas_one_thread_end(void)
     if (one_thread_depth > 0 && --one_thread_depth == 0 && saved_threads != 1)
         openblas_set_num_threads(saved_threads);
     pthread_mutex_unlock(&blas_lock);
+}
+
+int tfm_blas_thread_count(void)
+{
+    pthread_mutex_lock(&blas_lock);
+    const int n = one_thread_depth > 0 ? 1 : threads_wanted;
+    pthread_mutex_unlock(&blas_lock);
+    return n;
 }
 
 /* OpenBLAS's cores whose single-precision kernels use AVX2 and FMA, or wider. */

@@ -14,4 +14,9 @@
 void tfm_blas_one_thread_begin(void);
 void tfm_blas_one_thread_end(void);
 
+/* The threads a product of the library's own may run on (nn_sgemm): the
+ * programs' count (tfm_blas_threads, 1 until it is called), 1 while a
+ * one-thread section is open. */
+int tfm_blas_thread_count(void);
+
 #endif

@@ -15,7 +15,6 @@
  * the band of keys its mask lets it see: a window of r keys costs O(r n D)
  * work in the forward and the backward pass alike, and the weights kept
  * between them are the band alone (attention_band_width), O(r n) floats. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -183,8 +182,8 @@ void attention_forward(float *out, int ldo, const float *q, int ldq, const float
                 continue;
             }
             /* scores [m, nk] = scale Q_block (K_band + a^K)^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, Dh, scale, qb, ldq,
-                        k + (size_t)bk.klo * ldk + (size_t)h * Dh, ldk, 0.0f, scratch, nk);
+            nn_sgemm(false, true, m, nk, Dh, scale, qb, ldq,
+                     k + (size_t)bk.klo * ldk + (size_t)h * Dh, ldk, 0.0f, scratch, nk);
             if (rel) relative_logits(scratch, m, nk, qb, ldq, rel, Dh, scale, bk.d0, u);
             for (int r = 0; r < m; r++) {
                 float *s = scratch + (size_t)r * nk;
@@ -202,8 +201,8 @@ void attention_forward(float *out, int ldo, const float *q, int ldq, const float
                                attention_band_first(mask, i0 + r, n_k), s, bk.klo, a, b);
             }
             /* out_block [m, Dh] = weights [m, nk] (V_band [nk, Dh] + a^V) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, nk, 1.0f, scratch, nk,
-                        v + (size_t)bk.klo * ldv + (size_t)h * Dh, ldv, 0.0f, o, ldo);
+            nn_sgemm(false, false, m, Dh, nk, 1.0f, scratch, nk,
+                     v + (size_t)bk.klo * ldv + (size_t)h * Dh, ldv, 0.0f, o, ldo);
             if (rel) relative_values(o, ldo, scratch, m, nk, rel, Dh, bk.d0, u);
         }
     }
@@ -252,8 +251,8 @@ void attention_dropout_forward(float *out, int ldo, const float *v, int ldv, con
             float *o = out + (size_t)i0 * ldo + (size_t)h * Dh;
             if (bk.nk <= 0) continue; /* attention_forward left zeros */
             block_load(w, dropped + (size_t)i0 * width, width, &bk, mask, n_k);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bk.m, Dh, bk.nk, 1.0f, w,
-                        bk.nk, v + (size_t)bk.klo * ldv + (size_t)h * Dh, ldv, 0.0f, o, ldo);
+            nn_sgemm(false, false, bk.m, Dh, bk.nk, 1.0f, w, bk.nk,
+                     v + (size_t)bk.klo * ldv + (size_t)h * Dh, ldv, 0.0f, o, ldo);
             if (rel) relative_values(o, ldo, w, bk.m, bk.nk, rel, Dh, bk.d0, u);
         }
     }
@@ -359,10 +358,8 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
                 ldpd = nk;
             }
             /* dV_band += P'^T dO_block;  G = dP' = dO_block (V_band + a^V)^T */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, m, 1.0f, Pd, ldpd, dO,
-                        ldo, 1.0f, dvb, ldv);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, Dh, 1.0f, dO, ldo, vb, ldv,
-                        0.0f, G, nk);
+            nn_sgemm(true, false, nk, Dh, m, 1.0f, Pd, ldpd, dO, ldo, 1.0f, dvb, ldv);
+            nn_sgemm(false, true, m, nk, Dh, 1.0f, dO, ldo, vb, ldv, 0.0f, G, nk);
             if (rel)
                 relative_values_backward(G, drel->values, Pd, ldpd, dO, ldo, m, nk, rel, Dh,
                                          bk.d0, u);
@@ -384,10 +381,8 @@ void attention_backward(float *dq, float *dk, float *dv, const attention_relativ
                     softmax_backward(dS + at, dP + at, P + (size_t)r * ldp + a, b - a + 1);
             }
             /* dQ_block += scale dS (K_band + a^K);  dK_band += scale dS^T Q_block */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, nk, scale, dS, nk, kb,
-                        ldk, 1.0f, dqb, ldq);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, m, scale, dS, nk, qb, ldq,
-                        1.0f, dkb, ldk);
+            nn_sgemm(false, false, m, Dh, nk, scale, dS, nk, kb, ldk, 1.0f, dqb, ldq);
+            nn_sgemm(true, false, nk, Dh, m, scale, dS, nk, qb, ldq, 1.0f, dkb, ldk);
             if (rel)
                 relative_logits_backward(dqb, ldq, drel->keys, dS, qb, m, nk, rel, Dh, scale,
                                          bk.d0, u);

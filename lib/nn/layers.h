@@ -31,6 +31,18 @@
 #include "tfm/core.h"
 #include "tfm/model.h" /* tfm_logit_stats */
 
+/* ---- gemm.c: training's matrix products on the project's own kernels ---- */
+
+/* C [M, N] = alpha op(A) op(B) + beta C, all row-major, as
+ * cblas_sgemm(CblasRowMajor, ...): op(A) [M, K] is A (lda apart) or, with
+ * trans_a, A^T (A [K, M]); op(B) [K, N] likewise.  Beta 0 does not read C.
+ * AVX-512 or AVX2 kernels by nn_isa_level (the same bits on either), else
+ * cblas_sgemm.  Each C[i][j] depends on row i of op(A), column j of op(B)
+ * and K only: not on the other rows, the thread count or the alignment.
+ * Runs on tfm_blas_thread_count() threads when the product is big. */
+void nn_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+              int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
 /* ---- linear.c: y = x W^T + b, and the elementwise pieces of a sublayer ---- */
 
 /* out: [N, n_out], inp: [N, n_in], weight: [n_out, n_in] (PyTorch's layout),

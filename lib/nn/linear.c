@@ -1,7 +1,6 @@
 /* linear.c - the linear layer y = x W^T + b (PyTorch's nn.Linear), and the
  * elementwise pieces the sublayers put around it: the FFN's ReLU and the
  * residual connection; each forward with its backward beside it. */
-#include <cblas.h>
 #include <string.h>
 
 #include "nn/layers.h"
@@ -19,8 +18,7 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
             memcpy(out + (size_t)n * n_out, bias, (size_t)n_out * sizeof *out);
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, n_out, n_in, 1.0f, inp, n_in, weight,
-                n_in, beta, out, n_out);
+    nn_sgemm(false, true, N, n_out, n_in, 1.0f, inp, n_in, weight, n_in, beta, out, n_out);
 }
 
 /* dinp: [N, n_in] or NULL, dweight: [n_out, n_in], dbias: [n_out] or NULL,
@@ -32,10 +30,8 @@ void linear_backward(float *dinp, float *dweight, float *dbias, const float *dou
 {
     if (N <= 0 || n_out <= 0 || n_in <= 0) return;
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, n_in, n_out, 1.0f, dout, n_out,
-                    weight, n_in, 1.0f, dinp, n_in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, N, 1.0f, dout, n_out, inp,
-                n_in, 1.0f, dweight, n_in);
+        nn_sgemm(false, false, N, n_in, n_out, 1.0f, dout, n_out, weight, n_in, 1.0f, dinp, n_in);
+    nn_sgemm(true, false, n_out, n_in, N, 1.0f, dout, n_out, inp, n_in, 1.0f, dweight, n_in);
     if (!dbias) return;
     /* Row by row, four columns per vector: the rows stream through at the
      * memory's speed (a second thread, tried on column or row chunks, only

@@ -49,8 +49,7 @@ void relative_logits(float *scores, int m, int nk, const float *q, int ldq,
 {
     const int rows = 2 * rel->clip + 1;
     /* u = scale q a^K^T: every query against every bucket */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, Dh, scale, q, ldq, rel->keys,
-                Dh, 0.0f, u, rows);
+    nn_sgemm(false, true, m, rows, Dh, scale, q, ldq, rel->keys, Dh, 0.0f, u, rows);
     gather_add(scores, u, m, nk, d0, rel->clip);
 }
 
@@ -60,8 +59,7 @@ void relative_values(float *out, int ldo, const float *w, int m, int nk,
 {
     const int rows = 2 * rel->clip + 1;
     bucket_sums(u, w, nk, m, nk, d0, rel->clip);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, rows, 1.0f, u, rows,
-                rel->values, Dh, 1.0f, out, ldo);
+    nn_sgemm(false, false, m, Dh, rows, 1.0f, u, rows, rel->values, Dh, 1.0f, out, ldo);
 }
 
 /* dw: [m, nk]; w: [m, nk] (ldw); dvalues: [2K+1, Dh]; dout: [m, Dh] (ldo);
@@ -73,11 +71,9 @@ void relative_values_backward(float *dw, float *dvalues, const float *w, int ldw
     const int rows = 2 * rel->clip + 1;
     /* dvalues += (bucket sums of w)^T dout */
     bucket_sums(u, w, ldw, m, nk, d0, rel->clip);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, Dh, m, 1.0f, u, rows, dout, ldo,
-                1.0f, dvalues, Dh);
+    nn_sgemm(true, false, rows, Dh, m, 1.0f, u, rows, dout, ldo, 1.0f, dvalues, Dh);
     /* dw[r][c] += dout_r a^V_bucket */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, Dh, 1.0f, dout, ldo,
-                rel->values, Dh, 0.0f, u, rows);
+    nn_sgemm(false, true, m, rows, Dh, 1.0f, dout, ldo, rel->values, Dh, 0.0f, u, rows);
     gather_add(dw, u, m, nk, d0, rel->clip);
 }
 
@@ -89,10 +85,8 @@ void relative_logits_backward(float *dq, int ldq, float *dkeys, const float *ds,
     const int rows = 2 * rel->clip + 1;
     bucket_sums(u, ds, nk, m, nk, d0, rel->clip);
     /* dq += scale (bucket sums of ds) a^K;  dkeys += scale (bucket sums)^T q */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, Dh, rows, scale, u, rows,
-                rel->keys, Dh, 1.0f, dq, ldq);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, Dh, m, scale, u, rows, q, ldq,
-                1.0f, dkeys, Dh);
+    nn_sgemm(false, false, m, Dh, rows, scale, u, rows, rel->keys, Dh, 1.0f, dq, ldq);
+    nn_sgemm(true, false, rows, Dh, m, scale, u, rows, q, ldq, 1.0f, dkeys, Dh);
 }
 
 /* ---- one query, all heads: the incremental decoder ------------------------------- */

@@ -1,0 +1,502 @@
+/* gemm.c - training's matrix products on kernels of the project's own.
+ *
+ * nn_sgemm is cblas_sgemm (row-major, either operand transposed) for the
+ * products of training: the linear layers' forward and backward, the
+ * output projection, attention's and relative positions' products.  They
+ * went to OpenBLAS, whose kernels are picked by the CPU it recognises: an
+ * OpenBLAS older than the CPU, or OPENBLAS_CORETYPE=Haswell (as the
+ * project's machines set it), runs AVX2 kernels on an AVX-512 CPU at half
+ * its rate.  Here the kernel is chosen as encode's and decode's are
+ * (nn_isa_level: AVX-512, else AVX2 with FMA; TFM_ISA=avx2 asks for less);
+ * without either, the product goes to cblas_sgemm.
+ *
+ * The method is Goto's (and BLIS's).  For each block of KC values of k,
+ * op(B)'s rows k .. k + KC - 1 are packed into panels of NR columns (for
+ * each k, NR consecutive floats), and a kernel keeps an MR x NR block of C
+ * in registers while it walks k: per k, NR/16 (or /8) loads of the panel,
+ * MR broadcasts of A, the FMAs.  A is read in place, MR rows at a time (a
+ * transposed A is packed first into panels of MR rows).  A panel of B
+ * (KC x NR floats, 32 KB with AVX-512) stays in the first-level cache
+ * while the kernel runs down MC rows of A, which stay in the second.
+ *
+ * Every C[i][j] is beta C[i][j] plus alpha times the sum over k, gathered
+ * by FMA in the order of k within each block of KC and block after block:
+ * its bits depend on K, not on M, N, the other rows or columns, the
+ * threads or where the operands lie in memory.  So a row's result is the
+ * same computed alone or in a batch, and the same at any thread count.  The
+ * AVX2 and AVX-512 kernels make the same FMAs in the same order and give
+ * the same bits.
+ *
+ * Threads: C's columns (or its rows: gemm_on_kernel says when) are cut
+ * into one range per thread, each packed and multiplied on its own, when
+ * the product is big enough to pay for starting them
+ * (tfm_blas_thread_count: the programs' thread count, 1 inside a
+ * one-thread section of core/blas.h). */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blas.h"
+#include "nn/layers.h"
+
+enum {
+    KC = 256,  /* values of k per block */
+    MC = 192,  /* rows of A per pass over a panel of B: 192 x 256 floats, 192 KB */
+    NC = 4096, /* columns of B packed at a time: 256 x 4096 floats, 4 MB at most */
+    /* A product of fewer multiply-adds than this runs on one thread. */
+    PARALLEL_MIN_MACS = 1 << 21
+};
+
+/* One product's operands, as cblas_sgemm takes them (row-major). */
+typedef struct {
+    bool trans_a, trans_b;
+    int M, N, K;
+    float alpha;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+} gemm_args;
+
+/* dst [panels of kc x MR]: rows i0 .. i0 + m - 1 of op(A) = A^T, columns
+ * k0 .. k0 + kc - 1, in panels of MR rows (dst[p][k][r] = A[k0 + k][i0 + p
+ * MR + r]), zeros past m. */
+static void pack_a_transposed(float *dst, const gemm_args *g, int i0, int m, int k0, int kc,
+                              int MR)
+{
+    for (int p = 0; p < m; p += MR) {
+        const int rows = m - p < MR ? m - p : MR;
+        float *d = dst + (size_t)p * kc;
+        for (int k = 0; k < kc; k++) {
+            float *dk = d + (size_t)k * MR;
+            memcpy(dk, g->A + (size_t)(k0 + k) * g->lda + i0 + p, (size_t)rows * sizeof *dk);
+            for (int r = rows; r < MR; r++) dk[r] = 0.0f;
+        }
+    }
+}
+
+/* dst [panels of kc x NR] (NR 16 or 32): rows k0 .. k0 + kc - 1 of op(B), columns j0 ..
+ * j0 + n - 1, in panels of NR columns (dst[q][k][c] = op(B)[k0 + k][j0 +
+ * q NR + c]), zeros past n. */
+static void pack_b(float *dst, const gemm_args *g, int j0, int n, int k0, int kc, int NR)
+{
+    for (int q = 0; q < n; q += NR) {
+        const int cols = n - q < NR ? n - q : NR;
+        float *d = dst + (size_t)q * kc;
+        if (!g->trans_b && cols == NR) {
+            /* a whole panel: copies of a constant size, made inline */
+            for (int k = 0; k < kc; k++) {
+                const float *s = g->B + (size_t)(k0 + k) * g->ldb + j0 + q;
+                if (NR == 32)
+                    memcpy(d + (size_t)k * 32, s, 32 * sizeof *d);
+                else
+                    memcpy(d + (size_t)k * 16, s, 16 * sizeof *d);
+            }
+        } else if (!g->trans_b) {
+            for (int k = 0; k < kc; k++) {
+                const float *s = g->B + (size_t)(k0 + k) * g->ldb + j0 + q;
+                float *dk = d + (size_t)k * NR;
+                memcpy(dk, s, (size_t)cols * sizeof *dk);
+                for (int c = cols; c < NR; c++) dk[c] = 0.0f;
+            }
+        } else {
+            /* op(B)'s columns are B's rows */
+            for (int c = 0; c < NR; c++) {
+                if (c >= cols) {
+                    for (int k = 0; k < kc; k++) d[(size_t)k * NR + c] = 0.0f;
+                    continue;
+                }
+                const float *s = g->B + (size_t)(j0 + q + c) * g->ldb + k0;
+                for (int k = 0; k < kc; k++) d[(size_t)k * NR + c] = s[k];
+            }
+        }
+    }
+}
+
+/* C [rows, cols] (ldc apart) = beta C + alpha v, v [rows, NR] a kernel's
+ * sums; beta 0 does not read C (as the BLAS: a NaN there is overwritten). */
+static void store_tile(float *C, int ldc, const float *v, int NR, int rows, int cols, float alpha,
+                       float beta)
+{
+    for (int r = 0; r < rows; r++) {
+        float *c = C + (size_t)r * ldc;
+        const float *vr = v + (size_t)r * NR;
+        if (beta == 0.0f)
+            for (int j = 0; j < cols; j++) c[j] = alpha * vr[j];
+        else if (beta == 1.0f)
+            for (int j = 0; j < cols; j++) c[j] += alpha * vr[j];
+        else
+            for (int j = 0; j < cols; j++) c[j] = beta * c[j] + alpha * vr[j];
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_GEMM_KERNELS 1
+
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+
+/* A kernel: C [rows, cols] = beta C + alpha (op(A) [rows, kc] times b [kc
+ * x NR]), rows <= MR, cols <= NR; op(A)[r][k] is a[r rs + k ks] (A read in
+ * place: rs = lda and ks = 1, or transposed, rs = 1 and ks = lda). */
+typedef void kernel_fn(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b,
+                       int kc, int rows, int cols, float alpha, float beta);
+
+/* ---- AVX-512: 8 rows x 32 columns, sixteen sums ---- */
+
+enum { AVX512_MR = 8, AVX512_NR = 32 };
+
+/* The rows of A past `rows` (a last, partial block) read row 0 again: their
+ * sums are made and never stored. */
+#define ROW_POINTERS(MR)                                                                   \
+    const float *a0 = a, *a1 = a + (rows > 1 ? rs : 0), *a2 = a + (rows > 2 ? 2 * rs : 0),  \
+                *a3 = a + (rows > 3 ? 3 * rs : 0), *a4 = a + (rows > 4 ? 4 * rs : 0),       \
+                *a5 = a + (rows > 5 ? 5 * rs : 0), *a6 = a + ((MR) > 6 && rows > 6 ? 6 * rs : 0), \
+                *a7 = a + ((MR) > 7 && rows > 7 ? 7 * rs : 0);                              \
+    (void)a6;                                                                              \
+    (void)a7
+
+/* Asks for C's block (rows of `bytes`, ldc floats apart) at a kernel's
+ * start, to be in the cache when the kernel adds its sums to it: loaded
+ * at the end instead, C (most often in memory: a product's C is megabytes)
+ * held up a fifth of the AVX2 kernel's time.  Changes no result. */
+#define PREFETCH_C(MR, bytes)                                                              \
+    do {                                                                                   \
+        for (int r_ = 0; r_ < (MR) && r_ < rows; r_++)                                     \
+            for (int b_ = 0; b_ < (bytes) + 64; b_ += 64)                                  \
+                _mm_prefetch((const char *)(C + (size_t)r_ * ldc) + b_, _MM_HINT_T0);      \
+    } while (0)
+
+/* Written out row by row: with the sums in an array indexed in a loop, GCC
+ * kept them in memory (packed.c found the same).  ks is 1 or lda: the
+ * compiler makes the loop for each (avx512_kernel's two calls). */
+__attribute__((target("avx2,fma,avx512f"))) static ALWAYS_INLINE void
+avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b,
+            int kc, int rows, int cols, float alpha, float beta)
+{
+    ROW_POINTERS(8);
+    PREFETCH_C(AVX512_MR, AVX512_NR * 4);
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
+           c61 = c00, c70 = c00, c71 = c00;
+#define AVX512_FMA(i)                                                                      \
+    {                                                                                      \
+        const __m512 x = _mm512_set1_ps(a##i[k * ks]);                                     \
+        c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0);                                         \
+        c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1);                                         \
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_loadu_ps(b + (size_t)k * AVX512_NR);
+        const __m512 b1 = _mm512_loadu_ps(b + (size_t)k * AVX512_NR + 16);
+        AVX512_FMA(0) AVX512_FMA(1) AVX512_FMA(2) AVX512_FMA(3)
+        AVX512_FMA(4) AVX512_FMA(5) AVX512_FMA(6) AVX512_FMA(7)
+    }
+#undef AVX512_FMA
+    if (rows == AVX512_MR && cols == AVX512_NR && (beta == 0.0f || beta == 1.0f)) {
+        /* the whole block, straight into C */
+        const __m512 va = _mm512_set1_ps(alpha);
+#define AVX512_STORE(i)                                                                    \
+    {                                                                                      \
+        float *ci = C + (size_t)(i) * ldc;                                                 \
+        __m512 s0 = _mm512_mul_ps(va, c##i##0), s1 = _mm512_mul_ps(va, c##i##1);           \
+        if (beta == 1.0f) {                                                                \
+            s0 = _mm512_add_ps(_mm512_loadu_ps(ci), s0);                                   \
+            s1 = _mm512_add_ps(_mm512_loadu_ps(ci + 16), s1);                              \
+        }                                                                                  \
+        _mm512_storeu_ps(ci, s0);                                                          \
+        _mm512_storeu_ps(ci + 16, s1);                                                     \
+    }
+        AVX512_STORE(0) AVX512_STORE(1) AVX512_STORE(2) AVX512_STORE(3)
+        AVX512_STORE(4) AVX512_STORE(5) AVX512_STORE(6) AVX512_STORE(7)
+#undef AVX512_STORE
+        return;
+    }
+    float v[AVX512_MR * AVX512_NR];
+#define AVX512_SAVE(i)                                                                     \
+    _mm512_storeu_ps(v + (i) * AVX512_NR, c##i##0);                                        \
+    _mm512_storeu_ps(v + (i) * AVX512_NR + 16, c##i##1);
+    AVX512_SAVE(0) AVX512_SAVE(1) AVX512_SAVE(2) AVX512_SAVE(3)
+    AVX512_SAVE(4) AVX512_SAVE(5) AVX512_SAVE(6) AVX512_SAVE(7)
+#undef AVX512_SAVE
+    store_tile(C, ldc, v, AVX512_NR, rows, cols, alpha, beta);
+}
+
+__attribute__((target("avx2,fma,avx512f"))) static void
+avx512_kernel(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b, int kc,
+              int rows, int cols, float alpha, float beta)
+{
+    if (ks == 1)
+        avx512_sums(C, ldc, a, rs, 1, b, kc, rows, cols, alpha, beta);
+    else
+        avx512_sums(C, ldc, a, rs, ks, b, kc, rows, cols, alpha, beta);
+}
+
+/* ---- AVX2: 6 rows x 16 columns, twelve sums ---- */
+
+enum { AVX2_MR = 6, AVX2_NR = 16 };
+
+__attribute__((target("avx2,fma"))) static ALWAYS_INLINE void
+avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b, int kc,
+          int rows, int cols, float alpha, float beta)
+{
+    ROW_POINTERS(6);
+    PREFETCH_C(AVX2_MR, AVX2_NR * 4);
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#define AVX2_FMA(i)                                                                        \
+    {                                                                                      \
+        const __m256 x = _mm256_broadcast_ss(a##i + k * ks);                               \
+        c##i##0 = _mm256_fmadd_ps(x, b0, c##i##0);                                         \
+        c##i##1 = _mm256_fmadd_ps(x, b1, c##i##1);                                         \
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < kc; k++) {
+        const __m256 b0 = _mm256_loadu_ps(b + (size_t)k * AVX2_NR);
+        const __m256 b1 = _mm256_loadu_ps(b + (size_t)k * AVX2_NR + 8);
+        AVX2_FMA(0) AVX2_FMA(1) AVX2_FMA(2) AVX2_FMA(3) AVX2_FMA(4) AVX2_FMA(5)
+    }
+#undef AVX2_FMA
+    if (rows == AVX2_MR && cols == AVX2_NR && (beta == 0.0f || beta == 1.0f)) {
+        const __m256 va = _mm256_set1_ps(alpha);
+#define AVX2_STORE(i)                                                                      \
+    {                                                                                      \
+        float *ci = C + (size_t)(i) * ldc;                                                 \
+        __m256 s0 = _mm256_mul_ps(va, c##i##0), s1 = _mm256_mul_ps(va, c##i##1);           \
+        if (beta == 1.0f) {                                                                \
+            s0 = _mm256_add_ps(_mm256_loadu_ps(ci), s0);                                   \
+            s1 = _mm256_add_ps(_mm256_loadu_ps(ci + 8), s1);                               \
+        }                                                                                  \
+        _mm256_storeu_ps(ci, s0);                                                          \
+        _mm256_storeu_ps(ci + 8, s1);                                                      \
+    }
+        AVX2_STORE(0) AVX2_STORE(1) AVX2_STORE(2) AVX2_STORE(3) AVX2_STORE(4) AVX2_STORE(5)
+#undef AVX2_STORE
+        return;
+    }
+    float v[AVX2_MR * AVX2_NR];
+#define AVX2_SAVE(i)                                                                       \
+    _mm256_storeu_ps(v + (i) * AVX2_NR, c##i##0);                                          \
+    _mm256_storeu_ps(v + (i) * AVX2_NR + 8, c##i##1);
+    AVX2_SAVE(0) AVX2_SAVE(1) AVX2_SAVE(2) AVX2_SAVE(3) AVX2_SAVE(4) AVX2_SAVE(5)
+#undef AVX2_SAVE
+    store_tile(C, ldc, v, AVX2_NR, rows, cols, alpha, beta);
+}
+
+__attribute__((target("avx2,fma"))) static void avx2_kernel(float *C, int ldc, const float *a,
+                                                           size_t rs, size_t ks,
+                                                           const float *b, int kc, int rows,
+                                                           int cols, float alpha, float beta)
+{
+    if (ks == 1)
+        avx2_sums(C, ldc, a, rs, 1, b, kc, rows, cols, alpha, beta);
+    else
+        avx2_sums(C, ldc, a, rs, ks, b, kc, rows, cols, alpha, beta);
+}
+#undef ROW_POINTERS
+#undef PREFETCH_C
+
+/* The kernel of an instruction set and its block's shape. */
+typedef struct {
+    kernel_fn *kernel;
+    int MR, NR;
+} gemm_kernel;
+
+static bool kernel_for(nn_isa isa, gemm_kernel *k)
+{
+    switch (isa) {
+    case NN_ISA_AVX512: *k = (gemm_kernel){avx512_kernel, AVX512_MR, AVX512_NR}; return true;
+    case NN_ISA_AVX2: *k = (gemm_kernel){avx2_kernel, AVX2_MR, AVX2_NR}; return true;
+    default: return false;
+    }
+}
+
+/* The block of C of rows i0 .. i0 + m - 1 and columns j0 .. j0 + n - 1, on
+ * the calling thread; pa and pb are its packing space (pack_a_floats,
+ * pack_b_floats). */
+static void gemm_block(const gemm_args *g, const gemm_kernel *kn, int i0, int m, int j0, int n,
+                       float *pa, float *pb)
+{
+    const int MR = kn->MR, NR = kn->NR;
+    /* op(A)[i][k] is A[i rs + k ks]; a transposed A is packed (its MR
+     * values of a k are adjacent, but lda apart from the next k's: read in
+     * place, the kernel's loads of a block of k all fall in a few sets of
+     * the cache and evict one another) */
+    const size_t rs = g->trans_a ? 1 : (size_t)g->lda, ks = g->trans_a ? (size_t)MR : 1;
+    for (int jb = j0; jb < j0 + n; jb += NC) {
+        const int nc = j0 + n - jb < NC ? j0 + n - jb : NC;
+        for (int k0 = 0; k0 < g->K; k0 += KC) {
+            const int kc = g->K - k0 < KC ? g->K - k0 : KC;
+            /* the first block of k scales C by beta; the later ones add */
+            const float beta = k0 == 0 ? g->beta : 1.0f;
+            pack_b(pb, g, jb, nc, k0, kc, NR);
+            for (int ib = i0; ib < i0 + m; ib += MC) {
+                const int mc = i0 + m - ib < MC ? i0 + m - ib : MC;
+                if (g->trans_a) pack_a_transposed(pa, g, ib, mc, k0, kc, MR);
+                for (int q = 0; q < nc; q += NR) {
+                    const float *b = pb + (size_t)q * kc;
+                    const int cols = nc - q < NR ? nc - q : NR;
+                    for (int p = 0; p < mc; p += MR) {
+                        const int rows = mc - p < MR ? mc - p : MR;
+                        float *c = g->C + (size_t)(ib + p) * g->ldc + jb + q;
+                        const float *a = g->trans_a ? pa + (size_t)p * kc
+                                                    : g->A + (size_t)(ib + p) * g->lda + k0;
+                        kn->kernel(c, g->ldc, a, rs, ks, b, kc, rows, cols, g->alpha, beta);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+/* The packing space of a thread, in floats: A's block (transposed A only),
+ * in panels of MR rows, and B's, in panels of NR columns, KC deep. */
+static size_t pack_a_floats(const gemm_args *g, const gemm_kernel *kn)
+{
+    return g->trans_a ? round_up(MC, (size_t)kn->MR) * (size_t)(g->K < KC ? g->K : KC) : 0;
+}
+
+static size_t pack_b_floats(const gemm_args *g, const gemm_kernel *kn)
+{
+    return round_up((size_t)(g->N < NC ? g->N : NC), (size_t)kn->NR) *
+           (size_t)(g->K < KC ? g->K : KC);
+}
+
+/* How a product is shared among threads: each takes `per` rows of C (a
+ * multiple of MR), or `per` columns (a multiple of NR). */
+typedef struct {
+    const gemm_args *g;
+    const gemm_kernel *kn;
+    bool by_columns;
+    int per;
+    float *space; /* packing space, a_floats + b_floats per thread */
+    size_t a_floats, b_floats;
+} gemm_job;
+
+static void gemm_share(void *ctx, size_t t)
+{
+    const gemm_job *job = ctx;
+    const gemm_args *g = job->g;
+    float *pa = job->space + t * (job->a_floats + job->b_floats), *pb = pa + job->a_floats;
+    const int lo = (int)t * job->per, size = job->by_columns ? g->N : g->M;
+    if (lo >= size) return;
+    const int count = size - lo < job->per ? size - lo : job->per;
+    if (job->by_columns)
+        gemm_block(g, job->kn, 0, g->M, lo, count, pa, pb);
+    else
+        gemm_block(g, job->kn, lo, count, 0, g->N, pa, pb);
+}
+
+/* The packing space of big products, kept from one call to the next: a
+ * fresh one each time came from the kernel as new pages, zeroed at their
+ * first touch.  One call at a time holds it (a try-lock); a call that
+ * finds it taken allocates its own. */
+static struct {
+    pthread_mutex_t lock;
+    float *floats;
+    size_t size;
+} kept_space = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+
+/* n floats of packing space: the kept space (*held set), else fresh
+ * memory; NULL when there is no memory. */
+static float *take_space(size_t n, bool *held)
+{
+    *held = false;
+    if (pthread_mutex_trylock(&kept_space.lock) == 0) {
+        if (kept_space.size < n) {
+            float *grown = aligned_alloc(64, round_up(n * sizeof(float), 64));
+            if (grown) {
+                free(kept_space.floats);
+                kept_space.floats = grown;
+                kept_space.size = n;
+            }
+        }
+        if (kept_space.size >= n) {
+            *held = true;
+            return kept_space.floats;
+        }
+        pthread_mutex_unlock(&kept_space.lock);
+    }
+    return aligned_alloc(64, round_up(n * sizeof(float), 64));
+}
+
+static void give_back_space(float *space, bool held)
+{
+    if (held)
+        pthread_mutex_unlock(&kept_space.lock);
+    else
+        free(space);
+}
+
+/* The product on the kernel kn, on up to `threads` threads; false if there
+ * was no memory for the packing (nothing done). */
+static bool gemm_on_kernel(const gemm_args *g, const gemm_kernel *kn, int threads)
+{
+    if ((double)g->M * g->N * g->K < PARALLEL_MIN_MACS) threads = 1;
+    /* Threads share the rows of C or its columns, in whole panels.  Each
+     * packs the op(B) it multiplies by, and a transposed A: sharing the
+     * columns, no thread packs B's columns twice and A is packed twice
+     * only when transposed; so columns, unless a transposed A is the
+     * bigger of the two (or there are too few columns to go round). */
+    const int row_panels = (g->M + kn->MR - 1) / kn->MR;
+    const int col_panels = (g->N + kn->NR - 1) / kn->NR;
+    bool by_columns = col_panels >= threads && (!g->trans_a || g->M <= g->N);
+    int panels = by_columns ? col_panels : row_panels;
+    if (threads > panels) threads = panels;
+    if (threads < 1) threads = 1;
+    const int width = by_columns ? kn->NR : kn->MR;
+    gemm_job job = {g,    kn,   by_columns, (panels + threads - 1) / threads * width,
+                    NULL, pack_a_floats(g, kn), pack_b_floats(g, kn)};
+    const size_t floats = (size_t)threads * (job.a_floats + job.b_floats);
+    /* a small product packs on the stack */
+    enum { STACK_FLOATS = 16384 };
+    float stack_space[STACK_FLOATS] __attribute__((aligned(64)));
+    bool held = false;
+    job.space = floats <= STACK_FLOATS ? stack_space : take_space(floats, &held);
+    if (!job.space) return false;
+    if (threads == 1)
+        gemm_share(&job, 0);
+    else
+        tfm_parallel_for(threads, (size_t)threads, gemm_share, &job);
+    if (job.space != stack_space) give_back_space(job.space, held);
+    return true;
+}
+#endif
+
+/* C = beta C when K is 0 or alpha 0 (the BLAS's rule: beta 0 clears C). */
+static void scale_only(const gemm_args *g)
+{
+    for (int i = 0; i < g->M; i++) {
+        float *c = g->C + (size_t)i * g->ldc;
+        if (g->beta == 0.0f)
+            memset(c, 0, (size_t)g->N * sizeof *c);
+        else if (g->beta != 1.0f)
+            for (int j = 0; j < g->N; j++) c[j] *= g->beta;
+    }
+}
+
+void nn_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+              int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    const gemm_args g = {trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+    if (K <= 0 || alpha == 0.0f) {
+        scale_only(&g);
+        return;
+    }
+#ifdef HAVE_GEMM_KERNELS
+    gemm_kernel kn;
+    if (kernel_for(nn_isa_level(), &kn) && gemm_on_kernel(&g, &kn, tfm_blas_thread_count()))
+        return;
+    /* no kernel for this CPU, or no memory for the packing: the BLAS */
+#endif
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
+}

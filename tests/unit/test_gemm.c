@@ -1,0 +1,187 @@
+/* test_gemm.c - nn_sgemm, training's matrix product on the project's own
+ * kernels: every combination of transposes, alpha and beta, shapes that
+ * fill no block evenly and leading dimensions wider than the rows, against
+ * a product in double precision; beta 0 overwrites a NaN in C; and the
+ * invariants the trainer relies on, bit for bit: the AVX2 kernel gives the
+ * AVX-512 kernel's bits, a row computed alone gives its bits in the whole
+ * product, and two threads give one thread's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/blas.h"
+#include "nn/layers.h"
+
+static tfm_rng rng_state, *rng = &rng_state;
+
+static float *random_floats(size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = 2 * tfm_rng_float(rng) - 1;
+    return v;
+}
+
+/* One product's shape and operands, with C's starting values kept. */
+typedef struct {
+    bool ta, tb;
+    int M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    float *A, *B, *C0;
+} product;
+
+static product make_product(bool ta, bool tb, int M, int N, int K, int pad, float alpha,
+                            float beta)
+{
+    product p = {ta, tb, M, N, K, 0, 0, N + pad, alpha, beta, NULL, NULL, NULL};
+    p.lda = (ta ? M : K) + pad;
+    p.ldb = (tb ? K : N) + pad;
+    p.A = random_floats((size_t)(ta ? K : M) * p.lda);
+    p.B = random_floats((size_t)(tb ? N : K) * p.ldb);
+    p.C0 = random_floats((size_t)M * p.ldc);
+    return p;
+}
+
+static void free_product(product *p)
+{
+    free(p->A);
+    free(p->B);
+    free(p->C0);
+}
+
+/* C = the product by nn_sgemm, from C0 (rows row0 .. row0 + rows - 1 only). */
+static float *run_rows(const product *p, int row0, int rows, float *C)
+{
+    const float *A = p->ta ? p->A + row0 : p->A + (size_t)row0 * p->lda;
+    nn_sgemm(p->ta, p->tb, rows, p->N, p->K, p->alpha, A, p->lda, p->B, p->ldb, p->beta,
+             C + (size_t)row0 * p->ldc, p->ldc);
+    return C;
+}
+
+static float *run(const product *p)
+{
+    float *C = malloc((size_t)p->M * p->ldc * sizeof *C);
+    memcpy(C, p->C0, (size_t)p->M * p->ldc * sizeof *C);
+    return run_rows(p, 0, p->M, C);
+}
+
+/* The largest error of C against the product in double precision, over
+ * the scale of the terms (sum of |a b|, plus |beta c|). */
+static double worst_error(const product *p, const float *C)
+{
+    double worst = 0;
+    for (int i = 0; i < p->M; i++)
+        for (int j = 0; j < p->N; j++) {
+            double sum = 0, scale = 0;
+            for (int k = 0; k < p->K; k++) {
+                const double a = p->ta ? p->A[(size_t)k * p->lda + i] : p->A[(size_t)i * p->lda + k];
+                const double b = p->tb ? p->B[(size_t)j * p->ldb + k] : p->B[(size_t)k * p->ldb + j];
+                sum += a * b;
+                scale += fabs(a * b);
+            }
+            const double c0 = p->C0[(size_t)i * p->ldc + j];
+            const double want = p->alpha * sum + (p->beta == 0 ? 0 : p->beta * c0);
+            scale = fabs(p->alpha) * scale + (p->beta == 0 ? 0 : fabs(p->beta * c0)) + 1e-30;
+            const double e = fabs(C[(size_t)i * p->ldc + j] - want) / scale;
+            if (!(e <= worst)) worst = e; /* a NaN is the worst */
+        }
+    return worst;
+}
+
+/* Every transpose, odd shapes around the kernels' blocks (6, 8, 16, 32
+ * wide; 256 deep), alpha and beta of every kind, padded leading
+ * dimensions: within a few float epsilons of the exact product; and the
+ * padding of C is never written. */
+static void test_against_double(void)
+{
+    static const int shapes[][3] = {{1, 1, 1},   {7, 33, 5},    {8, 32, 256}, {13, 17, 257},
+                                    {50, 70, 600}, {6, 16, 3},  {97, 45, 31}, {3, 100, 513}};
+    static const float ab[][2] = {{1, 1}, {1, 0}, {0.5f, 2}, {-1.5f, 0}, {1, -0.25f}};
+    int n = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 0; t < 4; t++) {
+            const float *x = ab[n++ % 5];
+            product p = make_product(t & 1, t & 2, shapes[s][0], shapes[s][1], shapes[s][2],
+                                     (int)(s % 3), x[0], x[1]);
+            float *C = run(&p);
+            const double e = worst_error(&p, C);
+            CHECK_MSG(e < 1e-5, "M %d N %d K %d ta %d tb %d alpha %g beta %g: error %g", p.M,
+                      p.N, p.K, p.ta, p.tb, p.alpha, p.beta, e);
+            bool pad_kept = true;
+            for (int i = 0; i < p.M; i++)
+                for (int j = p.N; j < p.ldc; j++)
+                    pad_kept &= C[(size_t)i * p.ldc + j] == p.C0[(size_t)i * p.ldc + j];
+            CHECK_MSG(pad_kept, "M %d N %d: C written past N", p.M, p.N);
+            free(C);
+            free_product(&p);
+        }
+}
+
+/* Beta 0: C's old values are not read (a NaN there is gone); K 0: C is
+ * only scaled by beta. */
+static void test_beta_zero_and_empty(void)
+{
+    product p = make_product(false, true, 9, 40, 20, 0, 1, 0);
+    for (int i = 0; i < 9 * 40; i++) p.C0[i] = NAN;
+    float *C = run(&p);
+    CHECK(worst_error(&p, C) < 1e-5);
+    free(C);
+    float c[4] = {1, 2, 3, 4}, a[1] = {0}, b[1] = {0};
+    nn_sgemm(false, false, 2, 2, 0, 1, a, 1, b, 2, 0.5f, c, 2);
+    CHECK(c[0] == 0.5f && c[3] == 2.0f);
+    nn_sgemm(false, false, 2, 2, 0, 1, a, 1, b, 2, 0.0f, c, 2);
+    CHECK(c[0] == 0.0f && c[3] == 0.0f);
+    free_product(&p);
+}
+
+static bool same_bits(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+/* The invariants, on shapes big enough for several blocks of k and for two
+ * threads: AVX2 = AVX-512; each row alone = the whole; 2 threads = 1. */
+static void test_invariants(void)
+{
+    const int M = SANITIZED ? 70 : 300, N = 200, K = 600;
+    for (int t = 0; t < 4; t++) {
+        product p = make_product(t & 1, t & 2, M, N, K, 3, 1, t == 3 ? 0 : 1);
+        tfm_blas_threads(1);
+        float *one = run(&p);
+        tfm_blas_threads(2);
+        float *two = run(&p);
+        tfm_blas_threads(1);
+        CHECK_MSG(same_bits(one, two, (size_t)M * p.ldc), "ta %d tb %d: 2 threads", p.ta, p.tb);
+
+        float *rows = malloc((size_t)M * p.ldc * sizeof *rows);
+        memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);
+        for (int r = 0; r < M; r += 7) run_rows(&p, r, M - r < 7 ? M - r : 7, rows);
+        CHECK_MSG(same_bits(one, rows, (size_t)M * p.ldc), "ta %d tb %d: rows by 7", p.ta, p.tb);
+
+        const nn_isa isa = nn_isa_level();
+        if (isa == NN_ISA_AVX512) {
+            setenv("TFM_ISA", "avx2", 1);
+            float *avx2 = run(&p);
+            unsetenv("TFM_ISA");
+            CHECK_MSG(same_bits(one, avx2, (size_t)M * p.ldc), "ta %d tb %d: AVX2 kernel",
+                      p.ta, p.tb);
+            free(avx2);
+        }
+        free(rows);
+        free(two);
+        free(one);
+        free_product(&p);
+    }
+    if (nn_isa_level() != NN_ISA_AVX512)
+        printf("SKIP: test_invariants: AVX2 = AVX-512: this CPU has no AVX-512\n");
+}
+
+int main(void)
+{
+    tfm_rng_seed(rng, 7);
+    RUN(test_against_double);
+    RUN(test_beta_zero_and_empty);
+    RUN(test_invariants);
+    CHECK_DONE();
+}
