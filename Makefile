@@ -5,7 +5,8 @@
 #   make check      build and run every test, optimised and under ASan+UBSan
 #   make demo       the main job on the sample task: learn a vocabulary, train a
 #                   tiny model (~2 min), translate, score, draw attention
-#   make bench      benchmarks (sgemm rate first; then each tool against its peer)
+#   make bench      benchmarks (the CPU's FMA peak and memory bandwidth first,
+#                   then OpenBLAS's sgemm; then each tool against its peer)
 #   make bench-quality  tfm against the PyTorch reference: 30 min of training
 #                   each on ../shared/data/enfr, test BLEU and chrF (~70 min)
 #   make bench-curves   learning curves against the reference (~2.5 hours)
@@ -101,9 +102,10 @@ $(BUILD)/%.o: %.c $(LIB_HDR)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(TFM_CFLAGS) -c $< -o $@
 
-# the test tools' and the unit tests' shared helpers
+# the test tools', the unit tests' and the benchmarks' shared helpers
 $(TOOL_SRC:%.c=$(BUILD)/%.o): tests/tools/tool.h
 $(UNIT_SRC:%.c=$(BUILD)/%.o): $(wildcard tests/unit/*.h)
+$(BENCH_SRC:%.c=$(BUILD)/%.o): $(wildcard tests/bench/*.h)
 
 $(BUILD)/cmd/%.o: cmd/%.c $(LIB_HDR) $(CLI_HDR)
 	@mkdir -p $(dir $@)

@@ -3,9 +3,17 @@
 # never pass or fail, and `make check` does not run them.
 #
 # Every figure is a ratio measured in this one run, on this machine:
-#   - the sgemm rate of OpenBLAS on a Transformer's matrix shapes comes first
-#     (tests/bench/sgemm.c); it is the physical limit, and the later sections
-#     report their flop rates as a fraction of it;
+#   - the physical limits of the CPU come first (tests/bench/peak.c): its
+#     FMA peak at 512 bits (where it has AVX-512) and 256 bits, and its
+#     memory bandwidth, with 1 and THREADS threads; the later sections report
+#     their flop rates as fractions of the FMA peak of their thread count, at
+#     the widest width the CPU has; the read bandwidth is the yardstick of
+#     work bound by memory;
+#   - then the sgemm rate of OpenBLAS on a Transformer's matrix shapes
+#     (tests/bench/sgemm.c), a reference, not the limit: run with OpenBLAS's
+#     own choice of kernel (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for
+#     it), which it names, and again, shorter, with OPENBLAS_CORETYPE=Haswell
+#     (the setting of the project's machines) where its own choice differs;
 #   - then each tool against the peer a user would pick instead, side by side
 #     on the same input and thread count, where the peer is installed:
 #     tokenize against SentencePiece (tests/bench/tokenize.sh, on a corpus of
@@ -28,9 +36,13 @@
 #   fi
 #
 # A section's command runs from the top of the source tree and finds in its
-# environment: BUILD (absolute), BENCH_OUT, THREADS, and SGEMM_GFLOPS_1 and
-# SGEMM_GFLOPS_2 (training-shape rates of 1 and 2 BLAS threads, GFLOP/s).
-# Lines it prints that look like "some_key k=v... 12.3" go into the summary.
+# environment: BUILD (absolute), BENCH_OUT, THREADS; FMA_PEAK_512_1,
+# FMA_PEAK_512_T, FMA_PEAK_256_1 and FMA_PEAK_256_T (the FMA peak of 1 and
+# THREADS threads, GFLOP/s; the 512-bit ones empty without AVX-512), MEM_GBS_1
+# and MEM_GBS_T (the read bandwidth of 1 and THREADS threads, GB/s); and
+# SGEMM_GFLOPS_1 and SGEMM_GFLOPS_2 (OpenBLAS's training-shape rates of 1 and
+# 2 BLAS threads, its own kernel, GFLOP/s).  Lines it prints that look like
+# "some_key k=v... 12.3" or "some_key k=v..." go into the summary.
 #
 # Environment: BENCH_OUT, THREADS (default: the CPU count).
 set -u
@@ -74,9 +86,39 @@ skipped() {
 
 # ---- sections ------------------------------------------------------------------
 
+if [ -x "$BUILD/bench/peak" ]; then
+    section peak "the CPU's limits: FMA peak at 512 and 256 bits, memory bandwidth" \
+        "$BUILD/bench/peak"
+else
+    skipped peak "$BUILD/bench/peak is not built (make bench builds it)"
+fi
+# figure LOG KEY KIND THREADS - the value of the line "KEY KIND threads=THREADS
+# value" of BENCH_OUT/LOG ("" when there is none).
+figure() {
+    awk -v k="$2" -v kind="$3" -v t="threads=$4" '$1 == k && $2 == kind && $3 == t { print $4 }' \
+        "$BENCH_OUT/$1" 2>/dev/null
+}
+FMA_PEAK_512_1=$(figure peak.log fma_peak_gflops bits=512 1)
+FMA_PEAK_512_T=$(figure peak.log fma_peak_gflops bits=512 "$THREADS")
+FMA_PEAK_256_1=$(figure peak.log fma_peak_gflops bits=256 1)
+FMA_PEAK_256_T=$(figure peak.log fma_peak_gflops bits=256 "$THREADS")
+MEM_GBS_1=$(figure peak.log mem_bandwidth_gbs kind=read 1)
+MEM_GBS_T=$(figure peak.log mem_bandwidth_gbs kind=read "$THREADS")
+export FMA_PEAK_512_1 FMA_PEAK_512_T FMA_PEAK_256_1 FMA_PEAK_256_T MEM_GBS_1 MEM_GBS_T
+
+# OpenBLAS's own kernel choice, whatever the environment asks; then, if it
+# chose another, OPENBLAS_CORETYPE=Haswell with a shorter budget (its lines
+# name the kernel: "sgemm_gflops core=Haswell threads=1 X").
 if [ -x "$BUILD/bench/sgemm" ]; then
-    section sgemm "the machine's sgemm rate (OpenBLAS) on a Transformer's shapes" \
-        "$BUILD/bench/sgemm"
+    section sgemm "OpenBLAS's sgemm on a Transformer's shapes, its own kernel (a reference), of the FMA peak" \
+        env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BUILD/bench/sgemm"
+    own=$(awk '$1 == "sgemm_blas" { sub(/^core=/, "", $2); print $2 }' "$BENCH_OUT/sgemm.log")
+    if [ "$own" = Haswell ]; then
+        skipped sgemm_haswell "OpenBLAS's own choice is Haswell"
+    else
+        section sgemm_haswell "the same with OPENBLAS_CORETYPE=Haswell (0.1 s per shape)" \
+            env OPENBLAS_CORETYPE=Haswell "$BUILD/bench/sgemm" --seconds 0.1 --name-core
+    fi
 else
     skipped sgemm "$BUILD/bench/sgemm is not built (make bench builds it)"
 fi
@@ -95,7 +137,7 @@ else
 fi
 
 if [ -x "$BUILD/bench/forward" ]; then
-    section forward "the forward pass alone: encoder and decoder steps against sgemm" \
+    section forward "the forward pass alone: encoder and decoder steps, of the FMA peak and of sgemm" \
         "$BUILD/bench/forward"
 fi
 
@@ -139,7 +181,9 @@ fi
     echo "status:"
     sed 's/^/  /' "$BENCH_OUT/status.txt"
     echo "figures:"
-    for log in "$BENCH_OUT"/*.log; do
+    # in the order of the sections, the CPU's limits first
+    for name in $(cut -d' ' -f1 "$BENCH_OUT/status.txt"); do
+        log="$BENCH_OUT/$name.log"
         [ -f "$log" ] || continue
         grep -E '^[a-z][a-z0-9_]* ([a-z0-9_]+=[^ ]+ )*[-+0-9.]+$|^[a-z][a-z0-9_]* ([a-z0-9_]+=[^ ]+ ?)+$' "$log"
     done | sed 's/^/  /'

@@ -2,16 +2,31 @@
  * (OpenBLAS cblas_sgemm) on the shapes of one Transformer training step and
  * one decoding step, with 1 and with 2 BLAS threads.
  *
- * This rate is the physical limit the other benchmarks are measured against
- * (DESIGN.md, "Performance yardsticks"): a training run reports its achieved
- * flop rate as a fraction of the rate printed here, measured in the same run.
+ * This rate is a reference, what a well-known BLAS does on these shapes; the
+ * physical limit is the CPU's FMA peak (tests/bench/peak.c; DESIGN.md,
+ * "Performance yardsticks"), and each rate is also printed as a fraction of
+ * the peak of the same thread count, at the widest width the CPU has, when
+ * run.sh has put it in the environment (FMA_PEAK_512_1 and so on; see
+ * peak_env.h).  run.sh runs this with OpenBLAS's own choice of kernel
+ * (OPENBLAS_CORETYPE unset), and again with OPENBLAS_CORETYPE=Haswell for
+ * comparison: the kernel that ran is printed, as OpenBLAS does not know
+ * every CPU (Debian 12's 0.3.21 runs Prescott, an SSE3 kernel, on the
+ * AVX-512 Xeon of family 6, model 207: a sixth of its 1-thread FMA peak).
  *
  * Output: one table row per (threads, shape), then machine-readable lines
  *
- *   sgemm_gflops threads=1 X            training shapes, geometric mean
+ *   sgemm_blas core=NAME coretype=ENV    the kernel OpenBLAS ran, and
+ *                                        OPENBLAS_CORETYPE (or "unset")
+ *   sgemm_gflops threads=1 X             training shapes, geometric mean
  *   sgemm_gflops threads=2 Y
- *   sgemm_gflops_decode threads=1 Z     decoding shapes (64 rows), geometric mean
+ *   sgemm_gflops_decode threads=1 Z      decoding shapes (64 rows), geometric mean
  *   sgemm_gflops_decode threads=2 W
+ *   sgemm_peak_fraction threads=T F      X or Y over the FMA peak (when known)
+ *   sgemm_peak_fraction_decode threads=T F
+ *
+ * With --name-core, every line but sgemm_blas names the kernel first
+ * ("sgemm_gflops core=Haswell threads=1 X"), so that the lines of a run
+ * with a kernel forced cannot be read as those of OpenBLAS's own choice.
  *
  * The geometric mean counts every shape once, so one shape slowed down (by
  * other work on a shared machine) cannot move it far.  The flop-weighted rate
@@ -29,7 +44,7 @@
  * is invisible to both: it shows only as rates that vary from run to run, so
  * compare figures taken in the same run.
  *
- * Usage: sgemm [--seconds S]      (S per shape and thread count; default 0.3)
+ * Usage: sgemm [--seconds S] [--name-core]   (S per shape and thread count; 0.3)
  */
 #include <cblas.h>
 #include <errno.h>
@@ -40,6 +55,8 @@
 #include <time.h>
 
 #include "tfm/core.h"
+
+#include "peak_env.h"
 
 /* Debian's cblas.h declares these for OpenBLAS, other cblas.h files do not;
  * a repeated identical declaration is harmless. */
@@ -159,6 +176,7 @@ static double gflop(const shape *s)
 int main(int argc, char **argv)
 {
     double budget = 0.3;
+    bool name_core = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
             char *end;
@@ -169,12 +187,16 @@ int main(int argc, char **argv)
                         argv[i]);
                 return 2;
             }
+        } else if (strcmp(argv[i], "--name-core") == 0) {
+            name_core = true;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: sgemm [--seconds S]   (timed seconds per shape, default 0.3)\n");
+            printf("usage: sgemm [--seconds S] [--name-core]\n"
+                   "  S: timed seconds per shape, default 0.3; --name-core: the kernel's name\n"
+                   "  in every machine-readable line\n");
             return 0;
         } else {
-            fprintf(stderr, "sgemm: unknown argument '%s'\nusage: sgemm [--seconds S]\n",
-                    argv[i]);
+            fprintf(stderr, "sgemm: unknown argument '%s'\n"
+                            "usage: sgemm [--seconds S] [--name-core]\n", argv[i]);
             return 2;
         }
     }
@@ -184,18 +206,33 @@ int main(int argc, char **argv)
     tfm_rng rng;
     tfm_rng_seed(&rng, 1);
 
-    printf("sgemm: OpenBLAS %s (core %s), %d CPUs\n", openblas_get_config(),
-           openblas_get_corename(), tfm_cpu_count());
+    const char *core = openblas_get_corename();
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    if (!coretype || !*coretype)
+        coretype = "unset";
+    printf("sgemm: OpenBLAS %s (core %s), %d CPUs, OPENBLAS_CORETYPE %s\n", openblas_get_config(),
+           core, tfm_cpu_count(), coretype);
+    static const int thread_counts[] = { 1, 2 };
+    double peak[2] = { 0 };
+    int bits[2] = { 0 };
+    for (int ti = 0; ti < 2; ti++)
+        peak[ti] = peak_env_gflops(thread_counts[ti], false, &bits[ti]);
+    for (int ti = 0; ti < 2; ti++)
+        if (peak[ti] > 0)
+            printf("sgemm: the FMA peak of %d thread%s (%d bits): %.1f GFLOP/s\n",
+                   thread_counts[ti], thread_counts[ti] > 1 ? "s" : "", bits[ti], peak[ti]);
+    if (peak[0] == 0 && peak[1] == 0)
+        printf("sgemm: no FMA peak in the environment (FMA_PEAK_512_1 and so on: run.sh measures "
+               "it with bench/peak), so no fractions of it\n");
     /* Other work on the machine shows here and, during the run, in cpu/wall. */
     double load[1] = { -1 };
     if (getloadavg(load, 1) != 1)
         load[0] = -1;
     printf("sgemm: best of repeats over %.2f s per shape; M x N x K, row-major; "
            "load average %.2f at start\n", budget, load[0]);
-    printf("%-3s %-6s %-18s %5s %6s %5s %8s %5s %8s %6s\n", "thr", "preset", "product", "M",
-           "N", "K", "GFLOP/s", "reps", "cpu/wall", "GF/cpus");
+    printf("%-3s %-6s %-18s %5s %6s %5s %8s %7s %5s %8s %6s\n", "thr", "preset", "product", "M",
+           "N", "K", "GFLOP/s", "of peak", "reps", "cpu/wall", "GF/cpus");
 
-    static const int thread_counts[] = { 1, 2 };
     double rate[2][2] = { { 0 } };    /* [thread index][decoding] flop-weighted */
     double geo[2][2] = { { 0 } };     /* geometric means */
     for (int ti = 0; ti < 2; ti++) {
@@ -214,8 +251,11 @@ int main(int argc, char **argv)
             /* GFLOP per CPU-second over all repetitions: what the product costs
              * the machine, whatever else is running. */
             double per_cpu = gflop(s) * r.reps / r.cpu;
-            printf("%-3d %-6s %-18s %5d %6d %5d %8.1f %5d %8.2f %6.1f\n", threads, s->preset,
-                   s->name, s->m, s->n, s->k, g, r.reps, r.cpu / r.wall, per_cpu);
+            char of_peak[16] = "-";
+            if (peak[ti] > 0)
+                snprintf(of_peak, sizeof of_peak, "%.0f%%", 100 * g / peak[ti]);
+            printf("%-3d %-6s %-18s %5d %6d %5d %8.1f %7s %5d %8.2f %6.1f\n", threads, s->preset,
+                   s->name, s->m, s->n, s->k, g, of_peak, r.reps, r.cpu / r.wall, per_cpu);
             fflush(stdout);
             flops[s->decoding] += gflop(s);
             secs[s->decoding] += r.best;
@@ -234,9 +274,19 @@ int main(int argc, char **argv)
             printf("%-9s %-8d %14.1f %14.1f\n", d ? "decoding" : "training", thread_counts[ti],
                    rate[ti][d], geo[ti][d]);
     printf("\n");
-    for (int ti = 0; ti < 2; ti++)
-        printf("sgemm_gflops threads=%d %.1f\n", thread_counts[ti], geo[ti][0]);
-    for (int ti = 0; ti < 2; ti++)
-        printf("sgemm_gflops_decode threads=%d %.1f\n", thread_counts[ti], geo[ti][1]);
+    /* the kernel's name as the first attribute, with --name-core */
+    char tag[80] = "";
+    if (name_core)
+        snprintf(tag, sizeof tag, "core=%s ", core);
+    printf("sgemm_blas core=%s coretype=%s\n", core, coretype);
+    for (int d = 0; d < 2; d++)
+        for (int ti = 0; ti < 2; ti++)
+            printf("sgemm_gflops%s %sthreads=%d %.1f\n", d ? "_decode" : "", tag,
+                   thread_counts[ti], geo[ti][d]);
+    for (int d = 0; d < 2; d++)
+        for (int ti = 0; ti < 2; ti++)
+            if (peak[ti] > 0)
+                printf("sgemm_peak_fraction%s %sthreads=%d %.3f\n", d ? "_decode" : "", tag,
+                       thread_counts[ti], geo[ti][d] / peak[ti]);
     return 0;
 }
