@@ -1,7 +1,7 @@
 /* forward.c - throughput of the inference forward pass: the batched encoder
- * and greedy-like incremental decoder steps, on one thread, measured against
- * this machine's sgemm rate on the same shapes in the same run (DESIGN.md,
- * "Performance yardsticks").
+ * and greedy-like incremental decoder steps, on one thread, as a fraction of
+ * the CPU's 1-thread FMA peak (DESIGN.md, "Performance yardsticks") and,
+ * secondary, of OpenBLAS's sgemm rate on the same shapes in the same run.
  *
  * The model is the "small" preset (D 256, F 1024, H 4, 3 + 3 layers) with an
  * 8000-piece vocabulary and random weights: speed does not depend on the
@@ -14,14 +14,23 @@
  * weighted sums against t cached positions and S source positions); per
  * encoder token, the projections, FFN and attention over its sentence.
  *
- * The reference rate is sgemm's on the same products at the same number of
- * rows (64 for a decoder step, 64 x 25 for the encoder), weighted by flops.
+ * The FMA peak is FMA_PEAK_512_1 from the environment (run.sh measures it
+ * with bench/peak), FMA_PEAK_256_1 on a CPU without AVX-512 or with
+ * TFM_ISA=avx2 (which keeps our kernels to 256 bits); run alone, without
+ * them, this prints the sgemm fractions only.  The sgemm rate is OpenBLAS's
+ * on the same products at the same number of rows (64 for a decoder step,
+ * 64 x 25 for the encoder), weighted by flops, with the kernel
+ * OPENBLAS_CORETYPE in the environment asks for.
  *
  * Output: a table, then machine-readable lines
  *   decode_tokens_per_s X                rows x steps per wall second
  *   decode_gflops X sgemm Y fraction Z   achieved rate, the reference, their ratio
  *   encode_tokens_per_s X
  *   encode_gflops X sgemm Y fraction Z
+ *   decode_peak_fraction bits=B threads=1 F    achieved rate over the FMA peak
+ *   encode_peak_fraction bits=B threads=1 F
+ *   decode_sgemm_fraction threads=1 Z          (Z again, in the summary's form)
+ *   encode_sgemm_fraction threads=1 Z
  *
  * Usage: forward [--steps N] (default 40)
  */
@@ -33,6 +42,8 @@
 #include <time.h>
 
 #include "tfm/pass.h"
+
+#include "peak_env.h"
 
 /* Debian's cblas.h declares it for OpenBLAS; a repeated declaration is harmless. */
 void openblas_set_num_threads(int num_threads);
@@ -213,18 +224,34 @@ int main(int argc, char **argv)
         if (wall < dec_best) dec_best = wall;
     }
 
+    const char *isa = getenv("TFM_ISA");
+    bool narrow = isa && strcmp(isa, "avx2") == 0;
+    int bits;
+    double peak = peak_env_gflops(1, narrow, &bits);
     printf("forward: small preset (D %d, F %d, H %d, %d+%d layers), V %d, 1 BLAS thread\n", D, F,
            c.n_heads, c.n_encoder_layers, c.n_decoder_layers, VOCAB);
-    printf("%-8s %12s %10s %10s %12s %9s %9s\n", "part", "tokens/s", "GFLOP/s", "GF/cpu-s",
-           "sgemm GF/s", "of sgemm", "cpu/wall");
+    if (peak > 0)
+        printf("forward: the 1-thread FMA peak (%d bits%s): %.1f GFLOP/s\n", bits,
+               narrow ? ", TFM_ISA=avx2" : "", peak);
+    else
+        printf("forward: no FMA peak in the environment (FMA_PEAK_512_1 and so on: run.sh "
+               "measures it with bench/peak), so no fractions of it\n");
+    printf("%-8s %12s %10s %10s %8s %12s %9s %9s\n", "part", "tokens/s", "GFLOP/s", "GF/cpu-s",
+           "of peak", "sgemm GF/s", "of sgemm", "cpu/wall");
     double enc_g = enc_flops / enc_best * 1e-9, dec_g = dec_flops / dec_best * 1e-9;
     /* per CPU-second: all repetitions, so the count of flops scales with them */
     double enc_gc = enc_flops * (enc_wall / enc_best) / enc_cpu * 1e-9;
     double dec_gc = dec_flops * (dec_wall / dec_best) / dec_cpu * 1e-9;
-    printf("%-8s %12.0f %10.1f %10.1f %12.1f %8.0f%% %9.2f\n", "encode", enc_tokens / enc_best,
-           enc_g, enc_gc, enc_ref, 100 * enc_g / enc_ref, enc_cpu / enc_wall);
-    printf("%-8s %12.0f %10.1f %10.1f %12.1f %8.0f%% %9.2f\n", "decode",
-           (double)R * steps / dec_best, dec_g, dec_gc, dec_ref, 100 * dec_g / dec_ref,
+    char enc_peak[16] = "-", dec_peak[16] = "-";
+    if (peak > 0) {
+        snprintf(enc_peak, sizeof enc_peak, "%.0f%%", 100 * enc_g / peak);
+        snprintf(dec_peak, sizeof dec_peak, "%.0f%%", 100 * dec_g / peak);
+    }
+    printf("%-8s %12.0f %10.1f %10.1f %8s %12.1f %8.0f%% %9.2f\n", "encode",
+           enc_tokens / enc_best, enc_g, enc_gc, enc_peak, enc_ref, 100 * enc_g / enc_ref,
+           enc_cpu / enc_wall);
+    printf("%-8s %12.0f %10.1f %10.1f %8s %12.1f %8.0f%% %9.2f\n", "decode",
+           (double)R * steps / dec_best, dec_g, dec_gc, dec_peak, dec_ref, 100 * dec_g / dec_ref,
            dec_cpu / dec_wall);
     printf("(encode: %d sentences of %d tokens, %.1f ms per batch; decode: %d rows x %d steps, "
            "%.2f ms per step; best repetitions)\n\n",
@@ -233,6 +260,12 @@ int main(int argc, char **argv)
     printf("decode_gflops %.1f sgemm %.1f fraction %.2f\n", dec_g, dec_ref, dec_g / dec_ref);
     printf("encode_tokens_per_s %.0f\n", enc_tokens / enc_best);
     printf("encode_gflops %.1f sgemm %.1f fraction %.2f\n", enc_g, enc_ref, enc_g / enc_ref);
+    if (peak > 0) {
+        printf("decode_peak_fraction bits=%d threads=1 %.3f\n", bits, dec_g / peak);
+        printf("encode_peak_fraction bits=%d threads=1 %.3f\n", bits, enc_g / peak);
+    }
+    printf("decode_sgemm_fraction threads=1 %.3f\n", dec_g / dec_ref);
+    printf("encode_sgemm_fraction threads=1 %.3f\n", enc_g / enc_ref);
 
     tfm_decoder_free(d);
     tfm_encoder_free(e);

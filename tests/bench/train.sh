@@ -1,9 +1,10 @@
 #!/bin/sh
 # train.sh BUILD - the training benchmark (a section of tests/bench/run.sh):
 # target tokens per second of 'train' on the small preset and on base, the
-# model's flop rate as a fraction of the sgemm rate of this machine, and
-# PyTorch's nn.Transformer (Debian's python3-torch) side by side on the same
-# configuration, batch and thread count, in its best thread setting.
+# model's flop rate as a fraction of the CPU's FMA peak (and, secondary, of
+# OpenBLAS's sgemm rate), and PyTorch's nn.Transformer (Debian's
+# python3-torch) side by side on the same configuration, batch and thread
+# count, in its best thread setting.
 #
 # The data are random ids from an 8000-piece vocabulary, every source and
 # target 24 ids long (25 positions with </s> or <s>), so every batch of a
@@ -14,9 +15,14 @@
 #
 # (a multiply-add is 2 flops; backward costs twice forward; the attention
 # products QK^T and AV are 4 n_q n_k d_model forward).  The fraction is that
-# rate over the sgemm rate of the same thread count, from SGEMM_GFLOPS_T
-# (set by run.sh) or measured here with $BUILD/bench/sgemm before and after
-# the runs (the better of the two).  Memory is the peak resident size
+# rate over the FMA peak of the same thread count at the widest width the
+# CPU has (512 bits with AVX-512; 256 with TFM_ISA=avx2, which keeps our
+# kernels to 256 bits), from FMA_PEAK_512_T and FMA_PEAK_256_T (set by
+# run.sh) or measured here with $BUILD/bench/peak before the runs.  The
+# secondary fraction is over OpenBLAS's sgemm rate on training shapes with
+# its own kernel choice, from SGEMM_GFLOPS_T (run.sh) or measured here with
+# $BUILD/bench/sgemm (OPENBLAS_CORETYPE unset) before and after the runs
+# (the better of the two).  Memory is the peak resident size
 # (/usr/bin/time -f %M).
 #
 # Environment: THREADS (default: the CPU count), STEPS_SMALL (8) and
@@ -24,7 +30,9 @@
 #
 # Output lines (also for run.sh's summary):
 #   train_tokens_per_s preset=P threads=T X      (and train_cpu_tokens_per_s)
-#   train_sgemm_fraction preset=P threads=T F
+#   train_gflops preset=P threads=T X            the model-flops rate
+#   train_peak_fraction preset=P threads=T F     X over the FMA peak
+#   train_sgemm_fraction preset=P threads=T F    X over OpenBLAS's sgemm rate
 #   train_peak_mb preset=P X
 #   torch_train_tokens_per_s preset=P threads=T X  (and torch_train_cpu_tokens_per_s)
 #   torch_train_peak_mb preset=P threads=T X
@@ -55,9 +63,32 @@ ids() {
             for (k = 0; k < L; k++) s = s (k ? " " : "") (4 + int(rand() * (V - 4)))
             print s } }'
 }
-rm -f "$OUT/sgemm.log"  # a rate measured in another run does not count
+rm -f "$OUT/sgemm.log" "$OUT/peak.log"  # rates measured in another run do not count
 ids 3000 11 >"$OUT/data.src"
 ids 3000 12 >"$OUT/data.tgt"
+
+# OpenBLAS's sgemm with its own kernel choice, as run.sh runs it.
+sgemm() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BUILD/bench/sgemm"; }
+
+# The FMA peak of THREADS threads: "BITS GFLOP/s", or nothing when it is not
+# known.  From run.sh's FMA_PEAK_*_T, else from peak.log, measured before
+# the training runs.
+fma_peak() {
+    if [ -n "${FMA_PEAK_256_T:-}" ]; then
+        p512=${FMA_PEAK_512_T:-} p256=$FMA_PEAK_256_T
+    else
+        p512="" p256=""
+        if [ -f "$OUT/peak.log" ]; then
+            p512=$(awk -v t="threads=$THREADS" '$1 == "fma_peak_gflops" && $2 == "bits=512" && $3 == t { print $4 }' "$OUT/peak.log")
+            p256=$(awk -v t="threads=$THREADS" '$1 == "fma_peak_gflops" && $2 == "bits=256" && $3 == t { print $4 }' "$OUT/peak.log")
+        fi
+    fi
+    if [ -n "$p512" ] && [ "${TFM_ISA:-}" != avx2 ]; then
+        echo "512 $p512"
+    elif [ -n "$p256" ]; then
+        echo "256 $p256"
+    fi
+}
 
 # The sgemm rate of T threads, GFLOP/s: the better of two measurements, one
 # before the training runs and one after them (sgemm.log, sgemm-after.log),
@@ -66,7 +97,7 @@ sgemm_rate() {
     eval "rate=\${SGEMM_GFLOPS_$1:-}"
     if [ -z "$rate" ] && [ -x "$BUILD/bench/sgemm" ]; then
         for log in "$OUT/sgemm.log" "$OUT/sgemm-after.log"; do
-            [ -f "$log" ] || "$BUILD/bench/sgemm" >"$log" 2>&1
+            [ -f "$log" ] || sgemm >"$log" 2>&1
         done
         rate=$(awk -v t="threads=$1" '$1 == "sgemm_gflops" && $2 == t && $3 > best { best = $3 }
                                      END { if (best) print best }' "$OUT/sgemm.log" "$OUT/sgemm-after.log")
@@ -143,15 +174,26 @@ echo "train against PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__v
      "load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 : >"$OUT/gflops.txt"
 rm -f "$OUT/sgemm-after.log"
-[ -z "${SGEMM_GFLOPS_2:-}" ] && [ -x "$BUILD/bench/sgemm" ] && "$BUILD/bench/sgemm" >"$OUT/sgemm.log" 2>&1
+[ -z "${FMA_PEAK_256_T:-}" ] && [ -x "$BUILD/bench/peak" ] && "$BUILD/bench/peak" >"$OUT/peak.log" 2>&1
+[ -z "${SGEMM_GFLOPS_2:-}" ] && [ -x "$BUILD/bench/sgemm" ] && sgemm >"$OUT/sgemm.log" 2>&1
 measure small small 256 1024 4 3 "$STEPS_SMALL"
 measure base base 512 2048 8 6 "$STEPS_BASE"
+
+# The fractions of the FMA peak.
+peak=$(fma_peak)
+if [ -n "$peak" ]; then
+    bits=${peak% *} gflops=${peak#* }
+    echo "FMA peak, $THREADS threads, $bits bits${TFM_ISA:+ (TFM_ISA=$TFM_ISA)}: $gflops GFLOP/s"
+    awk -v p="$gflops" '{ printf "train_peak_fraction %s %s %.3f\n", $2, $3, $4 / p }' "$OUT/gflops.txt"
+else
+    echo "(no FMA peak for $THREADS threads: bench/peak is not built or failed; the fractions are not computed)"
+fi
 
 # The fractions of the sgemm rate, now that it has been measured after the
 # runs too.
 sg=$(sgemm_rate "$THREADS")
 if [ -n "$sg" ]; then
-    echo "sgemm rate on training shapes, $THREADS threads: $sg GFLOP/s (the better of before and after)"
+    echo "OpenBLAS's sgemm rate on training shapes, its own kernel, $THREADS threads: $sg GFLOP/s (the better of before and after)"
     awk -v sg="$sg" '{ printf "train_sgemm_fraction %s %s %.3f\n", $2, $3, $4 / sg }' \
         "$OUT/gflops.txt"
 else
