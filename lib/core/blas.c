@@ -17,6 +17,7 @@
  * OpenBLAS's calls are declared here rather than through cblas.h, whose
  * declarations differ between the BLAS builds Debian ships. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <strings.h>
 
@@ -28,9 +29,9 @@ void openblas_set_num_threads(int num_threads);
 char *openblas_get_corename(void);
 
 static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
-static int one_thread_depth; /* sections open now */
+static atomic_int one_thread_depth; /* sections open now (changed under the lock) */
 static int saved_threads;    /* the count to restore when the last one closes */
-static int threads_wanted = 1; /* the programs' count, for the project's own products */
+static atomic_int threads_wanted = 1; /* the programs' count, for the project's own products */
 
 void tfm_blas_threads(int n)
 {
@@ -62,12 +63,11 @@ void tfm_blas_one_thread_end(void)
     pthread_mutex_unlock(&blas_lock);
 }
 
+/* Read without the lock: every small product of attention asks, from two
+ * threads at once, and the lock was contended. */
 int tfm_blas_thread_count(void)
 {
-    pthread_mutex_lock(&blas_lock);
-    const int n = one_thread_depth > 0 ? 1 : threads_wanted;
-    pthread_mutex_unlock(&blas_lock);
-    return n;
+    return atomic_load(&one_thread_depth) > 0 ? 1 : atomic_load(&threads_wanted);
 }
 
 /* OpenBLAS's cores whose single-precision kernels use AVX2 and FMA, or wider. */
