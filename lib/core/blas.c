@@ -18,15 +18,12 @@
  * declarations differ between the BLAS builds Debian ships. */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <strings.h>
 
 #include "core/blas.h"
 #include "tfm/core.h"
 
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int num_threads);
-char *openblas_get_corename(void);
 
 static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int one_thread_depth; /* sections open now (changed under the lock) */
@@ -68,29 +65,4 @@ void tfm_blas_one_thread_end(void)
 int tfm_blas_thread_count(void)
 {
     return atomic_load(&one_thread_depth) > 0 ? 1 : atomic_load(&threads_wanted);
-}
-
-/* OpenBLAS's cores whose single-precision kernels use AVX2 and FMA, or wider. */
-static const char *const wide_cores[] = {"Haswell",    "Zen",           "SkylakeX",
-                                         "Cooperlake", "SapphireRapids", "Excavator"};
-
-bool tfm_blas_kernels_behind(char *msg, size_t size)
-{
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
-    const char *core = openblas_get_corename();
-    if (!core) return false;
-    for (size_t i = 0; i < sizeof wide_cores / sizeof *wide_cores; i++)
-        if (strcasecmp(core, wide_cores[i]) == 0) return false;
-    snprintf(msg, size,
-             "OpenBLAS runs its %s kernels on this CPU, which has AVX2 and FMA (this OpenBLAS "
-             "does not know the CPU, or OPENBLAS_CORETYPE says so): training runs several times "
-             "slower than it can; set OPENBLAS_CORETYPE=Haswell (SkylakeX on a CPU with AVX-512)",
-             core);
-    return true;
-#else
-    (void)msg;
-    (void)size;
-    return false;
-#endif
 }

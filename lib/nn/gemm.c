@@ -38,8 +38,10 @@
  * one-thread section of core/blas.h). */
 #include <cblas.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/blas.h"
 #include "nn/layers.h"
@@ -555,4 +557,35 @@ void nn_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
+}
+
+/* OpenBLAS's cores whose single-precision kernels use AVX2 and FMA, or wider. */
+static const char *const wide_cores[] = {"Haswell",    "Zen",           "SkylakeX",
+                                         "Cooperlake", "SapphireRapids", "Excavator"};
+
+char *openblas_get_corename(void);
+
+/* Training's products go to OpenBLAS only where nn_sgemm has no kernel:
+ * on a CPU with AVX2 and FMA, that is TFM_ISA=none alone. */
+bool tfm_blas_kernels_behind(char *msg, size_t size)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+    if (nn_isa_level() != NN_ISA_PLAIN) return false;
+    const char *core = openblas_get_corename();
+    if (!core) return false;
+    for (size_t i = 0; i < sizeof wide_cores / sizeof *wide_cores; i++)
+        if (strcasecmp(core, wide_cores[i]) == 0) return false;
+    snprintf(msg, size,
+             "OpenBLAS runs its %s kernels on this CPU, which has AVX2 and FMA, and TFM_ISA=none "
+             "sends training's matrix products to it (this OpenBLAS does not know the CPU, or "
+             "OPENBLAS_CORETYPE says so): training runs several times slower than it can; unset "
+             "TFM_ISA, or set OPENBLAS_CORETYPE=Haswell (SkylakeX on a CPU with AVX-512)",
+             core);
+    return true;
+#else
+    (void)msg;
+    (void)size;
+    return false;
+#endif
 }

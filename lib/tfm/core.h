@@ -254,10 +254,12 @@ int tfm_cpu_count(void);
  * then gives it back this count; a call made meanwhile takes effect then. */
 void tfm_blas_threads(int n);
 
-/* Whether OpenBLAS runs older kernels than the CPU can (a CPU newer than
- * the OpenBLAS build falls back to its oldest: Debian 12's runs "Prescott",
- * SSE3, on Xeons with AVX-512 FP16); if so, writes what to do into msg
- * (size bytes, NUL-terminated). */
+/* Whether training's matrix products run on OpenBLAS kernels older than
+ * the CPU can (a CPU newer than the OpenBLAS build falls back to its
+ * oldest: Debian 12's runs "Prescott", SSE3, on Xeons with AVX-512 FP16).
+ * They run on the library's own kernels wherever the CPU has AVX2, unless
+ * TFM_ISA=none asks for none; so only then.  If so, writes what to do into
+ * msg (size bytes, NUL-terminated). */
 bool tfm_blas_kernels_behind(char *msg, size_t size);
 
 /* ---- batches of a stream ---------------------------------------------------- */

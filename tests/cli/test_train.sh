@@ -430,20 +430,41 @@ expect_status 1 "--log in a folder that is not there: exit 1" "$TRAIN" $SMALL --
     --src train.src --tgt train.tgt --max-steps 1 --log no/such/log.tsv -o x.st
 expect_stderr "^train: no/such/log.tsv: No such file or directory$" "--log in a folder that is not there: named"
 
+# ---- the kernels of training's products ------------------------------------------------------
+
+# Training's matrix products run on AVX-512 or AVX2 kernels of the library's
+# own, which make the same FMAs in the same order (and so do the vector
+# loops beside them): TFM_ISA=avx2 on an AVX-512 CPU trains the same model,
+# bit for bit, at two threads.
+if grep -qw avx512f /proc/cpuinfo; then
+    ISA_RUN="--preset tiny --d-model 64 --d-ff 256 --heads 2 --threads 2 --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 200 --max-steps 4 --save-every 0 --seed 5 -q"
+    "$TRAIN" $ISA_RUN -o isa-best.st && TFM_ISA=avx2 "$TRAIN" $ISA_RUN -o isa-avx2.st
+    check "TFM_ISA=avx2 trains the model of the AVX-512 kernels, bit for bit" \
+        same_tensors isa-best.st isa-avx2.st
+else
+    skip "the AVX2 and AVX-512 kernels of training: this CPU has no AVX-512"
+fi
+
 # ---- OpenBLAS's kernels behind the CPU -------------------------------------------------------
 
 # A CPU newer than the OpenBLAS build gets its oldest kernels (Debian 12's
-# runs "Prescott", SSE3, on Xeons with AVX-512 FP16): train says so, names
-# the kernels and what to set; not with the kernels the CPU can run, nor -q.
+# runs "Prescott", SSE3, on Xeons with AVX-512 FP16).  Training's products
+# run on the library's own kernels wherever the CPU has AVX2: OpenBLAS's
+# choice then does not matter, and train says nothing.  With TFM_ISA=none
+# they go to OpenBLAS: then train says so, names the kernels and what to
+# set; not with kernels the CPU can run, nor under -q.
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
     ONE="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 100 --max-steps 1 --save-every 0"
-    expect_status 0 "OpenBLAS's Prescott kernels on a CPU with AVX2: train runs" \
-        env OPENBLAS_CORETYPE=Prescott "$TRAIN" $ONE -o k.st
-    expect_stderr "^train: warning: OpenBLAS runs its Prescott kernels on this CPU, which has AVX2 and FMA .*set OPENBLAS_CORETYPE=Haswell" \
+    env OPENBLAS_CORETYPE=Prescott "$TRAIN" $ONE -o k.st 2>err.txt
+    check "OpenBLAS's Prescott kernels, the library's own kernels for training: no warning" \
+        sh -c "! grep -q 'OpenBLAS runs' err.txt"
+    expect_status 0 "OpenBLAS's Prescott kernels and TFM_ISA=none: train runs" \
+        env OPENBLAS_CORETYPE=Prescott TFM_ISA=none "$TRAIN" $ONE -o k.st
+    expect_stderr "^train: warning: OpenBLAS runs its Prescott kernels on this CPU, which has AVX2 and FMA, and TFM_ISA=none .*set OPENBLAS_CORETYPE=Haswell" \
         "... and warns, naming the kernels and what to set"
-    env OPENBLAS_CORETYPE=Haswell "$TRAIN" $ONE -o k.st 2>err.txt
+    env OPENBLAS_CORETYPE=Haswell TFM_ISA=none "$TRAIN" $ONE -o k.st 2>err.txt
     check "... not with its Haswell kernels" sh -c "! grep -q 'OpenBLAS runs' err.txt"
-    env OPENBLAS_CORETYPE=Prescott "$TRAIN" $ONE -q -o k.st 2>err.txt
+    env OPENBLAS_CORETYPE=Prescott TFM_ISA=none "$TRAIN" $ONE -q -o k.st 2>err.txt
     check "... nor with -q" test ! -s err.txt
 else
     skip "OpenBLAS's kernels behind the CPU: this CPU has no AVX2 and FMA"
