@@ -6,8 +6,12 @@
  *
  * Prints per shape and thread count (1, and THREADS when it is more):
  *   gemm_gflops impl=tfm|openblas op=fwd|dinp|dweight shape=MxNxK threads=T X
- * and, over all shapes, the time-weighted rate of each:
+ * and, over all shapes, the time-weighted rate of each, its fraction of
+ * the CPU's FMA peak (FMA_PEAK_* from run.sh, at the width of our kernels:
+ * 256 bits under TFM_ISA=avx2) and ours over OpenBLAS's:
  *   gemm_total_gflops impl=tfm|openblas threads=T X
+ *   gemm_peak_fraction impl=tfm|openblas bits=B threads=T F
+ *   gemm_tfm_vs_openblas threads=T R
  * with the ISA of the kernels (TFM_ISA respected) and OpenBLAS's kernel
  * (openblas_get_corename: it follows OPENBLAS_CORETYPE).
  *
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "core/blas.h"
+#include "peak_env.h"
 #include "nn/layers.h"
 #include "tfm/core.h"
 
@@ -79,7 +84,7 @@ int main(void)
            openblas_get_corename());
     tfm_rng rng;
     tfm_rng_seed(&rng, 1);
-    for (int threads = 1; threads <= max_threads; threads = threads < max_threads ? max_threads : threads + 1) {
+    for (int threads = 1;; threads = max_threads) {
         tfm_blas_threads(threads);
         double total[2] = {0, 0}, flops = 0;
         for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
@@ -99,9 +104,18 @@ int main(void)
             free(B);
             free(C);
         }
-        for (int ours = 1; ours >= 0; ours--)
-            printf("gemm_total_gflops impl=%s threads=%d %.1f\n", ours ? "tfm" : "openblas",
-                   threads, flops / total[ours] / 1e9);
+        int bits = 0;
+        const double peak = peak_env_gflops(threads, nn_isa_level() != NN_ISA_AVX512, &bits);
+        for (int ours = 1; ours >= 0; ours--) {
+            const char *impl = ours ? "tfm" : "openblas";
+            const double rate = flops / total[ours] / 1e9;
+            printf("gemm_total_gflops impl=%s threads=%d %.1f\n", impl, threads, rate);
+            if (peak > 0)
+                printf("gemm_peak_fraction impl=%s bits=%d threads=%d %.2f\n", impl, bits,
+                       threads, rate / peak);
+        }
+        printf("gemm_tfm_vs_openblas threads=%d %.2f\n", threads, total[0] / total[1]);
+        if (peak <= 0) printf("(no FMA peak in the environment: run.sh measures it first)\n");
         if (threads == max_threads) break;
     }
     return 0;

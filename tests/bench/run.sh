@@ -122,6 +122,16 @@ if [ -x "$BUILD/bench/sgemm" ]; then
 else
     skipped sgemm "$BUILD/bench/sgemm is not built (make bench builds it)"
 fi
+# Training's products on the project's kernels (nn_sgemm) beside OpenBLAS
+# in the environment as it is set, then with OpenBLAS's own choice.
+if [ -x "$BUILD/bench/gemm" ]; then
+    section gemm "training's products: the project's kernels against OpenBLAS, of the FMA peak" \
+        "$BUILD/bench/gemm"
+    section gemm_avx2 "the same with the project's AVX2 kernels (TFM_ISA=avx2)" \
+        env TFM_ISA=avx2 "$BUILD/bench/gemm"
+else
+    skipped gemm "$BUILD/bench/gemm is not built (make bench builds it)"
+fi
 SGEMM_GFLOPS_1=$(awk '$1 == "sgemm_gflops" && $2 == "threads=1" { print $3 }' \
                  "$BENCH_OUT/sgemm.log" 2>/dev/null)
 SGEMM_GFLOPS_2=$(awk '$1 == "sgemm_gflops" && $2 == "threads=2" { print $3 }' \
