@@ -50,6 +50,7 @@ enum {
     KC = 512,  /* values of k per block */
     MC = 192,  /* rows of A per pass over a panel of B: 192 x 512 floats, 384 KB */
     NC = 4096, /* columns of B packed at a time: 512 x 4096 floats, 8 MB at most */
+    IN_PLACE_MAX_ROWS = 64, /* op(A) rows up to which B is not packed */
     /* A product of fewer multiply-adds than this runs on one thread. */
     PARALLEL_MIN_MACS = 1 << 21
 };
@@ -198,11 +199,13 @@ static void store_tile(float *C, int ldc, const float *v, int NR, int rows, int 
 }
 
 
-/* A kernel: C [rows, cols] = beta C + alpha (op(A) [rows, kc] times b [kc
- * x NR]), rows <= MR, cols <= NR; op(A)[r][k] is a[r rs + k ks] (A read in
- * place: rs = lda and ks = 1, or transposed, rs = 1 and ks = lda). */
+/* A kernel: C [rows, cols] = beta C + alpha (op(A) [rows, kc] times B's
+ * block [kc, cols]), rows <= MR, cols <= NR; op(A)[r][k] is a[r rs + k ks]
+ * (A read in place: rs = lda and ks = 1, or packed: rs = 1 and ks = MR);
+ * B's row k is b + k bs: a packed panel (bs = NR, zeros past cols), or B
+ * read in place (bs = ldb; the columns past cols are not read). */
 typedef void kernel_fn(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b,
-                       int kc, int rows, int cols, float alpha, float beta);
+                       size_t bs, int kc, int rows, int cols, float alpha, float beta);
 
 /* ---- AVX-512: 8 rows x 32 columns, sixteen sums ---- */
 
@@ -234,9 +237,13 @@ enum { AVX512_MR = 8, AVX512_NR = 32 };
  * compiler makes the loop for each (avx512_kernel's two calls). */
 __attribute__((target("avx2,fma,avx512f"))) static ALWAYS_INLINE void
 avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b,
-            int kc, int rows, int cols, float alpha, float beta)
+            const size_t bs, const bool masked, int kc, int rows, int cols, float alpha,
+            float beta)
 {
     ROW_POINTERS(8);
+    /* B in place, a last block narrower than 32: only its columns read */
+    const __mmask16 m0 = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1),
+                    m1 = cols >= 32 ? 0xFFFF : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1) : 0;
     PREFETCH_C(AVX512_MR, AVX512_NR * 4);
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
@@ -249,8 +256,9 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
     }
 #pragma GCC unroll 4
     for (int k = 0; k < kc; k++) {
-        const __m512 b0 = _mm512_loadu_ps(b + (size_t)k * AVX512_NR);
-        const __m512 b1 = _mm512_loadu_ps(b + (size_t)k * AVX512_NR + 16);
+        const float *bk = b + (size_t)k * bs;
+        const __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, bk) : _mm512_loadu_ps(bk);
+        const __m512 b1 = masked ? _mm512_maskz_loadu_ps(m1, bk + 16) : _mm512_loadu_ps(bk + 16);
         AVX512_FMA(0) AVX512_FMA(1) AVX512_FMA(2) AVX512_FMA(3)
         AVX512_FMA(4) AVX512_FMA(5) AVX512_FMA(6) AVX512_FMA(7)
     }
@@ -284,14 +292,25 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
     store_tile(C, ldc, v, AVX512_NR, rows, cols, alpha, beta);
 }
 
+/* The loop compiled for each way of reading A and B: the packed ones with
+ * their strides as constants. */
+#define KERNEL_CASES(sums, NR)                                                             \
+    do {                                                                                   \
+        if (bs == (NR) && ks == 1)                                                         \
+            sums(C, ldc, a, rs, 1, b, NR, false, kc, rows, cols, alpha, beta);             \
+        else if (bs == (NR))                                                               \
+            sums(C, ldc, a, rs, ks, b, NR, false, kc, rows, cols, alpha, beta);            \
+        else if (cols == (NR))                                                             \
+            sums(C, ldc, a, rs, ks, b, bs, false, kc, rows, cols, alpha, beta);            \
+        else                                                                               \
+            sums(C, ldc, a, rs, ks, b, bs, true, kc, rows, cols, alpha, beta);             \
+    } while (0)
+
 __attribute__((target("avx2,fma,avx512f"))) static void
-avx512_kernel(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b, int kc,
-              int rows, int cols, float alpha, float beta)
+avx512_kernel(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b,
+              size_t bs, int kc, int rows, int cols, float alpha, float beta)
 {
-    if (ks == 1)
-        avx512_sums(C, ldc, a, rs, 1, b, kc, rows, cols, alpha, beta);
-    else
-        avx512_sums(C, ldc, a, rs, ks, b, kc, rows, cols, alpha, beta);
+    KERNEL_CASES(avx512_sums, AVX512_NR);
 }
 
 /* ---- AVX2: 6 rows x 16 columns, twelve sums ---- */
@@ -299,10 +318,15 @@ avx512_kernel(float *C, int ldc, const float *a, size_t rs, size_t ks, const flo
 enum { AVX2_MR = 6, AVX2_NR = 16 };
 
 __attribute__((target("avx2,fma"))) static ALWAYS_INLINE void
-avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b, int kc,
-          int rows, int cols, float alpha, float beta)
+avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b,
+          const size_t bs, const bool masked, int kc, int rows, int cols, float alpha,
+          float beta)
 {
     ROW_POINTERS(6);
+    /* B in place, a last block narrower than 16: only its columns read */
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lanes),
+                  m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lanes);
     PREFETCH_C(AVX2_MR, AVX2_NR * 4);
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -314,8 +338,9 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
     }
 #pragma GCC unroll 4
     for (int k = 0; k < kc; k++) {
-        const __m256 b0 = _mm256_loadu_ps(b + (size_t)k * AVX2_NR);
-        const __m256 b1 = _mm256_loadu_ps(b + (size_t)k * AVX2_NR + 8);
+        const float *bk = b + (size_t)k * bs;
+        const __m256 b0 = masked ? _mm256_maskload_ps(bk, m0) : _mm256_loadu_ps(bk);
+        const __m256 b1 = masked ? _mm256_maskload_ps(bk + 8, m1) : _mm256_loadu_ps(bk + 8);
         AVX2_FMA(0) AVX2_FMA(1) AVX2_FMA(2) AVX2_FMA(3) AVX2_FMA(4) AVX2_FMA(5)
     }
 #undef AVX2_FMA
@@ -347,14 +372,13 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
 
 __attribute__((target("avx2,fma"))) static void avx2_kernel(float *C, int ldc, const float *a,
                                                            size_t rs, size_t ks,
-                                                           const float *b, int kc, int rows,
-                                                           int cols, float alpha, float beta)
+                                                           const float *b, size_t bs, int kc,
+                                                           int rows, int cols, float alpha,
+                                                           float beta)
 {
-    if (ks == 1)
-        avx2_sums(C, ldc, a, rs, 1, b, kc, rows, cols, alpha, beta);
-    else
-        avx2_sums(C, ldc, a, rs, ks, b, kc, rows, cols, alpha, beta);
+    KERNEL_CASES(avx2_sums, AVX2_NR);
 }
+#undef KERNEL_CASES
 #undef ROW_POINTERS
 #undef PREFETCH_C
 
@@ -377,7 +401,7 @@ static bool kernel_for(nn_isa isa, gemm_kernel *k)
  * the calling thread; pa and pb are its packing space (pack_a_floats,
  * pack_b_floats). */
 static void gemm_block(const gemm_args *g, const gemm_kernel *kn, int i0, int m, int j0, int n,
-                       float *pa, float *pb)
+                       float *pa, float *pb, bool b_in_place)
 {
     const int MR = kn->MR, NR = kn->NR;
     /* op(A)[i][k] is A[i rs + k ks]; a transposed A is packed (its MR
@@ -391,19 +415,22 @@ static void gemm_block(const gemm_args *g, const gemm_kernel *kn, int i0, int m,
             const int kc = g->K - k0 < KC ? g->K - k0 : KC;
             /* the first block of k scales C by beta; the later ones add */
             const float beta = k0 == 0 ? g->beta : 1.0f;
-            pack_b(pb, g, jb, nc, k0, kc, NR);
+            if (!b_in_place) pack_b(pb, g, jb, nc, k0, kc, NR);
             for (int ib = i0; ib < i0 + m; ib += MC) {
                 const int mc = i0 + m - ib < MC ? i0 + m - ib : MC;
                 if (g->trans_a) pack_a_transposed(pa, g, ib, mc, k0, kc, MR);
                 for (int q = 0; q < nc; q += NR) {
-                    const float *b = pb + (size_t)q * kc;
+                    const float *b = b_in_place ? g->B + (size_t)k0 * g->ldb + jb + q
+                                                : pb + (size_t)q * kc;
+                    const size_t bs = b_in_place ? (size_t)g->ldb : (size_t)NR;
                     const int cols = nc - q < NR ? nc - q : NR;
                     for (int p = 0; p < mc; p += MR) {
                         const int rows = mc - p < MR ? mc - p : MR;
                         float *c = g->C + (size_t)(ib + p) * g->ldc + jb + q;
                         const float *a = g->trans_a ? pa + (size_t)p * kc
                                                     : g->A + (size_t)(ib + p) * g->lda + k0;
-                        kn->kernel(c, g->ldc, a, rs, ks, b, kc, rows, cols, g->alpha, beta);
+                        kn->kernel(c, g->ldc, a, rs, ks, b, bs, kc, rows, cols, g->alpha,
+                                   beta);
                     }
                 }
             }
@@ -420,8 +447,9 @@ static size_t pack_a_floats(const gemm_args *g, const gemm_kernel *kn)
     return g->trans_a ? round_up(MC, (size_t)kn->MR) * (size_t)(g->K < KC ? g->K : KC) : 0;
 }
 
-static size_t pack_b_floats(const gemm_args *g, const gemm_kernel *kn)
+static size_t pack_b_floats(const gemm_args *g, const gemm_kernel *kn, bool b_in_place)
 {
+    if (b_in_place) return 0;
     return round_up((size_t)(g->N < NC ? g->N : NC), (size_t)kn->NR) *
            (size_t)(g->K < KC ? g->K : KC);
 }
@@ -432,6 +460,7 @@ typedef struct {
     const gemm_args *g;
     const gemm_kernel *kn;
     bool by_columns;
+    bool b_in_place; /* B read where it is, not packed */
     int per;
     float *space; /* packing space, a_floats + b_floats per thread */
     size_t a_floats, b_floats;
@@ -446,9 +475,9 @@ static void gemm_share(void *ctx, size_t t)
     if (lo >= size) return;
     const int count = size - lo < job->per ? size - lo : job->per;
     if (job->by_columns)
-        gemm_block(g, job->kn, 0, g->M, lo, count, pa, pb);
+        gemm_block(g, job->kn, 0, g->M, lo, count, pa, pb, job->b_in_place);
     else
-        gemm_block(g, job->kn, lo, count, 0, g->N, pa, pb);
+        gemm_block(g, job->kn, lo, count, 0, g->N, pa, pb, job->b_in_place);
 }
 
 /* The packing space of big products, kept from one call to the next: a
@@ -509,8 +538,19 @@ static bool gemm_on_kernel(const gemm_args *g, const gemm_kernel *kn, int thread
     if (threads > panels) threads = panels;
     if (threads < 1) threads = 1;
     const int width = by_columns ? kn->NR : kn->MR;
-    gemm_job job = {g,    kn,   by_columns, (panels + threads - 1) / threads * width,
-                    NULL, pack_a_floats(g, kn), pack_b_floats(g, kn)};
+    /* Packing B pays when many rows of A meet each panel; for a few (the
+     * products of attention, a sentence's tokens by 64) it cost as much as
+     * the product, and a B not transposed can be read where it is (the
+     * same sums: the kernel reads the same values in the same order). */
+    const bool b_in_place = !g->trans_b && g->M <= IN_PLACE_MAX_ROWS;
+    gemm_job job = {g,
+                    kn,
+                    by_columns,
+                    b_in_place,
+                    (panels + threads - 1) / threads * width,
+                    NULL,
+                    pack_a_floats(g, kn),
+                    pack_b_floats(g, kn, b_in_place)};
     const size_t floats = (size_t)threads * (job.a_floats + job.b_floats);
     /* a small product packs on the stack */
     enum { STACK_FLOATS = 16384 };
