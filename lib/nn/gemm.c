@@ -181,24 +181,6 @@ static void pack_b(float *dst, const gemm_args *g, int j0, int n, int k0, int kc
     }
 }
 
-/* C [rows, cols] (ldc apart) = beta C + alpha v, v [rows, NR] a kernel's
- * sums; beta 0 does not read C (as the BLAS: a NaN there is overwritten). */
-static void store_tile(float *C, int ldc, const float *v, int NR, int rows, int cols, float alpha,
-                       float beta)
-{
-    for (int r = 0; r < rows; r++) {
-        float *c = C + (size_t)r * ldc;
-        const float *vr = v + (size_t)r * NR;
-        if (beta == 0.0f)
-            for (int j = 0; j < cols; j++) c[j] = alpha * vr[j];
-        else if (beta == 1.0f)
-            for (int j = 0; j < cols; j++) c[j] += alpha * vr[j];
-        else
-            for (int j = 0; j < cols; j++) c[j] = beta * c[j] + alpha * vr[j];
-    }
-}
-
-
 /* A kernel: C [rows, cols] = beta C + alpha (op(A) [rows, kc] times B's
  * block [kc, cols]), rows <= MR, cols <= NR; op(A)[r][k] is a[r rs + k ks]
  * (A read in place: rs = lda and ks = 1, or packed: rs = 1 and ks = MR);
@@ -282,14 +264,29 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
 #undef AVX512_STORE
         return;
     }
-    float v[AVX512_MR * AVX512_NR];
-#define AVX512_SAVE(i)                                                                     \
-    _mm512_storeu_ps(v + (i) * AVX512_NR, c##i##0);                                        \
-    _mm512_storeu_ps(v + (i) * AVX512_NR + 16, c##i##1);
-    AVX512_SAVE(0) AVX512_SAVE(1) AVX512_SAVE(2) AVX512_SAVE(3)
-    AVX512_SAVE(4) AVX512_SAVE(5) AVX512_SAVE(6) AVX512_SAVE(7)
-#undef AVX512_SAVE
-    store_tile(C, ldc, v, AVX512_NR, rows, cols, alpha, beta);
+    /* a part of a block, or another beta: the rows there are, the columns
+     * by masks; the operations are beta C + alpha sum, as the BLAS's */
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#define AVX512_STORE_PART(i)                                                               \
+    if ((i) < rows) {                                                                      \
+        float *ci = C + (size_t)(i) * ldc;                                                 \
+        __m512 s0 = _mm512_mul_ps(va, c##i##0), s1 = _mm512_mul_ps(va, c##i##1);           \
+        if (beta != 0.0f) {                                                                \
+            __m512 o0 = _mm512_maskz_loadu_ps(m0, ci);                                     \
+            __m512 o1 = _mm512_maskz_loadu_ps(m1, ci + 16);                                \
+            if (beta != 1.0f) {                                                            \
+                o0 = _mm512_mul_ps(vb, o0);                                                \
+                o1 = _mm512_mul_ps(vb, o1);                                                \
+            }                                                                              \
+            s0 = _mm512_add_ps(o0, s0);                                                    \
+            s1 = _mm512_add_ps(o1, s1);                                                    \
+        }                                                                                  \
+        _mm512_mask_storeu_ps(ci, m0, s0);                                                 \
+        _mm512_mask_storeu_ps(ci + 16, m1, s1);                                            \
+    }
+    AVX512_STORE_PART(0) AVX512_STORE_PART(1) AVX512_STORE_PART(2) AVX512_STORE_PART(3)
+    AVX512_STORE_PART(4) AVX512_STORE_PART(5) AVX512_STORE_PART(6) AVX512_STORE_PART(7)
+#undef AVX512_STORE_PART
 }
 
 /* The loop compiled for each way of reading A and B: the packed ones with
@@ -361,13 +358,27 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
 #undef AVX2_STORE
         return;
     }
-    float v[AVX2_MR * AVX2_NR];
-#define AVX2_SAVE(i)                                                                       \
-    _mm256_storeu_ps(v + (i) * AVX2_NR, c##i##0);                                          \
-    _mm256_storeu_ps(v + (i) * AVX2_NR + 8, c##i##1);
-    AVX2_SAVE(0) AVX2_SAVE(1) AVX2_SAVE(2) AVX2_SAVE(3) AVX2_SAVE(4) AVX2_SAVE(5)
-#undef AVX2_SAVE
-    store_tile(C, ldc, v, AVX2_NR, rows, cols, alpha, beta);
+    /* as avx512_sums */
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#define AVX2_STORE_PART(i)                                                                 \
+    if ((i) < rows) {                                                                      \
+        float *ci = C + (size_t)(i) * ldc;                                                 \
+        __m256 s0 = _mm256_mul_ps(va, c##i##0), s1 = _mm256_mul_ps(va, c##i##1);           \
+        if (beta != 0.0f) {                                                                \
+            __m256 o0 = _mm256_maskload_ps(ci, m0), o1 = _mm256_maskload_ps(ci + 8, m1);   \
+            if (beta != 1.0f) {                                                            \
+                o0 = _mm256_mul_ps(vb, o0);                                                \
+                o1 = _mm256_mul_ps(vb, o1);                                                \
+            }                                                                              \
+            s0 = _mm256_add_ps(o0, s0);                                                    \
+            s1 = _mm256_add_ps(o1, s1);                                                    \
+        }                                                                                  \
+        _mm256_maskstore_ps(ci, m0, s0);                                                   \
+        _mm256_maskstore_ps(ci + 8, m1, s1);                                               \
+    }
+    AVX2_STORE_PART(0) AVX2_STORE_PART(1) AVX2_STORE_PART(2) AVX2_STORE_PART(3)
+    AVX2_STORE_PART(4) AVX2_STORE_PART(5)
+#undef AVX2_STORE_PART
 }
 
 __attribute__((target("avx2,fma"))) static void avx2_kernel(float *C, int ldc, const float *a,
