@@ -75,9 +75,9 @@ typedef struct {
 
 #define ALWAYS_INLINE __attribute__((always_inline)) inline
 
-/* dst [panels of kc x MR] (MR 6 or 8): rows i0 .. i0 + m - 1 of op(A) = A^T, columns
- * k0 .. k0 + kc - 1, in panels of MR rows (dst[p][k][r] = A[k0 + k][i0 + p
- * MR + r]), zeros past m. */
+/* dst [panels of kc x MR] (MR 6 or 8): rows i0 .. i0 + m - 1 of op(A) =
+ * A^T, columns k0 .. k0 + kc - 1, in panels of MR rows (dst[p][k][r] =
+ * A[k0 + k][i0 + p MR + r]), zeros past m. */
 static void pack_a_transposed(float *dst, const gemm_args *g, int i0, int m, int k0, int kc,
                               int MR)
 {
@@ -134,9 +134,9 @@ __attribute__((target("avx2"))) static void transpose_8x8(float *dst, size_t ldd
     _mm256_storeu_ps(dst + 7 * ldd, r7);
 }
 
-/* dst [panels of kc x NR] (NR 16 or 32): rows k0 .. k0 + kc - 1 of op(B), columns j0 ..
- * j0 + n - 1, in panels of NR columns (dst[q][k][c] = op(B)[k0 + k][j0 +
- * q NR + c]), zeros past n. */
+/* dst [panels of kc x NR] (NR 16 or 32): rows k0 .. k0 + kc - 1 of op(B),
+ * columns j0 .. j0 + n - 1, in panels of NR columns (dst[q][k][c] =
+ * op(B)[k0 + k][j0 + q NR + c]), zeros past n. */
 static void pack_b(float *dst, const gemm_args *g, int j0, int n, int k0, int kc, int NR)
 {
     for (int q = 0; q < n; q += NR) {
@@ -165,9 +165,11 @@ static void pack_b(float *dst, const gemm_args *g, int j0, int n, int k0, int kc
             for (; c8 + 8 <= cols; c8 += 8) {
                 const float *s = g->B + (size_t)(j0 + q + c8) * g->ldb + k0;
                 int k = 0;
-                for (; k + 8 <= kc; k += 8) transpose_8x8(d + (size_t)k * NR + c8, NR, s + k, g->ldb);
+                for (; k + 8 <= kc; k += 8)
+                    transpose_8x8(d + (size_t)k * NR + c8, NR, s + k, g->ldb);
                 for (; k < kc; k++)
-                    for (int c = 0; c < 8; c++) d[(size_t)k * NR + c8 + c] = s[(size_t)c * g->ldb + k];
+                    for (int c = 0; c < 8; c++)
+                        d[(size_t)k * NR + c8 + c] = s[(size_t)c * g->ldb + k];
             }
             for (int c = c8; c < NR; c++) {
                 if (c >= cols) {

@@ -76,8 +76,10 @@ static double worst_error(const product *p, const float *C)
         for (int j = 0; j < p->N; j++) {
             double sum = 0, scale = 0;
             for (int k = 0; k < p->K; k++) {
-                const double a = p->ta ? p->A[(size_t)k * p->lda + i] : p->A[(size_t)i * p->lda + k];
-                const double b = p->tb ? p->B[(size_t)j * p->ldb + k] : p->B[(size_t)k * p->ldb + j];
+                const double a =
+                    p->ta ? p->A[(size_t)k * p->lda + i] : p->A[(size_t)i * p->lda + k];
+                const double b =
+                    p->tb ? p->B[(size_t)j * p->ldb + k] : p->B[(size_t)k * p->ldb + j];
                 sum += a * b;
                 scale += fabs(a * b);
             }
