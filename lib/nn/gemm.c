@@ -217,15 +217,16 @@ enum { AVX512_MR = 8, AVX512_NR = 32 };
     } while (0)
 
 /* Written out row by row: with the sums in an array indexed in a loop, GCC
- * kept them in memory (packed.c found the same).  ks is 1 or lda: the
- * compiler makes the loop for each (avx512_kernel's two calls). */
+ * kept them in memory (packed.c found the same).  Inlined into one loop
+ * per way of reading A and B (KERNEL_CASES, below). */
 __attribute__((target("avx2,fma,avx512f"))) static ALWAYS_INLINE void
 avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b,
             const size_t bs, const bool masked, int kc, int rows, int cols, float alpha,
             float beta)
 {
     ROW_POINTERS(8);
-    /* B in place, a last block narrower than 32: only its columns read */
+    /* the columns of a last block narrower than 32: the ones read (B in
+     * place) and stored */
     const __mmask16 m0 = cols >= 16 ? 0xFFFF : (__mmask16)((1u << cols) - 1),
                     m1 = cols >= 32 ? 0xFFFF : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1) : 0;
     PREFETCH_C(AVX512_MR, AVX512_NR * 4);
@@ -322,7 +323,7 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
           float beta)
 {
     ROW_POINTERS(6);
-    /* B in place, a last block narrower than 16: only its columns read */
+    /* as avx512_sums, 16 columns */
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lanes),
                   m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lanes);
