@@ -1,6 +1,7 @@
 /* blas.c - the BLAS's thread count: the one place libtfm sets it, for the
  * programs (tfm_blas_threads) and for the library's own one-thread sections
- * (core/blas.h).
+ * (core/blas.h); and the same count for the library's own matrix products
+ * (nn_sgemm: tfm_blas_thread_count), which follow the same rules.
  *
  * OpenBLAS's count is process-wide state.  A section that holds it at one
  * thread (the training workspace's attention, which runs sentences on

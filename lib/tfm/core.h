@@ -247,11 +247,12 @@ double tfm_clock_seconds(void);
 /* The number of CPUs this process may run on (at least 1). */
 int tfm_cpu_count(void);
 
-/* Sets the number of threads of the BLAS (OpenBLAS) for the whole process,
- * at least 1 (a count of the process, not of a thread or an object: call it
- * once, before the work starts).  The library holds the BLAS at one thread
- * only while its own threads call it (a training workspace's attention), and
- * then gives it back this count; a call made meanwhile takes effect then. */
+/* Sets the number of threads of the BLAS (OpenBLAS) and of the library's own
+ * matrix products (training's) for the whole process, at least 1 (a count
+ * of the process, not of a thread or an object: call it once, before the
+ * work starts).  The library holds them at one thread only while its own
+ * threads call them (a training workspace's attention), and then gives them
+ * back this count; a call made meanwhile takes effect then. */
 void tfm_blas_threads(int n);
 
 /* Whether training's matrix products run on OpenBLAS kernels older than
