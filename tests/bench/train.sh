@@ -26,7 +26,8 @@
 # (/usr/bin/time -f %M).
 #
 # Environment: THREADS (default: the CPU count), STEPS_SMALL (8) and
-# STEPS_BASE (3): timed updates after one warm-up update; BENCH_OUT.
+# STEPS_BASE (3): timed updates after one warm-up update; SKIP_TORCH=1
+# (ours alone); BENCH_OUT.
 #
 # Output lines (also for run.sh's summary):
 #   train_tokens_per_s preset=P threads=T X      (and train_cpu_tokens_per_s)
@@ -144,6 +145,7 @@ measure() {
     fi
 
     # PyTorch in its best thread setting (1 .. THREADS).
+    [ "${SKIP_TORCH:-0}" = 1 ] && return 0
     if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
         echo "(PyTorch is not installed: apt-get install python3-torch)"
         return 0
