@@ -186,10 +186,13 @@ static void pack_b(float *dst, const gemm_args *g, int j0, int n, int k0, int kc
 /* A kernel: C [rows, cols] = beta C + alpha (op(A) [rows, kc] times B's
  * block [kc, cols]), rows <= MR, cols <= NR; op(A)[r][k] is a[r rs + k ks]
  * (A read in place: rs = lda and ks = 1, or packed: rs = 1 and ks = MR);
- * B's row k is b + k bs: a packed panel (bs = NR, zeros past cols), or B
- * read in place (bs = ldb; the columns past cols are not read). */
+ * B's row k is b + k bs: a packed panel (bs = NR, zeros past cols), or,
+ * b_in_place, B itself (bs = ldb; the columns past cols are not read, and
+ * may not be there: ldb may be NR with cols fewer, the last row the last of
+ * the buffer). */
 typedef void kernel_fn(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b,
-                       size_t bs, int kc, int rows, int cols, float alpha, float beta);
+                       bool b_in_place, size_t bs, int kc, int rows, int cols, float alpha,
+                       float beta);
 
 /* ---- AVX-512: 8 rows x 32 columns, sixteen sums ---- */
 
@@ -296,9 +299,9 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
  * their strides as constants. */
 #define KERNEL_CASES(sums, NR)                                                             \
     do {                                                                                   \
-        if (bs == (NR) && ks == 1)                                                         \
+        if (!b_in_place && ks == 1)                                                        \
             sums(C, ldc, a, rs, 1, b, NR, false, kc, rows, cols, alpha, beta);             \
-        else if (bs == (NR))                                                               \
+        else if (!b_in_place)                                                              \
             sums(C, ldc, a, rs, ks, b, NR, false, kc, rows, cols, alpha, beta);            \
         else if (cols == (NR))                                                             \
             sums(C, ldc, a, rs, ks, b, bs, false, kc, rows, cols, alpha, beta);            \
@@ -308,7 +311,7 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
 
 __attribute__((target("avx2,fma,avx512f"))) static void
 avx512_kernel(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b,
-              size_t bs, int kc, int rows, int cols, float alpha, float beta)
+              bool b_in_place, size_t bs, int kc, int rows, int cols, float alpha, float beta)
 {
     KERNEL_CASES(avx512_sums, AVX512_NR);
 }
@@ -386,9 +389,9 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
 
 __attribute__((target("avx2,fma"))) static void avx2_kernel(float *C, int ldc, const float *a,
                                                            size_t rs, size_t ks,
-                                                           const float *b, size_t bs, int kc,
-                                                           int rows, int cols, float alpha,
-                                                           float beta)
+                                                           const float *b, bool b_in_place,
+                                                           size_t bs, int kc, int rows, int cols,
+                                                           float alpha, float beta)
 {
     KERNEL_CASES(avx2_sums, AVX2_NR);
 }
@@ -443,8 +446,8 @@ static void gemm_block(const gemm_args *g, const gemm_kernel *kn, int i0, int m,
                         float *c = g->C + (size_t)(ib + p) * g->ldc + jb + q;
                         const float *a = g->trans_a ? pa + (size_t)p * kc
                                                     : g->A + (size_t)(ib + p) * g->lda + k0;
-                        kn->kernel(c, g->ldc, a, rs, ks, b, bs, kc, rows, cols, g->alpha,
-                                   beta);
+                        kn->kernel(c, g->ldc, a, rs, ks, b, b_in_place, bs, kc, rows, cols,
+                                   g->alpha, beta);
                     }
                 }
             }

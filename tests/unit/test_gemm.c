@@ -138,6 +138,27 @@ static void test_beta_zero_and_empty(void)
     free_product(&p);
 }
 
+/* B read in place (a few rows of A, B not transposed) whose rows are as
+ * far apart as a kernel's block is wide (32, or 16 for AVX2) while the
+ * product takes fewer columns, B's buffer ending at its last column: the
+ * kernels read no column past N (the sanitizer build finds any that does;
+ * one did, through a B that looked packed). */
+static void test_b_in_place_edges(void)
+{
+    static const int widths[] = {32, 16};
+    for (int w = 0; w < 2; w++) {
+        const int M = 5, K = 9, ldb = widths[w], N = ldb - 7;
+        product p = make_product(false, false, M, N, K, 0, 1, 1);
+        free(p.B);
+        p.ldb = ldb;
+        p.B = random_floats((size_t)(K - 1) * ldb + N); /* the last row ends at column N */
+        float *C = run(&p);
+        CHECK_MSG(worst_error(&p, C) < 1e-5, "ldb %d, N %d", ldb, N);
+        free(C);
+        free_product(&p);
+    }
+}
+
 static bool same_bits(const float *a, const float *b, size_t n)
 {
     return memcmp(a, b, n * sizeof *a) == 0;
@@ -189,6 +210,7 @@ int main(void)
     tfm_rng_seed(rng, 7);
     RUN(test_against_double);
     RUN(test_beta_zero_and_empty);
+    RUN(test_b_in_place_edges);
     RUN(test_invariants);
     CHECK_DONE();
 }
