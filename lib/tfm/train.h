@@ -418,6 +418,9 @@ tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err);
  * processes every rank must set the same. */
 void tfm_trainer_set_total(tfm_trainer *t, int64_t total);
 
+/* The warm-up in updates, as the schedule takes it now. */
+int64_t tfm_trainer_warmup(const tfm_trainer *t);
+
 /* Updates made so far (skipped ones not counted). */
 int64_t tfm_trainer_steps(const tfm_trainer *t);
 /* The batcher's position: epochs done as a fraction (1.5: half way through
@@ -432,6 +435,10 @@ typedef struct tfm_valid_result {
     double loss_sum, nll_sum;  /* as in tfm_step_result, without dropout */
     int64_t tgt_tokens;
     int sentences;
+    double blind_nll_sum;      /* the nll of the same targets, each given another pair's
+                                  source (the next of its batch): what the model predicts
+                                  without its own source */
+    int64_t blind_tokens;      /* the targets of that sum (batches of one pair left out) */
     bool decoded;              /* greedy decodes were made: */
     double bleu;               /* corpus BLEU (sacreBLEU's default 13a), on text when the
                                   model has a vocabulary, else on id lines */
@@ -444,6 +451,19 @@ typedef struct tfm_valid_result {
  * decode, greedy decodes scored with BLEU and exact match. */
 tfm_status tfm_trainer_validate(tfm_trainer *t, const tfm_corpus *valid, bool decode,
                                 tfm_valid_result *r, tfm_error *err);
+
+/* Whether a validation shows a model that does not translate: after the
+ * warm-up and at least TFM_DIAGNOSE_LEAST_STEPS updates, its perplexity on
+ * the validation targets is less than e^TFM_DIAGNOSE_LEAST_GAIN times lower
+ * with their own sources than with other pairs' (v->blind_nll_sum): it has
+ * learned a language model of the target side and ignores its input.  A
+ * healthy run of the software strings is 8 times lower (2.1 nats) by update
+ * 400.  Then writes into text (size bytes) a warning that says so, with
+ * the likely cause for this configuration, and returns true. */
+enum { TFM_DIAGNOSE_LEAST_STEPS = 500 };
+#define TFM_DIAGNOSE_LEAST_GAIN 1.0
+bool tfm_diagnose_validation(const tfm_config *c, int64_t step, int64_t warmup,
+                             const tfm_valid_result *v, char *text, size_t size);
 
 /* Writes a checkpoint (see below) atomically. */
 tfm_status tfm_trainer_save(const tfm_trainer *t, const char *path,

@@ -57,6 +57,9 @@ static tfm_status valid_text(const tfm_run *r, const tfm_run_event *ev, tfm_buf 
     const tfm_valid_result *v = ev->valid;
     tfm_status st = tfm_buf_printf(out, "valid step %" PRId64 " loss %.3f ppl %.2f", ev->step,
                                    ev->loss, ev->ppl);
+    if (!st && v->blind_tokens > 0)
+        st = tfm_buf_printf(out, " (other sources: ppl %.1f)",
+                            exp(v->blind_nll_sum / (double)v->blind_tokens));
     if (!st && v->decoded)
         st = tfm_buf_printf(out, " bleu %.2f exact %.1f%%", v->bleu, 100 * v->exact);
     if (!st)

@@ -188,6 +188,7 @@ struct tfm_run {
     double run_wait, run_reduce; /* seconds waiting for the other ranks, summing gradients */
     int checkpoint_ranks;      /* the processes that trained the checkpoint resumed from */
     tfm_train_log *log;        /* NULL: none, or given up after a write failed */
+    bool diagnosed;            /* a validation's tfm_diagnose_validation warning was given */
     tfm_lock lock;             /* OUTPUT.lock, while training writes OUTPUT */
 };
 
@@ -1259,6 +1260,13 @@ static tfm_status validate(tfm_run *r, bool *stop, tfm_error *err)
     *stop = ev.early_stop;
     emit(r, &ev);
     log_event(r, &ev);
+    char text[600];
+    if (!r->diagnosed && tfm_diagnose_validation(&tfm_trainer_model(r->trainer)->config, ev.step,
+                                                 tfm_trainer_warmup(r->trainer), &v, text,
+                                                 sizeof text)) {
+        warn(r, "%s", text);
+        r->diagnosed = true;
+    }
     if (ev.early_stop) {
         ev.kind = TFM_RUN_EARLY_STOP;
         emit(r, &ev);

@@ -237,6 +237,11 @@ tfm_status tfm_trainer_resume(const char *path, const tfm_corpus *corpus,
     return TFM_OK;
 }
 
+int64_t tfm_trainer_warmup(const tfm_trainer *t)
+{
+    return tfm_warmup_steps(t->p.warmup, t->p.warmup_share, t->p.warmup_least, t->total);
+}
+
 void tfm_trainer_set_total(tfm_trainer *t, int64_t total)
 {
     t->total = total > 0 ? total : 0;
@@ -411,8 +416,7 @@ tfm_status tfm_trainer_step(tfm_trainer *t, tfm_step_result *r, tfm_error *err)
 
     double tokens = r->tgt_tokens > 0 ? (double)r->tgt_tokens : 1.0;
     r->grad_norm = sqrt(grad_sum_squares(t)) / tokens;
-    int64_t warmup =
-        tfm_warmup_steps(t->p.warmup, t->p.warmup_share, t->p.warmup_least, t->total);
+    int64_t warmup = tfm_trainer_warmup(t);
     r->lr = tfm_lr_at(t->p.schedule, t->p.lr_factor, t->s.model->config.d_model, warmup, step,
                       t->total);
     if (!isfinite(r->loss_sum) || !isfinite(r->grad_norm)) {
@@ -450,6 +454,40 @@ static void swap_weights(tfm_trainer *t)
     }
 }
 
+/* The loss of a batch's targets, each given the source of the next pair of
+ * its batch (the last the first's): what the model predicts without its own
+ * source.  The batcher sorts by length, so the borrowed sources are of
+ * about the right length.  A batch of one pair adds nothing. */
+static tfm_status blind_loss(tfm_trainer *t, const tfm_pair_batch *pairs, tfm_valid_result *r,
+                             tfm_error *err)
+{
+    const int B = pairs->B;
+    if (B < 2) return TFM_OK;
+    const int32_t **src = malloc((size_t)B * sizeof *src);
+    int *src_lens = malloc((size_t)B * sizeof *src_lens);
+    if (!src || !src_lens) {
+        free(src);
+        free(src_lens);
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < B; i++) {
+        src[i] = pairs->src[(i + 1) % B];
+        src_lens[i] = pairs->src_lens[(i + 1) % B];
+    }
+    tfm_pair_batch blind = *pairs;
+    blind.src = src;
+    blind.src_lens = src_lens;
+    tfm_loss_sums sums;
+    tfm_status st = tfm_model_loss(t->ws, &blind, false, NULL, &sums, NULL, NULL, err);
+    if (st == TFM_OK) {
+        r->blind_nll_sum += sums.nll;
+        r->blind_tokens += sums.n_tokens;
+    }
+    free(src);
+    free(src_lens);
+    return st;
+}
+
 static tfm_status valid_loss(tfm_trainer *t, const tfm_corpus *valid, tfm_valid_result *r,
                              tfm_error *err)
 {
@@ -468,6 +506,7 @@ static tfm_status valid_loss(tfm_trainer *t, const tfm_corpus *valid, tfm_valid_
         r->nll_sum += sums.nll;
         r->tgt_tokens += sums.n_tokens;
         r->sentences += batch.pairs.B;
+        if (st == TFM_OK) st = blind_loss(t, &batch.pairs, r, err);
     }
     tfm_batcher_free(b);
     return st;

@@ -64,8 +64,14 @@ if [ "$SLOW" = 1 ]; then steps=300; every=150; else steps=800; every=400; want=1
 "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt --valid-src valid.src \
     --valid-tgt valid.tgt --valid-bleu --valid-every $every --batch-tokens 150 \
     --label-smoothing 0 --dropout 0 --ema 0.99 --max-steps $steps --save-every 0 \
-    --log copy.tsv -o copy.st 2>err.txt
+    --log copy.tsv -o copy.st -v 2>copy-err.txt
 check "copy task: training exits 0" test -s copy.st
+# Each validation line gives the perplexity with other pairs' sources too,
+# and a model that learnt its task draws no warning that it ignores them.
+check "copy task: validation gives the perplexity with other sources" \
+    grep -q "^train: valid step $every loss .* ppl .* (other sources: ppl [0-9.]*)" copy-err.txt
+check "copy task: no warning that the model is not learning" \
+    sh -c '! grep -q "not learning" copy-err.txt'
 if [ ! -x "$BIN/encode" ] || [ ! -x "$BIN/decode" ]; then
     skip "copy task: no encode or decode to check the decodes with"
 else
@@ -94,6 +100,24 @@ else
 fi
 check "copy task: the best model is kept" test -s copy.st.best
 check "copy task: a checkpoint at the end" test -s copy.st.ckpt-$steps
+
+# ---- a model that ignores its source ------------------------------------------------
+
+# Targets that are not the translations of their sources (the copy task's
+# targets moved one line down): the model can only learn the targets' own
+# statistics, and the first validation after update 500 says so, naming
+# the data's alignment as the likely cause of a shallow model's trouble.
+if [ "$SLOW" = 0 ]; then
+    { tail -n +2 train.tgt; head -1 train.tgt; } >shifted.tgt
+    "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt shifted.tgt --valid-src valid.src \
+        --valid-tgt valid.tgt --valid-every 300 --batch-tokens 150 --max-steps 600 \
+        --save-every 0 -o shifted.st -v 2>shifted-err.txt
+    check "targets not aligned: training still writes its model" test -s shifted.st
+    check "targets not aligned: one warning, none at update 300 (too early to tell)" \
+        test "$(grep -c 'not learning' shifted-err.txt)" -eq 1
+    check "targets not aligned: the validation at update 600 warns that the model ignores its source" \
+        grep -q "^train: warning: the model is not learning to translate: after 600 updates .* check that line i of --tgt translates line i of --src" shifted-err.txt
+fi
 
 # ---- reversal, from text ----------------------------------------------------------------
 

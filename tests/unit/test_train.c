@@ -846,7 +846,29 @@ static void test_trainer_learns(void)
     CHECK(v.sentences == 20 && v.tgt_tokens > 0 && v.decoded);
     CHECK(isfinite(v.loss_sum) && v.nll_sum <= v.loss_sum + 1e-6 * v.tgt_tokens);
     check_validation_decodes(t, valid, &v);
+    /* The copy task learnt even this far uses its source: its targets are
+     * likelier with their own sources than with their neighbours'. */
+    CHECK(v.blind_tokens > 0 && v.blind_tokens <= v.tgt_tokens);
+    CHECK_MSG(v.blind_nll_sum / (double)v.blind_tokens > v.nll_sum / (double)v.tgt_tokens + 0.1,
+              "nll %.3f, with other sources %.3f", v.nll_sum / (double)v.tgt_tokens,
+              v.blind_nll_sum / (double)v.blind_tokens);
     tfm_corpus_free(valid);
+    /* Pairs that all have the same source lose nothing when they swap
+     * sources: the blind sum is the sum itself, bit for bit. */
+    tfm_corpus *same = tfm_corpus_create();
+    tfm_rng r;
+    tfm_rng_seed(&r, 3);
+    const int32_t src[4] = {5, 6, 7, 8};
+    for (int i = 0; i < 20; i++) {
+        int32_t tgt[6];
+        int len = 2 + (int)tfm_rng_below(&r, 5);
+        for (int k = 0; k < len; k++) tgt[k] = 4 + (int32_t)tfm_rng_below(&r, 10);
+        tfm_corpus_add(same, src, 4, tgt, len, NULL);
+    }
+    CHECK_MSG(tfm_trainer_validate(t, same, false, &v, &err) == TFM_OK, "%s", err.msg);
+    CHECK(v.blind_tokens == v.tgt_tokens);
+    CHECK_MSG(v.blind_nll_sum == v.nll_sum, "%.9g against %.9g", v.blind_nll_sum, v.nll_sum);
+    tfm_corpus_free(same);
     tfm_trainer_free(t);
     tfm_corpus_free(data);
 }
