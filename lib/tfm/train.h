@@ -63,6 +63,9 @@ size_t tfm_corpus_size(const tfm_corpus *c);
 /* The ids of pair i (i < size); valid as long as the corpus is not changed. */
 void tfm_corpus_pair(const tfm_corpus *c, size_t i, const int32_t **src, int *src_len,
                      const int32_t **tgt, int *tgt_len);
+/* A new corpus of the first n pairs of c (all of them when it has fewer);
+ * NULL when memory runs out. */
+tfm_corpus *tfm_corpus_head(const tfm_corpus *c, size_t n);
 /* A hash of every id of every pair in order: a resumed run checks that it
  * reads the data it was trained on. */
 uint64_t tfm_corpus_hash(const tfm_corpus *c);
@@ -289,21 +292,41 @@ tfm_status tfm_dist_create(int *argc, char ***argv, tfm_dist **out, tfm_error *e
  * fails ends without it, which makes the launcher end the others. */
 void tfm_dist_free(tfm_dist *d);
 
+/* How long a rank waits for the others in an exchange below before it
+ * gives up: seconds (0: for ever), or TFM_DIST_TIMEOUT_UPDATES times the
+ * longest update so far (the time between two gradient sums) if that is
+ * longer, so that a slow rank's update is waited for.  A wait that passes
+ * it fails with TFM_ERR_IO naming the ranks whose messages did not come
+ * and their hosts:
+ *     no answer from rank 1 (on node2) for 600 s in the gradient sum: ...
+ * A peer whose machine or link went down fails no TCP connection for many
+ * minutes, and MPI's own calls would wait for ever.  The limit must be
+ * longer than any wait of a healthy rank: rank 0's validation or a
+ * checkpoint's writing, while the others wait at the next update.  A group
+ * starts with TFM_DIST_TIMEOUT. */
+#define TFM_DIST_TIMEOUT 600
+#define TFM_DIST_TIMEOUT_UPDATES 10
+void tfm_dist_set_timeout(tfm_dist *d, double seconds);
+
 int tfm_dist_rank(const tfm_dist *d);  /* 0 .. size - 1; 0 for NULL */
 int tfm_dist_size(const tfm_dist *d);  /* 1 for NULL */
 
 /* all[r * bytes, (r + 1) * bytes) gets rank r's mine[0, bytes), on every
  * rank.  A rank that comes first sleeps while it waits for the others (a
  * test every 0.2 ms): a rank waits here while rank 0 validates or writes a
- * checkpoint, and a spinning wait would take a CPU from it. */
+ * checkpoint, and a spinning wait would take a CPU from it.  Each exchange
+ * below is messages to and from every peer (not MPI's collectives), so
+ * that a wait can end at the deadline of tfm_dist_set_timeout naming the
+ * peers that did not answer. */
 tfm_status tfm_dist_allgather(tfm_dist *d, const void *mine, size_t bytes, void *all,
                               tfm_error *err);
 
 /* Replaces x[0, n) on every rank with the sum of every rank's x, in rank
  * order (above), bit for bit the same on every rank.  In buckets of
  * TFM_DIST_BUCKET floats; each bucket is cut into one slice per rank, rank
- * r adds up slice r of every rank (MPI_Alltoallv) and then every rank
- * collects the summed slices (MPI_Allgatherv): as many bytes sent as a ring
+ * r adds up slice r of every rank (as MPI_Alltoallv would gather them) and
+ * then every rank collects the summed slices (as MPI_Allgatherv would):
+ * waiting without sleeping, as MPI's blocking calls do; as many bytes sent as a ring
  * MPI_Allreduce sends, 2 (size - 1) / size of x per rank.  All ranks call it
  * with the same n. */
 #define TFM_DIST_BUCKET ((size_t)1 << 22)
@@ -458,12 +481,19 @@ tfm_status tfm_trainer_validate(tfm_trainer *t, const tfm_corpus *valid, bool de
  * with their own sources than with other pairs' (v->blind_nll_sum): it has
  * learned a language model of the target side and ignores its input.  A
  * healthy run of the software strings is 8 times lower (2.1 nats) by update
- * 400.  Then writes into text (size bytes) a warning that says so, with
- * the likely cause for this configuration, and returns true. */
+ * 400.  Then writes into text (size bytes) a warning that says so, of the
+ * data named by data ("the validation data"), with the likely cause for
+ * this configuration, and returns true. */
 enum { TFM_DIAGNOSE_LEAST_STEPS = 500 };
 #define TFM_DIAGNOSE_LEAST_GAIN 1.0
 bool tfm_diagnose_validation(const tfm_config *c, int64_t step, int64_t warmup,
-                             const tfm_valid_result *v, char *text, size_t size);
+                             const tfm_valid_result *v, const char *data, char *text,
+                             size_t size);
+/* The same diagnosis of the trainer's model now, measured on probe (pairs
+ * of the training data, for a run without validation data): *found and
+ * text as tfm_diagnose_validation's; errors as tfm_trainer_validate's. */
+tfm_status tfm_diagnose_trainer(tfm_trainer *t, const tfm_corpus *probe, char *text, size_t size,
+                                bool *found, tfm_error *err);
 
 /* Writes a checkpoint (see below) atomically. */
 tfm_status tfm_trainer_save(const tfm_trainer *t, const char *path,

@@ -96,6 +96,21 @@ void tfm_corpus_pair(const tfm_corpus *c, size_t i, const int32_t **src, int *sr
     *tgt_len = r->tgt_len;
 }
 
+tfm_corpus *tfm_corpus_head(const tfm_corpus *c, size_t n)
+{
+    tfm_corpus *head = tfm_corpus_create();
+    for (size_t i = 0; head && i < n && i < c->n; i++) {
+        const int32_t *src, *tgt;
+        int src_len, tgt_len;
+        tfm_corpus_pair(c, i, &src, &src_len, &tgt, &tgt_len);
+        if (tfm_corpus_add(head, src, src_len, tgt, tgt_len, NULL) != TFM_OK) {
+            tfm_corpus_free(head);
+            head = NULL;
+        }
+    }
+    return head;
+}
+
 uint64_t tfm_corpus_hash(const tfm_corpus *c)
 {
     /* The ids alone would not tell "1 2 | 3" from "1 | 2 3": mix in the

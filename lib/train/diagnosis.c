@@ -28,7 +28,7 @@ static const char *likely_cause(const tfm_config *c)
 }
 
 bool tfm_diagnose_validation(const tfm_config *c, int64_t step, int64_t warmup,
-                             const tfm_valid_result *v, char *text, size_t size)
+                             const tfm_valid_result *v, const char *data, char *text, size_t size)
 {
     if (step < TFM_DIAGNOSE_LEAST_STEPS || step <= warmup) return false;
     if (v->tgt_tokens <= 0 || v->blind_tokens <= 0) return false;
@@ -37,9 +37,27 @@ bool tfm_diagnose_validation(const tfm_config *c, int64_t step, int64_t warmup,
     const double gain = blind - nll;
     if (!(gain < TFM_DIAGNOSE_LEAST_GAIN)) return false;
     snprintf(text, size,
-             "the model is not learning to translate: after %lld updates its validation "
-             "perplexity is %.1f with each sentence's own source and %.1f with other "
-             "sentences' (a model that translates is several times better with its own); %s",
-             (long long)step, exp(nll), exp(blind), likely_cause(c));
+             "the model is not learning to translate: after %lld updates its perplexity on %s "
+             "is %.1f with each sentence's own source and %.1f with other sentences' (a model "
+             "that translates is several times better with its own); %s",
+             (long long)step, data, exp(nll), exp(blind), likely_cause(c));
     return true;
+}
+
+tfm_status tfm_diagnose_trainer(tfm_trainer *t, const tfm_corpus *probe, char *text, size_t size,
+                                bool *found, tfm_error *err)
+{
+    *found = false;
+    const int64_t step = tfm_trainer_steps(t);
+    const int64_t warmup = tfm_trainer_warmup(t);
+    /* nothing to measure before it could be said */
+    if (step < TFM_DIAGNOSE_LEAST_STEPS || step <= warmup) return TFM_OK;
+    tfm_valid_result v;
+    tfm_status st = tfm_trainer_validate(t, probe, false, &v, err);
+    if (st != TFM_OK) return st;
+    char data[64];
+    snprintf(data, sizeof data, "the first %zu training pairs", tfm_corpus_size(probe));
+    *found = tfm_diagnose_validation(&tfm_trainer_model(t)->config, step, warmup, &v, data,
+                                     text, size);
+    return TFM_OK;
 }

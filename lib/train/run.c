@@ -177,6 +177,7 @@ struct tfm_run {
     tfm_vocab *vocab;          /* joint, or the target side's */
     tfm_vocab *src_vocab;      /* the source side's own, or NULL */
     tfm_corpus *data, *valid;
+    tfm_corpus *probe;         /* without validation data: training pairs to diagnose on */
     tfm_trainer *trainer;
     tfm_run_state rs;
     double started;            /* this process's start of training */
@@ -1042,6 +1043,7 @@ void tfm_run_free(tfm_run *r)
     tfm_trainer_free(r->trainer);
     tfm_corpus_free(r->data);
     tfm_corpus_free(r->valid);
+    tfm_corpus_free(r->probe);
     tfm_train_log_close(r->log);
     tfm_lock_release(&r->lock, false);
     free(r);
@@ -1262,14 +1264,30 @@ static tfm_status validate(tfm_run *r, bool *stop, tfm_error *err)
     log_event(r, &ev);
     char text[600];
     if (!r->diagnosed && tfm_diagnose_validation(&tfm_trainer_model(r->trainer)->config, ev.step,
-                                                 tfm_trainer_warmup(r->trainer), &v, text,
-                                                 sizeof text)) {
+                                                 tfm_trainer_warmup(r->trainer), &v,
+                                                 "the validation data", text, sizeof text)) {
         warn(r, "%s", text);
         r->diagnosed = true;
     }
     if (ev.early_stop) {
         ev.kind = TFM_RUN_EARLY_STOP;
         emit(r, &ev);
+    }
+    return TFM_OK;
+}
+
+/* Without validation data: the diagnosis of tfm_diagnose_validation on
+ * training pairs, until it has warned once. */
+static tfm_status diagnose_on_probe(tfm_run *r, tfm_error *err)
+{
+    char text[600];
+    bool found;
+    if (r->diagnosed) return TFM_OK;
+    tfm_status st = tfm_diagnose_trainer(r->trainer, r->probe, text, sizeof text, &found, err);
+    if (st != TFM_OK) return st;
+    if (found) {
+        warn(r, "%s (--valid-src and --valid-tgt measure held-out data instead)", text);
+        r->diagnosed = true;
     }
     return TFM_OK;
 }
@@ -1375,6 +1393,8 @@ static tfm_status train_loop(tfm_run *r, tfm_run_end *end, tfm_error *err)
         emit(r, &ev);
         step = tfm_trainer_steps(r->trainer);
         if (r->valid && step % p->valid_every == 0 && (st = validate(r, &patience_out, err)))
+            return st;
+        if (r->probe && step % p->valid_every == 0 && (st = diagnose_on_probe(r, err)))
             return st;
         if (p->save_every > 0 && step % p->save_every == 0 && (st = save_checkpoint(r, err)))
             return st;
@@ -1485,6 +1505,9 @@ tfm_status tfm_run_train(tfm_run *r, tfm_run_end *end, tfm_error *err)
     st = load_corpus(r, p->src, p->tgt, "training", &r->data, err);
     if (st == TFM_OK && p->valid_src && writes(r))
         st = load_corpus(r, p->valid_src, p->valid_tgt, "validation", &r->valid, err);
+    /* a run without validation data is diagnosed on its first pairs (none
+     * when memory is short: the check is a help, not a need) */
+    if (st == TFM_OK && !p->valid_src && writes(r)) r->probe = tfm_corpus_head(r->data, 1000);
     if (st == TFM_OK) st = make_trainer(r, err);
     if (st == TFM_OK) st = check_ranks_agree(r, err);
     if (st != TFM_OK) return not_usage(st);

@@ -116,7 +116,13 @@ if [ "$SLOW" = 0 ]; then
     check "targets not aligned: one warning, none at update 300 (too early to tell)" \
         test "$(grep -c 'not learning' shifted-err.txt)" -eq 1
     check "targets not aligned: the validation at update 600 warns that the model ignores its source" \
-        grep -q "^train: warning: the model is not learning to translate: after 600 updates .* check that line i of --tgt translates line i of --src" shifted-err.txt
+        grep -q "^train: warning: the model is not learning to translate: after 600 updates its perplexity on the validation data .* check that line i of --tgt translates line i of --src" shifted-err.txt
+    # Without validation data the same is measured on the first training pairs.
+    "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt shifted.tgt --valid-every 600 \
+        --batch-tokens 150 --max-steps 600 --save-every 0 -o shifted2.st -v 2>shifted2-err.txt
+    check "targets not aligned, no validation data: the first training pairs say so at update 600" \
+        grep -q "^train: warning: the model is not learning to translate: after 600 updates its perplexity on the first 1000 training pairs .*(--valid-src and --valid-tgt measure held-out data instead)" shifted2-err.txt
+    check "targets not aligned, no validation data: the same weights as the run with validation (the probe changes nothing)" same_tensors shifted.st shifted2.st
 fi
 
 # ---- reversal, from text ----------------------------------------------------------------

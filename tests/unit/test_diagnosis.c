@@ -34,21 +34,21 @@ static void test_says_when_the_source_is_ignored(void)
     const tfm_config small = shape(3, 3, false), deep = shape(6, 1, false);
     /* ppl 64.7 against 70.1, like the model of issue 47's 6+1 run */
     tfm_valid_result ignored = validation(4.17, 4.25);
-    CHECK(tfm_diagnose_validation(&deep, 1000, 150, &ignored, text, sizeof text));
-    CHECK_MSG(strstr(text, "not learning to translate") && strstr(text, "64.7") &&
+    CHECK(tfm_diagnose_validation(&deep, 1000, 150, &ignored, "the data", text, sizeof text));
+    CHECK_MSG(strstr(text, "not learning to translate") && strstr(text, "on the data is 64.7") &&
                   strstr(text, "70.1") && strstr(text, "--pre-norm"),
               "%s", text);
     /* the same on a shallow or pre-norm model: the data come first */
     const tfm_config pre = shape(6, 1, true);
-    CHECK(tfm_diagnose_validation(&small, 1000, 150, &ignored, text, sizeof text));
+    CHECK(tfm_diagnose_validation(&small, 1000, 150, &ignored, "the data", text, sizeof text));
     CHECK_MSG(strstr(text, "line i of --tgt") && !strstr(text, "--pre-norm"), "%s", text);
-    CHECK(tfm_diagnose_validation(&pre, 1000, 150, &ignored, text, sizeof text));
+    CHECK(tfm_diagnose_validation(&pre, 1000, 150, &ignored, "the data", text, sizeof text));
     CHECK_MSG(strstr(text, "line i of --tgt"), "%s", text);
     /* just under the bar, and just over it */
     tfm_valid_result under = validation(3.0, 3.0 + TFM_DIAGNOSE_LEAST_GAIN - 0.01);
     tfm_valid_result over = validation(3.0, 3.0 + TFM_DIAGNOSE_LEAST_GAIN + 0.01);
-    CHECK(tfm_diagnose_validation(&small, 600, 150, &under, text, sizeof text));
-    CHECK(!tfm_diagnose_validation(&small, 600, 150, &over, text, sizeof text));
+    CHECK(tfm_diagnose_validation(&small, 600, 150, &under, "the data", text, sizeof text));
+    CHECK(!tfm_diagnose_validation(&small, 600, 150, &over, "the data", text, sizeof text));
 }
 
 static void test_quiet_while_learning_starts(void)
@@ -57,16 +57,16 @@ static void test_quiet_while_learning_starts(void)
     const tfm_config c = shape(3, 3, false);
     tfm_valid_result ignored = validation(6.0, 6.1);
     /* too early, still warming up, nothing measured */
-    CHECK(!tfm_diagnose_validation(&c, TFM_DIAGNOSE_LEAST_STEPS - 1, 150, &ignored, text,
-                                   sizeof text));
-    CHECK(!tfm_diagnose_validation(&c, 4000, 4000, &ignored, text, sizeof text));
-    CHECK(tfm_diagnose_validation(&c, 4001, 4000, &ignored, text, sizeof text));
+    CHECK(!tfm_diagnose_validation(&c, TFM_DIAGNOSE_LEAST_STEPS - 1, 150, &ignored, "the data",
+                                   text, sizeof text));
+    CHECK(!tfm_diagnose_validation(&c, 4000, 4000, &ignored, "the data", text, sizeof text));
+    CHECK(tfm_diagnose_validation(&c, 4001, 4000, &ignored, "the data", text, sizeof text));
     tfm_valid_result none = ignored;
     none.blind_tokens = 0;
-    CHECK(!tfm_diagnose_validation(&c, 1000, 150, &none, text, sizeof text));
+    CHECK(!tfm_diagnose_validation(&c, 1000, 150, &none, "the data", text, sizeof text));
     /* a healthy model: 42.6 against 367 (the small preset at update 400) */
     tfm_valid_result healthy = validation(3.751, 5.906);
-    CHECK(!tfm_diagnose_validation(&c, 1000, 150, &healthy, text, sizeof text));
+    CHECK(!tfm_diagnose_validation(&c, 1000, 150, &healthy, "the data", text, sizeof text));
 }
 
 int main(void)
