@@ -20,6 +20,9 @@
 #   make bench-import-quality  an imported small model fine-tuned: int8, placeholders
 #   make bench-catalog MODEL=M  a real Debian catalog (apt-get download) through
 #                   examples/Makefile with a French model: msgfmt --check, msgcmp, timing
+#   make bench-distill  sequence-level knowledge distillation on enfr: a teacher
+#                   (TEACHER=M, or trained here for hours, resumable), students on
+#                   its translations and on the human targets (tests/bench/distill.sh)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
@@ -86,7 +89,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-import-quality bench-catalog bench-finetune fuzz install uninstall clean
+.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-import-quality bench-catalog bench-finetune bench-distill fuzz install uninstall clean
 
 # Objects are kept once made (the command-line layer's, cmd/common, are
 # intermediate to make, which would delete them and relink every program
@@ -272,6 +275,15 @@ bench-placeholders: deps-bench all
 # about 85 minutes).
 bench-finetune: all
 	$(Q)sh tests/bench/finetune.sh $(BUILD)
+
+# Sequence-level knowledge distillation on ../shared/data/enfr
+# (tests/bench/distill.sh): the teacher, given (TEACHER=M, an imported
+# OPUS-MT model say) or trained for TEACHER_TIME (4h; run again, it goes on
+# from its checkpoints), translates the training sources; students of
+# STUDENT_OPTIONS learn STUDENT_TIME (30m) from its translations and from
+# the human targets; test BLEU, chrF and speed of all three.
+bench-distill: all
+	$(Q)sh tests/bench/distill.sh $(BUILD)
 
 # Restricted self-attention against full (tests/bench/window.sh; also a
 # section of make bench): time and memory against n, long decodes.
