@@ -22,17 +22,18 @@ enum {
 
 typedef struct preset {
     const char *name;
-    int layers, d_model, d_ff, heads;
+    int encoder_layers, decoder_layers, d_model, d_ff, heads;
     float dropout;
+    bool pre_norm;
 } preset;
 
 /* "base" and "big" are Table 3 of the paper; "small" keeps Dh = 64 as the
  * paper does (256 / 4 heads); "tiny" is for tests and smoke runs. */
 static const preset presets[] = {
-    {"base", 6, 512, 2048, 8, 0.1f},
-    {"big", 6, 1024, 4096, 16, 0.3f},
-    {"small", 3, 256, 1024, 4, 0.1f},
-    {"tiny", 2, 64, 256, 4, 0.1f},
+    {"base", 6, 6, 512, 2048, 8, 0.1f, false},
+    {"big", 6, 6, 1024, 4096, 16, 0.3f, false},
+    {"small", 3, 3, 256, 1024, 4, 0.1f, false},
+    {"tiny", 2, 2, 64, 256, 4, 0.1f, false},
 };
 
 const char *const tfm_config_preset_names[] = {"base", "big", "small", "tiny", NULL};
@@ -55,12 +56,12 @@ tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err)
     c->d_model = p->d_model;
     c->d_ff = p->d_ff;
     c->n_heads = p->heads;
-    c->n_encoder_layers = p->layers;
-    c->n_decoder_layers = p->layers;
+    c->n_encoder_layers = p->encoder_layers;
+    c->n_decoder_layers = p->decoder_layers;
     c->max_positions = 1024;
     c->positions = TFM_POS_SINUSOIDAL;
     c->relative_positions = 0;
-    c->pre_norm = false;
+    c->pre_norm = p->pre_norm;
     c->shared_embeddings = true;
     c->attention_window = 0;
     c->dropout = p->dropout;
