@@ -57,21 +57,7 @@ D="$OUT/data"
 echo "distill: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), $THREADS threads"
 
 # ---- 1. data -----------------------------------------------------------------------
-if [ ! -s "$D/test.ids.fr" ]; then
-    for s in train valid test; do
-        for l in en fr; do xz -dc "$DATA/$s.$l.xz" >"$D/$s.$l" || exit 1; done
-    done
-    if [ -n "$LINES" ]; then
-        for l in en fr; do head -n "$LINES" "$D/train.$l" >"$D/part" && mv "$D/part" "$D/train.$l"; done
-    fi
-    "$BIN/tokenize" learn -q --vocab-size 8000 "$D/train.en" "$D/train.fr" -o "$D/enfr.vocab" ||
-        exit 1
-    for s in train valid test; do
-        for l in en fr; do
-            "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$D/$s.$l" >"$D/$s.ids.$l" || exit 1
-        done
-    done
-fi
+sh tests/bench/enfr_data.sh "$BIN" "$D" $LINES || exit 1
 
 # translate MODEL BEAM < TEXT > TEXT: the toolkit's pipeline, through the
 # model's own vocabulary.

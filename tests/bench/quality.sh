@@ -65,17 +65,8 @@ D="$OUT/data"
 echo "quality: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $MIN minutes a side, $THREADS threads"
 
 # ---- 1. data -------------------------------------------------------------------
-if [ ! -s "$D/test.ids.fr" ]; then
-    for s in train valid test; do
-        for l in en fr; do xz -dc "$DATA/$s.$l.xz" >"$D/$s.$l" || exit 1; done
-    done
-    "$BIN/tokenize" learn -q --vocab-size 8000 "$D/train.en" "$D/train.fr" -o "$D/enfr.vocab" ||
-        exit 1
-    for s in train valid test; do
-        for l in en fr; do
-            "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$D/$s.$l" >"$D/$s.ids.$l" || exit 1
-        done
-    done
+if [ ! -s "$D/ref/test.ids.fr" ]; then
+    sh tests/bench/enfr_data.sh "$BIN" "$D" || exit 1
     # The reference's ids: <unk> is 3 there (tfm's </s>) and 1 is its <s>.
     mkdir -p "$D/ref"
     for f in "$D"/*.ids.*; do
