@@ -60,11 +60,14 @@ endif
 
 # The Debian packages the build and the demo need; make check needs a few
 # more for its guards (PyTorch for the training-parity harness, xz for the
-# real corpora), and the benchmarks and the fuzzers theirs.
+# real corpora; ip, sshd, GNU parallel and rsync for the runs across
+# network namespaces of tests/cli/test_netns.sh), and the benchmarks and
+# the fuzzers theirs.
 DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
                  libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time \
                  libzip-dev libyaml-dev
-CHECK_PACKAGES = python3-torch xz-utils sentencepiece gettext
+CHECK_PACKAGES = python3-torch xz-utils sentencepiece gettext iproute2 openssh-server \
+                 parallel rsync
 BENCH_PACKAGES = sentencepiece python3-torch time xz-utils gettext
 FUZZ_PACKAGES  = clang libclang-rt-14-dev
 

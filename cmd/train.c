@@ -30,6 +30,11 @@
 
 #include "cli.h"
 
+/* TFM_DIST_TIMEOUT as text, for the help. */
+#define TEXT_OF(x) #x
+#define DIST_TIMEOUT_TEXT_OF(x) TEXT_OF(x)
+#define DIST_TIMEOUT_TEXT DIST_TIMEOUT_TEXT_OF(TFM_DIST_TIMEOUT)
+
 /* The help; the %s are the library's defaults (format_usage). */
 static const char usage_format[] =
     "Usage: train [OPTION]... --src FILE --tgt FILE -m VOCAB -o MODEL\n"
@@ -152,6 +157,14 @@ static const char usage_format[] =
     "process must read the same data files and the same output folder.  mpirun\n"
     "binds each process to one core: for --threads N > 1 give it --bind-to none (or\n"
     "--map-by slot:PE=N).  SIGUSR1 to mpirun asks for the clean stop.\n"
+    "      --peer-timeout=T       a process that waits longer than T (seconds, or 1h30m\n"
+    "                             style) for another in an exchange fails, naming\n"
+    "                             the ranks and hosts that did not answer (a machine\n"
+    "                             or link down); at least 10 times the longest update\n"
+    "                             so far.  T must outlast rank 0's validations and\n"
+    "                             checkpoints (default " DIST_TIMEOUT_TEXT "; 0: wait for ever).\n"
+    "                             mpirun --output-filename DIR keeps each rank's\n"
+    "                             messages on its own host too, past a cut link.\n"
     "Exit status: 0 on success, 1 on failure, 2 on a usage error.\n"
     "Example:\n"
     "  train --preset small -m de-en.vocab --src train.de --tgt train.en \\\n"
@@ -438,12 +451,19 @@ static void format_usage(char *out, size_t size)
              d[0], d[1], d[2], d[3], d[4], TFM_AUTO_WARMUP, d[5], d[6], d[7], d[8]);
 }
 
+/* --peer-timeout: the program's own, not the run's (it sets the wait of
+ * tfm_dist_set_timeout), so not stored in checkpoints. */
+enum { OPT_PEER_TIMEOUT = 1000 };
+
 /* Fills given[] with the options' texts: a flag's is "yes", --resume's
- * without a value "". */
-static void parse_command_line(int argc, char **argv, const char *usage, const char **given)
+ * without a value ""; *peer_timeout gets --peer-timeout's text (or stays). */
+static void parse_command_line(int argc, char **argv, const char *usage, const char **given,
+                               const char **peer_timeout)
 {
     static const struct option common[] = {CLI_COMMON_LONG_OPTIONS,
-                                           {"model", required_argument, NULL, 'm'}};
+                                           {"model", required_argument, NULL, 'm'},
+                                           {"peer-timeout", required_argument, NULL,
+                                            OPT_PEER_TIMEOUT}};
     enum { N = TFM_RUN_OPTION_COUNT, N_COMMON = sizeof common / sizeof common[0] };
     struct option longs[N + N_COMMON + 1];
     for (int i = 0; i < N; i++)
@@ -456,7 +476,10 @@ static void parse_command_line(int argc, char **argv, const char *usage, const c
         if (c == 'm') id = TFM_OPT_VOCAB;
         else if (c == 'o') id = TFM_OPT_OUTPUT;
         else if (c >= 256 && c < 256 + N) id = c - 256;
-        else {
+        else if (c == OPT_PEER_TIMEOUT) {
+            *peer_timeout = optarg;
+            continue;
+        } else {
             cli_common_option(c, usage);
             continue;
         }
@@ -586,7 +609,8 @@ int main(int argc, char **argv)
     char usage[sizeof usage_format + 20 * 32];
     format_usage(usage, sizeof usage);
     const char *given[TFM_RUN_OPTION_COUNT] = {0};
-    parse_command_line(argc, argv, usage, given);
+    const char *peer_timeout = NULL;
+    parse_command_line(argc, argv, usage, given, &peer_timeout);
     printer p = {.every = isatty(STDERR_FILENO) ? 0.5 : 10.0};
     tfm_buf_init(&p.text);
     if (given[TFM_OPT_PROGRESS]) p.every = cli_parse_double("--progress", given[TFM_OPT_PROGRESS], 0.01, 1e9);
@@ -595,7 +619,11 @@ int main(int argc, char **argv)
      * no MPI call is made. */
     tfm_dist *dist;
     tfm_error err;
+    double peer_wait = TFM_DIST_TIMEOUT;
+    if (peer_timeout && tfm_parse_duration("--peer-timeout", peer_timeout, &peer_wait, &err))
+        cli_usage_error("%s", err.msg);
     if (tfm_dist_create(&argc, &argv, &dist, &err) != TFM_OK) cli_fail(NULL, 0, "%s", err.msg);
+    tfm_dist_set_timeout(dist, peer_wait);
     char rank_name[32];
     if (tfm_dist_rank(dist) > 0) {
         snprintf(rank_name, sizeof rank_name, "train: rank %d", tfm_dist_rank(dist));
