@@ -189,7 +189,7 @@ struct tfm_run {
     double run_wait, run_reduce; /* seconds waiting for the other ranks, summing gradients */
     int checkpoint_ranks;      /* the processes that trained the checkpoint resumed from */
     tfm_train_log *log;        /* NULL: none, or given up after a write failed */
-    bool diagnosed;            /* a validation's tfm_diagnose_validation warning was given */
+    bool diagnosed;            /* the not-learning warning (tfm_diagnose_validation) was given */
     tfm_lock lock;             /* OUTPUT.lock, while training writes OUTPUT */
 };
 
