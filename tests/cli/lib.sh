@@ -80,6 +80,30 @@ reverse() { awk '{ s = ""; for (i = NF; i >= 1; i--) s = s (i < NF ? " " : "") $
 exact() { paste -d '|' "$1" "$2" | awk -F'|' '$1 == $2 { n++ } END { print n + 0 }'; }
 # lr_at STEP LOG: the learning rate of update STEP in a train --log file.
 lr_at() { awk -F'\t' -v s="$1" '$8 == "train" && $1 == s { print $5 }' "$2"; }
+# last_step LOG: the last update in a train --log file (0 before there is one).
+last_step() {
+    if [ -f "$1" ]; then awk -F'\t' '$8 == "train" { s = $1 } END { print s + 0 }' "$1"
+    else echo 0; fi
+}
+# newest_checkpoint MODEL: the step of MODEL's newest whole checkpoint
+# (MODEL.ckpt-STEP, not a .tmp being written); empty when there is none.
+newest_checkpoint() { ls "$1".ckpt-* 2>/dev/null | grep -v tmp | sed 's/.*-//' | sort -n | tail -1; }
+# unloadable_checkpoints MODEL: how many of MODEL's whole checkpoints train
+# --resume cannot load (one update each, into probe.st).
+unloadable_checkpoints() {
+    bad=0
+    for ck in "$1".ckpt-*; do
+        case $ck in *tmp*) continue ;; esac
+        "$BIN/train" --resume="$ck" --max-steps 1 -q -o probe.st 2>probe.err || bad=$((bad + 1))
+    done
+    echo "$bad"
+}
+# children PID: the processes whose parent is PID (read from /proc: a
+# minimal Debian has no ps).
+children() {
+    cat /proc/[0-9]*/stat 2>/dev/null |
+        awk -v parent="$1" '{ pid = $1; sub(/.*\) /, ""); split($0, f, " ") } f[2] == parent { print pid }'
+}
 
 # ---- shared fixtures ----
 

@@ -58,12 +58,6 @@ RUN="--preset tiny --d-model 32 --d-ff 128 --heads 2 --threads 1 -q --vocab-size
 ROOT_FLAG=""
 [ "$(id -u)" = 0 ] && ROOT_FLAG="--allow-run-as-root"
 seconds_since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
-# children PID: the processes whose parent is PID (from /proc: a minimal
-# Debian has no ps).
-children() {
-    cat /proc/[0-9]*/stat 2>/dev/null |
-        awk -v parent="$1" '{ pid = $1; sub(/.*\) /, ""); split($0, f, " ") } f[2] == parent { print pid }'
-}
 
 # A rank that stops answering, on this machine (SIGSTOP: its connections
 # stay open, as across a cut link): the deadline's path without
@@ -192,10 +186,7 @@ check "TCP between namespaces: B received the gradient sums over its link ($got 
 
 # ---- 2. a link that goes down -------------------------------------------------------------
 
-logged_step() {
-    if [ -f cut.tsv ]; then awk -F'\t' '$8 == "train" { s = $1 } END { print s + 0 }' cut.tsv
-    else echo 0; fi
-}
+logged_step() { last_step cut.tsv; }
 # No end in sight (the paper's schedule, 100,000 updates), a checkpoint
 # every update; B's link is cut once update 5 is logged.
 CUTRUN="$RUN --schedule noam --save-every 1 --keep 3"
@@ -219,12 +210,8 @@ check "link cut: rank 0 names rank 1 and its host" \
     grep -Eq "^train: (update [0-9]+: )?no answer from rank 1 \(on hostb\) for [0-9]+ s" "$r0"
 check "link cut: rank 1 names rank 0 and its host (in its output file in B)" \
     grep -Eq "^train: rank 1: (update [0-9]+: )?no answer from rank 0 \(on hosta\) for [0-9]+ s" "$r1"
-bad=0
-for ck in cut.st.ckpt-*; do
-    case $ck in *tmp*) continue ;; esac
-    "$TRAIN" --resume="$ck" --max-steps 1 -q -o probe.st 2>probe.err || bad=$((bad + 1))
-done
-newest=$(ls cut.st.ckpt-* | grep -v tmp | sed 's/.*-//' | sort -n | tail -1)
+bad=$(unloadable_checkpoints cut.st)
+newest=$(newest_checkpoint cut.st)
 check "link cut: every checkpoint left loads ($bad bad), the newest ($newest) at most one update behind the log ($(logged_step))" \
     test "$bad" -eq 0 -a "${newest:-0}" -ge $(($(logged_step) - 1))
 # mpirun and B's daemon wait on TCP across the cut; the link back, they

@@ -213,10 +213,7 @@ expect_stderr "^train: corrupt.ckpt: .*\"train.elapsed\" is 'xx*', not a number"
 # of this part's 16 s under the sanitizers.)  A checkpoint that loaded in
 # an earlier round is not loaded again unless it changed.
 # logged_step: the last update in kill.tsv (0 before there is one).
-logged_step() {
-    if [ -f kill.tsv ]; then awk -F'\t' '$8 == "train" { s = $1 } END { print s + 0 }' kill.tsv
-    else echo 0; fi
-}
+logged_step() { last_step kill.tsv; }
 head -600 train.src >kill.src
 KILLRUN="$RUN --src kill.src --tgt kill.src --save-every 1 --keep 3"
 bad=0 round=0 killed=0 resume=""
@@ -245,7 +242,7 @@ while [ $round -lt 4 ]; do
             bad=$((bad + 1)); echo "    $ck does not load: $(head -c 200 probe.err)"
         fi
     done
-    newest=$(ls killed.st.ckpt-* 2>/dev/null | grep -v tmp | sed 's/.*-//' | sort -n | tail -1)
+    newest=$(newest_checkpoint killed.st)
     logged=$(logged_step)
     if [ -n "$newest" ] && [ "$newest" -lt $((logged - 1)) ]; then
         bad=$((bad + 1)); echo "    round $round: newest checkpoint $newest, but update $logged was logged"

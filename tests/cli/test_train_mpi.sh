@@ -49,12 +49,6 @@ mpirun_n() {
     n=$1; shift
     timeout 120 env $MPI_ENV mpirun $ROOT_FLAG --oversubscribe -np "$n" "$@"
 }
-# children PID: the processes whose parent is PID (read from /proc: a
-# minimal Debian has no ps).
-children() {
-    cat /proc/[0-9]*/stat 2>/dev/null |
-        awk -v parent="$1" '{ pid = $1; sub(/.*\) /, ""); split($0, f, " ") } f[2] == parent { print pid }'
-}
 # mpirun_of PID: the mpirun of a job started in the background under
 # timeout (PID: timeout's, from $!).
 mpirun_of() { children "$1" | head -1; }
@@ -137,10 +131,7 @@ pid_of_rank() {
         fi
     done
 }
-logged_step() {
-    if [ -f kill.tsv ]; then awk -F'\t' '$8 == "train" { s = $1 } END { print s + 0 }' kill.tsv
-    else echo 0; fi
-}
+logged_step() { last_step kill.tsv; }
 # The killed job has no end of its own in sight (the paper's schedule,
 # which does not depend on the budget, and a budget of 100,000 updates), so
 # the kill lands mid-way whatever the machine's pace: rank 1 is killed once
@@ -172,12 +163,8 @@ else
     fail "kill -9: rank 1 of mpirun $mp was not found"
     kill $job 2>/dev/null; wait $job
 fi
-bad=0
-for ck in killed.st.ckpt-*; do
-    case $ck in *tmp*) continue ;; esac
-    "$TRAIN" --resume="$ck" --max-steps 1 -q -o probe.st 2>probe.err || bad=$((bad + 1))
-done
-newest=$(ls killed.st.ckpt-* | grep -v tmp | sed 's/.*-//' | sort -n | tail -1)
+bad=$(unloadable_checkpoints killed.st)
+newest=$(newest_checkpoint killed.st)
 check "kill -9: every checkpoint left loads ($bad bad), the newest ($newest) at most one update behind the log ($(logged_step))" \
     test "$bad" -eq 0 -a "${newest:-0}" -ge $(($(logged_step) - 1))
 end=$((${newest:-0} + 5))
