@@ -54,16 +54,8 @@ TRAIN="$BUILD/bin/train"
 TIME=/usr/bin/time
 [ -x "$TIME" ] || TIME=""
 
-V=8000 LEN=24 BATCH_TOKENS=4096
+. tests/bench/train_lib.sh  # V, LEN, BATCH_TOKENS, ids, rate
 PAIRS=$((BATCH_TOKENS / (LEN + 1)))
-
-# Random id lines, fixed length, from a seeded awk generator.
-ids() {
-    awk -v n="$1" -v L=$LEN -v V=$V -v seed="$2" 'BEGIN { srand(seed)
-        for (i = 0; i < n; i++) { s = ""
-            for (k = 0; k < L; k++) s = s (k ? " " : "") (4 + int(rand() * (V - 4)))
-            print s } }'
-}
 rm -f "$OUT/sgemm.log" "$OUT/peak.log"  # rates measured in another run do not count
 ids 3000 11 >"$OUT/data.src"
 ids 3000 12 >"$OUT/data.tgt"
@@ -128,8 +120,7 @@ measure() {
         --relative-positions 0 \
         -o "$OUT/$name.st" || { echo "train failed"; return 1; }
     # Tokens over the timed updates (the first is the warm-up), per wall second.
-    rate=$(awk -F'\t' '$8 == "train" { if ($1 == 1) e0 = $7; else { tok += $11; e = $7 } }
-                      END { if (e > e0) printf "%.1f", tok / (e - e0) }' "$log")
+    rate=$(rate "$log")
     echo "train_tokens_per_s preset=$name threads=$THREADS $rate"
     if [ -n "$TIME" ] && [ -s "$OUT/$name.time" ]; then
         read -r kb user sys <"$OUT/$name.time"

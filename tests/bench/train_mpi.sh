@@ -56,26 +56,9 @@ command -v mpirun >/dev/null 2>&1 || { echo "train_mpi.sh: no mpirun (make deps 
 MPIRUN="mpirun -np $THREADS --bind-to core"
 [ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
 
-V=8000 LEN=24 BATCH_TOKENS=4096
-ids() {
-    awk -v n="$1" -v L=$LEN -v V=$V -v seed="$2" 'BEGIN { srand(seed)
-        for (i = 0; i < n; i++) { s = ""
-            for (k = 0; k < L; k++) s = s (k ? " " : "") (4 + int(rand() * (V - 4)))
-            print s } }'
-}
+. tests/bench/train_lib.sh  # V, LEN, BATCH_TOKENS, ids, rate, update_seconds
 ids 3000 11 >"$OUT/data.src"
 ids 3000 12 >"$OUT/data.tgt"
-
-# rate LOG: target tokens per second over the updates after the first.
-rate() {
-    awk -F'\t' '$8 == "train" { if ($1 == 1) e0 = $7; else { tok += $11; e = $7 } }
-                END { if (e > e0) printf "%.1f", tok / (e - e0) }' "$1"
-}
-# update_seconds LOG: seconds per update after the first.
-update_seconds() {
-    awk -F'\t' '$8 == "train" { if ($1 == 1) e0 = $7; else { n++; e = $7 } }
-                END { if (n) printf "%.3f", (e - e0) / n }' "$1"
-}
 
 # measure PRESET STEPS: both layouts of one preset; leaves the figures the
 # scaling model needs in $OUT/PRESET.model.
