@@ -31,13 +31,14 @@
  * AVX2 and AVX-512 kernels make the same FMAs in the same order and give
  * the same bits.
  *
- * Threads: C's columns (or its rows: gemm_on_kernel says when) are cut
- * into one range per thread, each packed and multiplied on its own, when
- * the product is big enough to pay for starting them
- * (tfm_blas_thread_count: the programs' thread count, 1 inside a
- * one-thread section of core/blas.h). */
+ * Threads: op(B) is packed once for all of them, and C is cut into tiles
+ * that each takes as it finishes the last (gemm_job, below), when the
+ * product is big enough to pay for starting them (tfm_blas_thread_count:
+ * the programs' thread count, 1 inside a one-thread section of
+ * core/blas.h). */
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,7 @@
 
 enum {
     KC = 512,  /* values of k per block */
-    MC = 192,  /* rows of A per pass over a panel of B: 192 x 512 floats, 384 KB */
-    NC = 4096, /* columns of B packed at a time: 512 x 4096 floats, 8 MB at most */
+    MC = 192,  /* rows of A per tile: 192 x 512 floats, 384 KB */
     IN_PLACE_MAX_ROWS = 64, /* op(A) rows up to which B is not packed */
     /* A product of fewer multiply-adds than this runs on one thread. */
     PARALLEL_MIN_MACS = 1 << 21
@@ -183,6 +183,25 @@ static void pack_b(float *dst, const gemm_args *g, int j0, int n, int k0, int kc
     }
 }
 
+/* dst [K x ldd] = op(B) = B^T, whole (dst[k][j] = B[j][k]; the columns
+ * past N are not written): for a transposed B that a few rows of A meet,
+ * so that the kernel reads it in place as it reads a B not transposed
+ * (with NR columns packed, a product of a sentence's 12 tokens by 64 spent
+ * most of its time writing the zeros of a panel of 32). */
+static void transpose_b(float *dst, size_t ldd, const gemm_args *g)
+{
+    int j = 0;
+    for (; j + 8 <= g->N; j += 8) {
+        const float *s = g->B + (size_t)j * g->ldb;
+        int k = 0;
+        for (; k + 8 <= g->K; k += 8) transpose_8x8(dst + (size_t)k * ldd + j, ldd, s + k, g->ldb);
+        for (; k < g->K; k++)
+            for (int c = 0; c < 8; c++) dst[(size_t)k * ldd + j + c] = s[(size_t)c * g->ldb + k];
+    }
+    for (; j < g->N; j++)
+        for (int k = 0; k < g->K; k++) dst[(size_t)k * ldd + j] = g->B[(size_t)j * g->ldb + k];
+}
+
 /* A kernel: C [rows, cols] = beta C + alpha (op(A) [rows, kc] times B's
  * block [kc, cols]), rows <= MR, cols <= NR; op(A)[r][k] is a[r rs + k ks]
  * (A read in place: rs = lda and ks = 1, or packed: rs = 1 and ks = MR);
@@ -224,8 +243,8 @@ enum { AVX512_MR = 8, AVX512_NR = 32 };
  * per way of reading A and B (KERNEL_CASES, below). */
 __attribute__((target("avx2,fma,avx512f"))) static ALWAYS_INLINE void
 avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b,
-            const size_t bs, const bool masked, int kc, int rows, int cols, float alpha,
-            float beta)
+            const size_t bs, const bool masked, const bool half, int kc, int rows, int cols,
+            float alpha, float beta)
 {
     ROW_POINTERS(8);
     /* the columns of a last block narrower than 32: the ones read (B in
@@ -240,13 +259,15 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
     {                                                                                      \
         const __m512 x = _mm512_set1_ps(a##i[k * ks]);                                     \
         c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0);                                         \
-        c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1);                                         \
+        if (!half) c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1);                              \
     }
 #pragma GCC unroll 4
     for (int k = 0; k < kc; k++) {
         const float *bk = b + (size_t)k * bs;
         const __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, bk) : _mm512_loadu_ps(bk);
-        const __m512 b1 = masked ? _mm512_maskz_loadu_ps(m1, bk + 16) : _mm512_loadu_ps(bk + 16);
+        const __m512 b1 = half     ? b0
+                          : masked ? _mm512_maskz_loadu_ps(m1, bk + 16)
+                                   : _mm512_loadu_ps(bk + 16);
         AVX512_FMA(0) AVX512_FMA(1) AVX512_FMA(2) AVX512_FMA(3)
         AVX512_FMA(4) AVX512_FMA(5) AVX512_FMA(6) AVX512_FMA(7)
     }
@@ -296,17 +317,26 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
 }
 
 /* The loop compiled for each way of reading A and B: the packed ones with
- * their strides as constants. */
+ * their strides as constants; and for a block of half the columns or fewer
+ * (a narrow product's, or its last), a loop of half the FMAs (the sums of
+ * the columns there are made alike). */
 #define KERNEL_CASES(sums, NR)                                                             \
     do {                                                                                   \
-        if (!b_in_place && ks == 1)                                                        \
-            sums(C, ldc, a, rs, 1, b, NR, false, kc, rows, cols, alpha, beta);             \
+        const bool half_ = cols <= (NR) / 2;                                               \
+        if (!b_in_place && ks == 1 && !half_)                                              \
+            sums(C, ldc, a, rs, 1, b, NR, false, false, kc, rows, cols, alpha, beta);      \
+        else if (!b_in_place && ks == 1)                                                   \
+            sums(C, ldc, a, rs, 1, b, NR, false, true, kc, rows, cols, alpha, beta);       \
+        else if (!b_in_place && !half_)                                                    \
+            sums(C, ldc, a, rs, ks, b, NR, false, false, kc, rows, cols, alpha, beta);     \
         else if (!b_in_place)                                                              \
-            sums(C, ldc, a, rs, ks, b, NR, false, kc, rows, cols, alpha, beta);            \
+            sums(C, ldc, a, rs, ks, b, NR, false, true, kc, rows, cols, alpha, beta);      \
         else if (cols == (NR))                                                             \
-            sums(C, ldc, a, rs, ks, b, bs, false, kc, rows, cols, alpha, beta);            \
+            sums(C, ldc, a, rs, ks, b, bs, false, false, kc, rows, cols, alpha, beta);     \
+        else if (!half_)                                                                   \
+            sums(C, ldc, a, rs, ks, b, bs, true, false, kc, rows, cols, alpha, beta);      \
         else                                                                               \
-            sums(C, ldc, a, rs, ks, b, bs, true, kc, rows, cols, alpha, beta);             \
+            sums(C, ldc, a, rs, ks, b, bs, true, true, kc, rows, cols, alpha, beta);       \
     } while (0)
 
 __attribute__((target("avx2,fma,avx512f"))) static void
@@ -322,8 +352,8 @@ enum { AVX2_MR = 6, AVX2_NR = 16 };
 
 __attribute__((target("avx2,fma"))) static ALWAYS_INLINE void
 avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b,
-          const size_t bs, const bool masked, int kc, int rows, int cols, float alpha,
-          float beta)
+          const size_t bs, const bool masked, const bool half, int kc, int rows, int cols,
+          float alpha, float beta)
 {
     ROW_POINTERS(6);
     /* as avx512_sums, 16 columns */
@@ -337,13 +367,15 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
     {                                                                                      \
         const __m256 x = _mm256_broadcast_ss(a##i + k * ks);                               \
         c##i##0 = _mm256_fmadd_ps(x, b0, c##i##0);                                         \
-        c##i##1 = _mm256_fmadd_ps(x, b1, c##i##1);                                         \
+        if (!half) c##i##1 = _mm256_fmadd_ps(x, b1, c##i##1);                              \
     }
 #pragma GCC unroll 4
     for (int k = 0; k < kc; k++) {
         const float *bk = b + (size_t)k * bs;
         const __m256 b0 = masked ? _mm256_maskload_ps(bk, m0) : _mm256_loadu_ps(bk);
-        const __m256 b1 = masked ? _mm256_maskload_ps(bk + 8, m1) : _mm256_loadu_ps(bk + 8);
+        const __m256 b1 = half     ? b0
+                          : masked ? _mm256_maskload_ps(bk + 8, m1)
+                                   : _mm256_loadu_ps(bk + 8);
         AVX2_FMA(0) AVX2_FMA(1) AVX2_FMA(2) AVX2_FMA(3) AVX2_FMA(4) AVX2_FMA(5)
     }
 #undef AVX2_FMA
@@ -414,87 +446,129 @@ static bool kernel_for(nn_isa isa, gemm_kernel *k)
     }
 }
 
-/* The block of C of rows i0 .. i0 + m - 1 and columns j0 .. j0 + n - 1, on
- * the calling thread; pa and pb are its packing space (pack_a_floats,
- * pack_b_floats). */
-static void gemm_block(const gemm_args *g, const gemm_kernel *kn, int i0, int m, int j0, int n,
-                       float *pa, float *pb, bool b_in_place)
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+/* How a product is cut among threads.  op(B) is packed once, whole, into
+ * one buffer that every thread reads: block after block of KC values of k,
+ * each block its panels of NR columns (the panel of column j, a multiple
+ * of NR, of the block at k0 is at pb + k0 n_pad + j kc).  C is cut into
+ * tiles of rows (and of columns, when there are too few rows to go round),
+ * which the threads take one after another as they finish: a CPU slowed by
+ * a neighbour on the machine takes fewer tiles instead of holding the
+ * others up at the end (with C cut in one part per thread, 2 threads were
+ * idle 12% of a product's time on a shared machine).  A tile runs every
+ * block of k in turn, so its part of C stays in the cache between them; a
+ * transposed A is packed by the thread that takes the tile. */
+typedef struct {
+    const gemm_args *g;
+    const gemm_kernel *kn;
+    bool b_in_place;        /* B read where it is, not packed */
+    bool a_in_place;        /* a transposed A read where it is, not packed */
+    float *pb;              /* the packed op(B) (NULL when b_in_place) */
+    size_t n_pad;           /* its columns: N rounded up to NR */
+    int tile_rows, tile_cols, col_tiles, tiles;
+    int pack_groups, pack_units; /* packing: per block of k, groups of panels */
+    float *pa;              /* per worker, a_floats for a transposed A's tile */
+    size_t a_floats;
+    atomic_int next_unit, next_tile;
+} gemm_job;
+
+enum { PANELS_PER_PACK_UNIT = 8 };
+
+/* Packs units of op(B) (a block of k, a group of panels) until none is
+ * left; `worker` is unused (any thread packs any unit). */
+static void pack_units(void *ctx, size_t worker)
 {
+    gemm_job *job = ctx;
+    const gemm_args *g = job->g;
+    const int NR = job->kn->NR;
+    (void)worker;
+    for (;;) {
+        const int u = atomic_fetch_add(&job->next_unit, 1);
+        if (u >= job->pack_units) return;
+        const int k0 = u / job->pack_groups * KC, kc = g->K - k0 < KC ? g->K - k0 : KC;
+        const int j0 = u % job->pack_groups * PANELS_PER_PACK_UNIT * NR;
+        const int n = g->N - j0 < PANELS_PER_PACK_UNIT * NR ? g->N - j0
+                                                             : PANELS_PER_PACK_UNIT * NR;
+        pack_b(job->pb + (size_t)k0 * job->n_pad + (size_t)j0 * kc, g, j0, n, k0, kc, NR);
+    }
+}
+
+/* C's rows i0 .. i0 + m - 1 (m <= MC) and columns j0 .. j0 + n - 1 (j0 a
+ * multiple of NR); pa is space for a transposed A's rows (a_floats). */
+static void multiply_tile(const gemm_job *job, int i0, int m, int j0, int n, float *pa)
+{
+    const gemm_args *g = job->g;
+    const gemm_kernel *kn = job->kn;
     const int MR = kn->MR, NR = kn->NR;
     /* op(A)[i][k] is A[i rs + k ks]; a transposed A is packed (its MR
      * values of a k are adjacent, but lda apart from the next k's: read in
      * place, the kernel's loads of a block of k all fall in a few sets of
-     * the cache and evict one another) */
-    const size_t rs = g->trans_a ? 1 : (size_t)g->lda, ks = g->trans_a ? (size_t)MR : 1;
-    for (int jb = j0; jb < j0 + n; jb += NC) {
-        const int nc = j0 + n - jb < NC ? j0 + n - jb : NC;
-        for (int k0 = 0; k0 < g->K; k0 += KC) {
-            const int kc = g->K - k0 < KC ? g->K - k0 : KC;
-            /* the first block of k scales C by beta; the later ones add */
-            const float beta = k0 == 0 ? g->beta : 1.0f;
-            if (!b_in_place) pack_b(pb, g, jb, nc, k0, kc, NR);
-            for (int ib = i0; ib < i0 + m; ib += MC) {
-                const int mc = i0 + m - ib < MC ? i0 + m - ib : MC;
-                if (g->trans_a) pack_a_transposed(pa, g, ib, mc, k0, kc, MR);
-                for (int q = 0; q < nc; q += NR) {
-                    const float *b = b_in_place ? g->B + (size_t)k0 * g->ldb + jb + q
-                                                : pb + (size_t)q * kc;
-                    const size_t bs = b_in_place ? (size_t)g->ldb : (size_t)NR;
-                    const int cols = nc - q < NR ? nc - q : NR;
-                    for (int p = 0; p < mc; p += MR) {
-                        const int rows = mc - p < MR ? mc - p : MR;
-                        float *c = g->C + (size_t)(ib + p) * g->ldc + jb + q;
-                        const float *a = g->trans_a ? pa + (size_t)p * kc
-                                                    : g->A + (size_t)(ib + p) * g->lda + k0;
-                        kn->kernel(c, g->ldc, a, rs, ks, b, b_in_place, bs, kc, rows, cols,
-                                   g->alpha, beta);
-                    }
-                }
+     * the cache and evict one another), unless it is small (a_in_place) */
+    const bool pack_a = g->trans_a && !job->a_in_place;
+    const size_t rs = g->trans_a ? 1 : (size_t)g->lda,
+                 ks = pack_a ? (size_t)MR : g->trans_a ? (size_t)g->lda : 1;
+    for (int k0 = 0; k0 < g->K; k0 += KC) {
+        const int kc = g->K - k0 < KC ? g->K - k0 : KC;
+        /* the first block of k scales C by beta; the later ones add */
+        const float beta = k0 == 0 ? g->beta : 1.0f;
+        if (pack_a) pack_a_transposed(pa, g, i0, m, k0, kc, MR);
+        for (int q = j0; q < j0 + n; q += NR) {
+            const float *b = job->b_in_place ? g->B + (size_t)k0 * g->ldb + q
+                                             : job->pb + (size_t)k0 * job->n_pad + (size_t)q * kc;
+            const size_t bs = job->b_in_place ? (size_t)g->ldb : (size_t)NR;
+            const int cols = j0 + n - q < NR ? j0 + n - q : NR;
+            for (int p = 0; p < m; p += MR) {
+                const int rows = m - p < MR ? m - p : MR;
+                float *c = g->C + (size_t)(i0 + p) * g->ldc + q;
+                const float *a = pack_a       ? pa + (size_t)p * kc
+                                 : g->trans_a ? g->A + (size_t)k0 * g->lda + i0 + p
+                                              : g->A + (size_t)(i0 + p) * g->lda + k0;
+                kn->kernel(c, g->ldc, a, rs, ks, b, job->b_in_place, bs, kc, rows, cols,
+                           g->alpha, beta);
             }
         }
     }
 }
 
-static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-/* The packing space of a thread, in floats: A's block (transposed A only),
- * in panels of MR rows, and B's, in panels of NR columns, KC deep. */
-static size_t pack_a_floats(const gemm_args *g, const gemm_kernel *kn)
+/* Multiplies tiles until none is left, with worker's space for A. */
+static void multiply_tiles(void *ctx, size_t worker)
 {
-    return g->trans_a ? round_up(MC, (size_t)kn->MR) * (size_t)(g->K < KC ? g->K : KC) : 0;
-}
-
-static size_t pack_b_floats(const gemm_args *g, const gemm_kernel *kn, bool b_in_place)
-{
-    if (b_in_place) return 0;
-    return round_up((size_t)(g->N < NC ? g->N : NC), (size_t)kn->NR) *
-           (size_t)(g->K < KC ? g->K : KC);
-}
-
-/* How a product is shared among threads: each takes `per` rows of C (a
- * multiple of MR), or `per` columns (a multiple of NR). */
-typedef struct {
-    const gemm_args *g;
-    const gemm_kernel *kn;
-    bool by_columns;
-    bool b_in_place; /* B read where it is, not packed */
-    int per;
-    float *space; /* packing space, a_floats + b_floats per thread */
-    size_t a_floats, b_floats;
-} gemm_job;
-
-static void gemm_share(void *ctx, size_t t)
-{
-    const gemm_job *job = ctx;
+    gemm_job *job = ctx;
     const gemm_args *g = job->g;
-    float *pa = job->space + t * (job->a_floats + job->b_floats), *pb = pa + job->a_floats;
-    const int lo = (int)t * job->per, size = job->by_columns ? g->N : g->M;
-    if (lo >= size) return;
-    const int count = size - lo < job->per ? size - lo : job->per;
-    if (job->by_columns)
-        gemm_block(g, job->kn, 0, g->M, lo, count, pa, pb, job->b_in_place);
-    else
-        gemm_block(g, job->kn, lo, count, 0, g->N, pa, pb, job->b_in_place);
+    float *pa = job->pa + worker * job->a_floats;
+    for (;;) {
+        const int t = atomic_fetch_add(&job->next_tile, 1);
+        if (t >= job->tiles) return;
+        const int i0 = t / job->col_tiles * job->tile_rows;
+        const int j0 = t % job->col_tiles * job->tile_cols;
+        multiply_tile(job, i0, g->M - i0 < job->tile_rows ? g->M - i0 : job->tile_rows, j0,
+                      g->N - j0 < job->tile_cols ? g->N - j0 : job->tile_cols, pa);
+    }
+}
+
+/* The tiles of C for `threads` threads: rows MC at a time, fewer (down to
+ * MIN_TILE_ROWS) or columns cut too when that makes fewer than
+ * TILES_PER_THREAD per thread. */
+enum { TILES_PER_THREAD = 4, MIN_TILE_ROWS = 64 };
+
+static void cut_tiles(gemm_job *job, int threads)
+{
+    const gemm_args *g = job->g;
+    const int MR = job->kn->MR, NR = job->kn->NR;
+    const int want = threads > 1 ? TILES_PER_THREAD * threads : 1;
+    int rows = MC;
+    while (rows / 2 >= MIN_TILE_ROWS && (g->M + rows - 1) / rows < want)
+        rows = (int)round_up((size_t)rows / 2, (size_t)MR);
+    const int row_tiles = (g->M + rows - 1) / rows;
+    const int panels = (g->N + NR - 1) / NR;
+    int col_tiles = row_tiles >= want ? 1 : (want + row_tiles - 1) / row_tiles;
+    if (col_tiles > panels) col_tiles = panels;
+    const int cols = (panels + col_tiles - 1) / col_tiles * NR;
+    job->tile_rows = rows;
+    job->tile_cols = cols;
+    job->col_tiles = (g->N + cols - 1) / cols;
+    job->tiles = row_tiles * job->col_tiles;
 }
 
 /* The packing space of big products, kept from one call to the next: a
@@ -543,43 +617,57 @@ static void give_back_space(float *space, bool held)
 static bool gemm_on_kernel(const gemm_args *g, const gemm_kernel *kn, int threads)
 {
     if ((double)g->M * g->N * g->K < PARALLEL_MIN_MACS) threads = 1;
-    /* Threads share the rows of C or its columns, in whole panels.  Each
-     * packs the op(B) it multiplies by, and a transposed A: sharing the
-     * columns, no thread packs B's columns twice and A is packed twice
-     * only when transposed; so columns, unless a transposed A is the
-     * bigger of the two (or there are too few columns to go round). */
-    const int row_panels = (g->M + kn->MR - 1) / kn->MR;
-    const int col_panels = (g->N + kn->NR - 1) / kn->NR;
-    bool by_columns = col_panels >= threads && (!g->trans_a || g->M <= g->N);
-    int panels = by_columns ? col_panels : row_panels;
-    if (threads > panels) threads = panels;
-    if (threads < 1) threads = 1;
-    const int width = by_columns ? kn->NR : kn->MR;
     /* Packing B pays when many rows of A meet each panel; for a few (the
      * products of attention, a sentence's tokens by 64) it cost as much as
-     * the product, and a B not transposed can be read where it is (the
-     * same sums: the kernel reads the same values in the same order). */
-    const bool b_in_place = !g->trans_b && g->M <= IN_PLACE_MAX_ROWS;
-    gemm_job job = {g,
-                    kn,
-                    by_columns,
-                    b_in_place,
-                    (panels + threads - 1) / threads * width,
-                    NULL,
-                    pack_a_floats(g, kn),
-                    pack_b_floats(g, kn, b_in_place)};
-    const size_t floats = (size_t)threads * (job.a_floats + job.b_floats);
+     * the product, and B is read where it is (the same sums: the kernel
+     * reads the same values in the same order): a B not transposed as it
+     * is, a transposed one once turned (transpose_b). */
+    const bool b_in_place = g->M <= IN_PLACE_MAX_ROWS;
+    gemm_args turned = *g;
+    const size_t ld_turned = round_up((size_t)g->N, 16);
+    const size_t t_floats = b_in_place && g->trans_b ? (size_t)g->K * ld_turned : 0;
+    gemm_job job = {.g = t_floats ? &turned : g, .kn = kn, .b_in_place = b_in_place};
+    /* a transposed A of a few rows and columns (attention's gradients) is
+     * read in place: its 64 rows at most all stay in the first-level cache,
+     * and packing took up to half of such a product's time */
+    job.a_in_place = g->trans_a && g->M <= IN_PLACE_MAX_ROWS && g->K <= IN_PLACE_MAX_ROWS;
+    cut_tiles(&job, threads);
+    if (threads > job.tiles) threads = job.tiles;
+    job.n_pad = round_up((size_t)g->N, (size_t)kn->NR);
+    const size_t b_floats = job.b_in_place ? 0 : (size_t)g->K * job.n_pad;
+    const bool pack_a = g->trans_a && !job.a_in_place;
+    job.a_floats = pack_a ? round_up((size_t)job.tile_rows, (size_t)kn->MR) *
+                                (size_t)(g->K < KC ? g->K : KC)
+                          : 0;
+    job.pack_groups = (int)((job.n_pad / (size_t)kn->NR + PANELS_PER_PACK_UNIT - 1) /
+                            PANELS_PER_PACK_UNIT);
+    job.pack_units = job.b_in_place ? 0 : (g->K + KC - 1) / KC * job.pack_groups;
+    atomic_init(&job.next_unit, 0);
+    atomic_init(&job.next_tile, 0);
+    const size_t floats = t_floats + b_floats + (size_t)threads * job.a_floats;
     /* a small product packs on the stack */
     enum { STACK_FLOATS = 16384 };
     float stack_space[STACK_FLOATS] __attribute__((aligned(64)));
     bool held = false;
-    job.space = floats <= STACK_FLOATS ? stack_space : take_space(floats, &held);
-    if (!job.space) return false;
-    if (threads == 1)
-        gemm_share(&job, 0);
+    float *space = floats <= STACK_FLOATS ? stack_space : take_space(floats, &held);
+    if (!space) return false;
+    if (t_floats) {
+        transpose_b(space + b_floats, ld_turned, g);
+        turned.trans_b = false;
+        turned.B = space + b_floats;
+        turned.ldb = (int)ld_turned;
+    }
+    job.pb = job.b_in_place ? NULL : space;
+    job.pa = space + b_floats + t_floats;
+    if (threads == 1 || job.pack_units < 2)
+        pack_units(&job, 0);
     else
-        tfm_parallel_for(threads, (size_t)threads, gemm_share, &job);
-    if (job.space != stack_space) give_back_space(job.space, held);
+        tfm_parallel_for(threads, (size_t)threads, pack_units, &job);
+    if (threads == 1)
+        multiply_tiles(&job, 0);
+    else
+        tfm_parallel_for(threads, (size_t)threads, multiply_tiles, &job);
+    if (space != stack_space) give_back_space(space, held);
     return true;
 }
 #endif

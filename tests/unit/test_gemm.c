@@ -98,8 +98,11 @@ static double worst_error(const product *p, const float *C)
  * padding of C is never written. */
 static void test_against_double(void)
 {
-    static const int shapes[][3] = {{1, 1, 1},   {7, 33, 5},    {8, 32, 256}, {13, 17, 257},
-                                    {50, 70, 600}, {6, 16, 3},  {97, 45, 31}, {3, 100, 513}};
+    /* ... and attention's: a sentence's tokens by 64, where B (or a
+     * transposed A) is read in place */
+    static const int shapes[][3] = {{1, 1, 1},    {7, 33, 5},   {8, 32, 256}, {13, 17, 257},
+                                    {50, 70, 600}, {6, 16, 3},   {97, 45, 31}, {3, 100, 513},
+                                    {33, 33, 64},  {64, 12, 64}, {12, 50, 33}};
     static const float ab[][2] = {{1, 1}, {1, 0}, {0.5f, 2}, {-1.5f, 0}, {1, -0.25f}};
     int n = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
@@ -175,8 +178,29 @@ static void test_invariants(void)
         float *one = run(&p);
         tfm_blas_threads(2);
         float *two = run(&p);
+        tfm_blas_threads(3);
+        float *three = run(&p);
         tfm_blas_threads(1);
+        CHECK_MSG(worst_error(&p, two) < 1e-5, "ta %d tb %d: 2 threads: error %g", p.ta, p.tb,
+                  worst_error(&p, two));
         CHECK_MSG(same_bits(one, two, (size_t)M * p.ldc), "ta %d tb %d: 2 threads", p.ta, p.tb);
+        CHECK_MSG(same_bits(one, three, (size_t)M * p.ldc), "ta %d tb %d: 3 threads", p.ta,
+                  p.tb);
+        free(three);
+        /* few rows: C cut by columns among the threads (B read in place
+         * when not transposed) */
+        product few = make_product(t & 1, t & 2, 60, 3 * N, K, 3, 1, t == 3 ? 0 : 1);
+        float *few_one = run(&few);
+        tfm_blas_threads(2);
+        float *few_two = run(&few);
+        tfm_blas_threads(1);
+        CHECK_MSG(same_bits(few_one, few_two, (size_t)60 * few.ldc),
+                  "ta %d tb %d: 60 rows, 2 threads", p.ta, p.tb);
+        CHECK_MSG(worst_error(&few, few_two) < 1e-5, "ta %d tb %d: 60 rows, 2 threads: error %g",
+                  p.ta, p.tb, worst_error(&few, few_two));
+        free(few_two);
+        free(few_one);
+        free_product(&few);
 
         float *rows = malloc((size_t)M * p.ldc * sizeof *rows);
         memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);
