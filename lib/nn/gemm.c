@@ -183,8 +183,8 @@ static void pack_b(float *dst, const gemm_args *g, int j0, int n, int k0, int kc
     }
 }
 
-/* dst [K x ldd] = op(B) = B^T, whole (dst[k][j] = B[j][k]; the columns
- * past N are not written): for a transposed B that a few rows of A meet,
+/* dst [K x ldd] = op(B) = B^T, whole (dst[k][j] = B[j][k]; ldd at least
+ * N rounded up to 8, the columns past N may be written): for a transposed B that a few rows of A meet,
  * so that the kernel reads it in place as it reads a B not transposed
  * (with NR columns packed, a product of a sentence's 12 tokens by 64 spent
  * most of its time writing the zeros of a panel of 32). */
@@ -198,8 +198,22 @@ static void transpose_b(float *dst, size_t ldd, const gemm_args *g)
         for (; k < g->K; k++)
             for (int c = 0; c < 8; c++) dst[(size_t)k * ldd + j + c] = s[(size_t)c * g->ldb + k];
     }
-    for (; j < g->N; j++)
-        for (int k = 0; k < g->K; k++) dst[(size_t)k * ldd + j] = g->B[(size_t)j * g->ldb + k];
+    if (j == g->N) return;
+    /* the last rows of B, fewer than 8: turned through a block padded
+     * with zeros (written into dst's columns past N, which ldd leaves) */
+    const int left = g->N - j;
+    float block[64] = {0};
+    for (int k = 0; k < g->K; k += 8) {
+        const int kk = g->K - k < 8 ? g->K - k : 8;
+        for (int r = 0; r < left; r++)
+            memcpy(block + r * 8, g->B + (size_t)(j + r) * g->ldb + k, (size_t)kk * sizeof *block);
+        if (kk == 8) {
+            transpose_8x8(dst + (size_t)k * ldd + j, ldd, block, 8);
+        } else {
+            for (int t = 0; t < kk; t++)
+                for (int r = 0; r < left; r++) dst[(size_t)(k + t) * ldd + j + r] = block[r * 8 + t];
+        }
+    }
 }
 
 /* A kernel: C [rows, cols] = beta C + alpha (op(A) [rows, kc] times B's
