@@ -37,19 +37,6 @@ static double elapsed(const tfm_run *r)
     return r->rs.elapsed + (tfm_clock_seconds() - r->started);
 }
 
-void run_warn(tfm_run *r, const char *fmt, ...)
-{
-    if (!r->report) return;
-    char text[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    tfm_run_event ev = {.kind = TFM_RUN_WARNING, .text = text, .time = tfm_clock_seconds(),
-                        .ranks = tfm_dist_size(r->dist)};
-    r->report(r->ctx, &ev);
-}
-
 /* Writes ev's line to the log.  A log that cannot be written is given up
  * with one warning: training, worth more than its log, goes on and writes
  * its checkpoints and model. */
@@ -88,12 +75,6 @@ static void emit(const tfm_run *r, const tfm_run_event *ev)
 static bool writes(const tfm_run *r)
 {
     return tfm_dist_rank(r->dist) == 0;
-}
-
-/* A failure of a call that reads a file is never a usage error. */
-tfm_status run_not_usage(tfm_status st)
-{
-    return st == TFM_ERR_ARG ? TFM_ERR_FORMAT : st;
 }
 
 /* ---- metadata: the effective options and the run's state ---------------------------------- */

@@ -27,6 +27,25 @@
 
 #include "train/run_internal.h"
 
+void run_warn(tfm_run *r, const char *fmt, ...)
+{
+    if (!r->report) return;
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    tfm_run_event ev = {.kind = TFM_RUN_WARNING, .text = text, .time = tfm_clock_seconds(),
+                        .ranks = tfm_dist_size(r->dist)};
+    r->report(r->ctx, &ev);
+}
+
+/* A failure of a call that reads a file is never a usage error. */
+tfm_status run_not_usage(tfm_status st)
+{
+    return st == TFM_ERR_ARG ? TFM_ERR_FORMAT : st;
+}
+
 enum { NO_ARG = 0, ARG = 1, OPTIONAL_ARG = 2 };
 
 #define M TFM_KIND_MODEL
