@@ -67,6 +67,7 @@ typedef struct {
     float beta;
     float *C;
     int ldc;
+    const float *bias; /* NULL, or [N]: C = bias (each row) + alpha op(A) op(B) */
 } gemm_args;
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -184,17 +185,19 @@ static void pack_b(float *dst, const gemm_args *g, int j0, int n, int k0, int kc
 }
 
 /* dst [K x ldd] = op(B) = B^T, whole (dst[k][j] = B[j][k]; ldd at least
- * N rounded up to 8, the columns past N may be written): for a transposed B that a few rows of A meet,
- * so that the kernel reads it in place as it reads a B not transposed
- * (with NR columns packed, a product of a sentence's 12 tokens by 64 spent
- * most of its time writing the zeros of a panel of 32). */
+ * N rounded up to 8: the columns past N may be written), for a transposed
+ * B that a few rows of A meet, so that the kernel reads it in place as it
+ * reads a B not transposed (with NR columns packed, a product of a
+ * sentence's 12 tokens by 64 spent most of its time writing the zeros of a
+ * panel of 32). */
 static void transpose_b(float *dst, size_t ldd, const gemm_args *g)
 {
     int j = 0;
     for (; j + 8 <= g->N; j += 8) {
         const float *s = g->B + (size_t)j * g->ldb;
         int k = 0;
-        for (; k + 8 <= g->K; k += 8) transpose_8x8(dst + (size_t)k * ldd + j, ldd, s + k, g->ldb);
+        for (; k + 8 <= g->K; k += 8)
+            transpose_8x8(dst + (size_t)k * ldd + j, ldd, s + k, g->ldb);
         for (; k < g->K; k++)
             for (int c = 0; c < 8; c++) dst[(size_t)k * ldd + j + c] = s[(size_t)c * g->ldb + k];
     }
@@ -211,21 +214,23 @@ static void transpose_b(float *dst, size_t ldd, const gemm_args *g)
             transpose_8x8(dst + (size_t)k * ldd + j, ldd, block, 8);
         } else {
             for (int t = 0; t < kk; t++)
-                for (int r = 0; r < left; r++) dst[(size_t)(k + t) * ldd + j + r] = block[r * 8 + t];
+                for (int r = 0; r < left; r++)
+                    dst[(size_t)(k + t) * ldd + j + r] = block[r * 8 + t];
         }
     }
 }
 
-/* A kernel: C [rows, cols] = beta C + alpha (op(A) [rows, kc] times B's
- * block [kc, cols]), rows <= MR, cols <= NR; op(A)[r][k] is a[r rs + k ks]
+/* A kernel: C [rows, cols] = beta Cin + alpha (op(A) [rows, kc] times B's
+ * block [kc, cols]), rows <= MR, cols <= NR, where Cin's row r is at cin +
+ * r ldcin (C itself, or a bias in every row: ldcin 0); op(A)[r][k] is a[r rs + k ks]
  * (A read in place: rs = lda and ks = 1, or packed: rs = 1 and ks = MR);
  * B's row k is b + k bs: a packed panel (bs = NR, zeros past cols), or,
  * b_in_place, B itself (bs = ldb; the columns past cols are not read, and
  * may not be there: ldb may be NR with cols fewer, the last row the last of
  * the buffer). */
-typedef void kernel_fn(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b,
-                       bool b_in_place, size_t bs, int kc, int rows, int cols, float alpha,
-                       float beta);
+typedef void kernel_fn(float *C, int ldc, const float *cin, size_t ldcin, const float *a,
+                       size_t rs, size_t ks, const float *b, bool b_in_place, size_t bs, int kc,
+                       int rows, int cols, float alpha, float beta);
 
 /* ---- AVX-512: 8 rows x 32 columns, sixteen sums ---- */
 
@@ -256,9 +261,9 @@ enum { AVX512_MR = 8, AVX512_NR = 32 };
  * kept them in memory (packed.c found the same).  Inlined into one loop
  * per way of reading A and B (KERNEL_CASES, below). */
 __attribute__((target("avx2,fma,avx512f"))) static ALWAYS_INLINE void
-avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b,
-            const size_t bs, const bool masked, const bool half, int kc, int rows, int cols,
-            float alpha, float beta)
+avx512_sums(float *C, int ldc, const float *cin, size_t ldcin, const float *a, size_t rs,
+            const size_t ks, const float *b, const size_t bs, const bool masked, const bool half,
+            int kc, int rows, int cols, float alpha, float beta)
 {
     ROW_POINTERS(8);
     /* the columns of a last block narrower than 32: the ones read (B in
@@ -292,10 +297,11 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
 #define AVX512_STORE(i)                                                                    \
     {                                                                                      \
         float *ci = C + (size_t)(i) * ldc;                                                 \
+        const float *cini = cin + (size_t)(i) * ldcin;                                    \
         __m512 s0 = _mm512_mul_ps(va, c##i##0), s1 = _mm512_mul_ps(va, c##i##1);           \
         if (beta == 1.0f) {                                                                \
-            s0 = _mm512_add_ps(_mm512_loadu_ps(ci), s0);                                   \
-            s1 = _mm512_add_ps(_mm512_loadu_ps(ci + 16), s1);                              \
+            s0 = _mm512_add_ps(_mm512_loadu_ps(cini), s0);                                   \
+            s1 = _mm512_add_ps(_mm512_loadu_ps(cini + 16), s1);                              \
         }                                                                                  \
         _mm512_storeu_ps(ci, s0);                                                          \
         _mm512_storeu_ps(ci + 16, s1);                                                     \
@@ -311,10 +317,11 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
 #define AVX512_STORE_PART(i)                                                               \
     if ((i) < rows) {                                                                      \
         float *ci = C + (size_t)(i) * ldc;                                                 \
+        const float *cini = cin + (size_t)(i) * ldcin;                                    \
         __m512 s0 = _mm512_mul_ps(va, c##i##0), s1 = _mm512_mul_ps(va, c##i##1);           \
         if (beta != 0.0f) {                                                                \
-            __m512 o0 = _mm512_maskz_loadu_ps(m0, ci);                                     \
-            __m512 o1 = _mm512_maskz_loadu_ps(m1, ci + 16);                                \
+            __m512 o0 = _mm512_maskz_loadu_ps(m0, cini);                                     \
+            __m512 o1 = _mm512_maskz_loadu_ps(m1, cini + 16);                                \
             if (beta != 1.0f) {                                                            \
                 o0 = _mm512_mul_ps(vb, o0);                                                \
                 o1 = _mm512_mul_ps(vb, o1);                                                \
@@ -338,24 +345,28 @@ avx512_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const
     do {                                                                                   \
         const bool half_ = cols <= (NR) / 2;                                               \
         if (!b_in_place && ks == 1 && !half_)                                              \
-            sums(C, ldc, a, rs, 1, b, NR, false, false, kc, rows, cols, alpha, beta);      \
+            SUMS(sums, 1, NR, false, false);                                               \
         else if (!b_in_place && ks == 1)                                                   \
-            sums(C, ldc, a, rs, 1, b, NR, false, true, kc, rows, cols, alpha, beta);       \
+            SUMS(sums, 1, NR, false, true);                                                \
         else if (!b_in_place && !half_)                                                    \
-            sums(C, ldc, a, rs, ks, b, NR, false, false, kc, rows, cols, alpha, beta);     \
+            SUMS(sums, ks, NR, false, false);                                              \
         else if (!b_in_place)                                                              \
-            sums(C, ldc, a, rs, ks, b, NR, false, true, kc, rows, cols, alpha, beta);      \
+            SUMS(sums, ks, NR, false, true);                                               \
         else if (cols == (NR))                                                             \
-            sums(C, ldc, a, rs, ks, b, bs, false, false, kc, rows, cols, alpha, beta);     \
+            SUMS(sums, ks, bs, false, false);                                              \
         else if (!half_)                                                                   \
-            sums(C, ldc, a, rs, ks, b, bs, true, false, kc, rows, cols, alpha, beta);      \
+            SUMS(sums, ks, bs, true, false);                                               \
         else                                                                               \
-            sums(C, ldc, a, rs, ks, b, bs, true, true, kc, rows, cols, alpha, beta);       \
+            SUMS(sums, ks, bs, true, true);                                                \
     } while (0)
+/* One of them: A's stride in k, B's in k, masked loads of B, half the sums. */
+#define SUMS(sums, ks_, bs_, masked_, half_)                                               \
+    sums(C, ldc, cin, ldcin, a, rs, ks_, b, bs_, masked_, half_, kc, rows, cols, alpha, beta)
 
 __attribute__((target("avx2,fma,avx512f"))) static void
-avx512_kernel(float *C, int ldc, const float *a, size_t rs, size_t ks, const float *b,
-              bool b_in_place, size_t bs, int kc, int rows, int cols, float alpha, float beta)
+avx512_kernel(float *C, int ldc, const float *cin, size_t ldcin, const float *a, size_t rs,
+              size_t ks, const float *b, bool b_in_place, size_t bs, int kc, int rows, int cols,
+              float alpha, float beta)
 {
     KERNEL_CASES(avx512_sums, AVX512_NR);
 }
@@ -365,9 +376,9 @@ avx512_kernel(float *C, int ldc, const float *a, size_t rs, size_t ks, const flo
 enum { AVX2_MR = 6, AVX2_NR = 16 };
 
 __attribute__((target("avx2,fma"))) static ALWAYS_INLINE void
-avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const float *b,
-          const size_t bs, const bool masked, const bool half, int kc, int rows, int cols,
-          float alpha, float beta)
+avx2_sums(float *C, int ldc, const float *cin, size_t ldcin, const float *a, size_t rs,
+          const size_t ks, const float *b, const size_t bs, const bool masked, const bool half,
+          int kc, int rows, int cols, float alpha, float beta)
 {
     ROW_POINTERS(6);
     /* as avx512_sums, 16 columns */
@@ -398,10 +409,11 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
 #define AVX2_STORE(i)                                                                      \
     {                                                                                      \
         float *ci = C + (size_t)(i) * ldc;                                                 \
+        const float *cini = cin + (size_t)(i) * ldcin;                                    \
         __m256 s0 = _mm256_mul_ps(va, c##i##0), s1 = _mm256_mul_ps(va, c##i##1);           \
         if (beta == 1.0f) {                                                                \
-            s0 = _mm256_add_ps(_mm256_loadu_ps(ci), s0);                                   \
-            s1 = _mm256_add_ps(_mm256_loadu_ps(ci + 8), s1);                               \
+            s0 = _mm256_add_ps(_mm256_loadu_ps(cini), s0);                                   \
+            s1 = _mm256_add_ps(_mm256_loadu_ps(cini + 8), s1);                               \
         }                                                                                  \
         _mm256_storeu_ps(ci, s0);                                                          \
         _mm256_storeu_ps(ci + 8, s1);                                                      \
@@ -415,9 +427,10 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
 #define AVX2_STORE_PART(i)                                                                 \
     if ((i) < rows) {                                                                      \
         float *ci = C + (size_t)(i) * ldc;                                                 \
+        const float *cini = cin + (size_t)(i) * ldcin;                                    \
         __m256 s0 = _mm256_mul_ps(va, c##i##0), s1 = _mm256_mul_ps(va, c##i##1);           \
         if (beta != 0.0f) {                                                                \
-            __m256 o0 = _mm256_maskload_ps(ci, m0), o1 = _mm256_maskload_ps(ci + 8, m1);   \
+            __m256 o0 = _mm256_maskload_ps(cini, m0), o1 = _mm256_maskload_ps(cini + 8, m1);   \
             if (beta != 1.0f) {                                                            \
                 o0 = _mm256_mul_ps(vb, o0);                                                \
                 o1 = _mm256_mul_ps(vb, o1);                                                \
@@ -433,15 +446,15 @@ avx2_sums(float *C, int ldc, const float *a, size_t rs, const size_t ks, const f
 #undef AVX2_STORE_PART
 }
 
-__attribute__((target("avx2,fma"))) static void avx2_kernel(float *C, int ldc, const float *a,
-                                                           size_t rs, size_t ks,
-                                                           const float *b, bool b_in_place,
-                                                           size_t bs, int kc, int rows, int cols,
-                                                           float alpha, float beta)
+__attribute__((target("avx2,fma"))) static void
+avx2_kernel(float *C, int ldc, const float *cin, size_t ldcin, const float *a, size_t rs,
+            size_t ks, const float *b, bool b_in_place, size_t bs, int kc, int rows, int cols,
+            float alpha, float beta)
 {
     KERNEL_CASES(avx2_sums, AVX2_NR);
 }
 #undef KERNEL_CASES
+#undef SUMS
 #undef ROW_POINTERS
 #undef PREFETCH_C
 
@@ -524,8 +537,10 @@ static void multiply_tile(const gemm_job *job, int i0, int m, int j0, int n, flo
                  ks = pack_a ? (size_t)MR : g->trans_a ? (size_t)g->lda : 1;
     for (int k0 = 0; k0 < g->K; k0 += KC) {
         const int kc = g->K - k0 < KC ? g->K - k0 : KC;
-        /* the first block of k scales C by beta; the later ones add */
+        /* the first block of k scales C by beta (or adds to the bias);
+         * the later ones add */
         const float beta = k0 == 0 ? g->beta : 1.0f;
+        const bool onto_bias = k0 == 0 && g->bias;
         if (pack_a) pack_a_transposed(pa, g, i0, m, k0, kc, MR);
         for (int q = j0; q < j0 + n; q += NR) {
             const float *b = job->b_in_place ? g->B + (size_t)k0 * g->ldb + q
@@ -538,8 +553,8 @@ static void multiply_tile(const gemm_job *job, int i0, int m, int j0, int n, flo
                 const float *a = pack_a       ? pa + (size_t)p * kc
                                  : g->trans_a ? g->A + (size_t)k0 * g->lda + i0 + p
                                               : g->A + (size_t)(i0 + p) * g->lda + k0;
-                kn->kernel(c, g->ldc, a, rs, ks, b, job->b_in_place, bs, kc, rows, cols,
-                           g->alpha, beta);
+                kn->kernel(c, g->ldc, onto_bias ? g->bias + q : c, onto_bias ? 0 : (size_t)g->ldc,
+                           a, rs, ks, b, job->b_in_place, bs, kc, rows, cols, g->alpha, beta);
             }
         }
     }
@@ -698,24 +713,47 @@ static void scale_only(const gemm_args *g)
     }
 }
 
-void nn_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
-              int lda, const float *B, int ldb, float beta, float *C, int ldc)
+/* C = bias in every row (g->bias), for the BLAS's product onto it. */
+static void copy_bias(const gemm_args *g)
 {
-    if (M <= 0 || N <= 0) return;
-    const gemm_args g = {trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
-    if (K <= 0 || alpha == 0.0f) {
-        scale_only(&g);
+    for (int i = 0; i < g->M; i++)
+        memcpy(g->C + (size_t)i * g->ldc, g->bias, (size_t)g->N * sizeof *g->C);
+}
+
+static void gemm(const gemm_args *g)
+{
+    if (g->M <= 0 || g->N <= 0) return;
+    if (g->K <= 0 || g->alpha == 0.0f) {
+        if (g->bias)
+            copy_bias(g);
+        else
+            scale_only(g);
         return;
     }
 #ifdef HAVE_GEMM_KERNELS
     gemm_kernel kn;
-    if (kernel_for(nn_isa_level(), &kn) && gemm_on_kernel(&g, &kn, tfm_blas_thread_count()))
+    if (kernel_for(nn_isa_level(), &kn) && gemm_on_kernel(g, &kn, tfm_blas_thread_count()))
         return;
     /* no kernel for this CPU, or no memory for the packing: the BLAS */
 #endif
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
+    if (g->bias) copy_bias(g);
+    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                g->trans_b ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, g->alpha, g->A, g->lda,
+                g->B, g->ldb, g->bias ? 1.0f : g->beta, g->C, g->ldc);
+}
+
+void nn_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+              int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    const gemm_args g = {trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL};
+    gemm(&g);
+}
+
+void nn_sgemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, const float *bias, float *C, int ldc)
+{
+    const gemm_args g = {trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 1.0f, C, ldc, bias};
+    gemm(&g);
 }
 
 /* OpenBLAS's cores whose single-precision kernels use AVX2 and FMA, or wider. */

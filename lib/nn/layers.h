@@ -43,6 +43,12 @@
 void nn_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+/* C [M, N] = bias (each row, [N]) + alpha op(A) op(B): the same bits as C
+ * filled with the bias and nn_sgemm with beta 1, without writing C twice
+ * (the kernels add the bias where they store). */
+void nn_sgemm_bias(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, const float *bias, float *C, int ldc);
+
 /* ---- linear.c: y = x W^T + b, and the elementwise pieces of a sublayer ---- */
 
 /* out: [N, n_out], inp: [N, n_in], weight: [n_out, n_in] (PyTorch's layout),

@@ -5,7 +5,8 @@
  * invariants the trainer relies on, bit for bit: the AVX2 kernel gives the
  * AVX-512 kernel's bits, a row computed alone gives its bits in the whole
  * product (where B is read in place rather than packed, for a few rows),
- * and two threads give one thread's. */
+ * and two threads give one thread's; and a product onto a bias gives the
+ * bits of the bias copied in and added to. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,44 @@ static void test_invariants(void)
         printf("SKIP: test_invariants: AVX2 = AVX-512: this CPU has no AVX-512\n");
 }
 
+/* nn_sgemm_bias = C filled with the bias, then nn_sgemm with beta 1, bit
+ * for bit: on the kernels (B in place or packed, one block of k or several,
+ * 1 and 2 threads) and on the BLAS (TFM_ISA=none); K 0 leaves the bias. */
+static void test_bias(void)
+{
+    static const int shapes[][3] = {{5, 40, 64}, {33, 33, 64}, {70, 90, 600}, {200, 300, 40},
+                                    {9, 7, 0}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 0; t < 4; t++)
+            for (int way = 0; way < 3; way++) {
+                const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                product p = make_product(t & 1, t & 2, M, N, K, 2, 0.5f, 1);
+                float *bias = random_floats((size_t)N);
+                for (int i = 0; i < M; i++)
+                    memcpy(p.C0 + (size_t)i * p.ldc, bias, (size_t)N * sizeof *bias);
+                if (way == 1) tfm_blas_threads(2);
+                if (way == 2) setenv("TFM_ISA", "none", 1);
+                float *want = run(&p);
+                float *got = malloc((size_t)M * p.ldc * sizeof *got);
+                for (size_t i = 0; i < (size_t)M * p.ldc; i++) got[i] = NAN;
+                nn_sgemm_bias(p.ta, p.tb, M, N, K, p.alpha, p.A, p.lda, p.B, p.ldb, bias, got,
+                              p.ldc);
+                unsetenv("TFM_ISA");
+                tfm_blas_threads(1);
+                bool same = true;
+                for (int i = 0; i < M; i++)
+                    same &= same_bits(want + (size_t)i * p.ldc, got + (size_t)i * p.ldc,
+                                      (size_t)N);
+                CHECK_MSG(same, "M %d N %d K %d ta %d tb %d, %s: the bias filled in first",
+                          M, N, K, p.ta, p.tb,
+                          way == 0 ? "1 thread" : way == 1 ? "2 threads" : "the BLAS");
+                free(got);
+                free(want);
+                free(bias);
+                free_product(&p);
+            }
+}
+
 int main(void)
 {
     tfm_rng_seed(rng, 7);
@@ -236,5 +275,6 @@ int main(void)
     RUN(test_beta_zero_and_empty);
     RUN(test_b_in_place_edges);
     RUN(test_invariants);
+    RUN(test_bias);
     CHECK_DONE();
 }
