@@ -82,20 +82,25 @@ typedef struct {
 static void pack_a_transposed(float *dst, const gemm_args *g, int i0, int m, int k0, int kc,
                               int MR)
 {
-    for (int p = 0; p < m; p += MR) {
-        const int rows = m - p < MR ? m - p : MR;
-        float *d = dst + (size_t)p * kc;
-        const float *s = g->A + (size_t)k0 * g->lda + i0 + p;
-        if (rows == 8 && MR == 8) /* copies of a constant size, made inline */
-            for (int k = 0; k < kc; k++) memcpy(d + (size_t)k * 8, s + (size_t)k * g->lda, 32);
-        else if (rows == 6 && MR == 6)
-            for (int k = 0; k < kc; k++) memcpy(d + (size_t)k * 6, s + (size_t)k * g->lda, 24);
+    /* k by k: each of A's rows is read once, from left to right (panel by
+     * panel, the rows were read lda apart, a few values at a time, and
+     * packing took 5% of a training step) */
+    const int whole = m / MR * MR; /* the rows of whole panels */
+    for (int k = 0; k < kc; k++) {
+        const float *s = g->A + (size_t)(k0 + k) * g->lda + i0;
+        float *d = dst + (size_t)k * MR;
+        if (MR == 8) /* copies of a constant size, made inline */
+            for (int p = 0; p < whole; p += 8) memcpy(d + (size_t)p * kc, s + p, 32);
+        else if (MR == 6)
+            for (int p = 0; p < whole; p += 6) memcpy(d + (size_t)p * kc, s + p, 24);
         else
-            for (int k = 0; k < kc; k++) {
-                float *dk = d + (size_t)k * MR;
-                memcpy(dk, s + (size_t)k * g->lda, (size_t)rows * sizeof *dk);
-                for (int r = rows; r < MR; r++) dk[r] = 0.0f;
-            }
+            for (int p = 0; p < whole; p += MR)
+                memcpy(d + (size_t)p * kc, s + p, (size_t)MR * sizeof *d);
+        if (whole < m) {
+            float *dk = d + (size_t)whole * kc;
+            memcpy(dk, s + whole, (size_t)(m - whole) * sizeof *dk);
+            for (int r = m - whole; r < MR; r++) dk[r] = 0.0f;
+        }
     }
 }
 
@@ -495,8 +500,10 @@ typedef struct {
     size_t n_pad;           /* its columns: N rounded up to NR */
     int tile_rows, tile_cols, col_tiles, tiles;
     int pack_groups, pack_units; /* packing: per block of k, groups of panels */
-    float *pa;              /* per worker, a_floats for a transposed A's tile */
+    bool b_per_tile;        /* each tile packs the block of B it meets, block by block */
+    float *pa;              /* per worker, a_floats for a transposed A's rows, and */
     size_t a_floats;
+    size_t w_b_floats;      /* for its tile's block of B (b_per_tile) */
     atomic_int next_unit, next_tile;
 } gemm_job;
 
@@ -521,9 +528,11 @@ static void pack_units(void *ctx, size_t worker)
     }
 }
 
-/* C's rows i0 .. i0 + m - 1 (m <= MC) and columns j0 .. j0 + n - 1 (j0 a
- * multiple of NR); pa is space for a transposed A's rows (a_floats). */
-static void multiply_tile(const gemm_job *job, int i0, int m, int j0, int n, float *pa)
+/* C's rows i0 .. i0 + m - 1 and columns j0 .. j0 + n - 1 (j0 a multiple
+ * of NR), MC rows at a time within each block of k; pa is space for a
+ * transposed A's MC rows (a_floats), pb for the tile's own B (b_per_tile). */
+static void multiply_tile(const gemm_job *job, int i0, int m, int j0, int n, float *pa,
+                          float *pb)
 {
     const gemm_args *g = job->g;
     const gemm_kernel *kn = job->kn;
@@ -541,20 +550,27 @@ static void multiply_tile(const gemm_job *job, int i0, int m, int j0, int n, flo
          * the later ones add */
         const float beta = k0 == 0 ? g->beta : 1.0f;
         const bool onto_bias = k0 == 0 && g->bias;
-        if (pack_a) pack_a_transposed(pa, g, i0, m, k0, kc, MR);
-        for (int q = j0; q < j0 + n; q += NR) {
-            const float *b = job->b_in_place ? g->B + (size_t)k0 * g->ldb + q
-                                             : job->pb + (size_t)k0 * job->n_pad + (size_t)q * kc;
-            const size_t bs = job->b_in_place ? (size_t)g->ldb : (size_t)NR;
-            const int cols = j0 + n - q < NR ? j0 + n - q : NR;
-            for (int p = 0; p < m; p += MR) {
-                const int rows = m - p < MR ? m - p : MR;
-                float *c = g->C + (size_t)(i0 + p) * g->ldc + q;
-                const float *a = pack_a       ? pa + (size_t)p * kc
-                                 : g->trans_a ? g->A + (size_t)k0 * g->lda + i0 + p
-                                              : g->A + (size_t)(i0 + p) * g->lda + k0;
-                kn->kernel(c, g->ldc, onto_bias ? g->bias + q : c, onto_bias ? 0 : (size_t)g->ldc,
-                           a, rs, ks, b, job->b_in_place, bs, kc, rows, cols, g->alpha, beta);
+        if (job->b_per_tile) pack_b(pb, g, j0, n, k0, kc, NR);
+        for (int ib = i0; ib < i0 + m; ib += MC) {
+            const int mc = i0 + m - ib < MC ? i0 + m - ib : MC;
+            if (pack_a) pack_a_transposed(pa, g, ib, mc, k0, kc, MR);
+            for (int q = j0; q < j0 + n; q += NR) {
+                const float *b =
+                    job->b_in_place   ? g->B + (size_t)k0 * g->ldb + q
+                    : job->b_per_tile ? pb + (size_t)(q - j0) * kc
+                                      : job->pb + (size_t)k0 * job->n_pad + (size_t)q * kc;
+                const size_t bs = job->b_in_place ? (size_t)g->ldb : (size_t)NR;
+                const int cols = j0 + n - q < NR ? j0 + n - q : NR;
+                for (int p = 0; p < mc; p += MR) {
+                    const int rows = mc - p < MR ? mc - p : MR;
+                    float *c = g->C + (size_t)(ib + p) * g->ldc + q;
+                    const float *a = pack_a       ? pa + (size_t)p * kc
+                                     : g->trans_a ? g->A + (size_t)k0 * g->lda + ib + p
+                                                  : g->A + (size_t)(ib + p) * g->lda + k0;
+                    kn->kernel(c, g->ldc, onto_bias ? g->bias + q : c,
+                               onto_bias ? 0 : (size_t)g->ldc, a, rs, ks, b, job->b_in_place,
+                               bs, kc, rows, cols, g->alpha, beta);
+                }
             }
         }
     }
@@ -565,26 +581,39 @@ static void multiply_tiles(void *ctx, size_t worker)
 {
     gemm_job *job = ctx;
     const gemm_args *g = job->g;
-    float *pa = job->pa + worker * job->a_floats;
+    float *pa = job->pa + worker * (job->a_floats + job->w_b_floats);
+    float *pb = pa + job->a_floats;
     for (;;) {
         const int t = atomic_fetch_add(&job->next_tile, 1);
         if (t >= job->tiles) return;
         const int i0 = t / job->col_tiles * job->tile_rows;
         const int j0 = t % job->col_tiles * job->tile_cols;
         multiply_tile(job, i0, g->M - i0 < job->tile_rows ? g->M - i0 : job->tile_rows, j0,
-                      g->N - j0 < job->tile_cols ? g->N - j0 : job->tile_cols, pa);
+                      g->N - j0 < job->tile_cols ? g->N - j0 : job->tile_cols, pa, pb);
     }
 }
 
 /* The tiles of C for `threads` threads: rows MC at a time, fewer (down to
  * MIN_TILE_ROWS) or columns cut too when that makes fewer than
- * TILES_PER_THREAD per thread. */
+ * TILES_PER_THREAD per thread.  But a transposed A with several blocks of k
+ * (the weight gradients, k the batch's tokens): one tile of rows per
+ * thread, each packing a block of B and walking all its rows over it in
+ * turn, so that the block stays in the thread's second-level cache while
+ * it meets them (b_per_tile: B packed whole first, or tiles of MC rows
+ * each walking every block of B, were a tenth slower). */
 enum { TILES_PER_THREAD = 4, MIN_TILE_ROWS = 64 };
 
 static void cut_tiles(gemm_job *job, int threads)
 {
     const gemm_args *g = job->g;
     const int MR = job->kn->MR, NR = job->kn->NR;
+    if (job->b_per_tile) {
+        job->tile_rows = (int)round_up((size_t)((g->M + threads - 1) / threads), (size_t)MR);
+        job->tile_cols = (int)round_up((size_t)g->N, (size_t)NR);
+        job->col_tiles = 1;
+        job->tiles = (g->M + job->tile_rows - 1) / job->tile_rows;
+        return;
+    }
     const int want = threads > 1 ? TILES_PER_THREAD * threads : 1;
     int rows = MC;
     while (rows / 2 >= MIN_TILE_ROWS && (g->M + rows - 1) / rows < want)
@@ -660,20 +689,24 @@ static bool gemm_on_kernel(const gemm_args *g, const gemm_kernel *kn, int thread
      * read in place: its 64 rows at most all stay in the first-level cache,
      * and packing took up to half of such a product's time */
     job.a_in_place = g->trans_a && g->M <= IN_PLACE_MAX_ROWS && g->K <= IN_PLACE_MAX_ROWS;
+    job.b_per_tile = g->trans_a && g->K > KC && !job.a_in_place && !job.b_in_place;
     cut_tiles(&job, threads);
     if (threads > job.tiles) threads = job.tiles;
     job.n_pad = round_up((size_t)g->N, (size_t)kn->NR);
-    const size_t b_floats = job.b_in_place ? 0 : (size_t)g->K * job.n_pad;
+    const size_t b_floats = job.b_in_place || job.b_per_tile ? 0 : (size_t)g->K * job.n_pad;
     const bool pack_a = g->trans_a && !job.a_in_place;
-    job.a_floats = pack_a ? round_up((size_t)job.tile_rows, (size_t)kn->MR) *
-                                (size_t)(g->K < KC ? g->K : KC)
-                          : 0;
+    const size_t a_rows = (size_t)(job.tile_rows < MC ? job.tile_rows : MC);
+    job.a_floats =
+        pack_a ? round_up(a_rows, (size_t)kn->MR) * (size_t)(g->K < KC ? g->K : KC) : 0;
     job.pack_groups = (int)((job.n_pad / (size_t)kn->NR + PANELS_PER_PACK_UNIT - 1) /
                             PANELS_PER_PACK_UNIT);
-    job.pack_units = job.b_in_place ? 0 : (g->K + KC - 1) / KC * job.pack_groups;
+    job.pack_units = b_floats ? (g->K + KC - 1) / KC * job.pack_groups : 0;
+    job.w_b_floats =
+        job.b_per_tile ? (size_t)KC * round_up((size_t)job.tile_cols, (size_t)kn->NR) : 0;
     atomic_init(&job.next_unit, 0);
     atomic_init(&job.next_tile, 0);
-    const size_t floats = t_floats + b_floats + (size_t)threads * job.a_floats;
+    const size_t floats =
+        t_floats + b_floats + (size_t)threads * (job.a_floats + job.w_b_floats);
     /* a small product packs on the stack */
     enum { STACK_FLOATS = 16384 };
     float stack_space[STACK_FLOATS] __attribute__((aligned(64)));
