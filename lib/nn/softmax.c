@@ -11,6 +11,7 @@
  * on any target without intrinsics or special flags, and to AVX2 where the
  * CPU has it. */
 #include <math.h>
+#include <string.h>
 
 #include "nn/layers.h"
 
@@ -59,24 +60,28 @@ NN_INLINE float row_max(const float *x, int n, int32_t *argmax)
     return max;
 }
 
-/* sum of exp(x[i] - max) over x[0..n).  Eight float lanes gather chunks of
- * 64 terms, then a double takes each chunk: over tens of thousands of terms
- * a float running sum would lose the small ones. */
+/* sum of exp(x[i] - max) over x[0..n).  Sixteen float lanes (in every
+ * version: AVX2 and SSE split them, lane by lane alike, so every version
+ * gives the same bits) gather chunks of 64 terms, then a double takes each
+ * chunk: over tens of thousands of terms a float running sum would lose the
+ * small ones. */
 NN_INLINE double row_sum_exp(const float *x, int n, float max)
 {
     enum { CHUNK = 64 };
     double sum = 0.0;
     int i = 0;
-    while (i + 8 <= n) {
-        nn_f32x8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    while (i + 16 <= n) {
+        nn_f32x16 acc = {0};
         int end = i + CHUNK < n ? i + CHUNK : n;
-        for (; i + 8 <= end; i += 8) {
-            nn_f32x8 e = nn_load8(x + i) - max;
-            nn_exp8_nonpositive(&e);
+        for (; i + 16 <= end; i += 16) {
+            nn_f32x16 e = nn_load16(x + i) - max;
+            nn_exp16_nonpositive(&e);
             acc += e;
         }
-        sum += (((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3])) +
-               (((double)acc[4] + acc[5]) + ((double)acc[6] + acc[7]));
+        double pairs[8];
+        for (int j = 0; j < 8; j++) pairs[j] = (double)acc[2 * j] + acc[2 * j + 1];
+        sum += ((pairs[0] + pairs[1]) + (pairs[2] + pairs[3])) +
+               ((pairs[4] + pairs[5]) + (pairs[6] + pairs[7]));
     }
     for (; i < n; i++) sum += nn_exp1_nonpositive(x[i] - max);
     return sum;
@@ -105,9 +110,12 @@ void softmax_forward(float *x, int n)
     for (i = 0; i < n; i++) x[i] *= inv;
 }
 
-NN_MULTIVERSION
-void logit_stats(const float *x, int N, int n, tfm_logit_stats *stats)
+/* The exps at 512 bits where the CPU has AVX-512 (the logits of training's
+ * output layer: 3% of a step at 256). */
+NN_INLINE void logit_stats_body(nn_isa isa, const float *x, int N, int n,
+                                tfm_logit_stats *stats)
 {
+    (void)isa; /* sixteen lanes in every version */
     for (int r = 0; r < N; r++) {
         const float *row = x + (size_t)r * n;
         tfm_logit_stats *st = &stats[r];
@@ -115,6 +123,8 @@ void logit_stats(const float *x, int N, int n, tfm_logit_stats *stats)
         st->log_sum = (float)log(row_sum_exp(row, n, st->max));
     }
 }
+NN_VERSIONS_512(, logit_stats, (const float *x, int N, int n, tfm_logit_stats *stats),
+                (x, N, n, stats))
 
 /* The result is (x - max) - log(sum), not x - (max + log(sum)): with logits
  * of 1e30 the latter would round log(sum) away. */
@@ -139,15 +149,17 @@ void log_softmax_forward(float *x, int N, int n)
     }
 }
 
-/* x: [n], every value <= 0 (log-probabilities), in place. */
-NN_MULTIVERSION
-void exp_nonpositive(float *x, size_t n)
+/* x: [n], every value <= 0 (log-probabilities), in place; sixteen lanes in
+ * every version, each as nn_exp8_nonpositive computes it. */
+NN_INLINE void exp_nonpositive_body(nn_isa isa, float *x, size_t n)
 {
+    (void)isa;
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        nn_f32x8 e = nn_load8(x + i);
-        nn_exp8_nonpositive(&e);
-        nn_store8(x + i, e);
+    for (; i + 16 <= n; i += 16) {
+        nn_f32x16 e = nn_load16(x + i);
+        nn_exp16_nonpositive(&e);
+        memcpy(x + i, &e, sizeof e);
     }
     for (; i < n; i++) x[i] = nn_exp1_nonpositive(x[i]);
 }
+NN_VERSIONS_512(, exp_nonpositive, (float *x, size_t n), (x, n))
