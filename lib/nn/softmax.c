@@ -60,23 +60,39 @@ NN_INLINE float row_max(const float *x, int n, int32_t *argmax)
     return max;
 }
 
-/* sum of exp(x[i] - max) over x[0..n).  Sixteen float lanes (in every
- * version: AVX2 and SSE split them, lane by lane alike, so every version
- * gives the same bits) gather chunks of 64 terms, then a double takes each
- * chunk: over tens of thousands of terms a float running sum would lose the
- * small ones. */
-NN_INLINE double row_sum_exp(const float *x, int n, float max)
+/* sum of exp(x[i] - max) over x[0..n).  Sixteen float lanes gather chunks
+ * of 64 terms, then a double takes each chunk: over tens of thousands of
+ * terms a float running sum would lose the small ones.  The lanes are one
+ * 512-bit vector with AVX-512, two of eight elsewhere (sixteen lanes as one
+ * vector, AVX2 spilled them to the stack), each lane summing the same
+ * terms: every version gives the same bits. */
+NN_INLINE double row_sum_exp(nn_isa isa, const float *x, int n, float max)
 {
     enum { CHUNK = 64 };
     double sum = 0.0;
     int i = 0;
     while (i + 16 <= n) {
-        nn_f32x16 acc = {0};
+        float acc[16];
         int end = i + CHUNK < n ? i + CHUNK : n;
-        for (; i + 16 <= end; i += 16) {
-            nn_f32x16 e = nn_load16(x + i) - max;
-            nn_exp16_nonpositive(&e);
-            acc += e;
+        if (isa == NN_ISA_AVX512) {
+            nn_f32x16 a = {0};
+            for (; i + 16 <= end; i += 16) {
+                nn_f32x16 e = nn_load16(x + i) - max;
+                nn_exp16_nonpositive(&e);
+                a += e;
+            }
+            memcpy(acc, &a, sizeof a);
+        } else {
+            nn_f32x8 lo = {0, 0, 0, 0, 0, 0, 0, 0}, hi = lo;
+            for (; i + 16 <= end; i += 16) {
+                nn_f32x8 e = nn_load8(x + i) - max, f = nn_load8(x + i + 8) - max;
+                nn_exp8_nonpositive(&e);
+                nn_exp8_nonpositive(&f);
+                lo += e;
+                hi += f;
+            }
+            memcpy(acc, &lo, sizeof lo);
+            memcpy(acc + 8, &hi, sizeof hi);
         }
         double pairs[8];
         for (int j = 0; j < 8; j++) pairs[j] = (double)acc[2 * j] + acc[2 * j + 1];
@@ -115,12 +131,11 @@ void softmax_forward(float *x, int n)
 NN_INLINE void logit_stats_body(nn_isa isa, const float *x, int N, int n,
                                 tfm_logit_stats *stats)
 {
-    (void)isa; /* sixteen lanes in every version */
     for (int r = 0; r < N; r++) {
         const float *row = x + (size_t)r * n;
         tfm_logit_stats *st = &stats[r];
         st->max = row_max(row, n, &st->argmax);
-        st->log_sum = (float)log(row_sum_exp(row, n, st->max));
+        st->log_sum = (float)log(row_sum_exp(isa, row, n, st->max));
     }
 }
 NN_VERSIONS_512(, logit_stats, (const float *x, int N, int n, tfm_logit_stats *stats),
@@ -149,16 +164,22 @@ void log_softmax_forward(float *x, int N, int n)
     }
 }
 
-/* x: [n], every value <= 0 (log-probabilities), in place; sixteen lanes in
- * every version, each as nn_exp8_nonpositive computes it. */
+/* x: [n], every value <= 0 (log-probabilities), in place; sixteen lanes
+ * with AVX-512, eight elsewhere, each lane as nn_exp8_nonpositive computes
+ * it. */
 NN_INLINE void exp_nonpositive_body(nn_isa isa, float *x, size_t n)
 {
-    (void)isa;
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        nn_f32x16 e = nn_load16(x + i);
-        nn_exp16_nonpositive(&e);
-        memcpy(x + i, &e, sizeof e);
+    if (isa == NN_ISA_AVX512)
+        for (; i + 16 <= n; i += 16) {
+            nn_f32x16 e = nn_load16(x + i);
+            nn_exp16_nonpositive(&e);
+            memcpy(x + i, &e, sizeof e);
+        }
+    for (; i + 8 <= n; i += 8) {
+        nn_f32x8 e = nn_load8(x + i);
+        nn_exp8_nonpositive(&e);
+        nn_store8(x + i, e);
     }
     for (; i < n; i++) x[i] = nn_exp1_nonpositive(x[i]);
 }
