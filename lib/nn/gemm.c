@@ -227,8 +227,9 @@ static void transpose_b(float *dst, size_t ldd, const gemm_args *g)
 
 /* A kernel: C [rows, cols] = beta Cin + alpha (op(A) [rows, kc] times B's
  * block [kc, cols]), rows <= MR, cols <= NR, where Cin's row r is at cin +
- * r ldcin (C itself, or a bias in every row: ldcin 0); op(A)[r][k] is a[r rs + k ks]
- * (A read in place: rs = lda and ks = 1, or packed: rs = 1 and ks = MR);
+ * r ldcin (C itself, or a bias in every row: ldcin 0); op(A)[r][k] is
+ * a[r rs + k ks] (A read in place: rs = lda and ks = 1, a small transposed
+ * A in place: rs = 1 and ks = lda, or packed: rs = 1 and ks = MR);
  * B's row k is b + k bs: a packed panel (bs = NR, zeros past cols), or,
  * b_in_place, B itself (bs = ldb; the columns past cols are not read, and
  * may not be there: ldb may be NR with cols fewer, the last row the last of
@@ -487,10 +488,11 @@ static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
  * tiles of rows (and of columns, when there are too few rows to go round),
  * which the threads take one after another as they finish: a CPU slowed by
  * a neighbour on the machine takes fewer tiles instead of holding the
- * others up at the end (with C cut in one part per thread, 2 threads were
+ * others up at the end (with C cut in one part per thread, 2 threads sat
  * idle 12% of a product's time on a shared machine).  A tile runs every
  * block of k in turn, so its part of C stays in the cache between them; a
- * transposed A is packed by the thread that takes the tile. */
+ * transposed A is packed by the thread that takes the tile.  The weight
+ * gradients are cut otherwise (b_per_tile, cut_tiles). */
 typedef struct {
     const gemm_args *g;
     const gemm_kernel *kn;
@@ -719,7 +721,7 @@ static bool gemm_on_kernel(const gemm_args *g, const gemm_kernel *kn, int thread
         turned.B = space + b_floats;
         turned.ldb = (int)ld_turned;
     }
-    job.pb = job.b_in_place ? NULL : space;
+    job.pb = b_floats ? space : NULL;
     job.pa = space + b_floats + t_floats;
     if (threads == 1 || job.pack_units < 2)
         pack_units(&job, 0);
