@@ -9,7 +9,8 @@
  * scalar expf it took a fifth of a step.  So it evaluates exp eight lanes at
  * a time with GCC/Clang vector extensions, which compile to SSE (or NEON)
  * on any target without intrinsics or special flags, and to AVX2 where the
- * CPU has it. */
+ * CPU has it; the logit statistics and exp_nonpositive go sixteen lanes at
+ * a time with AVX-512 (NN_VERSIONS_512). */
 #include <math.h>
 #include <string.h>
 
