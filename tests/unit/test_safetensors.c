@@ -634,6 +634,15 @@ static const bad_case bad_cases[] = {
      "header holds \\u0000 (a NUL character) at byte 3"},
     {"{\"__metadata__\":{\"k\":\"v\\\\\\u0000\"}}", 0, TFM_ERR_FORMAT, "header holds \\u0000"},
     {"{\"a\\ud800\":{}}", 0, TFM_ERR_FORMAT, "header is not valid JSON"}, /* lone surrogate */
+    /* faults right after what the string scan skips: escapes, UTF-8 */
+    {"{\"a\\n\xff\":1}", 0, TFM_ERR_FORMAT,
+     "header is not valid UTF-8: bad byte 0xff at byte 5 of the header"},
+    {"{\"\\t\xc3\xa9\x01\":1}", 0, TFM_ERR_FORMAT,
+     "header holds the control byte 0x01 at byte 6"},
+    {"{\"a\\\"\\u0000\":1}", 0, TFM_ERR_FORMAT, "header holds \\u0000 (a NUL character) at byte 5"},
+    {"{\"\\\\\\\\\\u0000\":1}", 0, TFM_ERR_FORMAT,
+     "header holds \\u0000 (a NUL character) at byte 6"},
+    {"{\"\xc3\xa9\\\x01\":1}", 0, TFM_ERR_FORMAT, "header holds the control byte 0x01 at byte 5"},
 };
 
 /* Each bad case fails with its status and message, from memory and from a
