@@ -136,6 +136,8 @@ struct tfm_safetensors {
     st_tensor *tensors;         /* ordered by offset */
     size_t n_tensors;
     tfm_strmap *by_name;        /* name -> index in tensors */
+    const unsigned char *header; /* the header text (in map, owned or the caller's bytes) */
+    tfm_buf long_values;        /* st_span: the long strings left out of cJSON's text */
     st_meta *meta;              /* in header order */
     size_t n_meta;
     tfm_strmap *meta_by_key;    /* key -> index in meta */
@@ -150,6 +152,7 @@ void tfm_safetensors_free(tfm_safetensors *f)
         free(f->tensors[i].copy);
     }
     free(f->tensors);
+    tfm_buf_free(&f->long_values);
     for (size_t i = 0; i < f->n_meta; i++) {
         free(f->meta[i].key);
         free(f->meta[i].value);
@@ -175,6 +178,40 @@ static const char *json_kind(const cJSON *j)
     return "nothing";
 }
 
+/* A string of the header this long or longer that is the value of an
+ * object's member (a model's vocabulary, hundreds of kilobytes) is left out
+ * of the text cJSON parses, and checked and read only when the program asks
+ * for it (meta_value): encode and decode never do, and their start no
+ * longer pays for it (4 ms of a base model's 4.6 ms open on an Intel Xeon).
+ * cJSON sees a mark in its place: DEFERRED_MARK (a raw control byte, which
+ * the check refuses in any header, so no string of the file can be one)
+ * and the span's number. */
+enum { DEFERRED_BYTES = 1 << 16 };
+#define DEFERRED_MARK '\x01'
+
+/* A long string left out: its text (between its quotes) in the header, and
+ * where its mark ends in the text cJSON parses. */
+typedef struct st_span {
+    size_t begin, end;
+    size_t text_end;
+} st_span;
+
+/* The index of the quote that ends the string whose text starts at
+ * s[from], or len when the header ends first. */
+static size_t string_end(const unsigned char *s, size_t len, size_t from)
+{
+    for (size_t i = from; i < len;) {
+        const unsigned char *quote = memchr(s + i, '"', len - i);
+        if (!quote) return len;
+        const size_t at = (size_t)(quote - s);
+        size_t run = 0; /* the backslashes before it: an odd run escapes it */
+        while (at - run > from && s[at - run - 1] == '\\') run++;
+        if (run % 2 == 0) return at;
+        i = at + 1;
+    }
+    return len;
+}
+
 /* Rejects, before cJSON sees the header, what cJSON would accept but JSON
  * (and the reference) does not, or what it would turn into a silent loss:
  * invalid UTF-8; a raw control byte (JSON allows only tab, newline and
@@ -184,12 +221,17 @@ static const char *json_kind(const cJSON *j)
  * and one more) before cJSON builds a node for each.  One pass over the
  * header (a model's vocabulary makes it hundreds of kilobytes, read by
  * every program at its start); a header with several faults gets the
- * message of the first kind in the order above, at its first place. */
-static tfm_status check_header_text(const unsigned char *s, size_t len, tfm_error *err)
+ * message of the first kind in the order above, at its first place.
+ * With long (not NULL), a long string that is a member's value is not
+ * checked but appended to long as a st_span.  s is the header's text from
+ * byte origin on: messages name bytes of the header. */
+static tfm_status check_header_text(const unsigned char *s, size_t len, size_t origin,
+                                    tfm_buf *long_values, tfm_error *err)
 {
     size_t values = 1, too_many_at = SIZE_MAX, control_at = SIZE_MAX, nul_seen_at = SIZE_MAX;
     bool in_string = false, escaped = false; /* escaped: the character after a '\' in a string */
     size_t backslashes = 0; /* the run of them just before s[i] */
+    unsigned char last = 0; /* the last byte outside strings other than whitespace */
     for (size_t i = 0; i < len;) {
         /* Most of a header is the text of strings (a vocabulary's pieces,
          * with a tab and a newline escaped on every line): a run of
@@ -226,7 +268,7 @@ static tfm_status check_header_text(const unsigned char *s, size_t len, tfm_erro
                 return tfm_error_set(err, TFM_ERR_FORMAT,
                                      "header is not valid UTF-8: bad byte 0x%02x at byte %zu of "
                                      "the header",
-                                     c, i);
+                                     c, origin + i);
         } else {
             if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && control_at == SIZE_MAX)
                 control_at = i;
@@ -242,11 +284,22 @@ static tfm_status check_header_text(const unsigned char *s, size_t len, tfm_erro
             if (c == '\\') escaped = true;
             else if (c == '"') in_string = false;
         } else if (c == '"') {
+            const size_t end = long_values && last == ':' ? string_end(s, len, i + 1) : len;
+            if (end < len && end - (i + 1) >= DEFERRED_BYTES) {
+                const st_span span = {i + 1, end, 0};
+                if (tfm_buf_append(long_values, &span, sizeof span) != TFM_OK)
+                    return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+                i = end + 1;
+                backslashes = 0;
+                last = '"';
+                continue;
+            }
             in_string = true;
         } else if ((c == ',' || c == '[' || c == '{') && ++values > TFM_SAFETENSORS_MAX_VALUES &&
                    too_many_at == SIZE_MAX) {
             too_many_at = i;
         }
+        if (!in_string && c != ' ' && c != '\t' && c != '\n' && c != '\r') last = c;
         backslashes = c == '\\' ? backslashes + 1 : 0;
         i += n;
     }
@@ -254,25 +307,44 @@ static tfm_status check_header_text(const unsigned char *s, size_t len, tfm_erro
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "header holds more than %u JSON values (at byte %zu): more "
                              "than any model needs",
-                             TFM_SAFETENSORS_MAX_VALUES, too_many_at);
+                             TFM_SAFETENSORS_MAX_VALUES, origin + too_many_at);
     if (control_at != SIZE_MAX && control_at < nul_seen_at)
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "header holds the control byte 0x%02x at byte %zu, which JSON "
                              "allows only escaped",
-                             s[control_at], control_at);
+                             s[control_at], origin + control_at);
     if (nul_seen_at != SIZE_MAX)
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "header holds \\u0000 (a NUL character) at byte %zu: names and "
                              "metadata cannot hold NUL",
-                             nul_seen_at - 1);
+                             origin + nul_seen_at - 1);
     return TFM_OK;
 }
 
-/* A cJSON parse failure as a message naming the byte and showing the text
- * there. */
-static tfm_status json_error(const char *text, size_t len, const char *where, tfm_error *err)
+/* Where a text cJSON parses comes from: the header_len-byte header from
+ * byte origin on, less the long strings left out (each one's mark ends at
+ * its text_end). */
+typedef struct text_source {
+    const st_span *spans;
+    size_t n_spans;
+    size_t origin, header_len;
+} text_source;
+
+/* The byte of the header that byte pos of the text is. */
+static size_t header_byte(const text_source *from, size_t pos)
 {
-    if (len == 0)
+    size_t shift = 0;
+    for (size_t k = 0; k < from->n_spans && from->spans[k].text_end <= pos; k++)
+        shift = from->spans[k].end - from->spans[k].text_end;
+    return from->origin + pos + shift;
+}
+
+/* A cJSON parse failure of text[0..len) as a message naming the byte of
+ * the header and showing the text there. */
+static tfm_status json_error(const char *text, size_t len, const char *where,
+                             const text_source *from, tfm_error *err)
+{
+    if (from->header_len == 0)
         return tfm_error_set(err, TFM_ERR_FORMAT, "header is empty: expected a JSON object");
     size_t pos = where && where >= text && where <= text + len ? (size_t)(where - text) : 0;
     char near[32];
@@ -281,8 +353,8 @@ static tfm_status json_error(const char *text, size_t len, const char *where, tf
         near[n++] = (unsigned char)text[i] >= 0x20 && (unsigned char)text[i] < 0x7f ? text[i] : '?';
     near[n] = 0;
     return tfm_error_set(err, TFM_ERR_FORMAT,
-                         "header is not valid JSON: error near byte %zu of %zu (at \"%s\")", pos,
-                         len, near);
+                         "header is not valid JSON: error near byte %zu of %zu (at \"%s\")",
+                         header_byte(from, pos), from->header_len, near);
 }
 
 /* Reads a non-negative integer below ST_MAX_INT; what describes the value
@@ -423,8 +495,16 @@ static tfm_status read_metadata(tfm_safetensors *f, const cJSON *obj, tfm_error 
                                  c->string);
         st_meta *m = &f->meta[f->n_meta++];
         m->key = strdup(c->string);
+        if (!m->key) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        if (c->valuestring[0] == DEFERRED_MARK) { /* a long one, read when asked for */
+            const st_span *span = (const st_span *)(void *)f->long_values.data +
+                                  strtoul(c->valuestring + 1, NULL, 10);
+            m->begin = span->begin;
+            m->end = span->end;
+            continue;
+        }
         m->value = strdup(c->valuestring);
-        if (!m->key || !m->value) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        if (!m->value) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
     return TFM_OK;
 }
@@ -532,35 +612,58 @@ static tfm_status header_too_long(uint64_t n, tfm_error *err)
                          n, TFM_SAFETENSORS_MAX_HEADER);
 }
 
+/* The text cJSON parses: header[0..n) with each long string's text
+ * replaced by its mark, NUL-terminated (so that nothing cJSON does can read
+ * past it), its length in *len; NULL when memory runs out. */
+static char *text_for_cjson(const unsigned char *header, size_t n, st_span *spans,
+                            size_t n_spans, size_t *len)
+{
+    char *text = malloc(n + 1);
+    if (!text) return NULL;
+    size_t from = 0, to = 0; /* in header, in text */
+    for (size_t k = 0; k < n_spans; k++) {
+        memcpy(text + to, header + from, spans[k].begin - from);
+        to += spans[k].begin - from;
+        to += (size_t)sprintf(text + to, "%c%zu", DEFERRED_MARK, k); /* far shorter than a span */
+        spans[k].text_end = to;
+        from = spans[k].end;
+    }
+    memcpy(text + to, header + from, n - from);
+    to += n - from;
+    text[to] = 0;
+    *len = to;
+    return text;
+}
+
 /* Parses and checks the n-byte header text into f's tensors and metadata. */
 static tfm_status parse_header(tfm_safetensors *f, const unsigned char *header, uint64_t n,
                                tfm_error *err)
 {
-    tfm_status st = check_header_text(header, (size_t)n, err);
+    f->header = header;
+    tfm_status st = check_header_text(header, (size_t)n, 0, &f->long_values, err);
     if (st != TFM_OK) return st;
-
-    /* cJSON is given a NUL-terminated copy so that nothing it does can read
-     * past the header. */
-    char *text = malloc((size_t)n + 1);
+    text_source from = {(st_span *)(void *)f->long_values.data,
+                        f->long_values.len / sizeof(st_span), 0, (size_t)n};
+    size_t len;
+    char *text = text_for_cjson(header, (size_t)n, (st_span *)(void *)f->long_values.data,
+                                from.n_spans, &len);
     if (!text)
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for a %" PRIu64 "-byte header",
                              n);
-    memcpy(text, header, (size_t)n);
-    text[n] = 0;
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)n, &end, 0);
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
-        st = json_error(text, (size_t)n, end, err);
+        st = json_error(text, len, end, &from, err);
     } else {
         /* Only whitespace (the writer's padding) may follow the object. */
-        size_t pos = end && end >= text && end <= text + n ? (size_t)(end - text) : (size_t)n;
-        while (pos < n && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' ||
-                           text[pos] == '\r'))
+        size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
+        while (pos < len && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' ||
+                             text[pos] == '\r'))
             pos++;
-        if (pos < n)
+        if (pos < len)
             st = tfm_error_set(err, TFM_ERR_FORMAT,
                                "header has text after its JSON value, at byte %zu of %" PRIu64,
-                               pos, n);
+                               header_byte(&from, pos), n);
         else
             st = read_header(f, root, err);
         cJSON_Delete(root);
@@ -864,11 +967,63 @@ tfm_status tfm_safetensors_check_all_used(const tfm_safetensors *f, tfm_error *e
                          unused - 1);
 }
 
-const char *tfm_safetensors_metadata(const tfm_safetensors *f, const char *key)
+/* Reads the value of metadata entry m of f from the header, the first time
+ * a long one is asked for: checked as the header's other strings were. */
+static tfm_status meta_value(const tfm_safetensors *f, st_meta *m, tfm_error *err)
+{
+    if (m->value) return TFM_OK;
+    /* the string with its quotes, as a JSON text of its own */
+    const unsigned char *s = f->header + m->begin - 1;
+    const size_t len = m->end - m->begin + 2;
+    tfm_status st = check_header_text(s, len, m->begin - 1, NULL, err);
+    if (st != TFM_OK) return st;
+    char *text = malloc(len + 1);
+    if (!text) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    memcpy(text, s, len);
+    text[len] = 0;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!j) {
+        /* a bad escape: the check let everything else through */
+        const text_source from = {NULL, 0, m->begin - 1, (size_t)(f->data - f->header)};
+        st = json_error(text, len, end, &from, err);
+    } else if (!(m->value = strdup(j->valuestring))) {
+        st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    }
+    cJSON_Delete(j);
+    free(text);
+    return st;
+}
+
+/* The entry of key, or NULL. */
+static st_meta *meta_of(const tfm_safetensors *f, const char *key)
 {
     if (!f->meta_by_key) return NULL;
     int64_t *v = tfm_strmap_find(f->meta_by_key, key, strlen(key));
-    return v ? f->meta[*v].value : NULL;
+    return v ? &f->meta[*v] : NULL;
+}
+
+bool tfm_safetensors_has_metadata(const tfm_safetensors *f, const char *key)
+{
+    return meta_of(f, key) != NULL;
+}
+
+tfm_status tfm_safetensors_metadata_get(const tfm_safetensors *f, const char *key,
+                                        const char **value, tfm_error *err)
+{
+    *value = NULL;
+    st_meta *m = meta_of(f, key);
+    if (!m) return TFM_OK;
+    tfm_status st = meta_value(f, m, err);
+    if (st == TFM_OK) *value = m->value;
+    return st;
+}
+
+const char *tfm_safetensors_metadata(const tfm_safetensors *f, const char *key)
+{
+    st_meta *m = meta_of(f, key);
+    tfm_error err;
+    return m && meta_value(f, m, &err) == TFM_OK ? m->value : NULL;
 }
 
 size_t tfm_safetensors_metadata_count(const tfm_safetensors *f) { return f->n_meta; }
@@ -880,5 +1035,6 @@ const char *tfm_safetensors_metadata_key(const tfm_safetensors *f, size_t i)
 
 const char *tfm_safetensors_metadata_value(const tfm_safetensors *f, size_t i)
 {
-    return i < f->n_meta ? f->meta[i].value : NULL;
+    tfm_error err;
+    return i < f->n_meta && meta_value(f, &f->meta[i], &err) == TFM_OK ? f->meta[i].value : NULL;
 }

@@ -25,9 +25,11 @@
 /* The header's key of the metadata. */
 #define ST_METADATA_KEY "__metadata__"
 
-/* A metadata entry. */
+/* A metadata entry.  The reader leaves a long value NULL until it is asked
+ * for, and knows it by its text in the header, [begin, end). */
 typedef struct st_meta {
     char *key, *value;
+    size_t begin, end;
 } st_meta;
 
 /* The file's name of a library dtype, or NULL when d is none. */

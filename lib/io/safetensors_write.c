@@ -100,7 +100,7 @@ tfm_status tfm_safetensors_writer_add_metadata(tfm_safetensors_writer *w, const 
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     if (!inserted)
         return tfm_error_set(err, TFM_ERR_ARG, "metadata key '%s' was added twice", key);
-    st_meta m = {strdup(key), strdup(value)};
+    st_meta m = {.key = strdup(key), .value = strdup(value)};
     if (!m.key || !m.value || tfm_buf_append(&w->meta, &m, sizeof m) != TFM_OK) {
         free(m.key);
         free(m.value);

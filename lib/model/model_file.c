@@ -213,8 +213,9 @@ static void header_free_vocabs(model_header *h)
 static tfm_status read_vocab(const tfm_safetensors *f, const char *key, const tfm_config *c,
                              int side, tfm_vocab **out, tfm_error *err)
 {
-    const char *s = tfm_safetensors_metadata(f, key);
-    tfm_status st = tfm_vocab_parse(s, strlen(s), out, err);
+    const char *s;
+    tfm_status st = tfm_safetensors_metadata_get(f, key, &s, err);
+    if (st == TFM_OK) st = tfm_vocab_parse(s, strlen(s), out, err);
     if (st == TFM_OK)
         st = side < 0 ? tfm_model_check_vocab(c, *out, err)
                       : tfm_model_check_side_vocab(c, (tfm_side)side, *out, err);
@@ -288,9 +289,10 @@ static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, bool 
     h->panels = s != NULL;
 
     /* One vocabulary for both sides ("vocab"), or one per side. */
-    const bool joint = tfm_safetensors_metadata(f, "vocab") != NULL;
-    const bool src = tfm_safetensors_metadata(f, "src_vocab") != NULL;
-    const bool tgt = tfm_safetensors_metadata(f, "tgt_vocab") != NULL;
+    /* (present or not: a vocabulary is read only when asked for) */
+    const bool joint = tfm_safetensors_has_metadata(f, "vocab");
+    const bool src = tfm_safetensors_has_metadata(f, "src_vocab");
+    const bool tgt = tfm_safetensors_has_metadata(f, "tgt_vocab");
     if (joint && (src || tgt))
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "metadata 'vocab' (one vocabulary) and '%s' (one per side) "
@@ -676,10 +678,14 @@ tfm_status tfm_model_parse(const void *data, size_t size, tfm_model **out, tfm_e
 static tfm_status vocab_of_model_file(tfm_safetensors *f, tfm_side side, tfm_vocab **out,
                                       tfm_error *err)
 {
-    const char *text = tfm_safetensors_metadata(f, "vocab");
-    if (!text) text = tfm_safetensors_metadata(f, side == TFM_SOURCE ? "src_vocab" : "tgt_vocab");
-    if (!text) return tfm_error_set(err, TFM_ERR_FORMAT, "the model file holds no vocabulary");
-    tfm_status st = tfm_vocab_parse(text, strlen(text), out, err);
+    const char *key = tfm_safetensors_has_metadata(f, "vocab") ? "vocab"
+                      : side == TFM_SOURCE                     ? "src_vocab"
+                                                               : "tgt_vocab";
+    const char *text;
+    tfm_status st = tfm_safetensors_metadata_get(f, key, &text, err);
+    if (st == TFM_OK && !text)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "the model file holds no vocabulary");
+    if (st == TFM_OK) st = tfm_vocab_parse(text, strlen(text), out, err);
     if (st != TFM_OK) tfm_error_prefix(err, "the vocabulary in its metadata");
     return st;
 }

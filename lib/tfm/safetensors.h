@@ -150,10 +150,25 @@ tfm_status tfm_safetensors_read(tfm_safetensors *f, const char *name, tfm_tensor
  * settings than the file's. */
 tfm_status tfm_safetensors_check_all_used(const tfm_safetensors *f, tfm_error *err);
 
-/* The metadata value of key, or NULL when the file has none. */
+/* Metadata.  A long value (64 KB or more: a model's vocabulary) is checked
+ * and read the first time it is asked for, not at open, so that a program
+ * that does not need it does not pay for it; a fault in it (invalid UTF-8,
+ * a raw control byte, \u0000, a bad escape) is then reported by
+ * tfm_safetensors_metadata_get, naming its byte in the header, while the
+ * calls that return a pointer return NULL for it.  The first call for a
+ * long value writes to f: calls on one file from several threads at once
+ * must be serialised. */
+bool tfm_safetensors_has_metadata(const tfm_safetensors *f, const char *key);
+/* The metadata value of key in *value, NULL when the file has none
+ * (TFM_OK); TFM_ERR_FORMAT when a long value is not what the format
+ * allows. */
+tfm_status tfm_safetensors_metadata_get(const tfm_safetensors *f, const char *key,
+                                        const char **value, tfm_error *err);
+/* The metadata value of key, or NULL when the file has none (or a long
+ * value is faulty). */
 const char *tfm_safetensors_metadata(const tfm_safetensors *f, const char *key);
 /* Listing the metadata, in the order of the header: key and value of entry
- * i (i < metadata_count). */
+ * i (i < metadata_count; a faulty long value is NULL). */
 size_t tfm_safetensors_metadata_count(const tfm_safetensors *f);
 const char *tfm_safetensors_metadata_key(const tfm_safetensors *f, size_t i);
 const char *tfm_safetensors_metadata_value(const tfm_safetensors *f, size_t i);

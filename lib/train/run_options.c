@@ -603,8 +603,8 @@ typedef enum { HOLDS_NONE, HOLDS_JOINT, HOLDS_SIDES } model_vocabs;
 
 static model_vocabs vocabs_held(const tfm_safetensors *f)
 {
-    if (tfm_safetensors_metadata(f, "src_vocab")) return HOLDS_SIDES;
-    return tfm_safetensors_metadata(f, "vocab") ? HOLDS_JOINT : HOLDS_NONE;
+    if (tfm_safetensors_has_metadata(f, "src_vocab")) return HOLDS_SIDES;
+    return tfm_safetensors_has_metadata(f, "vocab") ? HOLDS_JOINT : HOLDS_NONE;
 }
 
 /* Loads the vocabularies of the model file at path (held, as vocabs_held
