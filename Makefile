@@ -23,6 +23,9 @@
 #   make bench-distill  sequence-level knowledge distillation on enfr: a teacher
 #                   (TEACHER=M, or trained here for hours, resumable), students on
 #                   its translations and on the human targets (tests/bench/distill.sh)
+#   make bench-shapes  shapes for CPUs (deep encoder, shallow decoder) against small,
+#                   30 minutes each on enfr and enru, resumable: quality and decoding
+#                   speed (tests/bench/shapes.sh)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
@@ -92,7 +95,7 @@ FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # make check replays the corpora and crash reproducers with them.
 REPLAY_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 
-.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-import-quality bench-catalog bench-finetune bench-distill fuzz install uninstall clean
+.PHONY: all deps deps-check deps-bench deps-fuzz check check-release check-asan demo bench bench-quality bench-placeholders bench-quant bench-curves bench-window bench-import bench-import-quality bench-catalog bench-finetune bench-distill bench-shapes fuzz install uninstall clean
 
 # Objects are kept once made (the command-line layer's, cmd/common, are
 # intermediate to make, which would delete them and relink every program
@@ -287,6 +290,9 @@ bench-finetune: all
 # the human targets; test BLEU, chrF and speed of all three.
 bench-distill: all
 	$(Q)sh tests/bench/distill.sh $(BUILD)
+
+bench-shapes: all
+	$(Q)sh tests/bench/shapes.sh $(BUILD)
 
 # Restricted self-attention against full (tests/bench/window.sh; also a
 # section of make bench): time and memory against n, long decodes.

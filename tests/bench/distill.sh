@@ -57,7 +57,7 @@ D="$OUT/data"
 echo "distill: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), $THREADS threads"
 
 # ---- 1. data -----------------------------------------------------------------------
-sh tests/bench/enfr_data.sh "$BIN" "$D" $LINES || exit 1
+sh tests/bench/pair_data.sh "$BIN" "$D" enfr $LINES || exit 1
 
 # translate MODEL BEAM < TEXT > TEXT: the toolkit's pipeline, through the
 # model's own vocabulary.

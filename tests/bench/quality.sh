@@ -66,7 +66,7 @@ echo "quality: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs, load $(cut -d' ' -f1-3 
 
 # ---- 1. data -------------------------------------------------------------------
 if [ ! -s "$D/ref/test.ids.fr" ]; then
-    sh tests/bench/enfr_data.sh "$BIN" "$D" || exit 1
+    sh tests/bench/pair_data.sh "$BIN" "$D" || exit 1
     # The reference's ids: <unk> is 3 there (tfm's </s>) and 1 is its <s>.
     mkdir -p "$D/ref"
     for f in "$D"/*.ids.*; do

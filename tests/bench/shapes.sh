@@ -1,0 +1,162 @@
+#!/bin/sh
+# shapes.sh BUILD - models shaped for translating on CPUs (make bench-shapes):
+# shapes that move depth from the decoder to the encoder, each trained for
+# the same time as the small preset on the same data, with the defaults
+# otherwise, then compared on quality and decoding speed.
+#
+#   1. data: ../shared/data/PAIR for each of PAIRS (default "enfr enru"),
+#      one 8k joint vocabulary each (pair_data.sh).
+#   2. one model per pair and shape, trained for TIME (default 30m) on
+#      THREADS (2) threads, validation every 500 updates.  SHAPES is a
+#      list of NAME=OPTIONS separated by ';' (default below: small 3+3,
+#      then 6+1, 6+2 and 8+2 pre-norm at d_model 256, and 6+2 pre-norm at
+#      d_model 512).  Resumable: run again, a model that exists is kept and
+#      a stopped run goes on from its checkpoints (train --resume, with the
+#      time already spent), so the whole can be spread over several runs.
+#   3. for each model: the validation perplexity and the updates made, test
+#      BLEU and chrF (score, sacreBLEU's numbers) with beam 4 and greedy,
+#      and the time of decode alone (encode timed apart) on the test set at
+#      batch 64 and on its first 500 lines at batch 1, beam 4 and greedy:
+#      rounds interleaved over the models, best of ROUNDS (3), as a speed-up
+#      on the first shape of the list.
+#
+# Everything stays in BENCH_OUT/shapes (default build/bench/shapes).
+# LINES=N keeps the first N training pairs and TEST_LINES=N the first N
+# test lines (a quick trial, with a short TIME).  Lines for scripts:
+#   shapes_quality pair=P shape=S search=beam4|greedy bleu=X chrf=Y ppl=Z updates=N
+#   shapes_speedup pair=P shape=S search=beam4|greedy batch=64|1 X
+set -u
+BUILD=${1:?usage: tests/bench/shapes.sh BUILD}
+BUILD=$(cd "$BUILD" && pwd) || exit 1
+cd "$(dirname "$0")/../.." || exit 1
+BIN="$BUILD/bin"
+THREADS=${THREADS:-2}
+TIME=${TIME:-30m}
+ROUNDS=${ROUNDS:-3}
+PAIRS=${PAIRS:-enfr enru}
+LINES=${LINES:-}
+SHAPES=${SHAPES:-small=--preset small;\
+6+1=--preset small --encoder-layers 6 --decoder-layers 1 --pre-norm;\
+6+2=--preset small --encoder-layers 6 --decoder-layers 2 --pre-norm;\
+8+2=--preset small --encoder-layers 8 --decoder-layers 2 --pre-norm;\
+6+2-d512=--preset small --d-model 512 --d-ff 2048 --heads 8 --encoder-layers 6 --decoder-layers 2 --pre-norm}
+OUT=${BENCH_OUT:-build/bench}/shapes
+export LC_ALL=C.UTF-8
+mkdir -p "$OUT" || exit 1
+OUT=$(cd "$OUT" && pwd)
+echo "shapes: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), $THREADS threads, $TIME per model"
+
+# The shapes' names, in the list's order (the first is the speed's yardstick).
+names=$(printf '%s\n' "$SHAPES" | tr ';' '\n' | sed -n 's/^ *\([^=]*\)=.*/\1/p')
+# options NAME: the train options of shape NAME.
+options() {
+    printf '%s\n' "$SHAPES" | tr ';' '\n' | sed -n "s/^ *$1=//p"
+}
+
+# train_resumable MODEL D T OPTIONS...: a run that goes on from its
+# checkpoints when run again, and is left alone once its model exists.
+train_resumable() {
+    model=$1 d=$2 t=$3
+    shift 3
+    if [ -s "$model" ]; then
+        echo "  $model: made earlier, kept"
+        return 0
+    fi
+    if ls "$model".ckpt-* >/dev/null 2>&1; then
+        echo "  $model: going on from $(ls -t "$model".ckpt-* | head -1)"
+        "$BIN/train" --resume -q --threads "$THREADS" -o "$model" 2>>"$model.log"
+    else
+        echo "  $model: training"
+        # shellcheck disable=SC2086 # the options are a list
+        "$BIN/train" "$@" -m "$d/$pair.vocab" --src "$d/train.ids.en" --tgt "$d/train.ids.$t" \
+            --valid-src "$d/valid.ids.en" --valid-tgt "$d/valid.ids.$t" --valid-every 500 \
+            --max-time "$TIME" --threads "$THREADS" --save-every 200 -q --log "$model.tsv" \
+            -o "$model" 2>>"$model.log"
+    fi
+    [ -s "$model" ] || { echo "shapes.sh: training $model failed (see $model.log)"; return 1; }
+}
+
+# ms CMD...: the wall time of CMD in milliseconds.
+ms() {
+    s=$(date +%s%N)
+    "$@" >/dev/null 2>&1
+    echo $((($(date +%s%N) - s) / 1000000))
+}
+
+: >"$OUT/lines.txt"
+for pair in $PAIRS; do
+    t=${pair#en}
+    d="$OUT/data-$pair"
+    sh tests/bench/pair_data.sh "$BIN" "$d" "$pair" $LINES || exit 1
+    # the test set (TEST_LINES: its first lines alone, for a quick trial)
+    head -n "${TEST_LINES:-999999}" "$d/test.ids.en" >"$d/test.part.ids.en"
+    head -n "${TEST_LINES:-999999}" "$d/test.$t" >"$d/test.part.$t"
+    head -n 500 "$d/test.part.ids.en" >"$d/test500.ids.en"
+    echo "== $pair: training"
+    for name in $names; do
+        # shellcheck disable=SC2046 # the options are a list
+        train_resumable "$OUT/$pair-$name.st" "$d" "$t" $(options "$name") || exit 1
+    done
+
+    # Quality: the last validation, the updates, BLEU / chrF on the test set.
+    for name in $names; do
+        m="$OUT/$pair-$name.st"
+        valid=$(awk -F'\t' '$8 == "valid" { ppl = $4 } END { printf "%.2f", ppl }' "$m.tsv")
+        updates=$(awk -F'\t' '$1 ~ /^[0-9]+$/ { n = $1 } END { print n }' "$m.tsv")
+        for beam in 4 1; do
+            search=beam4
+            [ $beam = 1 ] && search=greedy
+            "$BIN/encode" -q -m "$m" --threads "$THREADS" <"$d/test.part.ids.en" |
+                "$BIN/decode" -q -m "$m" --beam $beam --threads "$THREADS" |
+                "$BIN/tokenize" -q -d -m "$m" >"$OUT/$pair-$name.$search.$t"
+            bleu=$("$BIN/score" bleu -b -r "$d/test.part.$t" "$OUT/$pair-$name.$search.$t")
+            chrf=$("$BIN/score" chrf -b -r "$d/test.part.$t" "$OUT/$pair-$name.$search.$t")
+            echo "shapes_quality pair=$pair shape=$name search=$search bleu=$bleu chrf=$chrf ppl=$valid updates=$updates" >>"$OUT/lines.txt"
+        done
+    done
+
+    # Speed: decode alone from states encoded once, rounds interleaved.
+    for name in $names; do
+        m="$OUT/$pair-$name.st"
+        "$BIN/encode" -q -m "$m" --threads "$THREADS" <"$d/test.part.ids.en" >"$OUT/$pair-$name.npy" || exit 1
+        "$BIN/encode" -q -m "$m" --threads "$THREADS" <"$d/test500.ids.en" >"$OUT/$pair-$name.500.npy" || exit 1
+    done
+    rm -f "$OUT/best.txt"
+    r=0
+    while [ $r -lt "$ROUNDS" ]; do
+        for name in $names; do
+            m="$OUT/$pair-$name.st"
+            for beam in 4 1; do
+                echo "$name $beam 64 $(ms "$BIN/decode" -q -m "$m" --beam $beam --batch-size 64 --threads "$THREADS" "$OUT/$pair-$name.npy")" >>"$OUT/best.txt"
+                echo "$name $beam 1 $(ms "$BIN/decode" -q -m "$m" --beam $beam --batch-size 1 --threads "$THREADS" "$OUT/$pair-$name.500.npy")" >>"$OUT/best.txt"
+            done
+        done
+        r=$((r + 1))
+    done
+    first=$(echo "$names" | head -1)
+    for name in $names; do
+        for beam in 4 1; do
+            search=beam4
+            [ $beam = 1 ] && search=greedy
+            for batch in 64 1; do
+                awk -v n="$name" -v f="$first" -v b=$beam -v s=$batch -v pair="$pair" -v search=$search '
+                    $2 == b && $3 == s && (!($1 in best) || $4 < best[$1]) { best[$1] = $4 }
+                    END { printf "shapes_speedup pair=%s shape=%s search=%s batch=%s %.2f\n", pair, n, search, s, best[f] / best[n] }' \
+                    "$OUT/best.txt" >>"$OUT/lines.txt"
+            done
+        done
+    done
+
+    echo
+    echo "== $pair: test BLEU / chrF (beam 4, greedy); decode speed-up on $first (beam 4 b64 / b1, greedy b64 / b1)"
+    printf '  %-10s %8s %8s  %-13s %-13s %s\n' shape updates "val ppl" "beam 4" greedy "speed-up"
+    for name in $names; do
+        q() { sed -n "s/^shapes_quality pair=$pair shape=$name search=$1 bleu=\([^ ]*\) chrf=\([^ ]*\) ppl=\([^ ]*\) updates=\([^ ]*\)$/$2/p" "$OUT/lines.txt"; }
+        sp() { sed -n "s/^shapes_speedup pair=$pair shape=$name search=$1 batch=$2 //p" "$OUT/lines.txt"; }
+        printf '  %-10s %8s %8s  %-13s %-13s %s / %s, %s / %s\n' "$name" "$(q beam4 '\4')" "$(q beam4 '\3')" \
+            "$(q beam4 '\1') / $(q beam4 '\2')" "$(q greedy '\1') / $(q greedy '\2')" \
+            "$(sp beam4 64)" "$(sp beam4 1)" "$(sp greedy 64)" "$(sp greedy 1)"
+    done
+done
+echo
+cat "$OUT/lines.txt"
