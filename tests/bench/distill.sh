@@ -66,27 +66,7 @@ translate() {
         "$BIN/decode" -q -m "$1" --beam "$2" --threads "$THREADS" | "$BIN/tokenize" -q -d -m "$1"
 }
 
-# train_resumable MODEL SRC TGT TIME OPTIONS...: a run that goes on from its
-# checkpoints when run again, and is left alone once its model exists.
-train_resumable() {
-    model=$1 src=$2 tgt=$3 time=$4
-    shift 4
-    if [ -s "$model" ]; then
-        echo "  $model: made earlier, kept"
-        return 0
-    fi
-    if ls "$model".ckpt-* >/dev/null 2>&1; then
-        echo "  $model: going on from $(ls -t "$model".ckpt-* | head -1)"
-        "$BIN/train" --resume -q --threads "$THREADS" -o "$model" 2>>"$model.log"
-    else
-        # shellcheck disable=SC2086 # the options are a list
-        "$BIN/train" "$@" -m "$D/enfr.vocab" --src "$src" --tgt "$tgt" \
-            --valid-src "$D/valid.ids.en" --valid-tgt "$D/valid.ids.fr" --valid-every 500 \
-            --max-time "$time" --threads "$THREADS" --save-every 200 -q --log "$model.tsv" \
-            -o "$model" 2>>"$model.log"
-    fi
-    [ -s "$model" ] || { echo "distill.sh: training $model failed (see $model.log)"; return 1; }
-}
+. tests/bench/resumable.sh # train_resumable
 
 # ---- 2. the teacher --------------------------------------------------------------------
 if [ -n "$TEACHER" ]; then
@@ -97,7 +77,8 @@ else
     T="$OUT/teacher.st"
     echo "teacher: train $TEACHER_OPTIONS for $TEACHER_TIME"
     # shellcheck disable=SC2086
-    train_resumable "$T" "$D/train.ids.en" "$D/train.ids.fr" "$TEACHER_TIME" $TEACHER_OPTIONS || exit 1
+    train_resumable "$T" "$D/enfr.vocab" "$D/train.ids.en" "$D/train.ids.fr" "$D/valid.ids.en" \
+        "$D/valid.ids.fr" "$TEACHER_TIME" $TEACHER_OPTIONS || exit 1
 fi
 
 # ---- 3. the teacher's translations of the training sources ------------------------------
@@ -131,11 +112,11 @@ fi
 # ---- 4. the students ----------------------------------------------------------------------
 echo "students: train $STUDENT_OPTIONS for $STUDENT_TIME each"
 # shellcheck disable=SC2086
-train_resumable "$OUT/student-distilled.st" "$D/train.ids.en" "$D/train.distill.ids.fr" \
-    "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
+train_resumable "$OUT/student-distilled.st" "$D/enfr.vocab" "$D/train.ids.en" \
+    "$D/train.distill.ids.fr" "$D/valid.ids.en" "$D/valid.ids.fr" "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
 # shellcheck disable=SC2086
-train_resumable "$OUT/student-original.st" "$D/train.ids.en" "$D/train.ids.fr" \
-    "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
+train_resumable "$OUT/student-original.st" "$D/enfr.vocab" "$D/train.ids.en" \
+    "$D/train.ids.fr" "$D/valid.ids.en" "$D/valid.ids.fr" "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
 students="distilled original"
 if [ "$MIX" = 1 ]; then
     [ -s "$D/mixed.ids.fr" ] || {
@@ -143,8 +124,8 @@ if [ "$MIX" = 1 ]; then
             cat "$D/train.distill.ids.fr" "$D/train.ids.fr" >"$D/mixed.ids.fr"
     } || exit 1
     # shellcheck disable=SC2086
-    train_resumable "$OUT/student-mixed.st" "$D/mixed.ids.en" "$D/mixed.ids.fr" \
-        "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
+    train_resumable "$OUT/student-mixed.st" "$D/enfr.vocab" "$D/mixed.ids.en" \
+        "$D/mixed.ids.fr" "$D/valid.ids.en" "$D/valid.ids.fr" "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
     students="$students mixed"
 fi
 

@@ -53,28 +53,7 @@ options() {
     printf '%s\n' "$SHAPES" | tr ';' '\n' | sed -n "s/^ *$1=//p"
 }
 
-# train_resumable MODEL D T OPTIONS...: a run that goes on from its
-# checkpoints when run again, and is left alone once its model exists.
-train_resumable() {
-    model=$1 d=$2 t=$3
-    shift 3
-    if [ -s "$model" ]; then
-        echo "  $model: made earlier, kept"
-        return 0
-    fi
-    if ls "$model".ckpt-* >/dev/null 2>&1; then
-        echo "  $model: going on from $(ls -t "$model".ckpt-* | head -1)"
-        "$BIN/train" --resume -q --threads "$THREADS" -o "$model" 2>>"$model.log"
-    else
-        echo "  $model: training"
-        # shellcheck disable=SC2086 # the options are a list
-        "$BIN/train" "$@" -m "$d/$pair.vocab" --src "$d/train.ids.en" --tgt "$d/train.ids.$t" \
-            --valid-src "$d/valid.ids.en" --valid-tgt "$d/valid.ids.$t" --valid-every 500 \
-            --max-time "$TIME" --threads "$THREADS" --save-every 200 -q --log "$model.tsv" \
-            -o "$model" 2>>"$model.log"
-    fi
-    [ -s "$model" ] || { echo "shapes.sh: training $model failed (see $model.log)"; return 1; }
-}
+. tests/bench/resumable.sh # train_resumable
 
 # ms CMD...: the wall time of CMD in milliseconds.
 ms() {
@@ -95,7 +74,8 @@ for pair in $PAIRS; do
     echo "== $pair: training"
     for name in $names; do
         # shellcheck disable=SC2046 # the options are a list
-        train_resumable "$OUT/$pair-$name.st" "$d" "$t" $(options "$name") || exit 1
+        train_resumable "$OUT/$pair-$name.st" "$d/$pair.vocab" "$d/train.ids.en" "$d/train.ids.$t" \
+            "$d/valid.ids.en" "$d/valid.ids.$t" "$TIME" $(options "$name") || exit 1
     done
 
     # Quality: the last validation, the updates, BLEU / chrF on the test set.

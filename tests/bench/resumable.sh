@@ -1,0 +1,29 @@
+# resumable.sh - sourced by distill.sh and shapes.sh from the top of the
+# tree: training runs of hours that can be spread over several runs of a
+# benchmark.  BIN and THREADS are the caller's.
+
+# train_resumable MODEL VOCAB SRC TGT VALID_SRC VALID_TGT TIME OPTIONS...:
+# trains MODEL for TIME with OPTIONS, validating every 500 updates and
+# saving a checkpoint every 200; run again, it goes on from the newest
+# checkpoint (train --resume: the same options, the time already spent),
+# and once MODEL exists it leaves it alone.
+train_resumable() {
+    model=$1 vocab=$2 src=$3 tgt=$4 valid_src=$5 valid_tgt=$6 time=$7
+    shift 7
+    if [ -s "$model" ]; then
+        echo "  $model: made earlier, kept"
+        return 0
+    fi
+    if ls "$model".ckpt-* >/dev/null 2>&1; then
+        echo "  $model: going on from $(ls -t "$model".ckpt-* | head -1)"
+        "$BIN/train" --resume -q --threads "$THREADS" -o "$model" 2>>"$model.log"
+    else
+        echo "  $model: training"
+        # shellcheck disable=SC2086 # the options are a list
+        "$BIN/train" "$@" -m "$vocab" --src "$src" --tgt "$tgt" \
+            --valid-src "$valid_src" --valid-tgt "$valid_tgt" --valid-every 500 \
+            --max-time "$time" --threads "$THREADS" --save-every 200 -q --log "$model.tsv" \
+            -o "$model" 2>>"$model.log"
+    fi
+    [ -s "$model" ] || { echo "training $model failed (see $model.log)"; return 1; }
+}
