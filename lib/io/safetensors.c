@@ -13,6 +13,7 @@
  * differences from the reference follow from this: a name or metadata value
  * holding \u0000 is refused, and a number written "4.0" or "4e0" is read as
  * the integer 4 (a double cannot say how it was written). */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -183,11 +184,12 @@ static const char *json_kind(const cJSON *j)
  * of the text cJSON parses, and checked and read only when the program asks
  * for it (meta_value): encode and decode never do, and their start no
  * longer pays for it (4 ms of a base model's 4.6 ms open on an Intel Xeon).
- * cJSON sees a mark in its place: DEFERRED_MARK (a raw control byte, which
- * the check refuses in any header, so no string of the file can be one)
- * and the span's number. */
+ * cJSON sees a mark in its place: DEFERRED_MARK and the span's number.
+ * The mark is a byte that never starts valid UTF-8, which the check
+ * refuses in the header's text and cJSON never makes of an escape (\u
+ * gives valid UTF-8 alone), so no string of the file can start with it. */
 enum { DEFERRED_BYTES = 1 << 16 };
-#define DEFERRED_MARK '\x01'
+#define DEFERRED_MARK '\xff'
 
 /* A long string left out: its text (between its quotes) in the header, and
  * where its mark ends in the text cJSON parses. */
@@ -411,6 +413,11 @@ static tfm_status read_tensor(st_tensor *t, const char *name, const cJSON *obj, 
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "tensor '%s': dtype is %s, expected a string such as \"F32\"", name,
                              json_kind(dtype));
+    if (dtype->valuestring[0] == DEFERRED_MARK)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s' has a dtype of %u bytes or more (expected F32, I32, "
+                             "F16, BF16, F64, I64, ... as safetensors names them)",
+                             name, (unsigned)DEFERRED_BYTES);
     t->dtype = dtype_find(dtype->valuestring);
     if (!t->dtype)
         return tfm_error_set(err, TFM_ERR_FORMAT,
@@ -471,6 +478,15 @@ static tfm_status read_tensor(st_tensor *t, const char *name, const cJSON *obj, 
     return TFM_OK;
 }
 
+/* The span of the long string whose mark is text (DEFERRED_MARK and its
+ * number, as text_for_cjson wrote it: nothing else starts with the mark). */
+static const st_span *long_value_of(const tfm_safetensors *f, const char *text)
+{
+    const size_t k = (size_t)strtoull(text + 1, NULL, 10);
+    assert(text[0] == DEFERRED_MARK && k < f->long_values.len / sizeof(st_span));
+    return (const st_span *)(void *)f->long_values.data + k;
+}
+
 /* Reads "__metadata__": an object whose values are all strings. */
 static tfm_status read_metadata(tfm_safetensors *f, const cJSON *obj, tfm_error *err)
 {
@@ -497,8 +513,7 @@ static tfm_status read_metadata(tfm_safetensors *f, const cJSON *obj, tfm_error 
         m->key = strdup(c->string);
         if (!m->key) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
         if (c->valuestring[0] == DEFERRED_MARK) { /* a long one, read when asked for */
-            const st_span *span = (const st_span *)(void *)f->long_values.data +
-                                  strtoul(c->valuestring + 1, NULL, 10);
+            const st_span *span = long_value_of(f, c->valuestring);
             m->begin = span->begin;
             m->end = span->end;
             continue;
