@@ -251,7 +251,8 @@ static tfm_status check_header_text(const unsigned char *s, size_t len, size_t o
                     continue;
                 }
                 int32_t cp;
-                const size_t n = j < len && s[j] >= 0x80 ? (size_t)tfm_utf8_decode(s + j, len - j, &cp) : 0;
+                const size_t n =
+                    j < len && s[j] >= 0x80 ? (size_t)tfm_utf8_decode(s + j, len - j, &cp) : 0;
                 if (n == 0) break;
                 j += n;
             }

@@ -39,12 +39,14 @@ SHAPES=${SHAPES:-small=--preset small;\
 6+1=--preset small --encoder-layers 6 --decoder-layers 1 --pre-norm;\
 6+2=--preset small --encoder-layers 6 --decoder-layers 2 --pre-norm;\
 8+2=--preset small --encoder-layers 8 --decoder-layers 2 --pre-norm;\
-6+2-d512=--preset small --d-model 512 --d-ff 2048 --heads 8 --encoder-layers 6 --decoder-layers 2 --pre-norm}
+6+2-d512=--preset small --d-model 512 --d-ff 2048 --heads 8 \
+--encoder-layers 6 --decoder-layers 2 --pre-norm}
 OUT=${BENCH_OUT:-build/bench}/shapes
 export LC_ALL=C.UTF-8
 mkdir -p "$OUT" || exit 1
 OUT=$(cd "$OUT" && pwd)
-echo "shapes: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), $THREADS threads, $TIME per model"
+cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
+echo "shapes: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($cpu), $THREADS threads, $TIME per model"
 
 # The shapes' names, in the list's order (the first is the speed's yardstick).
 names=$(printf '%s\n' "$SHAPES" | tr ';' '\n' | sed -n 's/^ *\([^=]*\)=.*/\1/p')
@@ -70,7 +72,7 @@ for pair in $PAIRS; do
     # the test set (TEST_LINES: its first lines alone, for a quick trial)
     head -n "${TEST_LINES:-999999}" "$d/test.ids.en" >"$d/test.part.ids.en"
     head -n "${TEST_LINES:-999999}" "$d/test.$t" >"$d/test.part.$t"
-    head -n 500 "$d/test.part.ids.en" >"$d/test500.ids.en"
+    head -n 500 "$d/test.part.ids.en" >"$d/test.500.ids.en"
     echo "== $pair: training"
     for name in $names; do
         # shellcheck disable=SC2046 # the options are a list
@@ -91,15 +93,18 @@ for pair in $PAIRS; do
                 "$BIN/tokenize" -q -d -m "$m" >"$OUT/$pair-$name.$search.$t"
             bleu=$("$BIN/score" bleu -b -r "$d/test.part.$t" "$OUT/$pair-$name.$search.$t")
             chrf=$("$BIN/score" chrf -b -r "$d/test.part.$t" "$OUT/$pair-$name.$search.$t")
-            echo "shapes_quality pair=$pair shape=$name search=$search bleu=$bleu chrf=$chrf ppl=$valid updates=$updates" >>"$OUT/lines.txt"
+            echo "shapes_quality pair=$pair shape=$name search=$search bleu=$bleu chrf=$chrf" \
+                "ppl=$valid updates=$updates" >>"$OUT/lines.txt"
         done
     done
 
     # Speed: decode alone from states encoded once, rounds interleaved.
     for name in $names; do
         m="$OUT/$pair-$name.st"
-        "$BIN/encode" -q -m "$m" --threads "$THREADS" <"$d/test.part.ids.en" >"$OUT/$pair-$name.npy" || exit 1
-        "$BIN/encode" -q -m "$m" --threads "$THREADS" <"$d/test500.ids.en" >"$OUT/$pair-$name.500.npy" || exit 1
+        for part in part 500; do
+            "$BIN/encode" -q -m "$m" --threads "$THREADS" <"$d/test.$part.ids.en" \
+                >"$OUT/$pair-$name.$part.npy" || exit 1
+        done
     done
     rm -f "$OUT/best.txt"
     r=0
@@ -107,8 +112,12 @@ for pair in $PAIRS; do
         for name in $names; do
             m="$OUT/$pair-$name.st"
             for beam in 4 1; do
-                echo "$name $beam 64 $(ms "$BIN/decode" -q -m "$m" --beam $beam --batch-size 64 --threads "$THREADS" "$OUT/$pair-$name.npy")" >>"$OUT/best.txt"
-                echo "$name $beam 1 $(ms "$BIN/decode" -q -m "$m" --beam $beam --batch-size 1 --threads "$THREADS" "$OUT/$pair-$name.500.npy")" >>"$OUT/best.txt"
+                # batch 64 on the test set, batch 1 on its first 500 lines
+                for run in "64 part" "1 500"; do
+                    set -- $run
+                    echo "$name $beam $1 $(ms "$BIN/decode" -q -m "$m" --beam $beam --batch-size "$1" \
+                        --threads "$THREADS" "$OUT/$pair-$name.$2.npy")" >>"$OUT/best.txt"
+                done
             done
         done
         r=$((r + 1))
@@ -119,22 +128,28 @@ for pair in $PAIRS; do
             search=beam4
             [ $beam = 1 ] && search=greedy
             for batch in 64 1; do
-                awk -v n="$name" -v f="$first" -v b=$beam -v s=$batch -v pair="$pair" -v search=$search '
+                awk -v n="$name" -v f="$first" -v b=$beam -v s=$batch '
                     $2 == b && $3 == s && (!($1 in best) || $4 < best[$1]) { best[$1] = $4 }
-                    END { printf "shapes_speedup pair=%s shape=%s search=%s batch=%s %.2f\n", pair, n, search, s, best[f] / best[n] }' \
-                    "$OUT/best.txt" >>"$OUT/lines.txt"
+                    END { printf "%.2f\n", best[f] / best[n] }' "$OUT/best.txt" |
+                    sed "s/^/shapes_speedup pair=$pair shape=$name search=$search batch=$batch /" \
+                        >>"$OUT/lines.txt"
             done
         done
     done
 
     echo
-    echo "== $pair: test BLEU / chrF (beam 4, greedy); decode speed-up on $first (beam 4 b64 / b1, greedy b64 / b1)"
+    echo "== $pair: test BLEU / chrF (beam 4, greedy); decode speed-up on $first" \
+        "(beam 4 b64 / b1, greedy b64 / b1)"
     printf '  %-10s %8s %8s  %-13s %-13s %s\n' shape updates "val ppl" "beam 4" greedy "speed-up"
     for name in $names; do
-        q() { sed -n "s/^shapes_quality pair=$pair shape=$name search=$1 bleu=\([^ ]*\) chrf=\([^ ]*\) ppl=\([^ ]*\) updates=\([^ ]*\)$/$2/p" "$OUT/lines.txt"; }
+        # q SEARCH FIELD: a field (bleu, chrf, ppl, updates) of this shape's quality line
+        q() {
+            sed -n "s/^shapes_quality pair=$pair shape=$name search=$1 .*$2=\([^ ]*\).*/\1/p" \
+                "$OUT/lines.txt"
+        }
         sp() { sed -n "s/^shapes_speedup pair=$pair shape=$name search=$1 batch=$2 //p" "$OUT/lines.txt"; }
-        printf '  %-10s %8s %8s  %-13s %-13s %s / %s, %s / %s\n' "$name" "$(q beam4 '\4')" "$(q beam4 '\3')" \
-            "$(q beam4 '\1') / $(q beam4 '\2')" "$(q greedy '\1') / $(q greedy '\2')" \
+        printf '  %-10s %8s %8s  %-13s %-13s %s / %s, %s / %s\n' "$name" "$(q beam4 updates)" \
+            "$(q beam4 ppl)" "$(q beam4 bleu) / $(q beam4 chrf)" "$(q greedy bleu) / $(q greedy chrf)" \
             "$(sp beam4 64)" "$(sp beam4 1)" "$(sp greedy 64)" "$(sp greedy 1)"
     done
 done
