@@ -288,8 +288,9 @@ static tfm_status read_metadata(const tfm_safetensors *f, model_header *h, bool 
                              s, strlen(s) > 40 ? "..." : "");
     h->panels = s != NULL;
 
-    /* One vocabulary for both sides ("vocab"), or one per side. */
-    /* (present or not: a vocabulary is read only when asked for) */
+    /* One vocabulary for both sides ("vocab"), or one per side: which the
+     * file holds, without reading them (a long value is read when asked
+     * for, below or never). */
     const bool joint = tfm_safetensors_has_metadata(f, "vocab");
     const bool src = tfm_safetensors_has_metadata(f, "src_vocab");
     const bool tgt = tfm_safetensors_has_metadata(f, "tgt_vocab");
