@@ -131,6 +131,26 @@ for off in 0 3 7 8 20 $((hlen / 3)) $((hlen / 2)) $((hlen - 2)) $((hlen + 7)) $(
     hostile "encode -m (a bit flipped at byte $off)" "0 1" "flip\.st: " 300 \
         "\"$ENC\" -m flip.st few.ids"
 done
+# A long vocabulary (64 KB or more of the header) is read only by the
+# programs that use it: with a byte in it that is not UTF-8, tokenize names
+# that byte of the header, and encode and decode, which never read it,
+# translate as with the sound file.
+perl -e 'srand(7); for (1 .. 20000) { print join(" ", map { join("", map { chr(97 + int(rand(26))) }
+         1 .. 3 + int(rand(6))) } 1 .. 8), "\n" }' >words.txt
+"$TOK" learn -q --vocab-size 5000 words.txt -o words.vocab &&
+    "$MK" --preset tiny --vocab words.vocab --seed 1 -o words.st || { fail "a model of 5,000 pieces"; exit 0; }
+at=$(perl -e 'open(F, "<", $ARGV[0]) or die; binmode F; local $/; my $d = <F>;
+              print index($d, "\"vocab\":\"") + 30000' words.st)
+perl -e 'open(F, "<", $ARGV[0]) or die; binmode F; local $/; my $d = <F>;
+         substr($d, $ARGV[1], 1) = chr(255); binmode STDOUT; print $d' words.st "$at" >badvocab.st
+head -50 words.txt | "$TOK" -m words.st >words.ids
+"$ENC" -m words.st words.ids | "$DEC" -m words.st --greedy --max-length 5 >words.out
+hostile "tokenize -m (its long vocabulary not UTF-8)" 1 \
+    "badvocab\.st: the vocabulary in its metadata: header is not valid UTF-8: bad byte 0xff at byte $((at - 8)) of the header" \
+    300 "\"$TOK\" -m badvocab.st words.txt"
+hostile "encode | decode -m (the same file)" 0 "" 300 \
+    "\"$ENC\" -m badvocab.st words.ids | \"$DEC\" -m badvocab.st --greedy --max-length 5 >bad.out"
+check "  ... the same output as with the sound file" cmp -s words.out bad.out
 
 # ---- vocabularies and checkpoints ----------------------------------------------------------
 
