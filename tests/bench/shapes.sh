@@ -57,11 +57,11 @@ options() {
 
 . tests/bench/resumable.sh # train_resumable
 
-# ms CMD...: the wall time of CMD in milliseconds.
+# ms CMD...: the wall time of CMD in milliseconds, or "failed" (its
+# messages in $OUT/ms.err).
 ms() {
     s=$(date +%s%N)
-    "$@" >/dev/null 2>&1
-    echo $((($(date +%s%N) - s) / 1000000))
+    if "$@" >/dev/null 2>"$OUT/ms.err"; then echo $((($(date +%s%N) - s) / 1000000)); else echo failed; fi
 }
 
 : >"$OUT/lines.txt"
@@ -122,6 +122,10 @@ for pair in $PAIRS; do
         done
         r=$((r + 1))
     done
+    if grep -q failed "$OUT/best.txt"; then
+        echo "shapes.sh: a decode failed: $(head -3 "$OUT/ms.err")"
+        exit 1
+    fi
     first=$(echo "$names" | head -1)
     for name in $names; do
         for beam in 4 1; do
