@@ -6,11 +6,12 @@
 # trains MODEL for TIME with OPTIONS, validating every 500 updates and
 # saving a checkpoint every 200; run again, it goes on from the newest
 # checkpoint (train --resume: the same options, the time already spent),
-# and once MODEL exists it leaves it alone.
+# and once the run has ended (MODEL.done) it leaves MODEL alone.  A run
+# stopped by a signal writes MODEL too, but not MODEL.done: it goes on.
 train_resumable() {
     model=$1 vocab=$2 src=$3 tgt=$4 valid_src=$5 valid_tgt=$6 time=$7
     shift 7
-    if [ -s "$model" ]; then
+    if [ -s "$model" ] && { [ -e "$model.done" ] || ! ls "$model".ckpt-* >/dev/null 2>&1; }; then
         echo "  $model: made earlier, kept"
         return 0
     fi
@@ -25,5 +26,10 @@ train_resumable() {
             --max-time "$time" --threads "$THREADS" --save-every 200 -q --log "$model.tsv" \
             -o "$model" 2>>"$model.log"
     fi
-    [ -s "$model" ] || { echo "training $model failed (see $model.log)"; return 1; }
+    status=$?
+    [ $status -eq 0 ] && [ -s "$model" ] || {
+        echo "training $model stopped or failed, status $status (see $model.log)"
+        return 1
+    }
+    : >"$model.done"
 }
