@@ -628,9 +628,10 @@ static tfm_status header_too_long(uint64_t n, tfm_error *err)
                          n, TFM_SAFETENSORS_MAX_HEADER);
 }
 
-/* The text cJSON parses: header[0..n) with each long string's text
- * replaced by its mark, NUL-terminated (so that nothing cJSON does can read
- * past it), its length in *len; NULL when memory runs out. */
+/* The text cJSON parses: header[0..n) (the header, or a long value with
+ * its quotes) with each long string of spans replaced by its mark,
+ * NUL-terminated (so that nothing cJSON does can read past it), its length
+ * in *len; NULL when memory runs out. */
 static char *text_for_cjson(const unsigned char *header, size_t n, st_span *spans,
                             size_t n_spans, size_t *len)
 {
@@ -993,16 +994,15 @@ static tfm_status meta_value(const tfm_safetensors *f, st_meta *m, tfm_error *er
     const size_t len = m->end - m->begin + 2;
     tfm_status st = check_header_text(s, len, m->begin - 1, NULL, err);
     if (st != TFM_OK) return st;
-    char *text = malloc(len + 1);
+    size_t n;
+    char *text = text_for_cjson(s, len, NULL, 0, &n);
     if (!text) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    memcpy(text, s, len);
-    text[len] = 0;
     const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    cJSON *j = cJSON_ParseWithLengthOpts(text, n, &end, 0);
     if (!j) {
         /* a bad escape: the check let everything else through */
         const text_source from = {NULL, 0, m->begin - 1, (size_t)(f->data - f->header)};
-        st = json_error(text, len, end, &from, err);
+        st = json_error(text, n, end, &from, err);
     } else if (!(m->value = strdup(j->valuestring))) {
         st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
