@@ -66,7 +66,7 @@ endif
 # real corpora; ip, sshd, GNU parallel and rsync for the runs across
 # network namespaces of tests/cli/test_netns.sh), and the benchmarks and
 # the fuzzers theirs.
-DEB_PACKAGES   = gcc make libopenblas-dev libutf8proc-dev libcjson-dev pkg-config \
+DEB_PACKAGES   = gcc make libopenblas-dev libopenblas-pthread-dev libutf8proc-dev libcjson-dev pkg-config \
                  libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time \
                  libzip-dev libyaml-dev
 CHECK_PACKAGES = python3-torch xz-utils sentencepiece gettext iproute2 openssh-server \
@@ -169,7 +169,7 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(BUILD)/libtfm.a
 # by 25 MB of OpenBLAS's kernels for every CPU.  (Debian's serial OpenBLAS
 # starts no threads at all, but it is not safe to call from two threads at
 # once: encode's states then changed from run to run.)
-STATIC_BLAS := $(firstword $(wildcard /usr/lib/*/openblas-pthread/libopenblas.a))
+STATIC_BLAS = $(firstword $(wildcard /usr/lib/*/openblas-pthread/libopenblas.a))
 ifeq ($(SAN),)
 FILTER_LIBS = -lutf8proc -lcjson -lm -pthread
 $(BUILD)/bin/tokenize: LDLIBS = $(FILTER_LIBS)
