@@ -531,6 +531,7 @@ int main(int argc, char **argv)
     close_side(run.constraints_fd, run.constraints_reader);
     close_side(run.placeholders_fd, run.placeholders_reader);
     close_side(run.source_fd, run.source_reader);
+    cli_close_output();
     if (run.shortlist)
         cli_info("shortlist: the batches were decoded over %.0f of the %d target pieces on "
                  "average", tfm_decode_batch_shortlist_mean(run.b), model->config.tgt_vocab_size);

@@ -251,7 +251,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < bs; i++) tfm_pair_init(&b->pairs[i]);
 
     cli_each_input(argc, argv, encode_file, &run);
-    cli_flush();
+    cli_close_output();
 
     double t = tfm_clock_seconds() - t0;
     cli_info("encoded %zu sentences, %zu tokens in %.2f s (%.0f tokens/s)", run.sentences,

@@ -86,5 +86,9 @@ void cli_close_input(int fd);
 void cli_write(const void *data, size_t len);
 void cli_write_line(const char *data, size_t len); /* data and '\n' */
 void cli_flush(void);
+/* Flushes and closes standard output once a program has written all of it:
+ * the next program of a pipeline sees its end of file then, not after this
+ * one has freed its model and ended its threads (a write error is fatal). */
+void cli_close_output(void);
 
 #endif
