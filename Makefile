@@ -66,8 +66,8 @@ endif
 # real corpora; ip, sshd, GNU parallel and rsync for the runs across
 # network namespaces of tests/cli/test_netns.sh), and the benchmarks and
 # the fuzzers theirs.
-DEB_PACKAGES   = gcc make libopenblas-dev libopenblas-pthread-dev libutf8proc-dev libcjson-dev pkg-config \
-                 libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time \
+DEB_PACKAGES   = gcc make libopenblas-dev libopenblas-pthread-dev libutf8proc-dev libcjson-dev \
+                 pkg-config libopenmpi-dev openmpi-bin python3-numpy libxml2-utils time \
                  libzip-dev libyaml-dev
 CHECK_PACKAGES = python3-torch xz-utils sentencepiece gettext iproute2 openssh-server \
                  parallel rsync

@@ -87,3 +87,24 @@ else
     check "with the internal archive it does not link (multiple definition)" \
         grep -q 'multiple definition' link2.err
 fi
+
+# The filters link only what they call, and OpenBLAS statically where its
+# archive is installed (Makefile, FILTER_LIBS): the shared library's symbol
+# lookups were half of a one-line decode's start.  A sanitizer build links
+# everything, so only the release build is held to it.
+if ! command -v ldd >/dev/null 2>&1; then
+    skip "no ldd"
+elif nm "$BIN/decode" 2>/dev/null | grep -q __asan_init; then
+    skip "a sanitizer build links every library"
+else
+    ldd "$BIN/tokenize" >tokenize.ldd 2>&1
+    check "tokenize loads no OpenBLAS" sh -c '! grep -q libopenblas tokenize.ldd'
+    if ls /usr/lib/*/openblas-pthread/libopenblas.a >/dev/null 2>&1; then
+        for p in encode decode inspect-attn; do
+            ldd "$BIN/$p" >"$p.ldd" 2>&1
+            check "$p has OpenBLAS linked in, not loaded" sh -c "! grep -q libopenblas $p.ldd"
+        done
+    else
+        skip "no static OpenBLAS archive (libopenblas-pthread-dev)"
+    fi
+fi
