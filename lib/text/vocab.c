@@ -568,9 +568,26 @@ static bool parse_type(const char *s, size_t len, tfm_piece_type *type)
     return false;
 }
 
+/* A score of up to 7 digits with no point, as learnt vocabularies write
+ * them ("0", "-1234"): exact in a float, so the value strtof gives,
+ * without its cost (a tenth of reading an 8k vocabulary). */
+static bool parse_small_integer(const char *s, size_t len, float *score)
+{
+    size_t i = (len > 0 && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+    if (len == i || len - i > 7) return false;
+    int32_t v = 0;
+    for (size_t k = i; k < len; k++) {
+        if (s[k] < '0' || s[k] > '9') return false;
+        v = v * 10 + (s[k] - '0');
+    }
+    *score = s[0] == '-' ? -(float)v : (float)v; /* "-0" is -0.0f, as strtof */
+    return true;
+}
+
 /* A score is a finite decimal number, nothing before or after it. */
 static bool parse_score(const char *s, size_t len, float *score)
 {
+    if (parse_small_integer(s, len, score)) return true;
     char tmp[48];
     if (len == 0 || len >= sizeof tmp) return false;
     memcpy(tmp, s, len);

@@ -1,5 +1,6 @@
 /* test_vocab.c - the vocabulary: building, lookups, the file round trip, and
  * every parser error naming its line. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,41 @@ static void test_round_trip(void)
     CHECK(gone == NULL);
     tfm_vocab_free(w);
     tfm_vocab_free(v);
+}
+
+/* A score reads as the float strtof makes of it, by the integer fast path
+ * ("0", "-0", up to 7 digits) or by strtof; a sign alone is no score. */
+static void test_parse_scores(void)
+{
+    const char *scores[] = {"0",        "-0",      "+7",  "-1234567", "0012",
+                            "12345678", "-2.25e1", "0.1", "-.5",      "9999999"};
+    const char *bad[] = {"-", "+", "--1", "1-", "12345678901234567890123456789012345678901234567"};
+    const char *extra[] = {"x", "\xE2\x96\x81x"};
+    tfm_buf b, line;
+    tfm_buf_init(&b);
+    tfm_buf_init(&line);
+    for (size_t i = 0; i < sizeof scores / sizeof *scores; i++) {
+        valid_file(&b, 0, extra, 2);
+        tfm_buf_clear(&line);
+        tfm_buf_printf(&line, "x\t%s\tnormal\n", scores[i]);
+        replace_line(&b, 262, line.data, line.len);
+        tfm_vocab *v = NULL;
+        tfm_error err = {0};
+        CHECK_MSG(tfm_vocab_parse(b.data, b.len, &v, &err) == TFM_OK, "%s: %s", scores[i], err.msg);
+        float want = strtof(scores[i], NULL), got = v ? tfm_vocab_score(v, 260) : NAN;
+        CHECK_MSG(memcmp(&got, &want, sizeof got) == 0, "score '%s' read as %g, strtof %g",
+                  scores[i], (double)got, (double)want);
+        tfm_vocab_free(v);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        valid_file(&b, 0, extra, 2);
+        tfm_buf_clear(&line);
+        tfm_buf_printf(&line, "x\t%s\tnormal\n", bad[i]);
+        replace_line(&b, 262, line.data, line.len);
+        expect_error(b.data, b.len, "line 262: bad score", __LINE__);
+    }
+    tfm_buf_free(&line);
+    tfm_buf_free(&b);
 }
 
 static void test_parse_valid_variants(void)
@@ -333,6 +369,7 @@ int main(void)
 {
     RUN(test_create_layout);
     RUN(test_round_trip);
+    RUN(test_parse_scores);
     RUN(test_parse_valid_variants);
     RUN(test_parse_unterminated);
     RUN(test_parse_errors);
