@@ -342,8 +342,9 @@ static size_t header_byte(const text_source *from, size_t pos)
     return from->origin + pos + shift;
 }
 
-/* A cJSON parse failure of text[0..len) as a message naming the byte of
- * the header and showing the text there. */
+/* A parse failure of text[0..len) at where (cJSON's, or a bad escape in a
+ * long value) as a message naming the byte of the header and showing the
+ * text there. */
 static tfm_status json_error(const char *text, size_t len, const char *where,
                              const text_source *from, tfm_error *err)
 {
@@ -628,8 +629,8 @@ static tfm_status header_too_long(uint64_t n, tfm_error *err)
                          n, TFM_SAFETENSORS_MAX_HEADER);
 }
 
-/* The text cJSON parses: header[0..n) (the header, or a long value with
- * its quotes) with each long string of spans replaced by its mark,
+/* The text cJSON parses: the header, header[0..n), with each long string
+ * of spans replaced by its mark,
  * NUL-terminated (so that nothing cJSON does can read past it), its length
  * in *len; NULL when memory runs out. */
 static char *text_for_cjson(const unsigned char *header, size_t n, st_span *spans,
@@ -994,21 +995,15 @@ static tfm_status meta_value(const tfm_safetensors *f, st_meta *m, tfm_error *er
     const size_t len = m->end - m->begin + 2;
     tfm_status st = check_header_text(s, len, m->begin - 1, NULL, err);
     if (st != TFM_OK) return st;
-    size_t n;
-    char *text = text_for_cjson(s, len, NULL, 0, &n);
-    if (!text) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, n, &end, 0);
-    if (!j) {
+    size_t bad = 0;
+    st = st_json_unescape(s + 1, len - 2, &m->value, &bad);
+    if (st == TFM_ERR_FORMAT) {
         /* a bad escape: the check let everything else through */
         const text_source from = {NULL, 0, m->begin - 1, (size_t)(f->data - f->header)};
-        st = json_error(text, n, end, &from, err);
-    } else if (!(m->value = strdup(j->valuestring))) {
-        st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+        return json_error((const char *)s, len, (const char *)s + 1 + bad, &from, err);
     }
-    cJSON_Delete(j);
-    free(text);
-    return st;
+    if (st != TFM_OK) return tfm_error_set(err, st, "out of memory");
+    return TFM_OK;
 }
 
 /* The entry of key, or NULL. */

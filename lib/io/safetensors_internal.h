@@ -38,5 +38,11 @@ const char *st_dtype_name(tfm_dtype d);
 void st_format_shape(int ndim, const int64_t *shape, char *out, size_t size);
 /* The offset of the first invalid UTF-8 sequence in s[0..len), or len. */
 size_t st_utf8_invalid_at(const unsigned char *s, size_t len);
+/* The n bytes between a JSON string's quotes (already checked: UTF-8, no
+ * control byte) with the escapes undone, as a new NUL-terminated string in
+ * *out (json_string.c).  TFM_ERR_FORMAT for an escape JSON does not have
+ * (or \u0000, or half a surrogate pair), *bad the offset of its
+ * backslash; TFM_ERR_NOMEM. */
+tfm_status st_json_unescape(const unsigned char *s, size_t n, char **out, size_t *bad);
 
 #endif
