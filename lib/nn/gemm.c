@@ -16,12 +16,16 @@
  * in registers while it walks k: per k, NR/16 (or /8) loads of the panel,
  * MR broadcasts of A, the FMAs.  A is read in place, MR rows at a time (a
  * transposed A is packed first into panels of MR rows).  A panel of B
- * (KC x NR floats, 64 KB with AVX-512) stays in the second-level cache
- * while the kernel runs down MC rows of A.  KC 512 rather than 256: C is
- * read and written once per block of k, and at 4096 rows it is megabytes
- * (bench/gemm, 2 threads, against OpenBLAS in the same runs: 1.49 to 1.87
- * times its rate, against 1.60 to 1.72 at 256; the machine's noise is
- * about as large as the difference).
+ * (KC x NR floats, 32 KB with AVX-512) stays in the first- or
+ * second-level cache while the kernel runs down MC rows of A.  KC is 256
+ * for the sums' sake: each block of k is summed from zero and then added
+ * to C, so the rounding error grows with KC, not with K.  With 512, a
+ * weight gradient's sum over 4,096 tokens had 1.3 times OpenBLAS's
+ * root-mean-square error (8.7e-6 against 6.8e-6 in double's units); with
+ * 256, 6.4e-6, at the same speed (bench/gemm, AMD EPYC Zen 4, 3
+ * interleaved rounds: 103.6-105.1 against 104.6-105.9 GFLOP/s on 1
+ * thread, 199-205 against 201-205 on 2; on an Intel Xeon, 512 had looked
+ * faster by about the machine's noise).
  *
  * Every C[i][j] is beta C[i][j] plus alpha times the sum over k, gathered
  * by FMA in the order of k within each block of KC and block after block:
@@ -48,8 +52,8 @@
 #include "nn/layers.h"
 
 enum {
-    KC = 512,  /* values of k per block */
-    MC = 192,  /* rows of A per tile: 192 x 512 floats, 384 KB */
+    KC = 256,  /* values of k per block */
+    MC = 192,  /* rows of A per tile: 192 x 256 floats, 192 KB */
     IN_PLACE_MAX_ROWS = 64, /* op(A) rows up to which B is not packed */
     /* A product of fewer multiply-adds than this runs on one thread. */
     PARALLEL_MIN_MACS = 1 << 21

@@ -125,6 +125,36 @@ static void test_against_double(void)
         }
 }
 
+/* Long sums (a weight gradient sums over a batch's 4,096 tokens): k is
+ * summed in blocks, each from zero, then the blocks are added, so the
+ * rounding error grows with the block's length and not with K's, as one
+ * chain of FMAs over all of k would: nn_sgemm's root-mean-square error
+ * against double is under half that chain's. */
+static void test_long_sums(void)
+{
+    const int M = 16, N = 32, K = 4096;
+    product p = make_product(true, false, M, N, K, 0, 1, 0);
+    float *C = run(&p);
+    double ours = 0, chain = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double exact = 0;
+            float one_chain = 0;
+            for (int k = 0; k < K; k++) {
+                const float a = p.A[(size_t)k * p.lda + i], b = p.B[(size_t)k * p.ldb + j];
+                exact += (double)a * b;
+                one_chain = fmaf(a, b, one_chain);
+            }
+            const double e = C[(size_t)i * p.ldc + j] - exact, f = one_chain - exact;
+            ours += e * e;
+            chain += f * f;
+        }
+    CHECK_MSG(ours < 0.25 * chain, "rms error %g, one chain's %g", sqrt(ours / (M * N)),
+              sqrt(chain / (M * N)));
+    free(C);
+    free_product(&p);
+}
+
 /* Beta 0: C's old values are not read (a NaN there is gone); K 0: C is
  * only scaled by beta. */
 static void test_beta_zero_and_empty(void)
@@ -272,6 +302,7 @@ int main(void)
 {
     tfm_rng_seed(rng, 7);
     RUN(test_against_double);
+    RUN(test_long_sums);
     RUN(test_beta_zero_and_empty);
     RUN(test_b_in_place_edges);
     RUN(test_invariants);
