@@ -630,9 +630,8 @@ static tfm_status header_too_long(uint64_t n, tfm_error *err)
 }
 
 /* The text cJSON parses: the header, header[0..n), with each long string
- * of spans replaced by its mark,
- * NUL-terminated (so that nothing cJSON does can read past it), its length
- * in *len; NULL when memory runs out. */
+ * of spans replaced by its mark, NUL-terminated (so that nothing cJSON
+ * does can read past it), its length in *len; NULL when memory runs out. */
 static char *text_for_cjson(const unsigned char *header, size_t n, st_span *spans,
                             size_t n_spans, size_t *len)
 {
