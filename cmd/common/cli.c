@@ -277,7 +277,7 @@ void cli_close_output(void)
     if (close(STDOUT_FILENO) != 0 && errno != EINTR && errno != EBADF) write_failed();
     /* fd 1 stays taken, by /dev/null, for whatever stdio still does */
     int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null > STDOUT_FILENO) {
+    if (null >= 0 && null != STDOUT_FILENO) {
         dup2(null, STDOUT_FILENO);
         close(null);
     }

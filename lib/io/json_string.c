@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "safetensors_internal.h"
+#include "tfm/core.h"
 
 /* The value of the 4 hex digits at s, or -1. */
 static int32_t hex4(const unsigned char *s)
@@ -26,32 +27,6 @@ static int32_t hex4(const unsigned char *s)
         v = v * 16 + d;
     }
     return v;
-}
-
-/* Writes code point cp (below 0x110000, not a surrogate) as UTF-8 at out;
- * returns the bytes written. */
-static size_t put_utf8(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /* The code point of the \uXXXX escape at s[i] (with the low half of a
@@ -107,7 +82,7 @@ tfm_status st_json_unescape(const unsigned char *s, size_t n, char **out, size_t
         case 'u': {
             int32_t cp = unicode_escape(s, n, from, &used);
             if (cp < 0) break;
-            to += put_utf8((uint32_t)cp, text + to);
+            to += (size_t)tfm_utf8_encode(cp, text + to);
             from += used;
             continue;
         }
