@@ -124,12 +124,12 @@ tfm_status tfm_text_filter_create(const tfm_vocab *v, const tfm_filter_params *p
         tfm_text_filter_free(f);
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     }
-    for (int w = 0; w < f->workers && p->op == TFM_FILTER_ENCODE; w++) {
-        tfm_status s = tfm_bpe_create(v, &f->encoders[w], err);
-        if (s != TFM_OK) {
-            tfm_text_filter_free(f);
-            return s;
-        }
+    /* the first worker's encoder now, which says what is wrong with the
+     * vocabulary; the others' when they get lines (one line needs one) */
+    tfm_status s = p->op == TFM_FILTER_ENCODE ? tfm_bpe_create(v, &f->encoders[0], err) : TFM_OK;
+    if (s != TFM_OK) {
+        tfm_text_filter_free(f);
+        return s;
     }
     *out = f;
     return TFM_OK;
@@ -184,6 +184,8 @@ static tfm_status encode_line(tfm_text_filter *f, int worker, uint64_t index, co
     tfm_ids *ids = &f->ids[worker];
     tfm_buf_clear(out);
     tfm_status s;
+    if (!f->encoders[worker] && (s = tfm_bpe_create(f->vocab, &f->encoders[worker], err)) != TFM_OK)
+        return s;
     if (f->p.placeholders) {
         tfm_placeholders *ph = &f->ph[worker];
         s = tfm_placeholders_scan(line, len, f->p.placeholder_classes, ph, err);
