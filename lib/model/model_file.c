@@ -595,6 +595,16 @@ static tfm_status read_model(tfm_safetensors **f, bool whole, bool float_weights
     model_header h;
     tfm_model *m = NULL;
     tfm_status st = read_metadata(*f, &h, vocabularies, err);
+    /* a packed file's vocabularies as arrays say what their text says */
+    if (st == TFM_OK && h.src_vocab) {
+        st = tfm_vocab_arrays_check(*f, "src_vocab", h.src_vocab, err);
+        if (st == TFM_OK) st = tfm_vocab_arrays_check(*f, "tgt_vocab", h.vocab, err);
+    } else if (st == TFM_OK) {
+        const char *key = tfm_safetensors_has_metadata(*f, "vocab") ? "vocab" : NULL;
+        if (key) st = tfm_vocab_arrays_check(*f, key, h.vocab, err);
+        else if ((st = tfm_vocab_arrays_check(*f, "src_vocab", NULL, err)) == TFM_OK)
+            st = tfm_vocab_arrays_check(*f, "tgt_vocab", NULL, err);
+    }
     if (st == TFM_OK) st = read_tensors(f, &h, whole, float_weights, &m, err);
     if (st != TFM_OK) {
         header_free_vocabs(&h);
@@ -674,16 +684,31 @@ tfm_status tfm_model_parse(const void *data, size_t size, tfm_model **out, tfm_e
 
 /* ---- the vocabulary alone ----------------------------------------------------------- */
 
+static void free_file(void *f)
+{
+    tfm_safetensors_free(f);
+}
+
 /* The vocabulary of side in the metadata of an opened model file: the
- * joint one, or the side's own. */
-static tfm_status vocab_of_model_file(tfm_safetensors *f, tfm_side side, tfm_vocab **out,
+ * joint one, or the side's own.  From a packed file's arrays, its pieces
+ * are read in place: it takes the file (*f is NULL then). */
+static tfm_status vocab_of_model_file(tfm_safetensors **f, tfm_side side, tfm_vocab **out,
                                       tfm_error *err)
 {
-    const char *key = tfm_safetensors_has_metadata(f, "vocab") ? "vocab"
-                      : side == TFM_SOURCE                     ? "src_vocab"
-                                                               : "tgt_vocab";
+    const char *key = tfm_safetensors_has_metadata(*f, "vocab") ? "vocab"
+                      : side == TFM_SOURCE                      ? "src_vocab"
+                                                                : "tgt_vocab";
+    tfm_vocab_arrays a;
+    bool found;
+    tfm_status st = tfm_vocab_arrays_find(*f, key, &a, &found, err);
+    if (st == TFM_OK && found) {
+        if ((st = tfm_vocab_from_arrays(&a, free_file, *f, out, err)) == TFM_OK) *f = NULL;
+        else tfm_error_prefix(err, "the arrays of its vocabulary ('%s.texts' ...)", key);
+        return st;
+    }
+    if (st != TFM_OK) return st;
     const char *text;
-    tfm_status st = tfm_safetensors_metadata_get(f, key, &text, err);
+    st = tfm_safetensors_metadata_get(*f, key, &text, err);
     if (st == TFM_OK && !text)
         return tfm_error_set(err, TFM_ERR_FORMAT, "the model file holds no vocabulary");
     if (st == TFM_OK) st = tfm_vocab_parse(text, strlen(text), out, err);
@@ -713,7 +738,7 @@ tfm_status tfm_model_load_vocab(const char *path, tfm_side side, tfm_vocab **out
             st = tfm_safetensors_open(path, &f, err);
         else
             st = tfm_safetensors_read_fd(fd, start.data, start.len, &f, err);
-        if (st == TFM_OK) st = vocab_of_model_file(f, side, out, err);
+        if (st == TFM_OK) st = vocab_of_model_file(&f, side, out, err);
         tfm_safetensors_free(f);
     }
     tfm_buf_free(&start);

@@ -25,6 +25,31 @@ tfm_status tfm_model_check_side_vocab(const tfm_config *c, tfm_side side, const 
  * model file.  *text is malloc'd and NUL-terminated. */
 tfm_status tfm_model_vocab_text(const tfm_vocab *v, char **text, size_t *len, tfm_error *err);
 
+/* ---- a packed file's vocabularies as arrays (model_vocab_arrays.c) ---- */
+
+/* What the arrays of one vocabulary are made of while a file is written. */
+typedef struct tfm_vocab_arrays_buffers {
+    char header[TFM_VOCAB_HEADER_MAX];
+    tfm_buf texts, scores, types;
+} tfm_vocab_arrays_buffers;
+/* Adds to w the arrays of the n vocabularies stored under metadata keys
+ * (none for a vocabulary with a SentencePiece model, kept as text only);
+ * b[n] holds them until the file is written, then each is given to
+ * tfm_vocab_arrays_buffers_free. */
+tfm_status tfm_vocab_arrays_add(tfm_safetensors_writer *w, int n, const char *const *keys,
+                                const tfm_vocab *const *vocabs, tfm_vocab_arrays_buffers *b,
+                                tfm_error *err);
+void tfm_vocab_arrays_buffers_free(tfm_vocab_arrays_buffers *b);
+/* The arrays of the vocabulary under key, read in place (valid as long as
+ * f), their tensors counted as used; *found false when the file has none
+ * (no metadata KEY.header). */
+tfm_status tfm_vocab_arrays_find(tfm_safetensors *f, const char *key, tfm_vocab_arrays *a,
+                                 bool *found, tfm_error *err);
+/* tfm_vocab_arrays_find, and with v (the vocabulary read from key's text)
+ * a check that the arrays hold the same pieces, scores and types. */
+tfm_status tfm_vocab_arrays_check(tfm_safetensors *f, const char *key, const tfm_vocab *v,
+                                  tfm_error *err);
+
 /* ---- quantized matrices (model_quant.c) ---- */
 
 /* Whether a tensor of the model file is one of the matrices a quantized

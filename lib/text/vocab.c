@@ -22,7 +22,9 @@
 #include "tfm/io.h"
 #include "tfm/spm.h"
 #include "tfm/text.h"
+#include "core/base64.h"
 #include "text/learn_internal.h"
+#include "text/vocab_internal.h"
 
 typedef struct vocab_piece {
     char *text; /* NUL-terminated copy, len bytes */
@@ -51,12 +53,16 @@ struct tfm_vocab {
     int32_t *from_spm;      /* [spm size]: the id of each SentencePiece piece (unk when
                                the vocabulary lacks it) */
     int32_t *to_spm;        /* [size]: the SentencePiece id of each piece, or -1 */
+    /* Read in place (tfm_vocab_from_arrays): the pieces whose text lies in
+     * [borrowed, borrowed_end) are not copies, and release(release_ctx)
+     * gives their memory back when the vocabulary is freed. */
+    const char *borrowed, *borrowed_end;
+    void (*release)(void *ctx);
+    void *release_ctx;
 };
 
 static const char *const special_text[4] = {"<pad>", "<unk>", "<s>", "</s>"};
 
-static void base64_write(FILE *fp, const unsigned char *s, size_t n);
-static bool base64_read(const char *s, size_t len, tfm_buf *out);
 
 /* The line after the header of a foreign vocabulary that holds its
  * SentencePiece model, base64. */
@@ -119,6 +125,12 @@ static tfm_vocab *vocab_new(const tfm_norm_params *norm, size_t expected)
     return v;
 }
 
+/* Whether text is read in place, not owned. */
+static bool is_borrowed(const tfm_vocab *v, const char *text)
+{
+    return v->borrowed && text >= v->borrowed && text < v->borrowed_end;
+}
+
 /* Appends a piece whose text is already known to be valid and new. */
 static int32_t vocab_push(tfm_vocab *v, const char *text, size_t len, float score,
                           tfm_piece_type type)
@@ -135,10 +147,14 @@ static int32_t vocab_push(tfm_vocab *v, const char *text, size_t len, float scor
     const uint64_t hash = tfm_hash_bytes(text, len);
     const size_t slot = index_slot(v, text, len, hash);
     if (v->slots[slot] >= 0) return -1; /* already there */
-    char *copy = malloc(len + 1);
-    if (!copy) return -1;
-    memcpy(copy, text, len);
-    copy[len] = 0;
+    char *copy;
+    if (is_borrowed(v, text)) {
+        copy = (char *)text; /* NUL-terminated in place: tfm_vocab_from_arrays checked */
+    } else {
+        if (!(copy = malloc(len + 1))) return -1;
+        memcpy(copy, text, len);
+        copy[len] = 0;
+    }
     int32_t id = v->size++;
     v->pieces[id] = (vocab_piece){.text = copy, .len = len, .hash = hash, .score = score,
                                   .type = type};
@@ -232,9 +248,11 @@ void tfm_vocab_free(tfm_vocab *v)
     tfm_spm_free(v->spm);
     free(v->from_spm);
     free(v->to_spm);
-    for (int32_t i = 0; i < v->size; i++) free(v->pieces[i].text);
+    for (int32_t i = 0; i < v->size; i++)
+        if (!is_borrowed(v, v->pieces[i].text)) free(v->pieces[i].text);
     free(v->pieces);
     free(v->slots);
+    if (v->release) v->release(v->release_ctx);
     free(v);
 }
 
@@ -243,6 +261,10 @@ const char *tfm_piece_text_problem(const char *text, size_t len, char *buf, size
     if (len == 0) return "is empty";
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < len;) {
+        if (s[i] > ' ' && s[i] < 0x7f) { /* printable ASCII other than the space */
+            i++;
+            continue;
+        }
         int32_t cp;
         int n = tfm_utf8_decode(s + i, len - i, &cp);
         if (n == 0) {
@@ -341,16 +363,23 @@ const tfm_norm_params *tfm_vocab_norm(const tfm_vocab *v)
 
 /* ---- the file -------------------------------------------------------------------- */
 
+void tfm_vocab_header(const tfm_vocab *v, char *buf, size_t size)
+{
+    snprintf(buf, size, "#tfm-vocab 1 normalize=%s case-fold=%s pieces=%d%s",
+             tfm_norm_form_name(v->norm.form), v->norm.case_fold ? "yes" : "no", (int)v->size,
+             v->foreign ? " layout=sentencepiece" : "");
+}
+
 tfm_status tfm_vocab_write(const tfm_vocab *v, FILE *fp, tfm_error *err)
 {
-    fprintf(fp, "#tfm-vocab 1 normalize=%s case-fold=%s pieces=%d%s\n",
-            tfm_norm_form_name(v->norm.form), v->norm.case_fold ? "yes" : "no", (int)v->size,
-            v->foreign ? " layout=sentencepiece" : "");
+    char header[TFM_VOCAB_HEADER_MAX];
+    tfm_vocab_header(v, header, sizeof header);
+    fprintf(fp, "%s\n", header);
     if (v->spm) {
         size_t n;
         const void *bytes = tfm_spm_bytes(v->spm, &n);
         fputs(spm_line, fp);
-        base64_write(fp, bytes, n);
+        tfm_base64_write(fp, bytes, n);
         fputc('\n', fp);
     }
     for (int32_t i = 0; i < v->size; i++) {
@@ -609,7 +638,82 @@ static bool parse_score(const char *s, size_t len, float *score)
     return true;
 }
 
-/* Checks one piece line against what the layout expects at this point. */
+/* Where a piece comes from, for messages: line `number` of the text form
+ * (id + 2 is a piece's line), or piece `number` of the arrays (its id). */
+typedef struct piece_origin {
+    const char *unit; /* "line" or "piece" */
+    long number;
+    long id_to_number; /* added to an id to give its number */
+} piece_origin;
+
+/* Checks the text of a piece read from a file (its message names o). */
+static tfm_status check_read_text(const char *text, size_t tlen, piece_origin o, tfm_error *err)
+{
+    char why[80];
+    const char *problem = tfm_piece_text_problem(text, tlen, why, sizeof why);
+    if (problem)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "%s %ld: the piece %s", o.unit, o.number,
+                             problem);
+    return TFM_OK;
+}
+
+/* Adds a piece read from a file, its text checked (check_read_text), after
+ * checking it against what the layout expects at this point; messages
+ * name o. */
+static tfm_status add_read_piece(tfm_vocab *v, const char *text, size_t tlen, float score,
+                                 tfm_piece_type type, piece_origin o, tfm_error *err)
+{
+    char q[64]; /* the piece quoted, for a message (made only then) */
+    int32_t id = v->size;
+    if (v->foreign) {
+        /* a model from elsewhere: its pieces in its order, any types */
+    } else if (id < 4) {
+        const char *want = special_text[id];
+        if (type != TFM_PIECE_CONTROL || tlen != strlen(want) || memcmp(text, want, tlen) != 0)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "%s %ld: the special pieces must come first: expected '%s' "
+                                 "with type control",
+                                 o.unit, o.number, want);
+    } else if (type == TFM_PIECE_CONTROL) {
+        quote_piece(text, tlen, q, sizeof q);
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "%s %ld: control piece '%s': only the 4 special pieces <pad> "
+                             "<unk> <s> </s> have type control",
+                             o.unit, o.number, q);
+    } else if (v->n_bytes == 0 && type == TFM_PIECE_USER) {
+        /* user symbols before the byte pieces: the learner's layout */
+    } else if (v->n_bytes < 256) {
+        char want[7];
+        byte_piece_text((unsigned char)v->n_bytes, want);
+        if (type != TFM_PIECE_BYTE || tlen != 6 || memcmp(text, want, 6) != 0) {
+            quote_piece(text, tlen, q, sizeof q);
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "%s %ld: byte piece out of place: expected '%s' with type "
+                                 "byte (the byte pieces <0x00>..<0xFF> follow the specials and "
+                                 "user symbols, in order), found '%s' with type %s",
+                                 o.unit, o.number, want, q, type_name[type]);
+        }
+    } else if (type == TFM_PIECE_BYTE) {
+        quote_piece(text, tlen, q, sizeof q);
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "%s %ld: byte piece out of place: '%s' after all 256 byte pieces",
+                             o.unit, o.number, q);
+    }
+
+    int32_t existing = tfm_vocab_find(v, text, tlen);
+    if (existing >= 0) {
+        quote_piece(text, tlen, q, sizeof q);
+        return tfm_error_set(err, TFM_ERR_FORMAT, "%s %ld: duplicate piece '%s' (first on %s %ld)",
+                             o.unit, o.number, q, o.unit, (long)existing + o.id_to_number);
+    }
+    /* The specials were checked above; tfm_vocab_add takes no control pieces. */
+    id = type == TFM_PIECE_CONTROL || v->foreign ? vocab_push(v, text, tlen, score, type)
+                                                 : add_checked_text(v, text, tlen, score, type);
+    if (id < 0) return tfm_error_set(err, TFM_ERR_NOMEM, "%s %ld: out of memory", o.unit, o.number);
+    return TFM_OK;
+}
+
+/* Reads one piece line and adds its piece. */
 static tfm_status parse_piece_line(tfm_vocab *v, const char *line, size_t len, long lineno,
                                    tfm_error *err)
 {
@@ -619,81 +723,31 @@ static tfm_status parse_piece_line(tfm_vocab *v, const char *line, size_t len, l
     if (!tab1 || !tab2 || tab3)
         return tfm_error_set(err, TFM_ERR_FORMAT, "line %ld: expected PIECE<TAB>SCORE<TAB>TYPE",
                              lineno);
-    const char *text = line;
-    size_t tlen = (size_t)(tab1 - line);
     const char *score_s = tab1 + 1;
     size_t slen = (size_t)(tab2 - score_s);
     const char *type_s = tab2 + 1;
     size_t ylen = len - (size_t)(type_s - line);
 
-    char why[80], q[64], q2[64]; /* q: the piece quoted, for a message (made only then) */
-    const char *problem = tfm_piece_text_problem(text, tlen, why, sizeof why);
-    if (problem)
-        return tfm_error_set(err, TFM_ERR_FORMAT, "line %ld: the piece %s", lineno, problem);
+    const piece_origin o = {"line", lineno, 2};
+    tfm_status st = check_read_text(line, (size_t)(tab1 - line), o, err);
+    if (st != TFM_OK) return st;
+    char q[64];
     float score;
     if (!parse_score(score_s, slen, &score)) {
-        quote_piece(score_s, slen, q2, sizeof q2);
+        quote_piece(score_s, slen, q, sizeof q);
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "line %ld: bad score '%s' (expected a finite decimal number)", lineno,
-                             q2);
+                             q);
     }
     tfm_piece_type type;
     if (!parse_type(type_s, ylen, &type)) {
-        quote_piece(type_s, ylen, q2, sizeof q2);
+        quote_piece(type_s, ylen, q, sizeof q);
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "line %ld: unknown type '%s' (expected normal, control, user or "
                              "byte)",
-                             lineno, q2);
-    }
-
-    int32_t id = v->size;
-    if (v->foreign) {
-        /* a model from elsewhere: its pieces in its order, any types */
-    } else if (id < 4) {
-        const char *want = special_text[id];
-        if (type != TFM_PIECE_CONTROL || tlen != strlen(want) || memcmp(text, want, tlen) != 0)
-            return tfm_error_set(err, TFM_ERR_FORMAT,
-                                 "line %ld: the special pieces must come first: expected '%s' "
-                                 "with type control",
-                                 lineno, want);
-    } else if (type == TFM_PIECE_CONTROL) {
-        quote_piece(text, tlen, q, sizeof q);
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "line %ld: control piece '%s': only the 4 special pieces <pad> "
-                             "<unk> <s> </s> have type control",
-                             lineno, q);
-    } else if (v->n_bytes == 0 && type == TFM_PIECE_USER) {
-        /* user symbols before the byte pieces: the learner's layout */
-    } else if (v->n_bytes < 256) {
-        char want[7];
-        byte_piece_text((unsigned char)v->n_bytes, want);
-        if (type != TFM_PIECE_BYTE || tlen != 6 || memcmp(text, want, 6) != 0) {
-            quote_piece(text, tlen, q, sizeof q);
-            return tfm_error_set(err, TFM_ERR_FORMAT,
-                                 "line %ld: byte piece out of place: expected '%s' with type "
-                                 "byte (the byte pieces <0x00>..<0xFF> follow the specials and "
-                                 "user symbols, in order), found '%s' with type %s",
-                                 lineno, want, q, type_name[type]);
-        }
-    } else if (type == TFM_PIECE_BYTE) {
-        quote_piece(text, tlen, q, sizeof q);
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "line %ld: byte piece out of place: '%s' after all 256 byte pieces",
                              lineno, q);
     }
-
-    int32_t existing = tfm_vocab_find(v, text, tlen);
-    if (existing >= 0) {
-        quote_piece(text, tlen, q, sizeof q);
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "line %ld: duplicate piece '%s' (first on line %ld)", lineno, q,
-                             (long)existing + 2);
-    }
-    /* The specials were checked above; tfm_vocab_add takes no control pieces. */
-    id = type == TFM_PIECE_CONTROL || v->foreign ? vocab_push(v, text, tlen, score, type)
-                                                 : add_checked_text(v, text, tlen, score, type);
-    if (id < 0) return tfm_error_set(err, TFM_ERR_NOMEM, "line %ld: out of memory", lineno);
-    return TFM_OK;
+    return add_read_piece(v, line, (size_t)(tab1 - line), score, type, o, err);
 }
 
 tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_error *err)
@@ -727,7 +781,7 @@ tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_e
     const line_cursor before = c;
     if (foreign && next_line(&c, &line, &len)) {
         if (len >= spm_len && memcmp(line, spm_line, spm_len) == 0) {
-            if (!base64_read(line + spm_len, len - spm_len, &spm) || spm.len == 0) {
+            if (!tfm_base64_read(line + spm_len, len - spm_len, &spm) || spm.len == 0) {
                 st = tfm_error_set(err, TFM_ERR_FORMAT, "line 2: the SentencePiece model is "
                                                         "not base64 text");
                 goto fail;
@@ -777,6 +831,58 @@ fail:
     tfm_buf_free(&spm);
     tfm_vocab_free(v);
     return st;
+}
+
+/* ---- reading the arrays (vocab_arrays.c) --------------------------------------------- */
+
+tfm_status vocab_read_begin(const char *header, size_t len, int32_t *n_pieces, tfm_vocab **out,
+                            tfm_error *err)
+{
+    *out = NULL;
+    tfm_norm_params norm;
+    bool foreign;
+    tfm_status st = parse_header(header, len, &norm, n_pieces, &foreign, err);
+    if (st != TFM_OK) return st;
+    if (foreign)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "a vocabulary with a SentencePiece model has "
+                                                  "no arrays: its text is read");
+    if (!(*out = vocab_new(&norm, (size_t)*n_pieces)))
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    return TFM_OK;
+}
+
+void vocab_borrow(tfm_vocab *v, const char *begin, const char *end)
+{
+    v->borrowed = begin;
+    v->borrowed_end = end;
+}
+
+void vocab_set_release(tfm_vocab *v, void (*release)(void *ctx), void *ctx)
+{
+    v->release = release;
+    v->release_ctx = ctx;
+}
+
+tfm_status vocab_add_read(tfm_vocab *v, const char *text, size_t len, float score,
+                          tfm_piece_type type, tfm_error *err)
+{
+    const piece_origin o = {"piece", v->size, 0};
+    if (!isfinite(score))
+        return tfm_error_set(err, TFM_ERR_FORMAT, "piece %ld: the score is not finite",
+                             o.number);
+    if ((unsigned)type > TFM_PIECE_BYTE)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "piece %ld: unknown type %u (0 to 3)", o.number,
+                             (unsigned)type);
+    tfm_status st = check_read_text(text, len, o, err);
+    return st == TFM_OK ? add_read_piece(v, text, len, score, type, o, err) : st;
+}
+
+tfm_status vocab_read_end(const tfm_vocab *v, tfm_error *err)
+{
+    if (v->n_bytes < 256)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "the vocabulary has %d of the 256 byte pieces",
+                             v->n_bytes);
+    return TFM_OK;
 }
 
 int32_t tfm_vocab_merges(const tfm_vocab *v)
@@ -842,58 +948,4 @@ int32_t tfm_vocab_to_spm(const tfm_vocab *v, int32_t id)
 {
     if (!v->spm || id < 0 || id >= v->size) return -1;
     return v->to_spm[id];
-}
-
-/* ---- base64 (RFC 4648, with padding), for the SentencePiece model in the file ---- */
-
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static void base64_write(FILE *fp, const unsigned char *s, size_t n)
-{
-    char q[4];
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)s[i] << 16;
-        if (i + 1 < n) w |= (uint32_t)s[i + 1] << 8;
-        if (i + 2 < n) w |= s[i + 2];
-        q[0] = b64_alphabet[w >> 18 & 63];
-        q[1] = b64_alphabet[w >> 12 & 63];
-        q[2] = i + 1 < n ? b64_alphabet[w >> 6 & 63] : '=';
-        q[3] = i + 2 < n ? b64_alphabet[w & 63] : '=';
-        fwrite(q, 1, 4, fp);
-    }
-}
-
-static int base64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
-/* The bytes of base64 text s (len a multiple of 4, '=' only at the end) into
- * out; false when it is not such text. */
-static bool base64_read(const char *s, size_t len, tfm_buf *out)
-{
-    if (len % 4 != 0 || tfm_buf_reserve(out, len / 4 * 3) != TFM_OK) return false;
-    for (size_t i = 0; i < len; i += 4) {
-        int v[4], pad = 0;
-        for (int k = 0; k < 4; k++) {
-            if (s[i + k] == '=' && i + 4 == len && k >= 2) {
-                v[k] = 0;
-                pad++;
-                continue;
-            }
-            if (pad || (v[k] = base64_value(s[i + k])) < 0) return false;
-        }
-        const uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
-                           (uint32_t)v[3];
-        const unsigned char b[3] = {(unsigned char)(w >> 16), (unsigned char)(w >> 8),
-                                    (unsigned char)w};
-        if (tfm_buf_append(out, b, (size_t)(3 - pad)) != TFM_OK) return false;
-    }
-    return true;
 }

@@ -177,6 +177,39 @@ tfm_status tfm_vocab_read_fd(int fd, const void *start, size_t have, tfm_vocab *
 /* Parses a vocabulary held in memory; errors name the line ("line 12: ..."). */
 tfm_status tfm_vocab_parse(const char *data, size_t size, tfm_vocab **out, tfm_error *err);
 
+/* The first line of the vocabulary's text form, without its newline
+ * ("#tfm-vocab 1 normalize=nfkc case-fold=no pieces=8000"). */
+#define TFM_VOCAB_HEADER_MAX 128
+void tfm_vocab_header(const tfm_vocab *v, char *buf, size_t size);
+
+/* A vocabulary as arrays, the form a packed model file keeps beside the
+ * text (tfm-formats(5)) so that a program reads it in place instead of
+ * parsing it:
+ *   header  the first line of the text form (tfm_vocab_header);
+ *   texts   every piece's text followed by a NUL byte, in id order;
+ *   scores  size floats, types size bytes (tfm_piece_type values). */
+typedef struct tfm_vocab_arrays {
+    const char *header;
+    const char *texts;
+    size_t texts_size;
+    const float *scores;
+    const uint8_t *types;
+    size_t size;
+} tfm_vocab_arrays;
+/* The arrays of v, in texts (size bytes), scores and types (v's size each),
+ * appended to the buffers; *header is set to v's first line (a buffer of
+ * TFM_VOCAB_HEADER_MAX bytes).  A vocabulary with a SentencePiece model has
+ * no arrays: TFM_ERR_UNSUPPORTED. */
+tfm_status tfm_vocab_to_arrays(const tfm_vocab *v, char *header, tfm_buf *texts,
+                               tfm_buf *scores, tfm_buf *types, tfm_error *err);
+/* The vocabulary the arrays hold, with every check of the text form
+ * (messages name "piece N"); its pieces' texts stay where they are, so the
+ * arrays must outlive it: on success it takes release(ctx) (NULL for none),
+ * which it runs when freed.  TFM_ERR_FORMAT names what is wrong with them:
+ * a count other than the header's, a text not ended by its NUL. */
+tfm_status tfm_vocab_from_arrays(const tfm_vocab_arrays *a, void (*release)(void *ctx),
+                                 void *ctx, tfm_vocab **out, tfm_error *err);
+
 /* ---- learning BPE ------------------------------------------------------------------ */
 
 typedef struct tfm_bpe_learn_params {

@@ -82,6 +82,40 @@ echo 'a b c' | tokenize -m f32.p.st >tok.txt
 echo 'a b c' | tokenize -m f32.st >tok0.txt
 same_files "tokenize -m reads the packed file's vocabulary" tok0.txt tok.txt
 
+# tokenize reads a packed file's vocabulary from its arrays, in place: the
+# same ids and text as from the plain file, both ways, one vocabulary for
+# both sides or one per side.
+check "train pack stores the vocabulary as arrays" grep -q '"vocab.texts"' f32.p.st
+head -40 "$DEMO/test.src" >src40.txt
+tokenize -m f32.st src40.txt >ids0.txt
+tokenize -m f32.p.st src40.txt >ids1.txt
+check "tokenize -m PACKED: an ids line per line" test "$(lines_of ids1.txt)" -eq 40
+same_files "... the same ids as from the plain file" ids0.txt ids1.txt
+tokenize -d -m f32.st ids0.txt >text0.txt
+tokenize -d -m f32.p.st ids0.txt >text1.txt
+same_files "tokenize -d -m PACKED: the same text" text0.txt text1.txt
+tokenize learn -q --vocab-size 290 tgt.txt -o t.vocab
+train --init-only --preset tiny -q --src-vocab v.vocab --tgt-vocab t.vocab -o two.st
+expect_status 0 "train pack of a model with a vocabulary per side" train pack -i two.st -o two.p.st
+for side in source target; do
+    tokenize --side $side -m two.st src40.txt >ids0.txt
+    tokenize --side $side -m two.p.st src40.txt >ids1.txt
+    check "... tokenize --side $side: ids" test -s ids1.txt
+    same_files "... the same as from the plain file" ids0.txt ids1.txt
+done
+
+# Arrays that say another thing than the text: tokenize checks them as it
+# checks the text (two byte pieces swapped are out of place), and a program
+# that reads the whole model finds that they differ.
+perl -0777 -pe 's/<0x41>\0<0x42>\0/<0x42>\0<0x41>\0/' f32.p.st >swapped.st
+check "(the damaged copy differs)" sh -c '! cmp -s f32.p.st swapped.st'
+expect_status 1 "tokenize -m of arrays out of order" sh -c 'echo a | tokenize -m swapped.st'
+expect_stderr "swapped.st" "... naming the file"
+expect_stderr "byte piece out of place: expected '<0x41>'" "... and what is wrong"
+expect_status 1 "train pack of a file whose arrays differ from its text" \
+    train pack -i swapped.st -o again.st
+expect_stderr "of the arrays of 'vocab' differs from the vocabulary's text" "... saying so"
+
 # Damage: a packed file cut short is refused, naming the file.
 head -c 100000 f32.p.st >cut.st
 expect_status 1 "decode of a packed file cut short" sh -c 'encode -m f32.st <ids.txt | decode -m cut.st'

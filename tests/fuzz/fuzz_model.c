@@ -38,7 +38,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (m->vocab)
             require(tfm_vocab_size(m->vocab) == m->config.src_vocab_size,
                     "the vocabulary and the configuration disagree");
-        tfm_model_free(m);
     }
     tfm_model *mem = (tfm_model *)&size;
     tfm_error e3 = {0};
@@ -70,8 +69,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         require(err.status == st && err.msg[0] != 0, "a failure without its message");
     } else {
         require(tfm_vocab_size(v) > 0, "an empty vocabulary");
+        /* what tokenize reads (a packed file's arrays) is what the model holds */
+        const tfm_vocab *held = m ? (m->src_vocab ? m->src_vocab : m->vocab) : NULL;
+        if (held) {
+            require(tfm_vocab_size(v) == tfm_vocab_size(held), "tokenize reads another vocabulary");
+            for (int32_t id = 0; id < tfm_vocab_size(v); id++) {
+                size_t n0, n1;
+                const char *t0 = tfm_vocab_piece(held, id, &n0), *t1 = tfm_vocab_piece(v, id, &n1);
+                require(n0 == n1 && memcmp(t0, t1, n0) == 0 &&
+                            tfm_vocab_score(held, id) == tfm_vocab_score(v, id) &&
+                            tfm_vocab_type(held, id) == tfm_vocab_type(v, id),
+                        "tokenize reads another piece");
+            }
+        }
         tfm_vocab_free(v);
     }
+    tfm_model_free(m);
     close(fd);
     return 0;
 }

@@ -365,6 +365,148 @@ static void test_load_bounded(void)
     CHECK(tfm_vocab_load("/nonexistent/v.vocab", &v, &err) == TFM_ERR_IO && !v);
 }
 
+/* ---- the arrays of a packed model file ----------------------------------------------- */
+
+static int releases; /* how many times release_count ran */
+static void release_count(void *ctx)
+{
+    (void)ctx;
+    releases++;
+}
+
+/* The arrays of v, made by tfm_vocab_to_arrays, in buffers the test may
+ * damage. */
+typedef struct arrays {
+    char header[TFM_VOCAB_HEADER_MAX];
+    tfm_buf texts, scores, types;
+} arrays;
+
+static void arrays_of(const tfm_vocab *v, arrays *a)
+{
+    tfm_buf_init(&a->texts);
+    tfm_buf_init(&a->scores);
+    tfm_buf_init(&a->types);
+    tfm_error err;
+    CHECK_MSG(tfm_vocab_to_arrays(v, a->header, &a->texts, &a->scores, &a->types, &err) ==
+                  TFM_OK,
+              "%s", err.msg);
+}
+
+static void arrays_free(arrays *a)
+{
+    tfm_buf_free(&a->texts);
+    tfm_buf_free(&a->scores);
+    tfm_buf_free(&a->types);
+}
+
+static tfm_vocab_arrays view(const arrays *a)
+{
+    return (tfm_vocab_arrays){.header = a->header, .texts = a->texts.data,
+                              .texts_size = a->texts.len, .scores = (const float *)a->scores.data,
+                              .types = (const uint8_t *)a->types.data,
+                              .size = a->types.len};
+}
+
+/* Reading a's arrays fails with TFM_ERR_FORMAT, a message holding want and
+ * release not run; kind names the damage in a failure. */
+static void expect_arrays_error(const arrays *a, const char *want, int kind)
+{
+    tfm_vocab_arrays av = view(a);
+    tfm_vocab *v = (tfm_vocab *)1;
+    tfm_error err = {0};
+    releases = 0;
+    tfm_status st = tfm_vocab_from_arrays(&av, release_count, NULL, &v, &err);
+    CHECK_MSG(st == TFM_ERR_FORMAT && v == NULL, "damage %d: status %d", kind, (int)st);
+    CHECK_MSG(strstr(err.msg, want) != NULL, "damage %d: message '%s' lacks '%s'", kind, err.msg,
+              want);
+    CHECK_MSG(releases == 0, "damage %d: a failure released the arrays", kind);
+    if (st == TFM_OK) tfm_vocab_free(v);
+}
+
+/* Damages the arrays of the vocabulary test_arrays makes in one way of
+ * N_DAMAGES; returns what the message of reading them must say (NULL when
+ * the damage could not be made). */
+#define N_DAMAGES 10
+static const char *damage(arrays *d, int kind)
+{
+    char *at;
+    switch (kind) {
+    case 0: d->types.len--; return "the header says pieces=268 but the arrays hold 267";
+    case 1: d->texts.len--; return "piece 267: the texts end before it"; /* its NUL lost */
+    case 2: tfm_buf_append(&d->texts, "x", 2); return "the texts hold 2 bytes after the last";
+    case 3: ((uint8_t *)d->types.data)[266] = 7; return "piece 266: unknown type 7";
+    case 4: ((uint8_t *)d->types.data)[266] = 1; return "piece 266: control piece";
+    case 5: ((float *)d->scores.data)[263] = NAN; return "piece 263: the score is not finite";
+    case 6: /* "ab" (piece 265) becomes "a", as piece 263 is, then an empty piece */
+        if (!(at = memmem(d->texts.data, d->texts.len, "ab", 3))) return NULL;
+        memcpy(at, "a\0", 2);
+        return "piece 265: duplicate piece 'a' (first on piece 263)";
+    case 7:
+        if (!(at = memmem(d->texts.data, d->texts.len, "\xC3\xA9", 2))) return NULL;
+        at[1] = 'x';
+        return "piece 266: the piece has invalid UTF-8 at byte 0";
+    case 8:
+        if (!(at = memmem(d->texts.data, d->texts.len, "<0x03>", 7))) return NULL;
+        at[4] = '4';
+        return "piece 9: byte piece out of place: expected '<0x03>'";
+    default:
+        strcpy(d->header, "#tfm-vocab 2 normalize=nfkc case-fold=no pieces=268");
+        return "unsupported vocabulary version '2'";
+    }
+}
+
+static void test_arrays(void)
+{
+    const char *extra[] = {"\xE2\x96\x81", "a", "b", "ab", "\xC3\xA9t\xC3\xA9", "\xE2\x96\x81" "ab"};
+    tfm_buf text;
+    tfm_buf_init(&text);
+    valid_file(&text, 2, extra, 6);
+    tfm_error err;
+    tfm_vocab *v = NULL;
+    CHECK_MSG(tfm_vocab_parse(text.data, text.len, &v, &err) == TFM_OK, "%s", err.msg);
+    arrays a;
+    arrays_of(v, &a);
+    CHECK(strcmp(a.header, "#tfm-vocab 1 normalize=nfkc case-fold=no pieces=268") == 0);
+    CHECK(a.types.len == 268 && a.scores.len == 268 * sizeof(float));
+
+    /* read back: every piece, score and type, the texts in place */
+    tfm_vocab_arrays av = view(&a);
+    tfm_vocab *back = NULL;
+    releases = 0;
+    CHECK_MSG(tfm_vocab_from_arrays(&av, release_count, NULL, &back, &err) == TFM_OK, "%s",
+              err.msg);
+    CHECK(back && tfm_vocab_size(back) == tfm_vocab_size(v));
+    for (int32_t id = 0; back && id < tfm_vocab_size(v); id++) {
+        size_t n0, n1;
+        const char *t0 = tfm_vocab_piece(v, id, &n0), *t1 = tfm_vocab_piece(back, id, &n1);
+        CHECK_MSG(n0 == n1 && memcmp(t0, t1, n0) == 0 && t1[n1] == 0, "piece %d", (int)id);
+        CHECK(t1 >= a.texts.data && t1 < a.texts.data + a.texts.len);
+        CHECK(tfm_vocab_score(back, id) == tfm_vocab_score(v, id));
+        CHECK(tfm_vocab_type(back, id) == tfm_vocab_type(v, id));
+        CHECK(tfm_vocab_find(back, t0, n0) == id);
+    }
+    CHECK(tfm_vocab_byte_id(back, 0xE9) == tfm_vocab_byte_id(v, 0xE9));
+    /* a piece added after is a copy of its own, freed with the vocabulary */
+    CHECK(tfm_vocab_add(back, "ba", 2, -9.0f, TFM_PIECE_NORMAL) == 268);
+    CHECK(releases == 0);
+    tfm_vocab_free(back);
+    CHECK(releases == 1);
+
+    /* damage, one kind at a time, each named */
+    for (int kind = 0; kind < N_DAMAGES; kind++) {
+        arrays d;
+        arrays_of(v, &d);
+        const char *want = damage(&d, kind);
+        CHECK_MSG(want != NULL, "damage %d could not be made", kind);
+        if (want) expect_arrays_error(&d, want, kind);
+        arrays_free(&d);
+    }
+
+    arrays_free(&a);
+    tfm_vocab_free(v);
+    tfm_buf_free(&text);
+}
+
 int main(void)
 {
     RUN(test_create_layout);
@@ -374,5 +516,6 @@ int main(void)
     RUN(test_parse_unterminated);
     RUN(test_parse_errors);
     RUN(test_load_bounded);
+    RUN(test_arrays);
     CHECK_DONE();
 }

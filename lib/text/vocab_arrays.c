@@ -1,0 +1,74 @@
+/* vocab_arrays.c - a vocabulary as three arrays (tfm-formats(5)): the
+ * pieces' texts, each ended by a NUL, their scores and their types.  A
+ * packed model file keeps them beside the vocabulary's text, so that
+ * tokenize reads the pieces where the file is mapped instead of parsing
+ * and copying tens of thousands of lines.  Every check of the text form
+ * still runs (vocab.c's, through vocab_internal.h): arrays are read as
+ * carefully as the text, only faster. */
+#include <string.h>
+
+#include "tfm/text.h"
+#include "text/vocab_internal.h"
+
+tfm_status tfm_vocab_to_arrays(const tfm_vocab *v, char *header, tfm_buf *texts,
+                               tfm_buf *scores, tfm_buf *types, tfm_error *err)
+{
+    if (tfm_vocab_is_foreign(v))
+        return tfm_error_set(err, TFM_ERR_UNSUPPORTED, "a vocabulary with a SentencePiece "
+                                                       "model is kept as text only");
+    tfm_vocab_header(v, header, TFM_VOCAB_HEADER_MAX);
+    for (int32_t id = 0; id < tfm_vocab_size(v); id++) {
+        size_t len;
+        const char *text = tfm_vocab_piece(v, id, &len);
+        const float score = tfm_vocab_score(v, id);
+        const uint8_t type = (uint8_t)tfm_vocab_type(v, id);
+        if (tfm_buf_append(texts, text, len + 1) != TFM_OK || /* with its NUL */
+            tfm_buf_append(scores, &score, sizeof score) != TFM_OK ||
+            tfm_buf_append(types, &type, 1) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory writing the vocabulary");
+    }
+    return TFM_OK;
+}
+
+tfm_status tfm_vocab_from_arrays(const tfm_vocab_arrays *a, void (*release)(void *ctx),
+                                 void *ctx, tfm_vocab **out, tfm_error *err)
+{
+    *out = NULL;
+    int32_t n_pieces;
+    tfm_vocab *v;
+    tfm_status st = vocab_read_begin(a->header, strlen(a->header), &n_pieces, &v, err);
+    if (st != TFM_OK) return st;
+    if (a->size != (size_t)n_pieces) {
+        tfm_vocab_free(v);
+        return tfm_error_set(err, TFM_ERR_FORMAT, "the header says pieces=%d but the arrays "
+                                                  "hold %zu scores and types",
+                             (int)n_pieces, a->size);
+    }
+    vocab_borrow(v, a->texts, a->texts + a->texts_size);
+    size_t pos = 0;
+    for (size_t id = 0; id < a->size && st == TFM_OK; id++) {
+        const char *text = a->texts + pos;
+        const char *nul = memchr(text, 0, a->texts_size - pos);
+        if (!nul) {
+            st = tfm_error_set(err, TFM_ERR_FORMAT,
+                               "piece %zu: the texts end before it (%zu bytes for %zu pieces)",
+                               id, a->texts_size, a->size);
+            break;
+        }
+        const size_t len = (size_t)(nul - text);
+        st = vocab_add_read(v, text, len, a->scores[id], (tfm_piece_type)a->types[id], err);
+        pos += len + 1;
+    }
+    if (st == TFM_OK && pos != a->texts_size)
+        st = tfm_error_set(err, TFM_ERR_FORMAT,
+                           "the texts hold %zu bytes after the last of the %zu pieces",
+                           a->texts_size - pos, a->size);
+    if (st == TFM_OK) st = vocab_read_end(v, err);
+    if (st != TFM_OK) {
+        tfm_vocab_free(v);
+        return st;
+    }
+    vocab_set_release(v, release, ctx);
+    *out = v;
+    return TFM_OK;
+}
