@@ -108,8 +108,8 @@ static bool index_resize(tfm_vocab *v, size_t n_slots)
 
 /* ---- building --------------------------------------------------------------- */
 
-/* The vocabulary with nothing in it, its index sized for `expected`
- * pieces; callers add the specials. */
+/* The vocabulary with nothing in it, its pieces and index sized for
+ * `expected` pieces; callers add the specials. */
 static tfm_vocab *vocab_new(const tfm_norm_params *norm, size_t expected)
 {
     tfm_vocab *v = calloc(1, sizeof *v);
@@ -117,7 +117,11 @@ static tfm_vocab *vocab_new(const tfm_norm_params *norm, size_t expected)
     v->norm = norm ? *norm : tfm_norm_default_params();
     size_t n_slots = 1024;
     while (n_slots < 2 * expected) n_slots *= 2;
-    if (!index_resize(v, n_slots)) {
+    /* (growing the pieces one doubling at a time copied them all over again) */
+    v->cap = expected > 512 && expected < INT32_MAX ? (int32_t)expected : 512;
+    v->pieces = malloc((size_t)v->cap * sizeof *v->pieces);
+    if (!v->pieces || !index_resize(v, n_slots)) {
+        free(v->pieces);
         free(v);
         return NULL;
     }
