@@ -6,8 +6,9 @@
  * (huggingface/safetensors, safetensors/src/tensor.rs: read_metadata and
  * Metadata::validate), so the files we write open there and the files it
  * writes open here.  The JSON is parsed by cJSON; before that, one pass over
- * the raw text rejects what cJSON would let through silently (invalid UTF-8,
- * raw control bytes, a \u0000 that would cut a C string short).  cJSON holds
+ * the raw text (safetensors_text.c) rejects what cJSON would let through
+ * silently (invalid UTF-8, raw control bytes, a \u0000 that would cut a C
+ * string short).  cJSON holds
  * numbers as doubles, which hold every integer below 2^53 exactly: larger
  * shapes and offsets (8 petabytes) are refused rather than rounded.  Two
  * differences from the reference follow from this: a name or metadata value
@@ -177,188 +178,6 @@ static const char *json_kind(const cJSON *j)
     if (cJSON_IsBool(j)) return "a boolean";
     if (cJSON_IsNull(j)) return "null";
     return "nothing";
-}
-
-/* A string of the header this long or longer that is the value of an
- * object's member (a model's vocabulary, hundreds of kilobytes) is left out
- * of the text cJSON parses, and checked and read only when the program asks
- * for it (meta_value): encode and decode never do, and their start no
- * longer pays for it (4 ms of a base model's 4.6 ms open on an Intel Xeon).
- * cJSON sees a mark in its place: DEFERRED_MARK and the span's number.
- * The mark is a byte that never starts valid UTF-8, which the check
- * refuses in the header's text and cJSON never makes of an escape (\u
- * gives valid UTF-8 alone), so no string of the file can start with it. */
-enum { DEFERRED_BYTES = 1 << 16 };
-#define DEFERRED_MARK '\xff'
-
-/* A long string left out: its text (between its quotes) in the header, and
- * where its mark ends in the text cJSON parses. */
-typedef struct st_span {
-    size_t begin, end;
-    size_t text_end;
-} st_span;
-
-/* The index of the quote that ends the string whose text starts at
- * s[from], or len when the header ends first. */
-static size_t string_end(const unsigned char *s, size_t len, size_t from)
-{
-    for (size_t i = from; i < len;) {
-        const unsigned char *quote = memchr(s + i, '"', len - i);
-        if (!quote) return len;
-        const size_t at = (size_t)(quote - s);
-        size_t run = 0; /* the backslashes before it: an odd run escapes it */
-        while (at - run > from && s[at - run - 1] == '\\') run++;
-        if (run % 2 == 0) return at;
-        i = at + 1;
-    }
-    return len;
-}
-
-/* Rejects, before cJSON sees the header, what cJSON would accept but JSON
- * (and the reference) does not, or what it would turn into a silent loss:
- * invalid UTF-8; a raw control byte (JSON allows only tab, newline and
- * carriage return, between tokens); and a \u0000 escape, which cJSON
- * decodes into a NUL that ends the C string early.  It also counts the
- * values of the JSON (one per comma or opening bracket outside strings,
- * and one more) before cJSON builds a node for each.  One pass over the
- * header (a model's vocabulary makes it hundreds of kilobytes, read by
- * every program at its start); a header with several faults gets the
- * message of the first kind in the order above, at its first place.
- * With long (not NULL), a long string that is a member's value is not
- * checked but appended to long as a st_span.  s is the header's text from
- * byte origin on: messages name bytes of the header. */
-static tfm_status check_header_text(const unsigned char *s, size_t len, size_t origin,
-                                    tfm_buf *long_values, tfm_error *err)
-{
-    size_t values = 1, too_many_at = SIZE_MAX, control_at = SIZE_MAX, nul_seen_at = SIZE_MAX;
-    bool in_string = false, escaped = false; /* escaped: the character after a '\' in a string */
-    size_t backslashes = 0; /* the run of them just before s[i] */
-    unsigned char last = 0; /* the last byte outside strings other than whitespace */
-    for (size_t i = 0; i < len;) {
-        /* Most of a header is the text of strings (a vocabulary's pieces,
-         * with a tab and a newline escaped on every line): a run of
-         * printable ASCII other than '\\' and '"', of two-character
-         * escapes other than \u, and of valid UTF-8 changes nothing but the
-         * run of backslashes (even again after it), and is skipped in one
-         * loop.  The rest, \u included, goes the way of one byte below. */
-        if (in_string && !escaped) {
-            size_t j = i;
-            for (;;) {
-                while (j < len && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '\\' && s[j] != '"') j++;
-                if (j + 1 < len && s[j] == '\\' && s[j + 1] >= 0x20 && s[j + 1] < 0x7f &&
-                    s[j + 1] != 'u') {
-                    j += 2;
-                    continue;
-                }
-                int32_t cp;
-                const size_t n =
-                    j < len && s[j] >= 0x80 ? (size_t)tfm_utf8_decode(s + j, len - j, &cp) : 0;
-                if (n == 0) break;
-                j += n;
-            }
-            if (j > i) {
-                backslashes = 0;
-                i = j;
-                continue;
-            }
-        }
-        const unsigned char c = s[i];
-        size_t n = 1;
-        if (c >= 0x80) { /* never a character JSON's structure or escapes use */
-            int32_t cp;
-            n = (size_t)tfm_utf8_decode(s + i, len - i, &cp);
-            if (n == 0)
-                return tfm_error_set(err, TFM_ERR_FORMAT,
-                                     "header is not valid UTF-8: bad byte 0x%02x at byte %zu of "
-                                     "the header",
-                                     c, origin + i);
-        } else {
-            if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && control_at == SIZE_MAX)
-                control_at = i;
-            /* backslashes escape each other in pairs; an odd run escapes
-             * the character after it */
-            if (c == 'u' && backslashes % 2 == 1 && nul_seen_at == SIZE_MAX && len - i >= 5 &&
-                memcmp(s + i, "u0000", 5) == 0)
-                nul_seen_at = i;
-        }
-        if (escaped) {
-            escaped = false;
-        } else if (in_string) {
-            if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
-        } else if (c == '"') {
-            const size_t end = long_values && last == ':' ? string_end(s, len, i + 1) : len;
-            if (end < len && end - (i + 1) >= DEFERRED_BYTES) {
-                const st_span span = {i + 1, end, 0};
-                if (tfm_buf_append(long_values, &span, sizeof span) != TFM_OK)
-                    return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-                i = end + 1;
-                backslashes = 0;
-                last = '"';
-                continue;
-            }
-            in_string = true;
-        } else if ((c == ',' || c == '[' || c == '{') && ++values > TFM_SAFETENSORS_MAX_VALUES &&
-                   too_many_at == SIZE_MAX) {
-            too_many_at = i;
-        }
-        if (!in_string && c != ' ' && c != '\t' && c != '\n' && c != '\r') last = c;
-        backslashes = c == '\\' ? backslashes + 1 : 0;
-        i += n;
-    }
-    if (too_many_at != SIZE_MAX)
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "header holds more than %u JSON values (at byte %zu): more "
-                             "than any model needs",
-                             TFM_SAFETENSORS_MAX_VALUES, origin + too_many_at);
-    if (control_at != SIZE_MAX && control_at < nul_seen_at)
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "header holds the control byte 0x%02x at byte %zu, which JSON "
-                             "allows only escaped",
-                             s[control_at], origin + control_at);
-    if (nul_seen_at != SIZE_MAX)
-        return tfm_error_set(err, TFM_ERR_FORMAT,
-                             "header holds \\u0000 (a NUL character) at byte %zu: names and "
-                             "metadata cannot hold NUL",
-                             origin + nul_seen_at - 1);
-    return TFM_OK;
-}
-
-/* Where a text cJSON parses comes from: the header_len-byte header from
- * byte origin on, less the long strings left out (each one's mark ends at
- * its text_end). */
-typedef struct text_source {
-    const st_span *spans;
-    size_t n_spans;
-    size_t origin, header_len;
-} text_source;
-
-/* The byte of the header that byte pos of the text is. */
-static size_t header_byte(const text_source *from, size_t pos)
-{
-    size_t shift = 0;
-    for (size_t k = 0; k < from->n_spans && from->spans[k].text_end <= pos; k++)
-        shift = from->spans[k].end - from->spans[k].text_end;
-    return from->origin + pos + shift;
-}
-
-/* A parse failure of text[0..len) at where (cJSON's, or a bad escape in a
- * long value) as a message naming the byte of the header and showing the
- * text there. */
-static tfm_status json_error(const char *text, size_t len, const char *where,
-                             const text_source *from, tfm_error *err)
-{
-    if (from->header_len == 0)
-        return tfm_error_set(err, TFM_ERR_FORMAT, "header is empty: expected a JSON object");
-    size_t pos = where && where >= text && where <= text + len ? (size_t)(where - text) : 0;
-    char near[32];
-    size_t n = 0;
-    for (size_t i = pos; i < len && n < 24; i++)
-        near[n++] = (unsigned char)text[i] >= 0x20 && (unsigned char)text[i] < 0x7f ? text[i] : '?';
-    near[n] = 0;
-    return tfm_error_set(err, TFM_ERR_FORMAT,
-                         "header is not valid JSON: error near byte %zu of %zu (at \"%s\")",
-                         header_byte(from, pos), from->header_len, near);
 }
 
 /* Reads a non-negative integer below ST_MAX_INT; what describes the value
@@ -629,48 +448,25 @@ static tfm_status header_too_long(uint64_t n, tfm_error *err)
                          n, TFM_SAFETENSORS_MAX_HEADER);
 }
 
-/* The text cJSON parses: the header, header[0..n), with each long string
- * of spans replaced by its mark, NUL-terminated (so that nothing cJSON
- * does can read past it), its length in *len; NULL when memory runs out. */
-static char *text_for_cjson(const unsigned char *header, size_t n, st_span *spans,
-                            size_t n_spans, size_t *len)
-{
-    char *text = malloc(n + 1);
-    if (!text) return NULL;
-    size_t from = 0, to = 0; /* in header, in text */
-    for (size_t k = 0; k < n_spans; k++) {
-        memcpy(text + to, header + from, spans[k].begin - from);
-        to += spans[k].begin - from;
-        to += (size_t)sprintf(text + to, "%c%zu", DEFERRED_MARK, k); /* far shorter than a span */
-        spans[k].text_end = to;
-        from = spans[k].end;
-    }
-    memcpy(text + to, header + from, n - from);
-    to += n - from;
-    text[to] = 0;
-    *len = to;
-    return text;
-}
-
 /* Parses and checks the n-byte header text into f's tensors and metadata. */
 static tfm_status parse_header(tfm_safetensors *f, const unsigned char *header, uint64_t n,
                                tfm_error *err)
 {
     f->header = header;
-    tfm_status st = check_header_text(header, (size_t)n, 0, &f->long_values, err);
+    tfm_status st = st_check_header_text(header, (size_t)n, 0, &f->long_values, err);
     if (st != TFM_OK) return st;
-    text_source from = {(st_span *)(void *)f->long_values.data,
-                        f->long_values.len / sizeof(st_span), 0, (size_t)n};
+    st_text_source from = {(st_span *)(void *)f->long_values.data,
+                           f->long_values.len / sizeof(st_span), 0, (size_t)n};
     size_t len;
-    char *text = text_for_cjson(header, (size_t)n, (st_span *)(void *)f->long_values.data,
-                                from.n_spans, &len);
+    char *text = st_text_for_cjson(header, (size_t)n, (st_span *)(void *)f->long_values.data,
+                                   from.n_spans, &len);
     if (!text)
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory for a %" PRIu64 "-byte header",
                              n);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
-        st = json_error(text, len, end, &from, err);
+        st = st_json_error(text, len, end, &from, err);
     } else {
         /* Only whitespace (the writer's padding) may follow the object. */
         size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
@@ -680,7 +476,7 @@ static tfm_status parse_header(tfm_safetensors *f, const unsigned char *header, 
         if (pos < len)
             st = tfm_error_set(err, TFM_ERR_FORMAT,
                                "header has text after its JSON value, at byte %zu of %" PRIu64,
-                               header_byte(&from, pos), n);
+                               st_header_byte(&from, pos), n);
         else
             st = read_header(f, root, err);
         cJSON_Delete(root);
@@ -992,14 +788,14 @@ static tfm_status meta_value(const tfm_safetensors *f, st_meta *m, tfm_error *er
     /* the string with its quotes, as a JSON text of its own */
     const unsigned char *s = f->header + m->begin - 1;
     const size_t len = m->end - m->begin + 2;
-    tfm_status st = check_header_text(s, len, m->begin - 1, NULL, err);
+    tfm_status st = st_check_header_text(s, len, m->begin - 1, NULL, err);
     if (st != TFM_OK) return st;
     size_t bad = 0;
     st = st_json_unescape(s + 1, len - 2, &m->value, &bad);
     if (st == TFM_ERR_FORMAT) {
         /* a bad escape: the check let everything else through */
-        const text_source from = {NULL, 0, m->begin - 1, (size_t)(f->data - f->header)};
-        return json_error((const char *)s, len, (const char *)s + 1 + bad, &from, err);
+        const st_text_source from = {NULL, 0, m->begin - 1, (size_t)(f->data - f->header)};
+        return st_json_error((const char *)s, len, (const char *)s + 1 + bad, &from, err);
     }
     if (st != TFM_OK) return tfm_error_set(err, st, "out of memory");
     return TFM_OK;
