@@ -91,6 +91,11 @@ tokenize -m f32.st src40.txt >ids0.txt
 tokenize -m f32.p.st src40.txt >ids1.txt
 check "tokenize -m PACKED: an ids line per line" test "$(lines_of ids1.txt)" -eq 40
 same_files "... the same ids as from the plain file" ids0.txt ids1.txt
+mkfifo model.fifo
+cat f32.p.st >model.fifo &
+tokenize -m model.fifo src40.txt >ids2.txt
+wait
+same_files "... and from the packed file through a pipe" ids0.txt ids2.txt
 tokenize -d -m f32.st ids0.txt >text0.txt
 tokenize -d -m f32.p.st ids0.txt >text1.txt
 same_files "tokenize -d -m PACKED: the same text" text0.txt text1.txt
