@@ -304,11 +304,18 @@ static bool fits_layout(const tfm_vocab *v, const char *text, size_t len, tfm_pi
     return false;
 }
 
+/* Whether the text form can hold a score: finite, and zero or normal
+ * (strtof refuses the subnormal numbers, which %.9g writes). */
+static bool score_fits(float score)
+{
+    return isfinite(score) && (score == 0.0f || isnormal(score));
+}
+
 /* tfm_vocab_add for a text known to be fit for a piece. */
 static int32_t add_checked_text(tfm_vocab *v, const char *text, size_t len, float score,
                                 tfm_piece_type type)
 {
-    if ((unsigned)type > TFM_PIECE_BYTE || !isfinite(score)) return -1;
+    if ((unsigned)type > TFM_PIECE_BYTE || !score_fits(score)) return -1;
     if (!fits_layout(v, text, len, type)) return -1;
     int32_t id = vocab_push(v, text, len, score, type);
     if (id >= 0 && type == TFM_PIECE_BYTE) v->byte_ids[v->n_bytes++] = id;
@@ -839,18 +846,23 @@ fail:
 
 /* ---- reading the arrays (vocab_arrays.c) --------------------------------------------- */
 
-tfm_status vocab_read_begin(const char *header, size_t len, int32_t *n_pieces, tfm_vocab **out,
+tfm_status vocab_read_begin(const char *header, size_t len, size_t pieces, tfm_vocab **out,
                             tfm_error *err)
 {
     *out = NULL;
     tfm_norm_params norm;
     bool foreign;
-    tfm_status st = parse_header(header, len, &norm, n_pieces, &foreign, err);
+    int32_t n_pieces;
+    tfm_status st = parse_header(header, len, &norm, &n_pieces, &foreign, err);
     if (st != TFM_OK) return st;
     if (foreign)
         return tfm_error_set(err, TFM_ERR_FORMAT, "a vocabulary with a SentencePiece model has "
                                                   "no arrays: its text is read");
-    if (!(*out = vocab_new(&norm, (size_t)*n_pieces)))
+    if ((size_t)n_pieces != pieces)
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "the header says pieces=%d but the arrays hold %zu scores and types",
+                             (int)n_pieces, pieces);
+    if (!(*out = vocab_new(&norm, pieces)))
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     return TFM_OK;
 }
@@ -871,9 +883,10 @@ tfm_status vocab_add_read(tfm_vocab *v, const char *text, size_t len, float scor
                           tfm_piece_type type, tfm_error *err)
 {
     const piece_origin o = {"piece", v->size, 0};
-    if (!isfinite(score))
-        return tfm_error_set(err, TFM_ERR_FORMAT, "piece %ld: the score is not finite",
-                             o.number);
+    if (!score_fits(score))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "piece %ld: the score %g is not a finite normal number (or 0)",
+                             o.number, (double)score);
     if ((unsigned)type > TFM_PIECE_BYTE)
         return tfm_error_set(err, TFM_ERR_FORMAT, "piece %ld: unknown type %u (0 to 3)", o.number,
                              (unsigned)type);

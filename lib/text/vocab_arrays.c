@@ -34,16 +34,9 @@ tfm_status tfm_vocab_from_arrays(const tfm_vocab_arrays *a, void (*release)(void
                                  void *ctx, tfm_vocab **out, tfm_error *err)
 {
     *out = NULL;
-    int32_t n_pieces;
     tfm_vocab *v;
-    tfm_status st = vocab_read_begin(a->header, strlen(a->header), &n_pieces, &v, err);
+    tfm_status st = vocab_read_begin(a->header, strlen(a->header), a->size, &v, err);
     if (st != TFM_OK) return st;
-    if (a->size != (size_t)n_pieces) {
-        tfm_vocab_free(v);
-        return tfm_error_set(err, TFM_ERR_FORMAT, "the header says pieces=%d but the arrays "
-                                                  "hold %zu scores and types",
-                             (int)n_pieces, a->size);
-    }
     vocab_borrow(v, a->texts, a->texts + a->texts_size);
     size_t pos = 0;
     for (size_t id = 0; id < a->size && st == TFM_OK; id++) {

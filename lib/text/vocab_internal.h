@@ -7,9 +7,10 @@
 #include "tfm/text.h"
 
 /* An empty vocabulary as the header line (len bytes, no newline) of the
- * text form says, and the count of pieces it announces; a vocabulary with
- * a SentencePiece model (layout=sentencepiece) is refused. */
-tfm_status vocab_read_begin(const char *header, size_t len, int32_t *n_pieces, tfm_vocab **out,
+ * text form says, which must announce `pieces` pieces (checked before
+ * anything is allocated for them); a vocabulary with a SentencePiece model
+ * (layout=sentencepiece) is refused. */
+tfm_status vocab_read_begin(const char *header, size_t len, size_t pieces, tfm_vocab **out,
                             tfm_error *err);
 /* Pieces added from now on whose text lies in [begin, end), NUL-terminated
  * there, point into it instead of being copied. */

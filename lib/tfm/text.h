@@ -136,9 +136,10 @@ int32_t tfm_vocab_to_spm(const tfm_vocab *v, int32_t id);
 /* Appends a piece (text in '▁' form, len bytes); returns its id, or -1 when
  * the text is already present, is not a valid piece (empty, invalid UTF-8,
  * a space, a tab, a newline or another control character: the file could
- * not hold it), the score is not finite, the type does not fit the layout
- * (no control or byte pieces: create made them), or memory runs out.  So
- * every vocabulary can be saved and loaded back. */
+ * not hold it), the score is not finite or is subnormal (the text cannot
+ * hold it either), the type does not fit the layout (no control or byte
+ * pieces: create made them), or memory runs out.  So every vocabulary can
+ * be saved and loaded back. */
 int32_t tfm_vocab_add(tfm_vocab *v, const char *text, size_t len, float score,
                       tfm_piece_type type);
 

@@ -426,7 +426,7 @@ static void expect_arrays_error(const arrays *a, const char *want, int kind)
 /* Damages the arrays of the vocabulary test_arrays makes in one way of
  * N_DAMAGES; returns what the message of reading them must say (NULL when
  * the damage could not be made). */
-#define N_DAMAGES 10
+#define N_DAMAGES 11
 static const char *damage(arrays *d, int kind)
 {
     char *at;
@@ -436,16 +436,18 @@ static const char *damage(arrays *d, int kind)
     case 2: tfm_buf_append(&d->texts, "x", 2); return "the texts hold 2 bytes after the last";
     case 3: ((uint8_t *)d->types.data)[266] = 7; return "piece 266: unknown type 7";
     case 4: ((uint8_t *)d->types.data)[266] = 1; return "piece 266: control piece";
-    case 5: ((float *)d->scores.data)[263] = NAN; return "piece 263: the score is not finite";
-    case 6: /* "ab" (piece 265) becomes "a", as piece 263 is, then an empty piece */
+    case 5: ((float *)d->scores.data)[263] = NAN; return "piece 263: the score nan is not";
+    case 6: ((float *)d->scores.data)[263] = 1e-40f; /* subnormal: the text cannot hold it */
+        return "piece 263: the score 9.99995e-41 is not a finite normal number";
+    case 7: /* "ab" (piece 265) becomes "a", as piece 263 is, then an empty piece */
         if (!(at = memmem(d->texts.data, d->texts.len, "ab", 3))) return NULL;
         memcpy(at, "a\0", 2);
         return "piece 265: duplicate piece 'a' (first on piece 263)";
-    case 7:
+    case 8:
         if (!(at = memmem(d->texts.data, d->texts.len, "\xC3\xA9", 2))) return NULL;
         at[1] = 'x';
         return "piece 266: the piece has invalid UTF-8 at byte 0";
-    case 8:
+    case 9:
         if (!(at = memmem(d->texts.data, d->texts.len, "<0x03>", 7))) return NULL;
         at[4] = '4';
         return "piece 9: byte piece out of place: expected '<0x03>'";
