@@ -30,10 +30,9 @@ tfm_status tfm_model_vocab_text(const tfm_vocab *v, char **text, size_t *len, tf
 /* What the arrays of one vocabulary are made of while a file is written. */
 typedef struct tfm_vocab_arrays_buffers {
     char header[TFM_VOCAB_HEADER_MAX];
-    tfm_buf texts, scores, types;
+    tfm_buf texts, scores, types, spm;
 } tfm_vocab_arrays_buffers;
-/* Adds to w the arrays of the n vocabularies stored under metadata keys
- * (none for a vocabulary with a SentencePiece model, kept as text only);
+/* Adds to w the arrays of the n vocabularies stored under metadata keys;
  * b[n] holds them until the file is written, then each is given to
  * tfm_vocab_arrays_buffers_free. */
 tfm_status tfm_vocab_arrays_add(tfm_safetensors_writer *w, int n, const char *const *keys,

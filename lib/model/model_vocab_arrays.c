@@ -5,6 +5,7 @@
  *   tensor KEY.texts      I8 [bytes]: every piece's text and a NUL, in id order
  *   tensor KEY.scores     F32 [pieces]
  *   tensor KEY.types      I8 [pieces]: 0 normal, 1 control, 2 user, 3 byte
+ *   tensor KEY.spm        I8 [bytes]: an imported model's SentencePiece model
  * so that tokenize maps the file and reads the pieces in place instead of
  * unescaping and parsing the text (tfm_model_load_vocab).  The text stays
  * the vocabulary of record: every reader of the whole model checks that
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "model/model_internal.h"
+#include "tfm/spm.h"
 
 /* The names of the arrays of key. */
 static void arrays_name(char *buf, size_t size, const char *key, const char *what)
@@ -32,10 +34,9 @@ tfm_status tfm_vocab_arrays_add(tfm_safetensors_writer *w, int n, const char *co
         tfm_buf_init(&b[k].texts);
         tfm_buf_init(&b[k].scores);
         tfm_buf_init(&b[k].types);
-        if (tfm_vocab_is_foreign(vocabs[k])) continue; /* its text only (it holds its
-                                                          SentencePiece model) */
+        tfm_buf_init(&b[k].spm);
         st = tfm_vocab_to_arrays(vocabs[k], b[k].header, &b[k].texts, &b[k].scores, &b[k].types,
-                                 err);
+                                 &b[k].spm, err);
         const int64_t pieces = tfm_vocab_size(vocabs[k]);
         arrays_name(name, sizeof name, keys[k], "scores");
         if (st == TFM_OK)
@@ -43,13 +44,17 @@ tfm_status tfm_vocab_arrays_add(tfm_safetensors_writer *w, int n, const char *co
                                                    err);
     }
     for (int k = 0; k < n && st == TFM_OK; k++) {
-        if (tfm_vocab_is_foreign(vocabs[k])) continue;
         const int64_t bytes = (int64_t)b[k].texts.len, pieces = tfm_vocab_size(vocabs[k]);
+        const int64_t spm_bytes = (int64_t)b[k].spm.len;
         arrays_name(name, sizeof name, keys[k], "texts");
         st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &bytes, b[k].texts.data, err);
         arrays_name(name, sizeof name, keys[k], "types");
         if (st == TFM_OK)
             st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &pieces, b[k].types.data,
+                                                   err);
+        arrays_name(name, sizeof name, keys[k], "spm");
+        if (st == TFM_OK && spm_bytes > 0)
+            st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &spm_bytes, b[k].spm.data,
                                                    err);
         arrays_name(name, sizeof name, keys[k], "header");
         if (st == TFM_OK) st = tfm_safetensors_writer_add_metadata(w, name, b[k].header, err);
@@ -62,6 +67,7 @@ void tfm_vocab_arrays_buffers_free(tfm_vocab_arrays_buffers *b)
     tfm_buf_free(&b->texts);
     tfm_buf_free(&b->scores);
     tfm_buf_free(&b->types);
+    tfm_buf_free(&b->spm);
 }
 
 /* The length of one-dimensional tensor name, which must be there. */
@@ -99,6 +105,13 @@ tfm_status tfm_vocab_arrays_find(tfm_safetensors *f, const char *key, tfm_vocab_
     if (st == TFM_OK) st = tfm_safetensors_get(f, name, TFM_I8, 1, &pieces, &types, err);
     arrays_name(name, sizeof name, key, "scores");
     if (st == TFM_OK) st = tfm_safetensors_get(f, name, TFM_F32, 1, &pieces, &scores, err);
+    int64_t spm_bytes = 0;
+    const void *spm = NULL;
+    arrays_name(name, sizeof name, key, "spm");
+    size_t i;
+    if (st == TFM_OK && tfm_safetensors_find(f, name, &i) &&
+        (st = length_of(f, name, &spm_bytes, err)) == TFM_OK)
+        st = tfm_safetensors_get(f, name, TFM_I8, 1, &spm_bytes, &spm, err);
     if (st != TFM_OK) {
         tfm_error_prefix(err, "metadata '%s.header' says the file holds the vocabulary's arrays",
                          key);
@@ -109,6 +122,8 @@ tfm_status tfm_vocab_arrays_find(tfm_safetensors *f, const char *key, tfm_vocab_
     a->scores = scores;
     a->types = types;
     a->size = (size_t)pieces;
+    a->spm = spm;
+    a->spm_size = (size_t)spm_bytes;
     return TFM_OK;
 }
 
@@ -147,5 +162,12 @@ tfm_status tfm_vocab_arrays_check(tfm_safetensors *f, const char *key, const tfm
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "tensor '%s.texts' holds %zu bytes after the last piece", key,
                              a.texts_size - pos);
+    size_t spm_size = 0;
+    const void *spm = tfm_vocab_spm(v) ? tfm_spm_bytes(tfm_vocab_spm(v), &spm_size) : NULL;
+    if (spm_size != a.spm_size || (spm_size > 0 && memcmp(spm, a.spm, spm_size) != 0))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s.spm' is not the SentencePiece model of the vocabulary's "
+                             "text",
+                             key);
     return TFM_OK;
 }

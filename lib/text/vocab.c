@@ -855,15 +855,13 @@ tfm_status vocab_read_begin(const char *header, size_t len, size_t pieces, tfm_v
     int32_t n_pieces;
     tfm_status st = parse_header(header, len, &norm, &n_pieces, &foreign, err);
     if (st != TFM_OK) return st;
-    if (foreign)
-        return tfm_error_set(err, TFM_ERR_FORMAT, "a vocabulary with a SentencePiece model has "
-                                                  "no arrays: its text is read");
     if ((size_t)n_pieces != pieces)
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "the header says pieces=%d but the arrays hold %zu scores and types",
                              (int)n_pieces, pieces);
     if (!(*out = vocab_new(&norm, pieces)))
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    (*out)->foreign = foreign;
     return TFM_OK;
 }
 
@@ -896,7 +894,7 @@ tfm_status vocab_add_read(tfm_vocab *v, const char *text, size_t len, float scor
 
 tfm_status vocab_read_end(const tfm_vocab *v, tfm_error *err)
 {
-    if (v->n_bytes < 256)
+    if (v->n_bytes < 256 && !v->foreign)
         return tfm_error_set(err, TFM_ERR_FORMAT, "the vocabulary has %d of the 256 byte pieces",
                              v->n_bytes);
     return TFM_OK;

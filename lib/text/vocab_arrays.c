@@ -1,22 +1,28 @@
-/* vocab_arrays.c - a vocabulary as three arrays (tfm-formats(5)): the
- * pieces' texts, each ended by a NUL, their scores and their types.  A
+/* vocab_arrays.c - a vocabulary as arrays (tfm-formats(5)): the pieces'
+ * texts, each ended by a NUL, their scores, their types, and an imported
+ * model's SentencePiece model.  A
  * packed model file keeps them beside the vocabulary's text, so that
  * tokenize reads the pieces where the file is mapped instead of parsing
- * and copying tens of thousands of lines.  Every check of the text form
- * still runs (vocab.c's, through vocab_internal.h): arrays are read as
+ * and copying tens of thousands of lines (and, for an imported model,
+ * decoding its SentencePiece model from base64).  Every check of the text
+ * form still runs (vocab.c's, through vocab_internal.h): arrays are read as
  * carefully as the text, only faster. */
 #include <string.h>
 
+#include "tfm/spm.h"
 #include "tfm/text.h"
 #include "text/vocab_internal.h"
 
 tfm_status tfm_vocab_to_arrays(const tfm_vocab *v, char *header, tfm_buf *texts,
-                               tfm_buf *scores, tfm_buf *types, tfm_error *err)
+                               tfm_buf *scores, tfm_buf *types, tfm_buf *spm, tfm_error *err)
 {
-    if (tfm_vocab_is_foreign(v))
-        return tfm_error_set(err, TFM_ERR_UNSUPPORTED, "a vocabulary with a SentencePiece "
-                                                       "model is kept as text only");
     tfm_vocab_header(v, header, TFM_VOCAB_HEADER_MAX);
+    if (tfm_vocab_spm(v)) {
+        size_t n;
+        const void *bytes = tfm_spm_bytes(tfm_vocab_spm(v), &n);
+        if (tfm_buf_append(spm, bytes, n) != TFM_OK)
+            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory writing the vocabulary");
+    }
     for (int32_t id = 0; id < tfm_vocab_size(v); id++) {
         size_t len;
         const char *text = tfm_vocab_piece(v, id, &len);
@@ -56,6 +62,14 @@ tfm_status tfm_vocab_from_arrays(const tfm_vocab_arrays *a, void (*release)(void
         st = tfm_error_set(err, TFM_ERR_FORMAT,
                            "the texts hold %zu bytes after the last of the %zu pieces",
                            a->texts_size - pos, a->size);
+    if (st == TFM_OK && a->spm_size > 0) {
+        if (!tfm_vocab_is_foreign(v))
+            st = tfm_error_set(err, TFM_ERR_FORMAT, "a SentencePiece model beside a vocabulary "
+                                                    "that is not from elsewhere (no "
+                                                    "layout=sentencepiece)");
+        else if ((st = tfm_vocab_attach_spm(v, a->spm, a->spm_size, err)) != TFM_OK)
+            tfm_error_prefix(err, "the SentencePiece model");
+    }
     if (st == TFM_OK) st = vocab_read_end(v, err);
     if (st != TFM_OK) {
         tfm_vocab_free(v);

@@ -8,8 +8,7 @@
 
 /* An empty vocabulary as the header line (len bytes, no newline) of the
  * text form says, which must announce `pieces` pieces (checked before
- * anything is allocated for them); a vocabulary with a SentencePiece model
- * (layout=sentencepiece) is refused. */
+ * anything is allocated for them). */
 tfm_status vocab_read_begin(const char *header, size_t len, size_t pieces, tfm_vocab **out,
                             tfm_error *err);
 /* Pieces added from now on whose text lies in [begin, end), NUL-terminated
@@ -21,7 +20,8 @@ void vocab_set_release(tfm_vocab *v, void (*release)(void *ctx), void *ctx);
  * messages name "piece N", N its id. */
 tfm_status vocab_add_read(tfm_vocab *v, const char *text, size_t len, float score,
                           tfm_piece_type type, tfm_error *err);
-/* Checks what only the whole vocabulary shows (all 256 byte pieces). */
+/* Checks what only the whole vocabulary shows (all 256 byte pieces, but
+ * in the vocabulary of a model from elsewhere). */
 tfm_status vocab_read_end(const tfm_vocab *v, tfm_error *err);
 
 #endif

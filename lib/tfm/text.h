@@ -188,7 +188,9 @@ void tfm_vocab_header(const tfm_vocab *v, char *buf, size_t size);
  * parsing it:
  *   header  the first line of the text form (tfm_vocab_header);
  *   texts   every piece's text followed by a NUL byte, in id order;
- *   scores  size floats, types size bytes (tfm_piece_type values). */
+ *   scores  size floats, types size bytes (tfm_piece_type values);
+ *   spm     the SentencePiece model of a model from elsewhere, its bytes
+ *           (spm_size 0: none). */
 typedef struct tfm_vocab_arrays {
     const char *header;
     const char *texts;
@@ -196,18 +198,22 @@ typedef struct tfm_vocab_arrays {
     const float *scores;
     const uint8_t *types;
     size_t size;
+    const void *spm;
+    size_t spm_size;
 } tfm_vocab_arrays;
-/* The arrays of v, in texts (size bytes), scores and types (v's size each),
- * appended to the buffers; *header is set to v's first line (a buffer of
- * TFM_VOCAB_HEADER_MAX bytes).  A vocabulary with a SentencePiece model has
- * no arrays: TFM_ERR_UNSUPPORTED. */
+/* The arrays of v, in texts (size bytes), scores and types (v's size each)
+ * and spm (its SentencePiece model, if any), appended to the buffers;
+ * header is set to v's first line (a buffer of TFM_VOCAB_HEADER_MAX
+ * bytes). */
 tfm_status tfm_vocab_to_arrays(const tfm_vocab *v, char *header, tfm_buf *texts,
-                               tfm_buf *scores, tfm_buf *types, tfm_error *err);
+                               tfm_buf *scores, tfm_buf *types, tfm_buf *spm, tfm_error *err);
 /* The vocabulary the arrays hold, with every check of the text form
  * (messages name "piece N"); its pieces' texts stay where they are, so the
  * arrays must outlive it: on success it takes release(ctx) (NULL for none),
- * which it runs when freed.  TFM_ERR_FORMAT names what is wrong with them:
- * a count other than the header's, a text not ended by its NUL. */
+ * which it runs when freed (the SentencePiece model is parsed into a copy
+ * of its own).  TFM_ERR_FORMAT names what is wrong with them: a count other
+ * than the header's, a text not ended by its NUL, a SentencePiece model
+ * with a vocabulary that is not from elsewhere, or a bad one. */
 tfm_status tfm_vocab_from_arrays(const tfm_vocab_arrays *a, void (*release)(void *ctx),
                                  void *ctx, tfm_vocab **out, tfm_error *err);
 

@@ -109,6 +109,30 @@ for v in postnorm-swish-tiedall prenorm-relu-tiedtarget postnorm-gelu-untied bpe
     done
 done
 
+# ---- packed: the vocabularies as arrays -----------------------------------------------------
+
+# train pack keeps an imported model's vocabularies as arrays, their
+# SentencePiece models raw beside them; tokenize reads them in place and
+# segments as from the imported file, both ways, one vocabulary or one per
+# side (bpe-multilingual: two SentencePiece models over one vocabulary).
+for v in postnorm-swish-tiedall prenorm-relu-tiedtarget bpe-multilingual; do
+    [ -s "$v.st" ] || continue
+    expect_status 0 "$v: train pack" "$BIN/train" pack -i "$v.st" -o "$v.p.st"
+    check "... the SentencePiece model as an array" grep -q 'vocab.spm"' "$v.p.st"
+    lang=""
+    [ "$v" = bpe-multilingual ] && lang="--target-language fra"
+    slice "$DATA/$v/expected/source.txt" >src.txt
+    # shellcheck disable=SC2086 # lang is an option or nothing
+    "$BIN/tokenize" -m "$v.st" $lang <src.txt >ids0.txt
+    # shellcheck disable=SC2086
+    "$BIN/tokenize" -m "$v.p.st" $lang <src.txt >ids1.txt
+    check "$v packed: tokenize gives ids" test -s ids1.txt
+    same_files "... the imported file's" ids0.txt ids1.txt
+    "$BIN/tokenize" -d -m "$v.st" <ids0.txt >text0.txt
+    "$BIN/tokenize" -d -m "$v.p.st" <ids0.txt >text1.txt
+    same_files "... and tokenize -d its text" text0.txt text1.txt
+done
+
 # ---- the alignment head -------------------------------------------------------------------
 
 # decode --alignment=soft on the guided-alignment model reads the first head

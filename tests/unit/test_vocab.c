@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "tfm/spm.h"
 #include "tfm/text.h"
 
 /* A valid file: specials, user symbols (n_user of them), bytes, then extra
@@ -378,7 +379,7 @@ static void release_count(void *ctx)
  * damage. */
 typedef struct arrays {
     char header[TFM_VOCAB_HEADER_MAX];
-    tfm_buf texts, scores, types;
+    tfm_buf texts, scores, types, spm;
 } arrays;
 
 static void arrays_of(const tfm_vocab *v, arrays *a)
@@ -386,9 +387,10 @@ static void arrays_of(const tfm_vocab *v, arrays *a)
     tfm_buf_init(&a->texts);
     tfm_buf_init(&a->scores);
     tfm_buf_init(&a->types);
+    tfm_buf_init(&a->spm);
     tfm_error err;
-    CHECK_MSG(tfm_vocab_to_arrays(v, a->header, &a->texts, &a->scores, &a->types, &err) ==
-                  TFM_OK,
+    CHECK_MSG(tfm_vocab_to_arrays(v, a->header, &a->texts, &a->scores, &a->types, &a->spm,
+                                  &err) == TFM_OK,
               "%s", err.msg);
 }
 
@@ -397,6 +399,7 @@ static void arrays_free(arrays *a)
     tfm_buf_free(&a->texts);
     tfm_buf_free(&a->scores);
     tfm_buf_free(&a->types);
+    tfm_buf_free(&a->spm);
 }
 
 static tfm_vocab_arrays view(const arrays *a)
@@ -404,7 +407,7 @@ static tfm_vocab_arrays view(const arrays *a)
     return (tfm_vocab_arrays){.header = a->header, .texts = a->texts.data,
                               .texts_size = a->texts.len, .scores = (const float *)a->scores.data,
                               .types = (const uint8_t *)a->types.data,
-                              .size = a->types.len};
+                              .size = a->types.len, .spm = a->spm.data, .spm_size = a->spm.len};
 }
 
 /* Reading a's arrays fails with TFM_ERR_FORMAT, a message holding want and
@@ -509,6 +512,85 @@ static void test_arrays(void)
     tfm_buf_free(&text);
 }
 
+/* An imported model's vocabulary: the pieces of the SentencePiece model at
+ * path, in its order, the model attached (NULL when it cannot be read). */
+static tfm_vocab *foreign_vocab(const char *path)
+{
+    tfm_spm *m = NULL;
+    tfm_error err;
+    if (tfm_spm_load(path, &m, &err) != TFM_OK) {
+        CHECK_MSG(false, "%s: %s", path, err.msg);
+        return NULL;
+    }
+    tfm_vocab *v = tfm_vocab_create_foreign();
+    for (int32_t id = 0; v && id < tfm_spm_size(m); id++) {
+        size_t len;
+        const char *piece = tfm_spm_piece(m, id, &len);
+        const bool control = tfm_spm_piece_type_of(m, id) != TFM_SPM_NORMAL;
+        CHECK(tfm_vocab_add(v, piece, len, (float)-id, control ? TFM_PIECE_CONTROL
+                                                               : TFM_PIECE_NORMAL) == id);
+    }
+    size_t size;
+    const void *bytes = tfm_spm_bytes(m, &size);
+    CHECK(v && tfm_vocab_attach_spm(v, bytes, size, &err) == TFM_OK);
+    tfm_spm_free(m);
+    return v;
+}
+
+/* The arrays of an imported model's vocabulary hold its SentencePiece
+ * model, which reading them attaches again. */
+static void test_arrays_foreign(void)
+{
+    const char *root = getenv("ROOT");
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/opus-mt/postnorm-swish-tiedall/source.spm",
+             root ? root : ".");
+    tfm_vocab *v = foreign_vocab(path);
+    if (!v) return;
+    arrays a;
+    arrays_of(v, &a);
+    size_t spm_size;
+    const void *spm = tfm_spm_bytes(tfm_vocab_spm(v), &spm_size);
+    CHECK(strstr(a.header, " layout=sentencepiece") != NULL);
+    CHECK(a.spm.len == spm_size && memcmp(a.spm.data, spm, spm_size) == 0);
+    tfm_vocab_arrays av = view(&a);
+    tfm_vocab *back = NULL;
+    tfm_error err;
+    CHECK_MSG(tfm_vocab_from_arrays(&av, NULL, NULL, &back, &err) == TFM_OK, "%s", err.msg);
+    if (back) {
+        CHECK(tfm_vocab_is_foreign(back) && tfm_vocab_spm(back) != NULL);
+        CHECK(tfm_vocab_size(back) == tfm_vocab_size(v));
+        for (int32_t id = 0; id < tfm_vocab_size(v); id++) {
+            size_t n0, n1;
+            const char *t0 = tfm_vocab_piece(v, id, &n0), *t1 = tfm_vocab_piece(back, id, &n1);
+            CHECK(n0 == n1 && memcmp(t0, t1, n0) == 0);
+            CHECK(tfm_vocab_to_spm(back, id) == tfm_vocab_to_spm(v, id));
+        }
+        tfm_vocab_free(back);
+    }
+    /* a SentencePiece model cut short is named */
+    av.spm_size /= 2;
+    back = (tfm_vocab *)1;
+    CHECK(tfm_vocab_from_arrays(&av, NULL, NULL, &back, &err) == TFM_ERR_FORMAT && !back);
+    CHECK_MSG(strstr(err.msg, "the SentencePiece model") != NULL, "%s", err.msg);
+    arrays_free(&a);
+
+    /* and one beside a vocabulary of this toolkit's own is refused */
+    tfm_norm_params np = tfm_norm_default_params();
+    tfm_vocab *own = tfm_vocab_create(&np);
+    CHECK(tfm_vocab_add(own, "\xE2\x96\x81", 3, 0.0f, TFM_PIECE_NORMAL) == 260);
+    arrays_of(own, &a);
+    av = view(&a);
+    av.spm = spm;
+    av.spm_size = spm_size;
+    back = (tfm_vocab *)1;
+    CHECK(tfm_vocab_from_arrays(&av, NULL, NULL, &back, &err) == TFM_ERR_FORMAT && !back);
+    CHECK_MSG(strstr(err.msg, "not from elsewhere") != NULL, "%s", err.msg);
+    arrays_free(&a);
+    tfm_vocab_free(own);
+    tfm_vocab_free(v); /* (spm is its model's bytes) */
+}
+
 int main(void)
 {
     RUN(test_create_layout);
@@ -519,5 +601,6 @@ int main(void)
     RUN(test_parse_errors);
     RUN(test_load_bounded);
     RUN(test_arrays);
+    RUN(test_arrays_foreign);
     CHECK_DONE();
 }
