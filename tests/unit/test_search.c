@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "testspm.h"
 #include "search/search_internal.h"
 #include "tfm/pass.h"
 #include "tfm/search.h"
@@ -1453,31 +1454,6 @@ static void test_placeholder_constraints(void)
     tfm_vocab_free(v);
 }
 
-/* The vocabulary of a SentencePiece model, as an imported model has it (a
- * foreign vocabulary with the model attached), or NULL. */
-static tfm_vocab *spm_vocab(const char *path)
-{
-    tfm_spm *m = NULL;
-    tfm_error err;
-    if (tfm_spm_load(path, &m, &err) != TFM_OK) {
-        CHECK_MSG(false, "%s", err.msg);
-        return NULL;
-    }
-    tfm_vocab *v = tfm_vocab_create_foreign();
-    for (int32_t id = 0; v && id < tfm_spm_size(m); id++) {
-        size_t len;
-        const char *piece = tfm_spm_piece(m, id, &len);
-        const bool control = tfm_spm_piece_type_of(m, id) != TFM_SPM_NORMAL;
-        CHECK(tfm_vocab_add(v, piece, len, 0.0f, control ? TFM_PIECE_CONTROL : TFM_PIECE_NORMAL) ==
-              id);
-    }
-    size_t size;
-    const void *bytes = tfm_spm_bytes(m, &size);
-    CHECK(v && tfm_vocab_attach_spm(v, bytes, size, &err) == TFM_OK);
-    tfm_spm_free(m);
-    return v;
-}
-
 /* Whether piece id of v holds '%'. */
 static bool has_percent(const tfm_vocab *v, int32_t id)
 {
@@ -1494,11 +1470,7 @@ static bool has_percent(const tfm_vocab *v, int32_t id)
  * after "%1" no piece that would make it "%1s" or "%12". */
 static void test_placeholder_pieces(void)
 {
-    const char *root = getenv("ROOT");
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/data/opus-mt/postnorm-swish-tiedall/source.spm",
-             root ? root : ".");
-    tfm_vocab *v = spm_vocab(path);
+    tfm_vocab *v = test_spm_vocab("postnorm-swish-tiedall/source.spm");
     if (!v) return;
     tfm_constraints *c = tfm_constraints_create();
     tfm_error err;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testspm.h"
 #include "tfm/spm.h"
 #include "tfm/text.h"
 
@@ -512,40 +513,11 @@ static void test_arrays(void)
     tfm_buf_free(&text);
 }
 
-/* An imported model's vocabulary: the pieces of the SentencePiece model at
- * path, in its order, the model attached (NULL when it cannot be read). */
-static tfm_vocab *foreign_vocab(const char *path)
-{
-    tfm_spm *m = NULL;
-    tfm_error err;
-    if (tfm_spm_load(path, &m, &err) != TFM_OK) {
-        CHECK_MSG(false, "%s: %s", path, err.msg);
-        return NULL;
-    }
-    tfm_vocab *v = tfm_vocab_create_foreign();
-    for (int32_t id = 0; v && id < tfm_spm_size(m); id++) {
-        size_t len;
-        const char *piece = tfm_spm_piece(m, id, &len);
-        const bool control = tfm_spm_piece_type_of(m, id) != TFM_SPM_NORMAL;
-        CHECK(tfm_vocab_add(v, piece, len, (float)-id, control ? TFM_PIECE_CONTROL
-                                                               : TFM_PIECE_NORMAL) == id);
-    }
-    size_t size;
-    const void *bytes = tfm_spm_bytes(m, &size);
-    CHECK(v && tfm_vocab_attach_spm(v, bytes, size, &err) == TFM_OK);
-    tfm_spm_free(m);
-    return v;
-}
-
 /* The arrays of an imported model's vocabulary hold its SentencePiece
  * model, which reading them attaches again. */
 static void test_arrays_foreign(void)
 {
-    const char *root = getenv("ROOT");
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/data/opus-mt/postnorm-swish-tiedall/source.spm",
-             root ? root : ".");
-    tfm_vocab *v = foreign_vocab(path);
+    tfm_vocab *v = test_spm_vocab("postnorm-swish-tiedall/source.spm");
     if (!v) return;
     arrays a;
     arrays_of(v, &a);
