@@ -63,7 +63,6 @@ struct tfm_vocab {
 
 static const char *const special_text[4] = {"<pad>", "<unk>", "<s>", "</s>"};
 
-
 /* The line after the header of a foreign vocabulary that holds its
  * SentencePiece model, base64. */
 static const char spm_line[] = "#sentencepiece ";
