@@ -27,18 +27,12 @@ tfm_status tfm_model_vocab_text(const tfm_vocab *v, char **text, size_t *len, tf
 
 /* ---- a packed file's vocabularies as arrays (model_vocab_arrays.c) ---- */
 
-/* What the arrays of one vocabulary are made of while a file is written. */
-typedef struct tfm_vocab_arrays_buffers {
-    char header[TFM_VOCAB_HEADER_MAX];
-    tfm_buf texts, scores, types, spm;
-} tfm_vocab_arrays_buffers;
 /* Adds to w the arrays of the n vocabularies stored under metadata keys;
- * b[n] holds them until the file is written, then each is given to
- * tfm_vocab_arrays_buffers_free. */
+ * made[n] holds them until the file is written, then each is given to
+ * tfm_vocab_arrays_made_free (all n, failure or not). */
 tfm_status tfm_vocab_arrays_add(tfm_safetensors_writer *w, int n, const char *const *keys,
-                                const tfm_vocab *const *vocabs, tfm_vocab_arrays_buffers *b,
+                                const tfm_vocab *const *vocabs, tfm_vocab_arrays_made *made,
                                 tfm_error *err);
-void tfm_vocab_arrays_buffers_free(tfm_vocab_arrays_buffers *b);
 /* The arrays of the vocabulary under key, read in place (valid as long as
  * f), their tensors counted as used; *found false when the file has none
  * (no metadata KEY.header). */

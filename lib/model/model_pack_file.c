@@ -109,14 +109,14 @@ tfm_status tfm_model_save_packed(const tfm_model *m, const char *path, tfm_error
     if (pw.st == TFM_OK) pw.st = tfm_model_to_safetensors(m, extra, pw.w, err);
     /* last (their bytes would leave the floats after them unaligned), the
      * vocabularies as arrays, which tokenize reads in place */
-    tfm_vocab_arrays_buffers arrays[2] = {0};
+    tfm_vocab_arrays_made arrays[2] = {0};
     const char *const keys[2] = {m->src_vocab ? "src_vocab" : "vocab", "tgt_vocab"};
     const tfm_vocab *const vocabs[2] = {m->src_vocab ? m->src_vocab : m->vocab, m->vocab};
     const int n_vocabs = !m->vocab ? 0 : m->src_vocab ? 2 : 1;
     if (pw.st == TFM_OK) pw.st = tfm_vocab_arrays_add(pw.w, n_vocabs, keys, vocabs, arrays, err);
     if (pw.st == TFM_OK) pw.st = tfm_safetensors_write(pw.w, path, err);
     tfm_safetensors_writer_free(pw.w);
-    for (int k = 0; k < 2; k++) tfm_vocab_arrays_buffers_free(&arrays[k]);
+    for (int k = 0; k < 2; k++) tfm_vocab_arrays_made_free(&arrays[k]);
     for (size_t i = 0; i < pw.n_buffers; i++) free(pw.buffers[i]);
     free(pw.buffers);
     tfm_tensor_names_free(&pw.names);

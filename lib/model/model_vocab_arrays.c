@@ -6,6 +6,7 @@
  *   tensor KEY.scores     F32 [pieces]
  *   tensor KEY.types      I8 [pieces]: 0 normal, 1 control, 2 user, 3 byte
  *   tensor KEY.spm        I8 [bytes]: an imported model's SentencePiece model
+ *   tensor KEY.spm_trie   I32 [units, 3]: its piece trie (tfm_spm_trie)
  * so that tokenize maps the file and reads the pieces in place instead of
  * unescaping and parsing the text (tfm_model_load_vocab).  The text stays
  * the vocabulary of record: every reader of the whole model checks that
@@ -23,51 +24,45 @@ static void arrays_name(char *buf, size_t size, const char *key, const char *wha
 }
 
 tfm_status tfm_vocab_arrays_add(tfm_safetensors_writer *w, int n, const char *const *keys,
-                                const tfm_vocab *const *vocabs, tfm_vocab_arrays_buffers *b,
+                                const tfm_vocab *const *vocabs, tfm_vocab_arrays_made *made,
                                 tfm_error *err)
 {
     tfm_status st = TFM_OK;
     char name[64];
-    /* every vocabulary's floats first: the data of tensors follow each other
-     * in the order added, and bytes after them leave nothing unaligned */
+    /* every vocabulary's 4-byte values first: the data of tensors follow
+     * each other in the order added, and bytes after them leave nothing
+     * unaligned */
     for (int k = 0; k < n && st == TFM_OK; k++) {
-        tfm_buf_init(&b[k].texts);
-        tfm_buf_init(&b[k].scores);
-        tfm_buf_init(&b[k].types);
-        tfm_buf_init(&b[k].spm);
-        st = tfm_vocab_to_arrays(vocabs[k], b[k].header, &b[k].texts, &b[k].scores, &b[k].types,
-                                 &b[k].spm, err);
+        st = tfm_vocab_to_arrays(vocabs[k], &made[k], err);
         const int64_t pieces = tfm_vocab_size(vocabs[k]);
         arrays_name(name, sizeof name, keys[k], "scores");
         if (st == TFM_OK)
-            st = tfm_safetensors_writer_add_tensor(w, name, TFM_F32, 1, &pieces, b[k].scores.data,
-                                                   err);
+            st = tfm_safetensors_writer_add_tensor(w, name, TFM_F32, 1, &pieces,
+                                                   made[k].scores.data, err);
+        const int64_t trie_shape[2] = {(int64_t)(made[k].spm_trie.len / (3 * sizeof(int32_t))), 3};
+        arrays_name(name, sizeof name, keys[k], "spm_trie");
+        if (st == TFM_OK && trie_shape[0] > 0)
+            st = tfm_safetensors_writer_add_tensor(w, name, TFM_I32, 2, trie_shape,
+                                                   made[k].spm_trie.data, err);
     }
     for (int k = 0; k < n && st == TFM_OK; k++) {
-        const int64_t bytes = (int64_t)b[k].texts.len, pieces = tfm_vocab_size(vocabs[k]);
-        const int64_t spm_bytes = (int64_t)b[k].spm.len;
+        const int64_t bytes = (int64_t)made[k].texts.len, pieces = tfm_vocab_size(vocabs[k]);
+        const int64_t spm_bytes = (int64_t)made[k].spm.len;
         arrays_name(name, sizeof name, keys[k], "texts");
-        st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &bytes, b[k].texts.data, err);
+        st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &bytes, made[k].texts.data,
+                                               err);
         arrays_name(name, sizeof name, keys[k], "types");
         if (st == TFM_OK)
-            st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &pieces, b[k].types.data,
-                                                   err);
+            st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &pieces,
+                                                   made[k].types.data, err);
         arrays_name(name, sizeof name, keys[k], "spm");
         if (st == TFM_OK && spm_bytes > 0)
-            st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &spm_bytes, b[k].spm.data,
-                                                   err);
+            st = tfm_safetensors_writer_add_tensor(w, name, TFM_I8, 1, &spm_bytes,
+                                                   made[k].spm.data, err);
         arrays_name(name, sizeof name, keys[k], "header");
-        if (st == TFM_OK) st = tfm_safetensors_writer_add_metadata(w, name, b[k].header, err);
+        if (st == TFM_OK) st = tfm_safetensors_writer_add_metadata(w, name, made[k].header, err);
     }
     return st;
-}
-
-void tfm_vocab_arrays_buffers_free(tfm_vocab_arrays_buffers *b)
-{
-    tfm_buf_free(&b->texts);
-    tfm_buf_free(&b->scores);
-    tfm_buf_free(&b->types);
-    tfm_buf_free(&b->spm);
 }
 
 /* The length of one-dimensional tensor name, which must be there. */
@@ -105,13 +100,20 @@ tfm_status tfm_vocab_arrays_find(tfm_safetensors *f, const char *key, tfm_vocab_
     if (st == TFM_OK) st = tfm_safetensors_get(f, name, TFM_I8, 1, &pieces, &types, err);
     arrays_name(name, sizeof name, key, "scores");
     if (st == TFM_OK) st = tfm_safetensors_get(f, name, TFM_F32, 1, &pieces, &scores, err);
-    int64_t spm_bytes = 0;
-    const void *spm = NULL;
+    int64_t spm_bytes = 0, trie_shape[2] = {0, 3};
+    const void *spm = NULL, *trie = NULL;
     arrays_name(name, sizeof name, key, "spm");
     size_t i;
     if (st == TFM_OK && tfm_safetensors_find(f, name, &i) &&
         (st = length_of(f, name, &spm_bytes, err)) == TFM_OK)
         st = tfm_safetensors_get(f, name, TFM_I8, 1, &spm_bytes, &spm, err);
+    arrays_name(name, sizeof name, key, "spm_trie");
+    if (st == TFM_OK && tfm_safetensors_find(f, name, &i)) {
+        tfm_safetensors_info info;
+        tfm_safetensors_info_at(f, i, &info);
+        trie_shape[0] = info.ndim == 2 ? info.shape[0] : 0;
+        st = tfm_safetensors_get(f, name, TFM_I32, 2, trie_shape, &trie, err);
+    }
     if (st != TFM_OK) {
         tfm_error_prefix(err, "metadata '%s.header' says the file holds the vocabulary's arrays",
                          key);
@@ -124,6 +126,8 @@ tfm_status tfm_vocab_arrays_find(tfm_safetensors *f, const char *key, tfm_vocab_
     a->size = (size_t)pieces;
     a->spm = spm;
     a->spm_size = (size_t)spm_bytes;
+    a->spm_trie = trie;
+    a->spm_trie_units = (size_t)trie_shape[0];
     return TFM_OK;
 }
 
@@ -162,12 +166,20 @@ tfm_status tfm_vocab_arrays_check(tfm_safetensors *f, const char *key, const tfm
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "tensor '%s.texts' holds %zu bytes after the last piece", key,
                              a.texts_size - pos);
-    size_t spm_size = 0;
+    size_t spm_size = 0, units = 0;
     const void *spm = tfm_vocab_spm(v) ? tfm_spm_bytes(tfm_vocab_spm(v), &spm_size) : NULL;
+    const int32_t *trie = tfm_vocab_spm(v) ? tfm_spm_trie(tfm_vocab_spm(v), &units) : NULL;
     if (spm_size != a.spm_size || (spm_size > 0 && memcmp(spm, a.spm, spm_size) != 0))
         return tfm_error_set(err, TFM_ERR_FORMAT,
                              "tensor '%s.spm' is not the SentencePiece model of the vocabulary's "
                              "text",
+                             key);
+    /* the trie read in place is trusted by tokenize: here it is built again */
+    if (a.spm_trie && (units != a.spm_trie_units ||
+                       memcmp(trie, a.spm_trie, units * 3 * sizeof *trie) != 0))
+        return tfm_error_set(err, TFM_ERR_FORMAT,
+                             "tensor '%s.spm_trie' is not the piece trie of its SentencePiece "
+                             "model",
                              key);
     return TFM_OK;
 }

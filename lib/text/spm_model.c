@@ -534,6 +534,29 @@ done:
     return s;
 }
 
+/* Takes the n_units units (base, check, value) of a trie that build_trie
+ * made for these pieces, which a file kept: copied, and checked to be safe
+ * to walk (every base leaves room for any byte, every check and value is a
+ * unit or a piece), not to be the trie of these pieces. */
+static tfm_status adopt_trie(tfm_spm *m, const int32_t *units, size_t n_units, tfm_error *err)
+{
+    if (n_units == 0 || n_units > (size_t)INT32_MAX - 256)
+        return tfm_error_set(err, TFM_ERR_FORMAT, "the piece trie holds %zu units", n_units);
+    m->trie = malloc(n_units * sizeof *m->trie);
+    if (!m->trie) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n_units; i++) {
+        const int32_t base = units[3 * i], check = units[3 * i + 1], value = units[3 * i + 2];
+        if (base < 0 || base > INT32_MAX - 256 || check < -1 || (int64_t)check >= (int64_t)n_units ||
+            value < -1 || value >= m->n)
+            return tfm_error_set(err, TFM_ERR_FORMAT,
+                                 "the piece trie: unit %zu (%d, %d, %d) is out of range", i,
+                                 (int)base, (int)check, (int)value);
+        m->trie[i] = (spm_unit){base, check, value};
+    }
+    m->trie_size = (int32_t)n_units;
+    return TFM_OK;
+}
+
 /* ---- building the model -------------------------------------------------------------- */
 
 static int byte_of_piece(const char *text, size_t len)
@@ -625,7 +648,10 @@ static tfm_status set_defaults_text(char **slot, const char *def, tfm_error *err
     return *slot ? TFM_OK : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
 }
 
-tfm_status tfm_spm_parse(const void *data, size_t size, tfm_spm **out, tfm_error *err)
+/* tfm_spm_parse, with the piece trie read from units (n_units of them) when
+ * they are given, else built. */
+static tfm_status parse_file(const void *data, size_t size, const int32_t *units,
+                             size_t n_units, tfm_spm **out, tfm_error *err)
 {
     *out = NULL;
     tfm_spm *m = calloc(1, sizeof *m);
@@ -666,7 +692,7 @@ tfm_status tfm_spm_parse(const void *data, size_t size, tfm_spm **out, tfm_error
     for (int i = 0; i < 4 && s == TFM_OK; i++)
         s = set_defaults_text(&m->special_text[i], special_default[i], err);
     if (s == TFM_OK) s = build_lookups(m, err);
-    if (s == TFM_OK) s = build_trie(m, err);
+    if (s == TFM_OK) s = units ? adopt_trie(m, units, n_units, err) : build_trie(m, err);
     if (s == TFM_OK) {
         m->norm.ws_suffix = m->ws_suffix;
         m->norm.user_symbols = m->has_user;
@@ -681,6 +707,28 @@ tfm_status tfm_spm_parse(const void *data, size_t size, tfm_spm **out, tfm_error
     }
     *out = m;
     return TFM_OK;
+}
+
+tfm_status tfm_spm_parse(const void *data, size_t size, tfm_spm **out, tfm_error *err)
+{
+    return parse_file(data, size, NULL, 0, out, err);
+}
+
+tfm_status tfm_spm_parse_with_trie(const void *data, size_t size, const int32_t *units,
+                                   size_t n_units, tfm_spm **out, tfm_error *err)
+{
+    if (!units) {
+        *out = NULL;
+        return tfm_error_set(err, TFM_ERR_ARG, "no piece trie");
+    }
+    return parse_file(data, size, units, n_units, out, err);
+}
+
+const int32_t *tfm_spm_trie(const tfm_spm *m, size_t *n_units)
+{
+    _Static_assert(sizeof(spm_unit) == 3 * sizeof(int32_t), "a unit is three int32");
+    *n_units = (size_t)m->trie_size;
+    return (const int32_t *)(const void *)m->trie;
 }
 
 tfm_status tfm_spm_load(const char *path, tfm_spm **out, tfm_error *err)

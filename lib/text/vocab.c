@@ -910,11 +910,18 @@ int32_t tfm_vocab_merges(const tfm_vocab *v)
 
 tfm_status tfm_vocab_attach_spm(tfm_vocab *v, const void *data, size_t size, tfm_error *err)
 {
+    return vocab_attach_spm(v, data, size, NULL, 0, err);
+}
+
+tfm_status vocab_attach_spm(tfm_vocab *v, const void *data, size_t size, const int32_t *trie,
+                            size_t trie_units, tfm_error *err)
+{
     if (!v->foreign || v->spm)
         return tfm_error_set(err, TFM_ERR_ARG, "a SentencePiece model attaches once, to a "
                                                "vocabulary made by tfm_vocab_create_foreign");
     tfm_spm *spm;
-    tfm_status st = tfm_spm_parse(data, size, &spm, err);
+    tfm_status st = trie ? tfm_spm_parse_with_trie(data, size, trie, trie_units, &spm, err)
+                         : tfm_spm_parse(data, size, &spm, err);
     if (st != TFM_OK) return st;
     const int32_t n_spm = tfm_spm_size(spm);
     int32_t *from = malloc(((size_t)n_spm + 1) * sizeof *from);

@@ -1,6 +1,6 @@
 /* vocab_arrays.c - a vocabulary as arrays (tfm-formats(5)): the pieces'
  * texts, each ended by a NUL, their scores, their types, and an imported
- * model's SentencePiece model.  A packed model file keeps them beside the
+ * model's SentencePiece model with its piece trie.  A packed model file keeps them beside the
  * vocabulary's text, so that tokenize reads the pieces where the file is
  * mapped instead of parsing and copying tens of thousands of lines (and,
  * for an imported model, decoding its SentencePiece model from base64).
@@ -13,27 +13,58 @@
 #include "tfm/text.h"
 #include "text/vocab_internal.h"
 
-tfm_status tfm_vocab_to_arrays(const tfm_vocab *v, char *header, tfm_buf *texts,
-                               tfm_buf *scores, tfm_buf *types, tfm_buf *spm, tfm_error *err)
+tfm_status tfm_vocab_to_arrays(const tfm_vocab *v, tfm_vocab_arrays_made *out, tfm_error *err)
 {
-    tfm_vocab_header(v, header, TFM_VOCAB_HEADER_MAX);
+    tfm_buf_init(&out->texts);
+    tfm_buf_init(&out->scores);
+    tfm_buf_init(&out->types);
+    tfm_buf_init(&out->spm);
+    tfm_buf_init(&out->spm_trie);
+    tfm_vocab_header(v, out->header, sizeof out->header);
+    bool ok = true;
     if (tfm_vocab_spm(v)) {
-        size_t n;
+        size_t n, units;
         const void *bytes = tfm_spm_bytes(tfm_vocab_spm(v), &n);
-        if (tfm_buf_append(spm, bytes, n) != TFM_OK)
-            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory writing the vocabulary");
+        const int32_t *trie = tfm_spm_trie(tfm_vocab_spm(v), &units);
+        ok = tfm_buf_append(&out->spm, bytes, n) == TFM_OK &&
+             tfm_buf_append(&out->spm_trie, trie, units * 3 * sizeof *trie) == TFM_OK;
     }
-    for (int32_t id = 0; id < tfm_vocab_size(v); id++) {
+    for (int32_t id = 0; ok && id < tfm_vocab_size(v); id++) {
         size_t len;
         const char *text = tfm_vocab_piece(v, id, &len);
         const float score = tfm_vocab_score(v, id);
         const uint8_t type = (uint8_t)tfm_vocab_type(v, id);
-        if (tfm_buf_append(texts, text, len + 1) != TFM_OK || /* with its NUL */
-            tfm_buf_append(scores, &score, sizeof score) != TFM_OK ||
-            tfm_buf_append(types, &type, 1) != TFM_OK)
-            return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory writing the vocabulary");
+        ok = tfm_buf_append(&out->texts, text, len + 1) == TFM_OK && /* with its NUL */
+             tfm_buf_append(&out->scores, &score, sizeof score) == TFM_OK &&
+             tfm_buf_append(&out->types, &type, 1) == TFM_OK;
     }
-    return TFM_OK;
+    return ok ? TFM_OK
+              : tfm_error_set(err, TFM_ERR_NOMEM, "out of memory writing the vocabulary");
+}
+
+void tfm_vocab_arrays_made_free(tfm_vocab_arrays_made *made)
+{
+    tfm_buf_free(&made->texts);
+    tfm_buf_free(&made->scores);
+    tfm_buf_free(&made->types);
+    tfm_buf_free(&made->spm);
+    tfm_buf_free(&made->spm_trie);
+}
+
+tfm_vocab_arrays tfm_vocab_arrays_of(const tfm_vocab_arrays_made *made)
+{
+    return (tfm_vocab_arrays){
+        .header = made->header,
+        .texts = made->texts.data,
+        .texts_size = made->texts.len,
+        .scores = (const float *)(const void *)made->scores.data,
+        .types = (const uint8_t *)made->types.data,
+        .size = made->types.len,
+        .spm = made->spm.data,
+        .spm_size = made->spm.len,
+        .spm_trie = made->spm_trie.len ? (const int32_t *)(const void *)made->spm_trie.data : NULL,
+        .spm_trie_units = made->spm_trie.len / (3 * sizeof(int32_t)),
+    };
 }
 
 tfm_status tfm_vocab_from_arrays(const tfm_vocab_arrays *a, void (*release)(void *ctx),
@@ -67,7 +98,8 @@ tfm_status tfm_vocab_from_arrays(const tfm_vocab_arrays *a, void (*release)(void
             st = tfm_error_set(err, TFM_ERR_FORMAT, "a SentencePiece model beside a vocabulary "
                                                     "that is not from elsewhere (no "
                                                     "layout=sentencepiece)");
-        else if ((st = tfm_vocab_attach_spm(v, a->spm, a->spm_size, err)) != TFM_OK)
+        else if ((st = vocab_attach_spm(v, a->spm, a->spm_size, a->spm_trie, a->spm_trie_units,
+                                        err)) != TFM_OK)
             tfm_error_prefix(err, "the SentencePiece model");
     }
     if (st == TFM_OK) st = vocab_read_end(v, err);

@@ -20,6 +20,10 @@ void vocab_set_release(tfm_vocab *v, void (*release)(void *ctx), void *ctx);
  * messages name "piece N", N its id. */
 tfm_status vocab_add_read(tfm_vocab *v, const char *text, size_t len, float score,
                           tfm_piece_type type, tfm_error *err);
+/* tfm_vocab_attach_spm, with the model's piece trie read from trie
+ * (tfm_spm_parse_with_trie) when it is not NULL. */
+tfm_status vocab_attach_spm(tfm_vocab *v, const void *data, size_t size, const int32_t *trie,
+                            size_t trie_units, tfm_error *err);
 /* Checks what only the whole vocabulary shows (all 256 byte pieces, but
  * in the vocabulary of a model from elsewhere). */
 tfm_status vocab_read_end(const tfm_vocab *v, tfm_error *err);

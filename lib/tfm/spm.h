@@ -65,6 +65,16 @@ typedef struct tfm_spm tfm_spm;
 /* Parses the size bytes of a model file at data (copied: data may go at
  * once).  TFM_ERR_FORMAT naming what is wrong; TFM_ERR_NOMEM. */
 tfm_status tfm_spm_parse(const void *data, size_t size, tfm_spm **out, tfm_error *err);
+/* The piece trie tfm_spm_parse built from the pieces (most of its time for
+ * a model of 32k pieces): a double array of *n_units units of three int32
+ * (base, check, value), which a file may keep beside the model. */
+const int32_t *tfm_spm_trie(const tfm_spm *m, size_t *n_units);
+/* tfm_spm_parse, reading the trie tfm_spm_trie gave for the same model
+ * (copied) instead of building it.  It is checked to be safe to walk, not
+ * to be the trie of these pieces (a wrong one segments wrongly): the
+ * caller vouches for that. */
+tfm_status tfm_spm_parse_with_trie(const void *data, size_t size, const int32_t *units,
+                                   size_t n_units, tfm_spm **out, tfm_error *err);
 /* Reads and parses the file at path (TFM_ERR_IO when it cannot be read; a
  * file over 1 GiB is TFM_ERR_FORMAT, read no further).  Messages do not
  * name the file: the caller does. */

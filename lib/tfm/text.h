@@ -186,11 +186,13 @@ void tfm_vocab_header(const tfm_vocab *v, char *buf, size_t size);
 /* A vocabulary as arrays, the form a packed model file keeps beside the
  * text (tfm-formats(5)) so that a program reads it in place instead of
  * parsing it:
- *   header  the first line of the text form (tfm_vocab_header);
- *   texts   every piece's text followed by a NUL byte, in id order;
- *   scores  size floats, types size bytes (tfm_piece_type values);
- *   spm     the SentencePiece model of a model from elsewhere, its bytes
- *           (spm_size 0: none). */
+ *   header    the first line of the text form (tfm_vocab_header);
+ *   texts     every piece's text followed by a NUL byte, in id order;
+ *   scores    size floats, types size bytes (tfm_piece_type values);
+ *   spm       the SentencePiece model of a model from elsewhere, its bytes
+ *             (spm_size 0: none), and spm_trie, its piece trie
+ *             (tfm_spm_trie: spm_trie_units units of three int32; NULL:
+ *             built when read). */
 typedef struct tfm_vocab_arrays {
     const char *header;
     const char *texts;
@@ -200,13 +202,20 @@ typedef struct tfm_vocab_arrays {
     size_t size;
     const void *spm;
     size_t spm_size;
+    const int32_t *spm_trie;
+    size_t spm_trie_units;
 } tfm_vocab_arrays;
-/* The arrays of v, in texts (size bytes), scores and types (v's size each)
- * and spm (its SentencePiece model, if any), appended to the buffers;
- * header is set to v's first line (a buffer of TFM_VOCAB_HEADER_MAX
- * bytes). */
-tfm_status tfm_vocab_to_arrays(const tfm_vocab *v, char *header, tfm_buf *texts,
-                               tfm_buf *scores, tfm_buf *types, tfm_buf *spm, tfm_error *err);
+/* The arrays of a vocabulary, made (tfm_vocab_to_arrays) to be written. */
+typedef struct tfm_vocab_arrays_made {
+    char header[TFM_VOCAB_HEADER_MAX];
+    tfm_buf texts, scores, types, spm, spm_trie;
+} tfm_vocab_arrays_made;
+/* The arrays of v in *out, whose buffers it starts (free them with
+ * tfm_vocab_arrays_made_free, failure or not). */
+tfm_status tfm_vocab_to_arrays(const tfm_vocab *v, tfm_vocab_arrays_made *out, tfm_error *err);
+void tfm_vocab_arrays_made_free(tfm_vocab_arrays_made *made);
+/* The arrays made, as tfm_vocab_from_arrays reads them. */
+tfm_vocab_arrays tfm_vocab_arrays_of(const tfm_vocab_arrays_made *made);
 /* The vocabulary the arrays hold, with every check of the text form
  * (messages name "piece N"); its pieces' texts stay where they are, so the
  * arrays must outlive it: on success it takes release(ctx) (NULL for none),

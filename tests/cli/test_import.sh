@@ -119,6 +119,7 @@ for v in postnorm-swish-tiedall prenorm-relu-tiedtarget bpe-multilingual; do
     [ -s "$v.st" ] || continue
     expect_status 0 "$v: train pack" "$BIN/train" pack -i "$v.st" -o "$v.p.st"
     check "... the SentencePiece model as an array" grep -q 'vocab.spm"' "$v.p.st"
+    check "... and its piece trie" grep -q 'vocab.spm_trie"' "$v.p.st"
     lang=""
     [ "$v" = bpe-multilingual ] && lang="--target-language fra"
     slice "$DATA/$v/expected/source.txt" >src.txt
@@ -132,6 +133,32 @@ for v in postnorm-swish-tiedall prenorm-relu-tiedtarget bpe-multilingual; do
     "$BIN/tokenize" -d -m "$v.p.st" <ids0.txt >text1.txt
     same_files "... and tokenize -d its text" text0.txt text1.txt
 done
+
+# set_unit FILE KEY UNIT FIELD VALUE >OUT: FILE with one int32 of the piece
+# trie KEY.spm_trie changed (FIELD 0 base, 1 check, 2 value)
+set_unit() {
+    perl -e 'my ($f, $key, $u, $fld, $v) = @ARGV; open(F, "<", $f) or die; binmode F;
+             local $/; my $d = <F>; my $n = unpack("Q<", substr($d, 0, 8));
+             substr($d, 8, $n) =~ /"\Q$key\E\.spm_trie":\{[^}]*"data_offsets":\[(\d+),/ or die;
+             substr($d, 8 + $n + $1 + 4 * (3 * $u + $fld), 4) = pack("l<", $v);
+             binmode STDOUT; print $d' "$@"
+}
+v=postnorm-swish-tiedall
+if [ -s "$v.p.st" ]; then
+    # a trie unsafe to walk is refused by tokenize, naming its unit
+    set_unit "$v.p.st" src_vocab 0 0 -3 >unsafe.st
+    expect_status 1 "a packed file whose piece trie walks out of it" \
+        sh -c 'echo a | "$1" -m unsafe.st' sh "$BIN/tokenize"
+    expect_stderr "unsafe.st" "... naming the file"
+    expect_stderr "the piece trie: unit 0 .-3, 0, -1. is out of range" "... and the unit"
+    # one safe but not the model's is found by the programs that read the
+    # whole model, which build the trie again
+    set_unit "$v.p.st" src_vocab 0 2 5 >other.st
+    expect_status 1 "train pack of a file whose piece trie is another" \
+        "$BIN/train" pack -i other.st -o again.st
+    expect_stderr "tensor 'src_vocab.spm_trie' is not the piece trie of its SentencePiece model" \
+        "... saying so"
+fi
 
 # ---- the alignment head -------------------------------------------------------------------
 

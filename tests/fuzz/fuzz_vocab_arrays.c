@@ -78,22 +78,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     "a piece not read in place");
         }
         /* the arrays again */
-        char again_header[TFM_VOCAB_HEADER_MAX];
-        tfm_buf t2, s2, y2, m2;
-        tfm_buf_init(&t2);
-        tfm_buf_init(&s2);
-        tfm_buf_init(&y2);
-        tfm_buf_init(&m2);
-        require(tfm_vocab_to_arrays(v, again_header, &t2, &s2, &y2, &m2, &err) == TFM_OK,
+        tfm_vocab_arrays_made again;
+        require(tfm_vocab_to_arrays(v, &again, &err) == TFM_OK,
                 "an accepted vocabulary makes no arrays");
-        require(t2.len == a.texts_size && memcmp(t2.data, texts, t2.len) == 0 &&
-                    s2.len == 4 * n && memcmp(s2.data, scores, s2.len) == 0 && y2.len == n &&
-                    memcmp(y2.data, types, n) == 0 && m2.len == 0,
+        /* (an accepted vocabulary has its 4 specials at least: no buffer is empty) */
+        require(again.texts.len == a.texts_size &&
+                    memcmp(again.texts.data, texts, a.texts_size) == 0 &&
+                    again.scores.len == 4 * n && memcmp(again.scores.data, scores, 4 * n) == 0 &&
+                    again.types.len == n && memcmp(again.types.data, types, n) == 0 &&
+                    again.spm.len == 0 && again.spm_trie.len == 0,
                 "other arrays made again");
-        tfm_buf_free(&t2);
-        tfm_buf_free(&s2);
-        tfm_buf_free(&y2);
-        tfm_buf_free(&m2);
+        tfm_vocab_arrays_made_free(&again);
         /* the text form, parsed again */
         char *text = NULL;
         size_t len = 0;

@@ -495,6 +495,64 @@ static void test_corrupt(void)
     tfm_buf_free(&t);
 }
 
+/* A model parsed with the trie another parse built segments as that one,
+ * and a trie unsafe to walk is refused, naming its unit. */
+static void test_trie_kept(void)
+{
+    const char *root = getenv("ROOT");
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/opus-mt/postnorm-swish-tiedall/source.spm",
+             root ? root : ".");
+    tfm_spm *m = NULL;
+    tfm_error err;
+    CHECK_MSG(tfm_spm_load(path, &m, &err) == TFM_OK, "%s", err.msg);
+    if (!m) return;
+    size_t size, n_units;
+    const void *bytes = tfm_spm_bytes(m, &size);
+    const int32_t *trie = tfm_spm_trie(m, &n_units);
+    CHECK(n_units > 256);
+    int32_t *units = malloc(n_units * 3 * sizeof *units);
+    memcpy(units, trie, n_units * 3 * sizeof *units);
+    tfm_spm *kept = NULL;
+    CHECK_MSG(tfm_spm_parse_with_trie(bytes, size, units, n_units, &kept, &err) == TFM_OK, "%s",
+              err.msg);
+    tfm_spm_encoder *e0 = NULL, *e1 = NULL;
+    CHECK(tfm_spm_encoder_create(m, &e0, &err) == TFM_OK);
+    CHECK(kept && tfm_spm_encoder_create(kept, &e1, &err) == TFM_OK);
+    static const char *const lines[] = {"Open the file", "  caf\xc3\xa9 -- %s files ",
+                                        "\xf0\x9f\x98\x80 x", ""};
+    tfm_ids a, b;
+    tfm_ids_init(&a);
+    tfm_ids_init(&b);
+    for (size_t i = 0; e0 && e1 && i < sizeof lines / sizeof *lines; i++) {
+        CHECK(tfm_spm_encode(e0, lines[i], strlen(lines[i]), &a, NULL, &err) == TFM_OK);
+        CHECK(tfm_spm_encode(e1, lines[i], strlen(lines[i]), &b, NULL, &err) == TFM_OK);
+        CHECK_MSG(a.len == b.len && memcmp(a.data, b.data, a.len * sizeof *a.data) == 0,
+                  "line %zu segmented otherwise", i);
+    }
+    tfm_ids_free(&a);
+    tfm_ids_free(&b);
+    tfm_spm_encoder_free(e0);
+    tfm_spm_encoder_free(e1);
+    tfm_spm_free(kept);
+
+    /* a base that would walk before the array, a check and a value out of
+     * range: each refused with its unit */
+    static const struct { size_t unit; int field; int32_t value; } bad[] = {
+        {7, 0, -3}, {9, 1, INT32_MAX}, {11, 2, 1 << 30}, {0, 0, INT32_MAX - 10}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        memcpy(units, trie, n_units * 3 * sizeof *units);
+        units[3 * bad[k].unit + (size_t)bad[k].field] = bad[k].value;
+        tfm_spm *x = (tfm_spm *)1;
+        char want[64];
+        snprintf(want, sizeof want, "the piece trie: unit %zu (", bad[k].unit);
+        CHECK(tfm_spm_parse_with_trie(bytes, size, units, n_units, &x, &err) == TFM_ERR_FORMAT);
+        CHECK_MSG(x == NULL && strstr(err.msg, want), "case %zu: %s", k, err.msg);
+    }
+    free(units);
+    tfm_spm_free(m);
+}
+
 int main(void)
 {
     RUN(test_tiny_unigram);
@@ -502,5 +560,6 @@ int main(void)
     RUN(test_charsmap);
     RUN(test_round_trip);
     RUN(test_corrupt);
+    RUN(test_trie_kept);
     CHECK_DONE();
 }

@@ -378,44 +378,24 @@ static void release_count(void *ctx)
 
 /* The arrays of v, made by tfm_vocab_to_arrays, in buffers the test may
  * damage. */
-typedef struct arrays {
-    char header[TFM_VOCAB_HEADER_MAX];
-    tfm_buf texts, scores, types, spm;
-} arrays;
+typedef tfm_vocab_arrays_made arrays;
 
 static void arrays_of(const tfm_vocab *v, arrays *a)
 {
-    tfm_buf_init(&a->texts);
-    tfm_buf_init(&a->scores);
-    tfm_buf_init(&a->types);
-    tfm_buf_init(&a->spm);
     tfm_error err;
-    CHECK_MSG(tfm_vocab_to_arrays(v, a->header, &a->texts, &a->scores, &a->types, &a->spm,
-                                  &err) == TFM_OK,
-              "%s", err.msg);
+    CHECK_MSG(tfm_vocab_to_arrays(v, a, &err) == TFM_OK, "%s", err.msg);
 }
 
 static void arrays_free(arrays *a)
 {
-    tfm_buf_free(&a->texts);
-    tfm_buf_free(&a->scores);
-    tfm_buf_free(&a->types);
-    tfm_buf_free(&a->spm);
-}
-
-static tfm_vocab_arrays view(const arrays *a)
-{
-    return (tfm_vocab_arrays){.header = a->header, .texts = a->texts.data,
-                              .texts_size = a->texts.len, .scores = (const float *)a->scores.data,
-                              .types = (const uint8_t *)a->types.data,
-                              .size = a->types.len, .spm = a->spm.data, .spm_size = a->spm.len};
+    tfm_vocab_arrays_made_free(a);
 }
 
 /* Reading a's arrays fails with TFM_ERR_FORMAT, a message holding want and
  * release not run; kind names the damage in a failure. */
 static void expect_arrays_error(const arrays *a, const char *want, int kind)
 {
-    tfm_vocab_arrays av = view(a);
+    tfm_vocab_arrays av = tfm_vocab_arrays_of(a);
     tfm_vocab *v = (tfm_vocab *)1;
     tfm_error err = {0};
     releases = 0;
@@ -476,7 +456,7 @@ static void test_arrays(void)
     CHECK(a.types.len == 268 && a.scores.len == 268 * sizeof(float));
 
     /* read back: every piece, score and type, the texts in place */
-    tfm_vocab_arrays av = view(&a);
+    tfm_vocab_arrays av = tfm_vocab_arrays_of(&a);
     tfm_vocab *back = NULL;
     releases = 0;
     CHECK_MSG(tfm_vocab_from_arrays(&av, release_count, NULL, &back, &err) == TFM_OK, "%s",
@@ -525,7 +505,7 @@ static void test_arrays_foreign(void)
     const void *spm = tfm_spm_bytes(tfm_vocab_spm(v), &spm_size);
     CHECK(strstr(a.header, " layout=sentencepiece") != NULL);
     CHECK(a.spm.len == spm_size && memcmp(a.spm.data, spm, spm_size) == 0);
-    tfm_vocab_arrays av = view(&a);
+    tfm_vocab_arrays av = tfm_vocab_arrays_of(&a);
     tfm_vocab *back = NULL;
     tfm_error err;
     CHECK_MSG(tfm_vocab_from_arrays(&av, NULL, NULL, &back, &err) == TFM_OK, "%s", err.msg);
@@ -552,7 +532,7 @@ static void test_arrays_foreign(void)
     tfm_vocab *own = tfm_vocab_create(&np);
     CHECK(tfm_vocab_add(own, "\xE2\x96\x81", 3, 0.0f, TFM_PIECE_NORMAL) == 260);
     arrays_of(own, &a);
-    av = view(&a);
+    av = tfm_vocab_arrays_of(&a);
     av.spm = spm;
     av.spm_size = spm_size;
     back = (tfm_vocab *)1;
