@@ -546,8 +546,8 @@ static tfm_status adopt_trie(tfm_spm *m, const int32_t *units, size_t n_units, t
     if (!m->trie) return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n_units; i++) {
         const int32_t base = units[3 * i], check = units[3 * i + 1], value = units[3 * i + 2];
-        if (base < 0 || base > INT32_MAX - 256 || check < -1 || (int64_t)check >= (int64_t)n_units ||
-            value < -1 || value >= m->n)
+        if (base < 0 || base > INT32_MAX - 256 || check < -1 ||
+            (int64_t)check >= (int64_t)n_units || value < -1 || value >= m->n)
             return tfm_error_set(err, TFM_ERR_FORMAT,
                                  "the piece trie: unit %zu (%d, %d, %d) is out of range", i,
                                  (int)base, (int)check, (int)value);

@@ -1,12 +1,12 @@
 /* vocab_arrays.c - a vocabulary as arrays (tfm-formats(5)): the pieces'
  * texts, each ended by a NUL, their scores, their types, and an imported
- * model's SentencePiece model with its piece trie.  A packed model file keeps them beside the
- * vocabulary's text, so that tokenize reads the pieces where the file is
- * mapped instead of parsing and copying tens of thousands of lines (and,
- * for an imported model, decoding its SentencePiece model from base64).
- * Every check of the text form still runs (vocab.c's, through
- * vocab_internal.h): arrays are read as carefully as the text, only
- * faster. */
+ * model's SentencePiece model with its piece trie.  A packed model file
+ * keeps them beside the vocabulary's text, so that tokenize reads the
+ * pieces where the file is mapped instead of parsing and copying tens of
+ * thousands of lines (and, for an imported model, decoding its
+ * SentencePiece model from base64 and building its trie).  Every check of
+ * the text form still runs (vocab.c's, through vocab_internal.h): arrays
+ * are read as carefully as the text, only faster. */
 #include <string.h>
 
 #include "tfm/spm.h"

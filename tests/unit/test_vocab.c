@@ -443,7 +443,8 @@ static const char *damage(arrays *d, int kind)
 
 static void test_arrays(void)
 {
-    const char *extra[] = {"\xE2\x96\x81", "a", "b", "ab", "\xC3\xA9t\xC3\xA9", "\xE2\x96\x81" "ab"};
+    const char *extra[] = {"\xE2\x96\x81", "a", "b", "ab", "\xC3\xA9t\xC3\xA9",
+                           "\xE2\x96\x81" "ab"};
     tfm_buf text;
     tfm_buf_init(&text);
     valid_file(&text, 2, extra, 6);
