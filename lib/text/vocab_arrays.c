@@ -74,11 +74,12 @@ tfm_status tfm_vocab_from_arrays(const tfm_vocab_arrays *a, void (*release)(void
     tfm_vocab *v;
     tfm_status st = vocab_read_begin(a->header, strlen(a->header), a->size, &v, err);
     if (st != TFM_OK) return st;
-    vocab_borrow(v, a->texts, a->texts + a->texts_size);
+    /* (an empty texts array may be NULL: nothing is read from it) */
+    if (a->texts_size > 0) vocab_borrow(v, a->texts, a->texts + a->texts_size);
     size_t pos = 0;
     for (size_t id = 0; id < a->size && st == TFM_OK; id++) {
-        const char *text = a->texts + pos;
-        const char *nul = memchr(text, 0, a->texts_size - pos);
+        const char *text = pos < a->texts_size ? a->texts + pos : NULL;
+        const char *nul = text ? memchr(text, 0, a->texts_size - pos) : NULL;
         if (!nul) {
             st = tfm_error_set(err, TFM_ERR_FORMAT,
                                "piece %zu: the texts end before it (%zu bytes for %zu pieces)",

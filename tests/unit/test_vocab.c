@@ -410,7 +410,7 @@ static void expect_arrays_error(const arrays *a, const char *want, int kind)
 /* Damages the arrays of the vocabulary test_arrays makes in one way of
  * N_DAMAGES; returns what the message of reading them must say (NULL when
  * the damage could not be made). */
-#define N_DAMAGES 11
+#define N_DAMAGES 12
 static const char *damage(arrays *d, int kind)
 {
     char *at;
@@ -435,6 +435,7 @@ static const char *damage(arrays *d, int kind)
         if (!(at = memmem(d->texts.data, d->texts.len, "<0x03>", 7))) return NULL;
         at[4] = '4';
         return "piece 9: byte piece out of place: expected '<0x03>'";
+    case 10: tfm_buf_free(&d->texts); return "piece 0: the texts end before it"; /* NULL, 0 */
     default:
         strcpy(d->header, "#tfm-vocab 2 normalize=nfkc case-fold=no pieces=268");
         return "unsupported vocabulary version '2'";
