@@ -285,9 +285,10 @@ bench-finetune: all
 # Sequence-level knowledge distillation on ../shared/data/enfr
 # (tests/bench/distill.sh): the teacher, given (TEACHER=M, an imported
 # OPUS-MT model say) or trained for TEACHER_TIME (4h; run again, it goes on
-# from its checkpoints), translates the training sources; students of
-# STUDENT_OPTIONS learn STUDENT_TIME (30m) from its translations and from
-# the human targets; test BLEU, chrF and speed of all three.
+# from its checkpoints), translates the training sources; students of each
+# shape of STUDENTS (6+1 pre-norm and small) learn STUDENT_TIME (30m) from
+# its translations and from the human targets, two at a time side by side;
+# test BLEU, chrF and decoding speed of all.
 bench-distill: all
 	$(Q)sh tests/bench/distill.sh $(BUILD)
 

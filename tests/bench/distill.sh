@@ -17,20 +17,27 @@
 #   3. the teacher translates the training sources with beam 4, in chunks of
 #      CHUNK lines; each chunk is written whole (rename) and a chunk already
 #      made is kept, so a stopped run loses one chunk at most.
-#   4. students of STUDENT_OPTIONS (default the small preset) for
-#      STUDENT_TIME (default 30m) each: on the teacher's translations
-#      ("distilled"), on the human targets ("original"), and with MIX=1 on
-#      both together ("mixed").  A student whose model exists is kept.
+#   4. students, each trained for STUDENT_TIME (default 30m) on the
+#      teacher's translations ("distilled") and on the human targets
+#      ("original"), and with MIX=1 on both together ("mixed"), for every
+#      shape of STUDENTS: a list of NAME=OPTIONS separated by ';' (default
+#      6+1 pre-norm, a CPU shape, and the small preset).  JOBS (2) train at
+#      a time, with THREADS / JOBS threads each: a shape's distilled and
+#      original students side by side, in the same conditions.  A student
+#      whose model exists is kept; a stopped one goes on.
 #   5. the test set translated by each model, beam 4 and greedy: BLEU and
-#      chrF (score, sacreBLEU's numbers) against the human references, and
-#      the time of encode | decode of the 2,000 lines (batch 64, THREADS
-#      threads) as a ratio to the teacher's.
+#      chrF (score, sacreBLEU's numbers) against the human references; the
+#      last validation perplexity and the updates made; and the speed of
+#      decode alone (THREADS threads), beam 4 and greedy, at batch 64 on the
+#      2,000 lines and at batch 1 on the first 500: ROUNDS (3) rounds
+#      interleaved over the models, as a speed-up on the teacher.
 #
 # Everything stays in BENCH_OUT/distill (default build/bench/distill).
 # THREADS (2) threads for every program; LINES=N keeps the first N training
 # pairs alone (a quick trial of the recipe, with short times).  Lines for
 # scripts:
-#   distill_bleu model=M search=beam4|greedy X, distill_chrf ..., distill_speedup model=M X
+#   distill_bleu model=M search=beam4|greedy X, distill_chrf ...,
+#   distill_speedup model=M search=beam4|greedy batch=64|1 X
 set -u
 BUILD=${1:?usage: tests/bench/distill.sh BUILD}
 BUILD=$(cd "$BUILD" && pwd) || exit 1
@@ -41,7 +48,10 @@ THREADS=${THREADS:-2}
 TEACHER=${TEACHER:-}
 TEACHER_OPTIONS=${TEACHER_OPTIONS:---preset small}
 TEACHER_TIME=${TEACHER_TIME:-4h}
-STUDENT_OPTIONS=${STUDENT_OPTIONS:---preset small}
+STUDENTS=${STUDENTS:-6+1=--preset small --encoder-layers 6 --decoder-layers 1 --pre-norm;\
+small=--preset small}
+JOBS=${JOBS:-2}
+ROUNDS=${ROUNDS:-3}
 STUDENT_TIME=${STUDENT_TIME:-30m}
 CHUNK=${CHUNK:-20000}
 MIX=${MIX:-0}
@@ -110,63 +120,129 @@ fi
     "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$OUT/train.distill.fr" >"$D/train.distill.ids.fr" || exit 1
 
 # ---- 4. the students ----------------------------------------------------------------------
-echo "students: train $STUDENT_OPTIONS for $STUDENT_TIME each"
-# shellcheck disable=SC2086
-train_resumable "$OUT/student-distilled.st" "$D/enfr.vocab" "$D/train.ids.en" \
-    "$D/train.distill.ids.fr" "$D/valid.ids.en" "$D/valid.ids.fr" "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
-# shellcheck disable=SC2086
-train_resumable "$OUT/student-original.st" "$D/enfr.vocab" "$D/train.ids.en" \
-    "$D/train.ids.fr" "$D/valid.ids.en" "$D/valid.ids.fr" "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
-students="distilled original"
+# One job per shape and kind of targets, JOBS at a time with THREADS / JOBS
+# threads each: the distilled and the original student of a shape train
+# side by side, sharing the machine alike, so that equal time is equal
+# conditions too.
+[ -s "$D/mixed.ids.fr" ] || [ "$MIX" != 1 ] || {
+    cat "$D/train.ids.en" "$D/train.ids.en" >"$D/mixed.ids.en" &&
+        cat "$D/train.distill.ids.fr" "$D/train.ids.fr" >"$D/mixed.ids.fr"
+} || exit 1
+kinds="distilled original"
+[ "$MIX" = 1 ] && kinds="$kinds mixed"
+jobs=""   # NAME-KIND, in the order they train
+IFS=';'
+for shape in $STUDENTS; do
+    for kind in distilled original; do jobs="$jobs ${shape%%=*}-$kind"; done
+done
 if [ "$MIX" = 1 ]; then
-    [ -s "$D/mixed.ids.fr" ] || {
-        cat "$D/train.ids.en" "$D/train.ids.en" >"$D/mixed.ids.en" &&
-            cat "$D/train.distill.ids.fr" "$D/train.ids.fr" >"$D/mixed.ids.fr"
-    } || exit 1
-    # shellcheck disable=SC2086
-    train_resumable "$OUT/student-mixed.st" "$D/enfr.vocab" "$D/mixed.ids.en" \
-        "$D/mixed.ids.fr" "$D/valid.ids.en" "$D/valid.ids.fr" "$STUDENT_TIME" $STUDENT_OPTIONS || exit 1
-    students="$students mixed"
+    for shape in $STUDENTS; do jobs="$jobs ${shape%%=*}-mixed"; done
 fi
+unset IFS
+threads_each=$((THREADS / JOBS))
+[ "$threads_each" -ge 1 ] || threads_each=1
+echo "students: $STUDENT_TIME each, $JOBS at a time with $threads_each threads each"
+
+# options_of NAME: the options of the shape NAME in STUDENTS.
+options_of() {
+    IFS=';'
+    for shape in $STUDENTS; do
+        [ "${shape%%=*}" = "$1" ] && { unset IFS; echo "${shape#*=}"; return 0; }
+    done
+    unset IFS
+    return 1
+}
+
+# train_student NAME-KIND: the student of shape NAME on the targets KIND.
+train_student() {
+    name=${1%-*} kind=${1##*-}
+    case $kind in
+    distilled) src="$D/train.ids.en" tgt="$D/train.distill.ids.fr" ;;
+    original) src="$D/train.ids.en" tgt="$D/train.ids.fr" ;;
+    mixed) src="$D/mixed.ids.en" tgt="$D/mixed.ids.fr" ;;
+    esac
+    THREADS=$threads_each
+    # shellcheck disable=SC2046 # the options are a list
+    train_resumable "$OUT/student-$1.st" "$D/enfr.vocab" "$src" "$tgt" "$D/valid.ids.en" \
+        "$D/valid.ids.fr" "$STUDENT_TIME" $(options_of "$name")
+}
+
+set -- $jobs
+while [ $# -gt 0 ]; do
+    pids="" n=0
+    while [ $# -gt 0 ] && [ $n -lt "$JOBS" ]; do
+        echo "  $1: $(options_of "${1%-*}")"
+        (train_student "$1") &
+        pids="$pids $!" n=$((n + 1))
+        shift
+    done
+    failed=0
+    for pid in $pids; do wait "$pid" || failed=1; done
+    [ $failed = 0 ] || exit 1
+done
 
 # ---- 5. quality and speed ------------------------------------------------------------------
-# seconds MODEL BEAM: wall time of encode | decode of the test ids, best of 3.
-seconds() {
-    "$BIN/tokenize" -q -m "$1" <"$D/test.en" >"$OUT/test.$$.ids"
-    best=""
-    for _ in 1 2 3; do
-        s=$(date +%s%N)
-        "$BIN/encode" -q -m "$1" --threads "$THREADS" <"$OUT/test.$$.ids" |
-            "$BIN/decode" -q -m "$1" --beam "$2" --batch-size 64 --threads "$THREADS" >/dev/null
-        t=$((($(date +%s%N) - s) / 1000000))
-        [ -z "$best" ] || [ "$t" -lt "$best" ] && best=$t
-    done
-    rm -f "$OUT/test.$$.ids"
-    echo "$best"
+. tests/bench/decode_speed.sh # decode_rounds, decode_speedup
+# decode_source MODEL TEXT: the models may have vocabularies of their own.
+decode_source() {
+    "$BIN/tokenize" -q -m "$1" <"$2"
 }
-echo
-echo "== the test set (2,000 lines): BLEU / chrF against the human references; encode | decode time, batch 64"
-printf '  %-20s %-15s %-15s %-22s %s\n' model "beam 4" greedy "ms beam 4 / greedy" "speed-up on the teacher (beam 4 / greedy)"
+model_of() {
+    if [ "$1" = teacher ]; then echo "$T"; else echo "$OUT/student-$1.st"; fi
+}
 : >"$OUT/lines.txt"
-t4=$(seconds "$T" 4)
-t1=$(seconds "$T" 1)
-for name in teacher $students; do
-    if [ "$name" = teacher ]; then m=$T; else m="$OUT/student-$name.st"; fi
-    row=""
+models=""
+for name in teacher $jobs; do
+    m=$(model_of "$name")
+    models="$models $name=$m"
     for beam in 4 1; do
-        translate "$m" $beam <"$D/test.en" >"$OUT/$name.beam$beam.fr"
-        bleu=$("$BIN/score" bleu -b -r "$D/test.fr" "$OUT/$name.beam$beam.fr")
-        chrf=$("$BIN/score" chrf -b -r "$D/test.fr" "$OUT/$name.beam$beam.fr")
         search=beam4
         [ $beam = 1 ] && search=greedy
+        translate "$m" $beam <"$D/test.en" >"$OUT/$name.$search.fr" || exit 1
+        bleu=$("$BIN/score" bleu -b -r "$D/test.fr" "$OUT/$name.$search.fr")
+        chrf=$("$BIN/score" chrf -b -r "$D/test.fr" "$OUT/$name.$search.fr")
         echo "distill_bleu model=$name search=$search $bleu" >>"$OUT/lines.txt"
         echo "distill_chrf model=$name search=$search $chrf" >>"$OUT/lines.txt"
-        row="$row$(printf '%-16s' "$bleu / $chrf")"
     done
-    if [ "$name" = teacher ]; then s4=$t4 s1=$t1; else s4=$(seconds "$m" 4) s1=$(seconds "$m" 1); fi
-    up=$(awk -v a="$t4" -v b="$s4" -v c="$t1" -v d="$s1" 'BEGIN { printf "%.2f / %.2f", a / b, c / d }')
-    echo "distill_speedup model=$name ${up% / *}" >>"$OUT/lines.txt"
-    printf '  %-20s %s %-22s %s\n' "$name" "$row" "$s4 / $s1" "$up"
+done
+echo "timing decode: $ROUNDS interleaved rounds"
+# shellcheck disable=SC2086 # a list of NAME=MODEL
+decode_rounds "$ROUNDS" "$D/test.en" $models || exit 1
+for name in $jobs; do
+    for beam in 4 1; do
+        search=beam4
+        [ $beam = 1 ] && search=greedy
+        for batch in 64 1; do
+            echo "distill_speedup model=$name search=$search batch=$batch" \
+                "$(decode_speedup "$name" teacher $beam $batch)" >>"$OUT/lines.txt"
+        done
+    done
+done
+
+echo
+echo "== the test set (2,000 lines): BLEU / chrF against the human references, beam 4 and greedy;"
+echo "   decode alone, batch 64 on the test set and batch 1 on its first 500 lines, best of $ROUNDS:"
+echo "   ms with the teacher, speed-up on it for the students"
+printf '  %-22s %8s %8s  %-13s %-13s %s
+' model updates "val ppl" "beam 4" greedy \
+    "beam 4 b64 / b1, greedy b64 / b1"
+for name in teacher $jobs; do
+    m=$(model_of "$name")
+    q() { sed -n "s/^distill_$2 model=$name search=$1 //p" "$OUT/lines.txt"; }
+    if [ -s "$m.tsv" ]; then
+        ppl=$(awk -F'\t' '$8 == "valid" { ppl = $4 } END { printf "%.2f", ppl }' "$m.tsv")
+        updates=$(awk -F'\t' '$1 ~ /^[0-9]+$/ { n = $1 } END { print n }' "$m.tsv")
+    else
+        ppl=- updates=-
+    fi
+    if [ "$name" = teacher ]; then
+        speed="$(decode_best teacher 4 64) / $(decode_best teacher 4 1), $(decode_best teacher 1 64) / $(decode_best teacher 1 1) ms"
+    else
+        sp() { sed -n "s/^distill_speedup model=$name search=$1 batch=$2 //p" "$OUT/lines.txt"; }
+        speed="$(sp beam4 64) / $(sp beam4 1), $(sp greedy 64) / $(sp greedy 1)"
+    fi
+    printf '  %-22s %8s %8s  %-13s %-13s %s\n' "$name" "$updates" "$ppl" \
+        "$(q beam4 bleu) / $(q beam4 chrf)" "$(q greedy bleu) / $(q greedy chrf)" "$speed"
 done
 echo
 cat "$OUT/lines.txt"

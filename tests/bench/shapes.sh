@@ -56,13 +56,7 @@ options() {
 }
 
 . tests/bench/resumable.sh # train_resumable
-
-# ms CMD...: the wall time of CMD in milliseconds, or "failed" (its
-# messages in $OUT/ms.err).
-ms() {
-    s=$(date +%s%N)
-    if "$@" >/dev/null 2>"$OUT/ms.err"; then echo $((($(date +%s%N) - s) / 1000000)); else echo failed; fi
-}
+. tests/bench/decode_speed.sh # decode_rounds, decode_speedup
 
 : >"$OUT/lines.txt"
 for pair in $PAIRS; do
@@ -72,7 +66,6 @@ for pair in $PAIRS; do
     # the test set (TEST_LINES: its first lines alone, for a quick trial)
     head -n "${TEST_LINES:-999999}" "$d/test.ids.en" >"$d/test.part.ids.en"
     head -n "${TEST_LINES:-999999}" "$d/test.$t" >"$d/test.part.$t"
-    head -n 500 "$d/test.part.ids.en" >"$d/test.500.ids.en"
     echo "== $pair: training"
     for name in $names; do
         # shellcheck disable=SC2046 # the options are a list
@@ -99,44 +92,18 @@ for pair in $PAIRS; do
     done
 
     # Speed: decode alone from states encoded once, rounds interleaved.
-    for name in $names; do
-        m="$OUT/$pair-$name.st"
-        for part in part 500; do
-            "$BIN/encode" -q -m "$m" --threads "$THREADS" <"$d/test.$part.ids.en" \
-                >"$OUT/$pair-$name.$part.npy" || exit 1
-        done
-    done
-    rm -f "$OUT/best.txt"
-    r=0
-    while [ $r -lt "$ROUNDS" ]; do
-        for name in $names; do
-            m="$OUT/$pair-$name.st"
-            for beam in 4 1; do
-                # batch 64 on the test set, batch 1 on its first 500 lines
-                for run in "64 part" "1 500"; do
-                    set -- $run
-                    echo "$name $beam $1 $(ms "$BIN/decode" -q -m "$m" --beam $beam --batch-size "$1" \
-                        --threads "$THREADS" "$OUT/$pair-$name.$2.npy")" >>"$OUT/best.txt"
-                done
-            done
-        done
-        r=$((r + 1))
-    done
-    if grep -q failed "$OUT/best.txt"; then
-        echo "shapes.sh: a decode failed: $(head -3 "$OUT/ms.err")"
-        exit 1
-    fi
+    models=""
+    for name in $names; do models="$models $name=$OUT/$pair-$name.st"; done
+    # shellcheck disable=SC2086 # a list of NAME=MODEL
+    decode_rounds "$ROUNDS" "$d/test.part.ids.en" $models || exit 1
     first=$(echo "$names" | head -1)
     for name in $names; do
         for beam in 4 1; do
             search=beam4
             [ $beam = 1 ] && search=greedy
             for batch in 64 1; do
-                awk -v n="$name" -v f="$first" -v b=$beam -v s=$batch '
-                    $2 == b && $3 == s && (!($1 in best) || $4 < best[$1]) { best[$1] = $4 }
-                    END { printf "%.2f\n", best[f] / best[n] }' "$OUT/best.txt" |
-                    sed "s/^/shapes_speedup pair=$pair shape=$name search=$search batch=$batch /" \
-                        >>"$OUT/lines.txt"
+                echo "shapes_speedup pair=$pair shape=$name search=$search batch=$batch" \
+                    "$(decode_speedup "$name" "$first" $beam $batch)" >>"$OUT/lines.txt"
             done
         done
     done
