@@ -30,7 +30,8 @@
 #      last validation perplexity and the updates made; and the speed of
 #      decode alone (THREADS threads), beam 4 and greedy, at batch 64 on the
 #      2,000 lines and at batch 1 on the first 500: ROUNDS (3) rounds
-#      interleaved over the models, as a speed-up on the teacher.
+#      interleaved over the models, as a speed-up on the teacher.  The
+#      first shape's distilled student is measured in int8 too.
 #
 # Everything stays in BENCH_OUT/distill (default build/bench/distill).
 # THREADS (2) threads for every program; LINES=N keeps the first N training
@@ -181,6 +182,13 @@ while [ $# -gt 0 ]; do
     [ $failed = 0 ] || exit 1
 done
 
+# The first shape's distilled student in int8 too (train quantize).
+first=${STUDENTS%%=*}
+int8="$first-distilled-int8"
+[ -s "$OUT/student-$int8.st" ] || "$BIN/train" quantize -q --compute-type int8 \
+    -i "$OUT/student-$first-distilled.st" -o "$OUT/student-$int8.st" || exit 1
+evaluated="$jobs $int8"
+
 # ---- 5. quality and speed ------------------------------------------------------------------
 . tests/bench/decode_speed.sh # decode_rounds, decode_speedup
 # decode_source MODEL TEXT: the models may have vocabularies of their own.
@@ -192,7 +200,7 @@ model_of() {
 }
 : >"$OUT/lines.txt"
 models=""
-for name in teacher $jobs; do
+for name in teacher $evaluated; do
     m=$(model_of "$name")
     models="$models $name=$m"
     for beam in 4 1; do
@@ -208,7 +216,7 @@ done
 echo "timing decode: $ROUNDS interleaved rounds"
 # shellcheck disable=SC2086 # a list of NAME=MODEL
 decode_rounds "$ROUNDS" "$D/test.en" $models || exit 1
-for name in $jobs; do
+for name in $evaluated; do
     for beam in 4 1; do
         search=beam4
         [ $beam = 1 ] && search=greedy
@@ -226,7 +234,7 @@ echo "   ms with the teacher, speed-up on it for the students"
 printf '  %-22s %8s %8s  %-13s %-13s %s
 ' model updates "val ppl" "beam 4" greedy \
     "beam 4 b64 / b1, greedy b64 / b1"
-for name in teacher $jobs; do
+for name in teacher $evaluated; do
     m=$(model_of "$name")
     q() { sed -n "s/^distill_$2 model=$name search=$1 //p" "$OUT/lines.txt"; }
     if [ -s "$m.tsv" ]; then
