@@ -21,10 +21,12 @@
 #      teacher's translations ("distilled") and on the human targets
 #      ("original"), and with MIX=1 on both together ("mixed"), for every
 #      shape of STUDENTS: a list of NAME=OPTIONS separated by ';' (default
-#      6+1 pre-norm, a CPU shape, and the small preset).  JOBS (2) train at
-#      a time, with THREADS / JOBS threads each: a shape's distilled and
-#      original students side by side, in the same conditions.  A student
-#      whose model exists is kept; a stopped one goes on.
+#      6+1 pre-norm, a CPU shape, and the small preset).  RUNS=LIST names
+#      the students instead, NAME-KIND each (6+1-mixed, say).  JOBS (2)
+#      train at a time, with THREADS / JOBS threads each: a shape's
+#      distilled and original students side by side, in the same
+#      conditions.  A student whose model exists is kept; a stopped one
+#      goes on.
 #   5. the test set translated by each model, beam 4 and greedy: BLEU and
 #      chrF (score, sacreBLEU's numbers) against the human references; the
 #      last validation perplexity and the updates made; and the speed of
@@ -56,6 +58,7 @@ ROUNDS=${ROUNDS:-3}
 STUDENT_TIME=${STUDENT_TIME:-30m}
 CHUNK=${CHUNK:-20000}
 MIX=${MIX:-0}
+RUNS=${RUNS:-}
 LINES=${LINES:-}
 OUT=${BENCH_OUT:-build/bench}/distill
 DATA="$ROOT/../shared/data/enfr"
@@ -121,25 +124,27 @@ fi
     "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$OUT/train.distill.fr" >"$D/train.distill.ids.fr" || exit 1
 
 # ---- 4. the students ----------------------------------------------------------------------
-# One job per shape and kind of targets, JOBS at a time with THREADS / JOBS
-# threads each: the distilled and the original student of a shape train
-# side by side, sharing the machine alike, so that equal time is equal
-# conditions too.
-[ -s "$D/mixed.ids.fr" ] || [ "$MIX" != 1 ] || {
-    cat "$D/train.ids.en" "$D/train.ids.en" >"$D/mixed.ids.en" &&
-        cat "$D/train.distill.ids.fr" "$D/train.ids.fr" >"$D/mixed.ids.fr"
-} || exit 1
-kinds="distilled original"
-[ "$MIX" = 1 ] && kinds="$kinds mixed"
-jobs=""   # NAME-KIND, in the order they train
-IFS=';'
-for shape in $STUDENTS; do
-    for kind in distilled original; do jobs="$jobs ${shape%%=*}-$kind"; done
-done
-if [ "$MIX" = 1 ]; then
-    for shape in $STUDENTS; do jobs="$jobs ${shape%%=*}-mixed"; done
+# One job per student of RUNS, JOBS at a time with THREADS / JOBS threads
+# each: the distilled and the original student of a shape train side by
+# side, sharing the machine alike, so that equal time is equal conditions
+# too.
+if [ -z "$RUNS" ]; then
+    IFS=';'
+    for shape in $STUDENTS; do RUNS="$RUNS ${shape%%=*}-distilled ${shape%%=*}-original"; done
+    if [ "$MIX" = 1 ]; then
+        for shape in $STUDENTS; do RUNS="$RUNS ${shape%%=*}-mixed"; done
+    fi
+    unset IFS
 fi
-unset IFS
+jobs=$RUNS # NAME-KIND, in the order they train
+case " $jobs " in
+*-mixed\ *)
+    [ -s "$D/mixed.ids.fr" ] || {
+        cat "$D/train.ids.en" "$D/train.ids.en" >"$D/mixed.ids.en" &&
+            cat "$D/train.distill.ids.fr" "$D/train.ids.fr" >"$D/mixed.ids.fr"
+    } || exit 1
+    ;;
+esac
 threads_each=$((THREADS / JOBS))
 [ "$threads_each" -ge 1 ] || threads_each=1
 echo "students: $STUDENT_TIME each, $JOBS at a time with $threads_each threads each"
@@ -161,7 +166,9 @@ train_student() {
     distilled) src="$D/train.ids.en" tgt="$D/train.distill.ids.fr" ;;
     original) src="$D/train.ids.en" tgt="$D/train.ids.fr" ;;
     mixed) src="$D/mixed.ids.en" tgt="$D/mixed.ids.fr" ;;
+    *) echo "distill.sh: $1: not NAME-distilled, NAME-original or NAME-mixed"; return 1 ;;
     esac
+    options_of "$name" >/dev/null || { echo "distill.sh: $1: no shape $name in STUDENTS"; return 1; }
     THREADS=$threads_each
     # shellcheck disable=SC2046 # the options are a list
     train_resumable "$OUT/student-$1.st" "$D/enfr.vocab" "$src" "$tgt" "$D/valid.ids.en" \
@@ -185,9 +192,14 @@ done
 # The first shape's distilled student in int8 too (train quantize).
 first=${STUDENTS%%=*}
 int8="$first-distilled-int8"
-[ -s "$OUT/student-$int8.st" ] || "$BIN/train" quantize -q --compute-type int8 \
-    -i "$OUT/student-$first-distilled.st" -o "$OUT/student-$int8.st" || exit 1
-evaluated="$jobs $int8"
+evaluated=$jobs
+case " $jobs " in
+*" $first-distilled "*)
+    [ -s "$OUT/student-$int8.st" ] || "$BIN/train" quantize -q --compute-type int8 \
+        -i "$OUT/student-$first-distilled.st" -o "$OUT/student-$int8.st" || exit 1
+    evaluated="$jobs $int8"
+    ;;
+esac
 
 # ---- 5. quality and speed ------------------------------------------------------------------
 . tests/bench/decode_speed.sh # decode_rounds, decode_speedup
