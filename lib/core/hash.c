@@ -190,13 +190,15 @@ typedef struct {
 struct tfm_strmap {
     str_slot *slots;
     size_t cap, count;
+    bool borrowing; /* the keys are the caller's: neither copied nor freed */
 };
 
-tfm_strmap *tfm_strmap_create(size_t expected)
+static tfm_strmap *strmap_create(size_t expected, bool borrowing)
 {
     tfm_strmap *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->cap = table_size_for(expected);
+    m->borrowing = borrowing;
     m->slots = calloc(m->cap, sizeof *m->slots);
     if (!m->slots) {
         free(m);
@@ -205,10 +207,21 @@ tfm_strmap *tfm_strmap_create(size_t expected)
     return m;
 }
 
+tfm_strmap *tfm_strmap_create(size_t expected)
+{
+    return strmap_create(expected, false);
+}
+
+tfm_strmap *tfm_strmap_create_borrowing(size_t expected)
+{
+    return strmap_create(expected, true);
+}
+
 void tfm_strmap_free(tfm_strmap *m)
 {
     if (!m) return;
-    for (size_t i = 0; i < m->cap; i++) free(m->slots[i].key);
+    if (!m->borrowing)
+        for (size_t i = 0; i < m->cap; i++) free(m->slots[i].key);
     free(m->slots);
     free(m);
 }
@@ -267,10 +280,13 @@ int64_t *tfm_strmap_upsert(tfm_strmap *m, const char *key, size_t len, int64_t i
         if (!strmap_grow(m)) return NULL;
         i = strmap_slot(m, key, len, h);
     }
-    char *copy = malloc(len + 1);
-    if (!copy) return NULL;
-    if (len) memcpy(copy, key, len);
-    copy[len] = 0;
+    char *copy = (char *)key; /* borrowed: the caller's bytes */
+    if (!m->borrowing) {
+        copy = malloc(len + 1);
+        if (!copy) return NULL;
+        if (len) memcpy(copy, key, len);
+        copy[len] = 0;
+    }
     m->slots[i] = (str_slot){.key = copy, .len = len, .hash = h, .value = init};
     m->count++;
     if (inserted) *inserted = true;

@@ -570,8 +570,9 @@ static int byte_of_piece(const char *text, size_t len)
 
 static tfm_status build_lookups(tfm_spm *m, tfm_error *err)
 {
-    m->normal = tfm_strmap_create((size_t)m->n);
-    m->reserved = tfm_strmap_create(512);
+    /* The maps point into m->text, which lives as long as m. */
+    m->normal = tfm_strmap_create_borrowing((size_t)m->n);
+    m->reserved = tfm_strmap_create_borrowing(512);
     m->canon = malloc((size_t)m->n * sizeof *m->canon);
     if (!m->normal || !m->reserved || !m->canon)
         return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
@@ -625,7 +626,11 @@ static tfm_status build_lookups(tfm_spm *m, tfm_error *err)
     for (int32_t id = 0; id < m->n; id++) {
         const spm_piece *p = &m->pieces[id];
         const char *text = m->text + p->off;
-        m->canon[id] = spm_piece_to_id(m, text, p->len);
+        /* spm_piece_to_id of its text: the reserved piece of that text if
+         * there is one, else the piece itself (texts are unique within
+         * each map), with no lookup in the big map of normal pieces. */
+        const int64_t *reserved = tfm_strmap_find(m->reserved, text, p->len);
+        m->canon[id] = reserved ? (int32_t)*reserved : id;
         bool normal = p->type == TFM_SPM_NORMAL || p->type == TFM_SPM_USER_DEFINED ||
                       p->type == TFM_SPM_UNUSED;
         if (!normal || !by_word) continue;

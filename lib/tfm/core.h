@@ -180,10 +180,13 @@ bool tfm_map64_remove(tfm_map64 *m, uint64_t key);
 bool tfm_map64_next(const tfm_map64 *m, size_t *iter, uint64_t *key, int64_t *value);
 
 /* Map from a byte string to a 64-bit value.  The map keeps its own copy of
- * every key. */
+ * every key; one made by tfm_strmap_create_borrowing keeps the caller's
+ * pointers instead, and the caller keeps the keys' bytes alive and
+ * unchanged while the map lives (no malloc per key). */
 typedef struct tfm_strmap tfm_strmap;
 
 tfm_strmap *tfm_strmap_create(size_t expected);
+tfm_strmap *tfm_strmap_create_borrowing(size_t expected);
 void tfm_strmap_free(tfm_strmap *m);
 size_t tfm_strmap_count(const tfm_strmap *m);
 int64_t *tfm_strmap_find(const tfm_strmap *m, const char *key, size_t len);

@@ -138,6 +138,34 @@ static void test_strmap(void)
     tfm_strmap_free(m);
 }
 
+/* A borrowing map keeps the caller's pointers: it finds what a copying map
+ * finds, through growth, and its keys are the caller's bytes. */
+static void test_strmap_borrowing(void)
+{
+    enum { N = 3000 };
+    static char texts[N][8];
+    tfm_strmap *m = tfm_strmap_create_borrowing(0);
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(texts[i], sizeof texts[i], "p%d", i);
+        bool inserted = false;
+        CHECK(tfm_strmap_upsert(m, texts[i], (size_t)n, i, &inserted) && inserted);
+    }
+    bool inserted = true;
+    CHECK(*tfm_strmap_upsert(m, "p17", 3, 99, &inserted) == 17 && !inserted);
+    CHECK(tfm_strmap_count(m) == N && *tfm_strmap_find(m, "p2999", 5) == 2999);
+    CHECK(tfm_strmap_find(m, "p3000", 5) == NULL);
+    size_t it = 0, n = 0;
+    const char *key;
+    size_t len;
+    int64_t value;
+    while (tfm_strmap_next(m, &it, &key, &len, &value)) {
+        CHECK(key == texts[value] && len == strlen(texts[value]));
+        n++;
+    }
+    CHECK(n == N);
+    tfm_strmap_free(m); /* frees none of texts: ASan would say so */
+}
+
 static void test_rng(void)
 {
     tfm_rng a, b;
@@ -236,6 +264,7 @@ int main(void)
     RUN(test_ids_parse);
     RUN(test_map64);
     RUN(test_strmap);
+    RUN(test_strmap_borrowing);
     RUN(test_rng);
     RUN(test_parallel_for);
     RUN(test_helper);
