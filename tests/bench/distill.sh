@@ -243,8 +243,7 @@ echo
 echo "== the test set (2,000 lines): BLEU / chrF against the human references, beam 4 and greedy;"
 echo "   decode alone, batch 64 on the test set and batch 1 on its first 500 lines, best of $ROUNDS:"
 echo "   ms with the teacher, speed-up on it for the students"
-printf '  %-22s %8s %8s  %-13s %-13s %s
-' model updates "val ppl" "beam 4" greedy \
+printf '  %-22s %8s %8s  %-13s %-13s %s\n' model updates "val ppl" "beam 4" greedy \
     "beam 4 b64 / b1, greedy b64 / b1"
 for name in teacher $evaluated; do
     m=$(model_of "$name")
