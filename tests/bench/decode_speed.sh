@@ -66,3 +66,21 @@ decode_speedup() {
     awk -v a="$(decode_best "$2" "$3" "$4")" -v b="$(decode_best "$1" "$3" "$4")" \
         'BEGIN { printf "%.2f\n", a / b }'
 }
+
+# decode_speedups PREFIX YARDSTICK NAME...: for each NAME, search and batch,
+# the line "PREFIX<NAME> search=beam4|greedy batch=64|1 X", X its speed-up
+# on YARDSTICK.
+decode_speedups() {
+    prefix=$1 yardstick=$2
+    shift 2
+    for named in "$@"; do
+        for beam in 4 1; do
+            search=beam4
+            [ $beam = 1 ] && search=greedy
+            for batch in 64 1; do
+                echo "$prefix$named search=$search batch=$batch" \
+                    "$(decode_speedup "$named" "$yardstick" $beam $batch)"
+            done
+        done
+    done
+}

@@ -202,7 +202,7 @@ case " $jobs " in
 esac
 
 # ---- 5. quality and speed ------------------------------------------------------------------
-. tests/bench/decode_speed.sh # decode_rounds, decode_speedup
+. tests/bench/decode_speed.sh # decode_rounds, decode_speedups, decode_best
 # decode_source MODEL TEXT: the models may have vocabularies of their own.
 decode_source() {
     "$BIN/tokenize" -q -m "$1" <"$2"
@@ -228,16 +228,8 @@ done
 echo "timing decode: $ROUNDS interleaved rounds"
 # shellcheck disable=SC2086 # a list of NAME=MODEL
 decode_rounds "$ROUNDS" "$D/test.en" $models || exit 1
-for name in $evaluated; do
-    for beam in 4 1; do
-        search=beam4
-        [ $beam = 1 ] && search=greedy
-        for batch in 64 1; do
-            echo "distill_speedup model=$name search=$search batch=$batch" \
-                "$(decode_speedup "$name" teacher $beam $batch)" >>"$OUT/lines.txt"
-        done
-    done
-done
+# shellcheck disable=SC2086 # a list of names
+decode_speedups "distill_speedup model=" teacher $evaluated >>"$OUT/lines.txt"
 
 echo
 echo "== the test set (2,000 lines): BLEU / chrF against the human references, beam 4 and greedy;"

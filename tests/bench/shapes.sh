@@ -56,7 +56,7 @@ options() {
 }
 
 . tests/bench/resumable.sh # train_resumable
-. tests/bench/decode_speed.sh # decode_rounds, decode_speedup
+. tests/bench/decode_speed.sh # decode_rounds, decode_speedups
 
 : >"$OUT/lines.txt"
 for pair in $PAIRS; do
@@ -97,16 +97,8 @@ for pair in $PAIRS; do
     # shellcheck disable=SC2086 # a list of NAME=MODEL
     decode_rounds "$ROUNDS" "$d/test.part.ids.en" $models || exit 1
     first=$(echo "$names" | head -1)
-    for name in $names; do
-        for beam in 4 1; do
-            search=beam4
-            [ $beam = 1 ] && search=greedy
-            for batch in 64 1; do
-                echo "shapes_speedup pair=$pair shape=$name search=$search batch=$batch" \
-                    "$(decode_speedup "$name" "$first" $beam $batch)" >>"$OUT/lines.txt"
-            done
-        done
-    done
+    # shellcheck disable=SC2086 # a list of names
+    decode_speedups "shapes_speedup pair=$pair shape=" "$first" $names >>"$OUT/lines.txt"
 
     echo
     echo "== $pair: test BLEU / chrF (beam 4, greedy); decode speed-up on $first" \
