@@ -181,8 +181,9 @@ bool tfm_map64_next(const tfm_map64 *m, size_t *iter, uint64_t *key, int64_t *va
 
 /* Map from a byte string to a 64-bit value.  The map keeps its own copy of
  * every key; one made by tfm_strmap_create_borrowing keeps the caller's
- * pointers instead, and the caller keeps the keys' bytes alive and
- * unchanged while the map lives (no malloc per key). */
+ * pointers instead (never NULL, even for an empty key), and the caller
+ * keeps the keys' bytes alive and unchanged while the map lives (no malloc
+ * per key). */
 typedef struct tfm_strmap tfm_strmap;
 
 tfm_strmap *tfm_strmap_create(size_t expected);
