@@ -595,15 +595,13 @@ static tfm_status read_model(tfm_safetensors **f, bool whole, bool float_weights
     model_header h;
     tfm_model *m = NULL;
     tfm_status st = read_metadata(*f, &h, vocabularies, err);
-    /* a packed file's vocabularies as arrays say what their text says */
-    if (st == TFM_OK && h.src_vocab) {
+    /* a packed file's vocabularies as arrays say what their text says (when
+     * the text was read: else they are only found) */
+    if (st == TFM_OK && tfm_safetensors_has_metadata(*f, "vocab")) {
+        st = tfm_vocab_arrays_check(*f, "vocab", h.vocab, err);
+    } else if (st == TFM_OK) {
         st = tfm_vocab_arrays_check(*f, "src_vocab", h.src_vocab, err);
         if (st == TFM_OK) st = tfm_vocab_arrays_check(*f, "tgt_vocab", h.vocab, err);
-    } else if (st == TFM_OK) {
-        const char *key = tfm_safetensors_has_metadata(*f, "vocab") ? "vocab" : NULL;
-        if (key) st = tfm_vocab_arrays_check(*f, key, h.vocab, err);
-        else if ((st = tfm_vocab_arrays_check(*f, "src_vocab", NULL, err)) == TFM_OK)
-            st = tfm_vocab_arrays_check(*f, "tgt_vocab", NULL, err);
     }
     if (st == TFM_OK) st = read_tensors(f, &h, whole, float_weights, &m, err);
     if (st != TFM_OK) {
