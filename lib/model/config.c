@@ -28,15 +28,19 @@ typedef struct preset {
 } preset;
 
 /* "base" and "big" are Table 3 of the paper; "small" keeps Dh = 64 as the
- * paper does (256 / 4 heads); "tiny" is for tests and smoke runs. */
+ * paper does (256 / 4 heads); "small-cpu" is small shaped for decoding on
+ * CPUs: one decoder layer (the layers a decoding step runs for every output
+ * token), pre-norm, with which so shallow a decoder learns to use its source
+ * (README, "Models shaped for CPUs"); "tiny" is for tests and smoke runs. */
 static const preset presets[] = {
     {"base", 6, 6, 512, 2048, 8, 0.1f, false},
     {"big", 6, 6, 1024, 4096, 16, 0.3f, false},
     {"small", 3, 3, 256, 1024, 4, 0.1f, false},
+    {"small-cpu", 3, 1, 256, 1024, 4, 0.1f, true},
     {"tiny", 2, 2, 64, 256, 4, 0.1f, false},
 };
 
-const char *const tfm_config_preset_names[] = {"base", "big", "small", "tiny", NULL};
+const char *const tfm_config_preset_names[] = {"base", "big", "small", "small-cpu", "tiny", NULL};
 
 tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err)
 {
@@ -45,7 +49,7 @@ tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err)
         if (name && strcmp(name, presets[i].name) == 0) p = &presets[i];
     if (!p)
         return tfm_error_set(err, TFM_ERR_ARG,
-                             "unknown preset '%s' (known presets: base, big, small, tiny)",
+                             "unknown preset '%s' (known presets: base, big, small, small-cpu, tiny)",
                              name ? name : "(null)");
 
     /* Everything not in the table is the paper's setting and is the same

@@ -87,9 +87,10 @@ typedef struct tfm_config {
 
 /* Fills c with a named preset: "base" (N=6, D=512, F=2048, H=8, dropout 0.1),
  * "big" (N=6, D=1024, F=4096, H=16, dropout 0.3), "small" (N=3, D=256,
- * F=1024, H=4, dropout 0.1), "tiny" (N=2, D=64, F=256, H=4, dropout 0.1).
- * N is the number of encoder layers and of decoder layers.  All presets:
- * sinusoidal positions, post-norm, shared embeddings, max_positions 1024,
+ * F=1024, H=4, dropout 0.1), "small-cpu" (small with 3 encoder layers, 1
+ * decoder layer and pre-norm), "tiny" (N=2, D=64, F=256, H=4, dropout 0.1).
+ * N is the number of encoder layers and of decoder layers.  All presets but
+ * small-cpu post-norm; all: sinusoidal positions, shared embeddings, max_positions 1024,
  * full attention, attention_dropout and activation_dropout 0 (the paper
  * names neither), no relative positions, label_smoothing 0.1, layer_norm_eps
  * 1e-5, and the vocabulary's fixed special ids (TFM_ID_PAD ...).

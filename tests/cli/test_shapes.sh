@@ -85,6 +85,13 @@ score -m f32.p.st --src ids.txt --tgt tgt_ids.txt >packed.score 2>/dev/null
 check "score -m: a score per pair" test "$(lines_of plain.score)" -eq 40
 same_files "... the same from the packed file" plain.score packed.score
 
+# The preset of the shape: small's width, 3+1 layers, pre-norm, in the file.
+train -q --preset small-cpu -m v.vocab --init-only -o cpu.st
+head -c 4096 cpu.st | tr ',' '\n' >cpu.meta
+check "--preset small-cpu: 3 encoder layers, 1 decoder layer, pre-norm, d_model 256" \
+    sh -c 'grep -q "\"n_encoder_layers\":\"3\"" cpu.meta && grep -q "\"n_decoder_layers\":\"1\"" cpu.meta &&
+        grep -q "\"norm\":\"pre\"" cpu.meta && grep -q "\"d_model\":\"256\"" cpu.meta'
+
 # Training the shape: 30 updates move every tensor of the one decoder layer,
 # of the encoder's last and the final layer norms of pre-norm, and a run
 # resumed at update 15 ends as one never stopped.

@@ -73,10 +73,13 @@ static void test_presets(void)
         CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s: %s", *name, err.msg);
         CHECK(c.pad_id == TFM_ID_PAD && c.unk_id == TFM_ID_UNK && c.bos_id == TFM_ID_BOS &&
               c.eos_id == TFM_ID_EOS);
-        CHECK(c.shared_embeddings && !c.pre_norm && c.positions == TFM_POS_SINUSOIDAL);
+        /* small-cpu alone is pre-norm: its one decoder layer learns to use
+         * the source only so (README, "Models shaped for CPUs"). */
+        CHECK(c.shared_embeddings && c.positions == TFM_POS_SINUSOIDAL);
+        CHECK(c.pre_norm == (strcmp(*name, "small-cpu") == 0));
         CHECK(c.layer_norm_eps == 1e-5f && c.label_smoothing == 0.1f);
     }
-    CHECK(n == 4);
+    CHECK(n == 5);
 
     tfm_config c;
     CHECK(tfm_config_preset("base", &c, &err) == TFM_OK);
@@ -88,6 +91,9 @@ static void test_presets(void)
     CHECK(tfm_config_preset("small", &c, &err) == TFM_OK);
     CHECK(c.n_encoder_layers == 3 && c.n_decoder_layers == 3 && c.d_model == 256 &&
           c.d_ff == 1024 && c.n_heads == 4);
+    CHECK(tfm_config_preset("small-cpu", &c, &err) == TFM_OK);
+    CHECK(c.n_encoder_layers == 3 && c.n_decoder_layers == 1 && c.d_model == 256 &&
+          c.d_ff == 1024 && c.n_heads == 4 && c.dropout == 0.1f);
     CHECK(tfm_config_preset("tiny", &c, &err) == TFM_OK);
     CHECK(c.n_encoder_layers == 2 && c.d_model == 64 && c.d_ff == 256 && c.n_heads == 4);
 
