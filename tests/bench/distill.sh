@@ -21,7 +21,7 @@
 #      teacher's translations ("distilled") and on the human targets
 #      ("original"), and with MIX=1 on both together ("mixed"), for every
 #      shape of STUDENTS: a list of NAME=OPTIONS separated by ';' (default
-#      6+1 pre-norm, a CPU shape, and the small preset).  RUNS=LIST names
+#      the small-cpu preset, 3+1 pre-norm, and the small preset).  RUNS=LIST names
 #      the students instead, NAME-KIND each (6+1-mixed, say).  JOBS (2)
 #      train at a time, with THREADS / JOBS threads each: a shape's
 #      distilled and original students side by side, in the same
@@ -51,8 +51,7 @@ THREADS=${THREADS:-2}
 TEACHER=${TEACHER:-}
 TEACHER_OPTIONS=${TEACHER_OPTIONS:---preset small}
 TEACHER_TIME=${TEACHER_TIME:-4h}
-STUDENTS=${STUDENTS:-6+1=--preset small --encoder-layers 6 --decoder-layers 1 --pre-norm;\
-small=--preset small}
+STUDENTS=${STUDENTS:-small-cpu=--preset small-cpu;small=--preset small}
 JOBS=${JOBS:-2}
 ROUNDS=${ROUNDS:-3}
 STUDENT_TIME=${STUDENT_TIME:-30m}
@@ -80,7 +79,7 @@ translate() {
         "$BIN/decode" -q -m "$1" --beam "$2" --threads "$THREADS" | "$BIN/tokenize" -q -d -m "$1"
 }
 
-. tests/bench/resumable.sh # train_resumable
+. tests/bench/resumable.sh # train_resumable, in_batches
 
 # ---- 2. the teacher --------------------------------------------------------------------
 if [ -n "$TEACHER" ]; then
@@ -89,7 +88,12 @@ if [ -n "$TEACHER" ]; then
     echo "teacher: $T (given)"
 else
     T="$OUT/teacher.st"
-    echo "teacher: train $TEACHER_OPTIONS for $TEACHER_TIME"
+    if [ -e "$T.done" ]; then
+        echo "teacher: made earlier, $(awk -F'\t' '$1 ~ /^[0-9]+$/ { n = $1 } END { print n }' \
+            "$T.tsv") updates"
+    else
+        echo "teacher: train $TEACHER_OPTIONS for $TEACHER_TIME"
+    fi
     # shellcheck disable=SC2086
     train_resumable "$T" "$D/enfr.vocab" "$D/train.ids.en" "$D/train.ids.fr" "$D/valid.ids.en" \
         "$D/valid.ids.fr" "$TEACHER_TIME" $TEACHER_OPTIONS || exit 1
@@ -169,25 +173,15 @@ train_student() {
     *) echo "distill.sh: $1: not NAME-distilled, NAME-original or NAME-mixed"; return 1 ;;
     esac
     options_of "$name" >/dev/null || { echo "distill.sh: $1: no shape $name in STUDENTS"; return 1; }
+    echo "  $1: $(options_of "$name")"
     THREADS=$threads_each
     # shellcheck disable=SC2046 # the options are a list
     train_resumable "$OUT/student-$1.st" "$D/enfr.vocab" "$src" "$tgt" "$D/valid.ids.en" \
         "$D/valid.ids.fr" "$STUDENT_TIME" $(options_of "$name")
 }
 
-set -- $jobs
-while [ $# -gt 0 ]; do
-    pids="" n=0
-    while [ $# -gt 0 ] && [ $n -lt "$JOBS" ]; do
-        echo "  $1: $(options_of "${1%-*}")"
-        (train_student "$1") &
-        pids="$pids $!" n=$((n + 1))
-        shift
-    done
-    failed=0
-    for pid in $pids; do wait "$pid" || failed=1; done
-    [ $failed = 0 ] || exit 1
-done
+# shellcheck disable=SC2086 # a list of names
+in_batches "$JOBS" train_student $jobs || exit 1
 
 # The first shape's distilled student in int8 too (train quantize).
 first=${STUDENTS%%=*}

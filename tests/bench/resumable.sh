@@ -33,3 +33,22 @@ train_resumable() {
     }
     : >"$model.done"
 }
+
+# in_batches JOBS FUNCTION ITEM...: FUNCTION ITEM for every ITEM, JOBS at a
+# time in the background (each batch waited for before the next starts, so
+# that the runs of a batch share the machine alike); fails when any did.
+in_batches() {
+    batch_jobs=$1 batch_fn=$2
+    shift 2
+    while [ $# -gt 0 ]; do
+        batch_pids="" batch_n=0
+        while [ $# -gt 0 ] && [ $batch_n -lt "$batch_jobs" ]; do
+            ("$batch_fn" "$1") &
+            batch_pids="$batch_pids $!" batch_n=$((batch_n + 1))
+            shift
+        done
+        batch_failed=0
+        for pid in $batch_pids; do wait "$pid" || batch_failed=1; done
+        [ $batch_failed = 0 ] || return 1
+    done
+}

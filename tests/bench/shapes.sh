@@ -7,10 +7,12 @@
 #   1. data: ../shared/data/PAIR for each of PAIRS (default "enfr enru"),
 #      one 8k joint vocabulary each (pair_data.sh).
 #   2. one model per pair and shape, trained for TIME (default 30m) on
-#      THREADS (2) threads, validation every 500 updates.  SHAPES is a
+#      THREADS (2) threads, validation every 500 updates; JOBS=N trains N
+#      at a time side by side with THREADS / N threads each (the models of
+#      a batch then share the machine alike).  SHAPES is a
 #      list of NAME=OPTIONS separated by ';' (default below: small 3+3,
-#      then 6+1, 6+2 and 8+2 pre-norm at d_model 256, and 6+2 pre-norm at
-#      d_model 512).  Resumable: run again, a model that exists is kept and
+#      small-cpu 3+1 pre-norm, then 6+1, 6+2 and 8+2 pre-norm at d_model
+#      256, and 6+2 pre-norm at d_model 512).  Resumable: run again, a model that exists is kept and
 #      a stopped run goes on from its checkpoints (train --resume, with the
 #      time already spent), so the whole can be spread over several runs.
 #   3. for each model: the validation perplexity and the updates made, test
@@ -32,10 +34,12 @@ cd "$(dirname "$0")/../.." || exit 1
 BIN="$BUILD/bin"
 THREADS=${THREADS:-2}
 TIME=${TIME:-30m}
+JOBS=${JOBS:-1}
 ROUNDS=${ROUNDS:-3}
 PAIRS=${PAIRS:-enfr enru}
 LINES=${LINES:-}
 SHAPES=${SHAPES:-small=--preset small;\
+small-cpu=--preset small-cpu;\
 6+1=--preset small --encoder-layers 6 --decoder-layers 1 --pre-norm;\
 6+2=--preset small --encoder-layers 6 --decoder-layers 2 --pre-norm;\
 8+2=--preset small --encoder-layers 8 --decoder-layers 2 --pre-norm;\
@@ -55,8 +59,18 @@ options() {
     printf '%s\n' "$SHAPES" | tr ';' '\n' | sed -n "s/^ *$1=//p"
 }
 
-. tests/bench/resumable.sh # train_resumable
+. tests/bench/resumable.sh # train_resumable, in_batches
 . tests/bench/decode_speed.sh # decode_rounds, decode_speedups
+
+threads_each=$((THREADS / JOBS))
+[ "$threads_each" -ge 1 ] || threads_each=1
+# train_shape NAME: the model of shape NAME on the pair being trained.
+train_shape() {
+    THREADS=$threads_each
+    # shellcheck disable=SC2046 # the options are a list
+    train_resumable "$OUT/$pair-$1.st" "$d/$pair.vocab" "$d/train.ids.en" "$d/train.ids.$t" \
+        "$d/valid.ids.en" "$d/valid.ids.$t" "$TIME" $(options "$1")
+}
 
 : >"$OUT/lines.txt"
 for pair in $PAIRS; do
@@ -66,12 +80,9 @@ for pair in $PAIRS; do
     # the test set (TEST_LINES: its first lines alone, for a quick trial)
     head -n "${TEST_LINES:-999999}" "$d/test.ids.en" >"$d/test.part.ids.en"
     head -n "${TEST_LINES:-999999}" "$d/test.$t" >"$d/test.part.$t"
-    echo "== $pair: training"
-    for name in $names; do
-        # shellcheck disable=SC2046 # the options are a list
-        train_resumable "$OUT/$pair-$name.st" "$d/$pair.vocab" "$d/train.ids.en" "$d/train.ids.$t" \
-            "$d/valid.ids.en" "$d/valid.ids.$t" "$TIME" $(options "$name") || exit 1
-    done
+    echo "== $pair: training, $JOBS at a time with $threads_each threads each"
+    # shellcheck disable=SC2086 # a list of names
+    in_batches "$JOBS" train_shape $names || exit 1
 
     # Quality: the last validation, the updates, BLEU / chrF on the test set.
     for name in $names; do
