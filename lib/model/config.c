@@ -30,8 +30,9 @@ typedef struct preset {
 /* "base" and "big" are Table 3 of the paper; "small" keeps Dh = 64 as the
  * paper does (256 / 4 heads); "small-cpu" is small shaped for decoding on
  * CPUs: one decoder layer (the layers a decoding step runs for every output
- * token), pre-norm, with which so shallow a decoder learns to use its source
- * (README, "Models shaped for CPUs"); "tiny" is for tests and smoke runs. */
+ * token), and pre-norm, with which so shallow a decoder learns far faster
+ * than with post-norm (README, "Models shaped for CPUs"); "tiny" is for
+ * tests and smoke runs. */
 static const preset presets[] = {
     {"base", 6, 6, 512, 2048, 8, 0.1f, false},
     {"big", 6, 6, 1024, 4096, 16, 0.3f, false},

@@ -90,8 +90,8 @@ typedef struct tfm_config {
  * F=1024, H=4, dropout 0.1), "small-cpu" (small with 3 encoder layers, 1
  * decoder layer and pre-norm), "tiny" (N=2, D=64, F=256, H=4, dropout 0.1).
  * N is the number of encoder layers and of decoder layers.  All presets but
- * small-cpu post-norm; all: sinusoidal positions, shared embeddings, max_positions 1024,
- * full attention, attention_dropout and activation_dropout 0 (the paper
+ * small-cpu post-norm; all: sinusoidal positions, shared embeddings,
+ * max_positions 1024, full attention, attention_dropout and activation_dropout 0 (the paper
  * names neither), no relative positions, label_smoothing 0.1, layer_norm_eps
  * 1e-5, and the vocabulary's fixed special ids (TFM_ID_PAD ...).
  * Vocabulary sizes are left at 0 for the caller (they come from the

@@ -21,10 +21,10 @@
 #      teacher's translations ("distilled") and on the human targets
 #      ("original"), and with MIX=1 on both together ("mixed"), for every
 #      shape of STUDENTS: a list of NAME=OPTIONS separated by ';' (default
-#      the small-cpu preset, 3+1 pre-norm, and the small preset).  RUNS=LIST names
-#      the students instead, NAME-KIND each (6+1-mixed, say).  JOBS (2)
-#      train at a time, with THREADS / JOBS threads each: a shape's
-#      distilled and original students side by side, in the same
+#      the small-cpu preset, 3+1 pre-norm, and the small preset).
+#      RUNS=LIST names the students instead, NAME-KIND each (small-mixed,
+#      say).  JOBS (2) train at a time, with THREADS / JOBS threads each: a
+#      shape's distilled and original students side by side, in the same
 #      conditions.  A student whose model exists is kept; a stopped one
 #      goes on.
 #   5. the test set translated by each model, beam 4 and greedy: BLEU and

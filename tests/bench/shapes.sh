@@ -12,9 +12,10 @@
 #      a batch then share the machine alike).  SHAPES is a
 #      list of NAME=OPTIONS separated by ';' (default below: small 3+3,
 #      small-cpu 3+1 pre-norm, then 6+1, 6+2 and 8+2 pre-norm at d_model
-#      256, and 6+2 pre-norm at d_model 512).  Resumable: run again, a model that exists is kept and
-#      a stopped run goes on from its checkpoints (train --resume, with the
-#      time already spent), so the whole can be spread over several runs.
+#      256, and 6+2 pre-norm at d_model 512).  Resumable: run again, a
+#      model that exists is kept and a stopped run goes on from its
+#      checkpoints (train --resume, with the time already spent), so the
+#      whole can be spread over several runs.
 #   3. for each model: the validation perplexity and the updates made, test
 #      BLEU and chrF (score, sacreBLEU's numbers) with beam 4 and greedy,
 #      and the time of decode alone (encode timed apart) on the test set at

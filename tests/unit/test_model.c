@@ -73,8 +73,8 @@ static void test_presets(void)
         CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s: %s", *name, err.msg);
         CHECK(c.pad_id == TFM_ID_PAD && c.unk_id == TFM_ID_UNK && c.bos_id == TFM_ID_BOS &&
               c.eos_id == TFM_ID_EOS);
-        /* small-cpu alone is pre-norm: its one decoder layer learns to use
-         * the source only so (README, "Models shaped for CPUs"). */
+        /* small-cpu alone is pre-norm: its one decoder layer learns far
+         * faster so (README, "Models shaped for CPUs"). */
         CHECK(c.shared_embeddings && c.positions == TFM_POS_SINUSOIDAL);
         CHECK(c.pre_norm == (strcmp(*name, "small-cpu") == 0));
         CHECK(c.layer_norm_eps == 1e-5f && c.label_smoothing == 0.1f);
