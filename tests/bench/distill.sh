@@ -79,7 +79,7 @@ translate() {
         "$BIN/decode" -q -m "$1" --beam "$2" --threads "$THREADS" | "$BIN/tokenize" -q -d -m "$1"
 }
 
-. tests/bench/resumable.sh # train_resumable, in_batches
+. tests/bench/resumable.sh # train_resumable, in_batches, shape_options, updates_of
 
 # ---- 2. the teacher --------------------------------------------------------------------
 if [ -n "$TEACHER" ]; then
@@ -88,12 +88,7 @@ if [ -n "$TEACHER" ]; then
     echo "teacher: $T (given)"
 else
     T="$OUT/teacher.st"
-    if [ -e "$T.done" ]; then
-        echo "teacher: made earlier, $(awk -F'\t' '$1 ~ /^[0-9]+$/ { n = $1 } END { print n }' \
-            "$T.tsv") updates"
-    else
-        echo "teacher: train $TEACHER_OPTIONS for $TEACHER_TIME"
-    fi
+    echo "teacher: $TEACHER_OPTIONS for $TEACHER_TIME, unless made earlier"
     # shellcheck disable=SC2086
     train_resumable "$T" "$D/enfr.vocab" "$D/train.ids.en" "$D/train.ids.fr" "$D/valid.ids.en" \
         "$D/valid.ids.fr" "$TEACHER_TIME" $TEACHER_OPTIONS || exit 1
@@ -149,19 +144,7 @@ case " $jobs " in
     } || exit 1
     ;;
 esac
-threads_each=$((THREADS / JOBS))
-[ "$threads_each" -ge 1 ] || threads_each=1
-echo "students: $STUDENT_TIME each, $JOBS at a time with $threads_each threads each"
-
-# options_of NAME: the options of the shape NAME in STUDENTS.
-options_of() {
-    IFS=';'
-    for shape in $STUDENTS; do
-        [ "${shape%%=*}" = "$1" ] && { unset IFS; echo "${shape#*=}"; return 0; }
-    done
-    unset IFS
-    return 1
-}
+echo "students: $STUDENT_TIME each, $JOBS at a time with $(threads_each "$JOBS") threads each"
 
 # train_student NAME-KIND: the student of shape NAME on the targets KIND.
 train_student() {
@@ -172,12 +155,12 @@ train_student() {
     mixed) src="$D/mixed.ids.en" tgt="$D/mixed.ids.fr" ;;
     *) echo "distill.sh: $1: not NAME-distilled, NAME-original or NAME-mixed"; return 1 ;;
     esac
-    options_of "$name" >/dev/null || { echo "distill.sh: $1: no shape $name in STUDENTS"; return 1; }
-    echo "  $1: $(options_of "$name")"
-    THREADS=$threads_each
-    # shellcheck disable=SC2046 # the options are a list
+    options=$(shape_options "$STUDENTS" "$name") ||
+        { echo "distill.sh: $1: no shape $name in STUDENTS"; return 1; }
+    echo "  $1: $options"
+    # shellcheck disable=SC2086 # the options are a list
     train_resumable "$OUT/student-$1.st" "$D/enfr.vocab" "$src" "$tgt" "$D/valid.ids.en" \
-        "$D/valid.ids.fr" "$STUDENT_TIME" $(options_of "$name")
+        "$D/valid.ids.fr" "$STUDENT_TIME" $options
 }
 
 # shellcheck disable=SC2086 # a list of names
@@ -234,12 +217,7 @@ printf '  %-22s %8s %8s  %-13s %-13s %s\n' model updates "val ppl" "beam 4" gree
 for name in teacher $evaluated; do
     m=$(model_of "$name")
     q() { sed -n "s/^distill_$2 model=$name search=$1 //p" "$OUT/lines.txt"; }
-    if [ -s "$m.tsv" ]; then
-        ppl=$(awk -F'\t' '$8 == "valid" { ppl = $4 } END { printf "%.2f", ppl }' "$m.tsv")
-        updates=$(awk -F'\t' '$1 ~ /^[0-9]+$/ { n = $1 } END { print n }' "$m.tsv")
-    else
-        ppl=- updates=-
-    fi
+    ppl=$(valid_ppl_of "$m.tsv") updates=$(updates_of "$m.tsv")
     if [ "$name" = teacher ]; then
         speed="$(decode_best teacher 4 64) / $(decode_best teacher 4 1), $(decode_best teacher 1 64) / $(decode_best teacher 1 1) ms"
     else

@@ -1,6 +1,42 @@
 # resumable.sh - sourced by distill.sh and shapes.sh from the top of the
 # tree: training runs of hours that can be spread over several runs of a
-# benchmark.  BIN and THREADS are the caller's.
+# benchmark, several side by side, and what their logs say.  BIN and
+# THREADS are the caller's.
+
+# shape_options LIST NAME: the options of NAME in LIST, a list of
+# NAME=OPTIONS separated by ';' (blanks before a NAME ignored); fails when
+# LIST has no NAME.
+shape_options() {
+    IFS=';'
+    for shape in $1; do
+        while :; do
+            case $shape in
+            [[:blank:]]*) shape=${shape#?} ;;
+            *) break ;;
+            esac
+        done
+        [ "${shape%%=*}" = "$2" ] && { unset IFS; echo "${shape#*=}"; return 0; }
+    done
+    unset IFS
+    return 1
+}
+
+# updates_of LOG, valid_ppl_of LOG: the updates a run made and its last
+# validation perplexity, from its train --log file ('-' without one).
+updates_of() {
+    if [ -s "$1" ]; then
+        awk -F'\t' '$1 ~ /^[0-9]+$/ { n = $1 } END { print n }' "$1"
+    else
+        echo -
+    fi
+}
+valid_ppl_of() {
+    if [ -s "$1" ]; then
+        awk -F'\t' '$8 == "valid" { ppl = $4 } END { printf "%.2f\n", ppl }' "$1"
+    else
+        echo -
+    fi
+}
 
 # train_resumable MODEL VOCAB SRC TGT VALID_SRC VALID_TGT TIME OPTIONS...:
 # trains MODEL for TIME with OPTIONS, validating every 500 updates and
@@ -12,7 +48,7 @@ train_resumable() {
     model=$1 vocab=$2 src=$3 tgt=$4 valid_src=$5 valid_tgt=$6 time=$7
     shift 7
     if [ -s "$model" ] && { [ -e "$model.done" ] || ! ls "$model".ckpt-* >/dev/null 2>&1; }; then
-        echo "  $model: made earlier, kept"
+        echo "  $model: made earlier ($(updates_of "$model.tsv") updates), kept"
         return 0
     fi
     if ls "$model".ckpt-* >/dev/null 2>&1; then
@@ -34,16 +70,25 @@ train_resumable() {
     : >"$model.done"
 }
 
+# threads_each JOBS: the threads of each of JOBS runs side by side, THREADS
+# shared among them (one at least).
+threads_each() {
+    threads_n=$((THREADS / $1))
+    [ "$threads_n" -ge 1 ] || threads_n=1
+    echo "$threads_n"
+}
+
 # in_batches JOBS FUNCTION ITEM...: FUNCTION ITEM for every ITEM, JOBS at a
-# time in the background (each batch waited for before the next starts, so
-# that the runs of a batch share the machine alike); fails when any did.
+# time in the background with THREADS set to threads_each JOBS (each batch
+# waited for before the next starts, so that the runs of a batch share the
+# machine alike); fails when any did.
 in_batches() {
     batch_jobs=$1 batch_fn=$2
     shift 2
     while [ $# -gt 0 ]; do
         batch_pids="" batch_n=0
         while [ $# -gt 0 ] && [ $batch_n -lt "$batch_jobs" ]; do
-            ("$batch_fn" "$1") &
+            (THREADS=$(threads_each "$batch_jobs") && "$batch_fn" "$1") &
             batch_pids="$batch_pids $!" batch_n=$((batch_n + 1))
             shift
         done

@@ -55,22 +55,16 @@ echo "shapes: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($cpu), $THREADS threads,
 
 # The shapes' names, in the list's order (the first is the speed's yardstick).
 names=$(printf '%s\n' "$SHAPES" | tr ';' '\n' | sed -n 's/^ *\([^=]*\)=.*/\1/p')
-# options NAME: the train options of shape NAME.
-options() {
-    printf '%s\n' "$SHAPES" | tr ';' '\n' | sed -n "s/^ *$1=//p"
-}
 
-. tests/bench/resumable.sh # train_resumable, in_batches
+. tests/bench/resumable.sh # train_resumable, in_batches, shape_options, updates_of
 . tests/bench/decode_speed.sh # decode_rounds, decode_speedups
 
-threads_each=$((THREADS / JOBS))
-[ "$threads_each" -ge 1 ] || threads_each=1
 # train_shape NAME: the model of shape NAME on the pair being trained.
 train_shape() {
-    THREADS=$threads_each
-    # shellcheck disable=SC2046 # the options are a list
+    options=$(shape_options "$SHAPES" "$1") || { echo "shapes.sh: no shape $1 in SHAPES"; return 1; }
+    # shellcheck disable=SC2086 # the options are a list
     train_resumable "$OUT/$pair-$1.st" "$d/$pair.vocab" "$d/train.ids.en" "$d/train.ids.$t" \
-        "$d/valid.ids.en" "$d/valid.ids.$t" "$TIME" $(options "$1")
+        "$d/valid.ids.en" "$d/valid.ids.$t" "$TIME" $options
 }
 
 : >"$OUT/lines.txt"
@@ -81,15 +75,14 @@ for pair in $PAIRS; do
     # the test set (TEST_LINES: its first lines alone, for a quick trial)
     head -n "${TEST_LINES:-999999}" "$d/test.ids.en" >"$d/test.part.ids.en"
     head -n "${TEST_LINES:-999999}" "$d/test.$t" >"$d/test.part.$t"
-    echo "== $pair: training, $JOBS at a time with $threads_each threads each"
+    echo "== $pair: training, $JOBS at a time with $(threads_each "$JOBS") threads each"
     # shellcheck disable=SC2086 # a list of names
     in_batches "$JOBS" train_shape $names || exit 1
 
     # Quality: the last validation, the updates, BLEU / chrF on the test set.
     for name in $names; do
         m="$OUT/$pair-$name.st"
-        valid=$(awk -F'\t' '$8 == "valid" { ppl = $4 } END { printf "%.2f", ppl }' "$m.tsv")
-        updates=$(awk -F'\t' '$1 ~ /^[0-9]+$/ { n = $1 } END { print n }' "$m.tsv")
+        valid=$(valid_ppl_of "$m.tsv") updates=$(updates_of "$m.tsv")
         for beam in 4 1; do
             search=beam4
             [ $beam = 1 ] && search=greedy
