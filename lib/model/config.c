@@ -5,6 +5,7 @@
  * The field names in the messages are the keys of the model file's
  * metadata (tfm-formats(5)), so a message about a bad file names what to
  * look for in it. */
+#include <stdio.h>
 #include <string.h>
 
 #include "tfm/model.h"
@@ -43,15 +44,29 @@ static const preset presets[] = {
 
 const char *const tfm_config_preset_names[] = {"base", "big", "small", "small-cpu", "tiny", NULL};
 
+/* The names of the table's presets, "base, big, ..." (for a message). */
+static void list_presets(char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0] && used < size; i++) {
+        int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", presets[i].name);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
 tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err)
 {
     const preset *p = NULL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (name && strcmp(name, presets[i].name) == 0) p = &presets[i];
-    if (!p)
-        return tfm_error_set(err, TFM_ERR_ARG,
-                             "unknown preset '%s' (known presets: base, big, small, small-cpu, tiny)",
-                             name ? name : "(null)");
+    if (!p) {
+        char known[128];
+        list_presets(known, sizeof known);
+        return tfm_error_set(err, TFM_ERR_ARG, "unknown preset '%s' (known presets: %s)",
+                             name ? name : "(null)", known);
+    }
 
     /* Everything not in the table is the paper's setting and is the same
      * for every preset. */

@@ -106,6 +106,7 @@ static void test_presets(void)
 
     CHECK(tfm_config_preset("huge", &c, &err) == TFM_ERR_ARG);
     CHECK(contains(err.msg, "huge") && contains(err.msg, "base") && contains(err.msg, "tiny"));
+    CHECK_MSG(contains(err.msg, "(known presets: base, big, small, small-cpu, tiny)"), "%s", err.msg);
 }
 
 /* The description names every size, the norm, the positions, the
