@@ -42,7 +42,10 @@ static const preset presets[] = {
     {"tiny", 2, 2, 64, 256, 4, 0.1f, false},
 };
 
-const char *const tfm_config_preset_names[] = {"base", "big", "small", "small-cpu", "tiny", NULL};
+const char *tfm_config_preset_name(int i)
+{
+    return i >= 0 && (size_t)i < sizeof presets / sizeof presets[0] ? presets[i].name : NULL;
+}
 
 /* The names of the table's presets, "base, big, ..." (for a message). */
 static void list_presets(char *out, size_t size)

@@ -97,8 +97,9 @@ typedef struct tfm_config {
  * Vocabulary sizes are left at 0 for the caller (they come from the
  * vocabulary).  Unknown names are TFM_ERR_ARG listing the known ones. */
 tfm_status tfm_config_preset(const char *name, tfm_config *c, tfm_error *err);
-/* The names of the presets, NULL-terminated. */
-extern const char *const tfm_config_preset_names[];
+/* The name of the i-th preset (from 0, in the order above), or NULL past
+ * the last one. */
+const char *tfm_config_preset_name(int i);
 
 /* Checks every field and their agreement: sizes positive and below limits
  * that keep size arithmetic safe, vocabulary sizes at least 4 (the

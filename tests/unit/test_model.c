@@ -62,24 +62,24 @@ static void test_presets(void)
 {
     tfm_error err;
     int n = 0;
-    for (const char *const *name = tfm_config_preset_names; *name; name++, n++) {
+    for (const char *name; (name = tfm_config_preset_name(n)); n++) {
         tfm_config c;
-        CHECK(tfm_config_preset(*name, &c, &err) == TFM_OK);
+        CHECK(tfm_config_preset(name, &c, &err) == TFM_OK);
         CHECK(c.src_vocab_size == 0 && c.tgt_vocab_size == 0);
         /* Without vocabulary sizes a preset is not yet a model. */
         CHECK(tfm_config_validate(&c, &err) == TFM_ERR_RANGE);
         CHECK(contains(err.msg, "src_vocab_size"));
         c.src_vocab_size = c.tgt_vocab_size = 8000;
-        CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s: %s", *name, err.msg);
+        CHECK_MSG(tfm_config_validate(&c, &err) == TFM_OK, "%s: %s", name, err.msg);
         CHECK(c.pad_id == TFM_ID_PAD && c.unk_id == TFM_ID_UNK && c.bos_id == TFM_ID_BOS &&
               c.eos_id == TFM_ID_EOS);
         /* small-cpu alone is pre-norm: its one decoder layer learns far
          * faster so (README, "Models shaped for CPUs"). */
         CHECK(c.shared_embeddings && c.positions == TFM_POS_SINUSOIDAL);
-        CHECK(c.pre_norm == (strcmp(*name, "small-cpu") == 0));
+        CHECK(c.pre_norm == (strcmp(name, "small-cpu") == 0));
         CHECK(c.layer_norm_eps == 1e-5f && c.label_smoothing == 0.1f);
     }
-    CHECK(n == 5);
+    CHECK(n == 5 && tfm_config_preset_name(-1) == NULL);
 
     tfm_config c;
     CHECK(tfm_config_preset("base", &c, &err) == TFM_OK);
