@@ -26,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "tfm/core.h"
 #include "tfm/po.h"
 
 #define NONE ((size_t)-1)
@@ -163,14 +164,6 @@ static tfm_status read_comment(parser *ps, const char *s, size_t n, tfm_error *e
     return TFM_OK;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* The quoted strings of s[0..n) (s[0] is '"'): their text unescaped onto
  * ps->buf, nothing but blanks after them. */
 static tfm_status read_quoted(parser *ps, const char *s, size_t n, tfm_error *err)
@@ -203,9 +196,9 @@ static tfm_status read_quoted(parser *ps, const char *s, size_t n, tfm_error *er
                 v = e - '0';
                 for (int d = 0; d < 2 && i < n && s[i] >= '0' && s[i] <= '7'; d++)
                     v = v * 8 + (s[i++] - '0');
-            } else if (e == 'x' && i < n && hex_value(s[i]) >= 0) {
-                v = hex_value(s[i++]);
-                if (i < n && hex_value(s[i]) >= 0) v = v * 16 + hex_value(s[i++]);
+            } else if (e == 'x' && i < n && tfm_hex_digit(s[i]) >= 0) {
+                v = tfm_hex_digit(s[i++]);
+                if (i < n && tfm_hex_digit(s[i]) >= 0) v = v * 16 + tfm_hex_digit(s[i++]);
             } else {
                 return tfm_error_set(err, TFM_ERR_FORMAT, "line %zu: unknown escape '\\%c'",
                                      ps->line, e >= 0x20 && e < 0x7f ? e : '?');

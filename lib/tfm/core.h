@@ -154,6 +154,16 @@ static inline bool tfm_py_isspace(int32_t cp)
     }
 }
 
+/* The value of the hexadecimal digit c (0-9, a-f, A-F), or -1 (not
+ * isxdigit, whose answer depends on the locale). */
+static inline int tfm_hex_digit(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 /* The length of s[0..len) without trailing whitespace as Python's
  * str.rstrip() sees it (tfm_py_isspace); an invalid or truncated sequence
  * is not whitespace.  sacreBLEU's command line strips every line so. */
