@@ -26,7 +26,9 @@
 #      say).  JOBS (2) train at a time, with THREADS / JOBS threads each: a
 #      shape's distilled and original students side by side, in the same
 #      conditions.  A student whose model exists is kept; a stopped one
-#      goes on.
+#      goes on; one made with another STUDENT_TIME, options or data
+#      (MODEL.recipe) stops the run with a message.  A new teacher moves
+#      the last one's students (distilled, mixed) to teacher-STAMP/.
 #   5. the test set translated by each model, beam 4 and greedy: BLEU and
 #      chrF (score, sacreBLEU's numbers) against the human references; the
 #      last validation perplexity and the updates made; and the speed of
@@ -95,9 +97,21 @@ else
 fi
 
 # ---- 3. the teacher's translations of the training sources ------------------------------
-# A new teacher makes new translations: the chunks are the teacher's.
+# A new teacher makes new translations: the chunks are the teacher's, and
+# the students that learnt from the last teacher's (distilled, mixed) are
+# moved to a directory of their own, kept but no longer used.
 stamp="$(cksum <"$T" | cut -d' ' -f1)"
-if [ "$(cat "$OUT/chunks/teacher" 2>/dev/null)" != "$stamp" ]; then
+last=$(cat "$OUT/chunks/teacher" 2>/dev/null)
+if [ "$last" != "$stamp" ]; then
+    if [ -n "$last" ]; then
+        for f in "$OUT"/student-*-distilled* "$OUT"/student-*-mixed* "$OUT"/*-distilled*.fr \
+            "$OUT"/*-mixed*.fr; do
+            [ -e "$f" ] || continue
+            mkdir -p "$OUT/teacher-$last" && mv "$f" "$OUT/teacher-$last/" || exit 1
+        done
+        [ -d "$OUT/teacher-$last" ] &&
+            echo "  a new teacher: the last one's students are now in $OUT/teacher-$last"
+    fi
     rm -f "$OUT/chunks/"* "$OUT/train.distill.fr"
     echo "$stamp" >"$OUT/chunks/teacher"
 fi
@@ -138,7 +152,7 @@ fi
 jobs=$RUNS # NAME-KIND, in the order they train
 case " $jobs " in
 *-mixed\ *)
-    [ -s "$D/mixed.ids.fr" ] || {
+    [ -s "$D/mixed.ids.fr" ] && [ "$D/mixed.ids.fr" -nt "$D/train.distill.ids.fr" ] || {
         cat "$D/train.ids.en" "$D/train.ids.en" >"$D/mixed.ids.en" &&
             cat "$D/train.distill.ids.fr" "$D/train.ids.fr" >"$D/mixed.ids.fr"
     } || exit 1

@@ -44,9 +44,21 @@ valid_ppl_of() {
 # checkpoint (train --resume: the same options, the time already spent),
 # and once the run has ended (MODEL.done) it leaves MODEL alone.  A run
 # stopped by a signal writes MODEL too, but not MODEL.done: it goes on.
+# MODEL.recipe holds what the run was started with (TIME, OPTIONS and the
+# checksums of SRC and TGT); asked for another recipe, it fails and says
+# so instead of keeping or continuing a model made otherwise (a student
+# of an earlier teacher, say).
 train_resumable() {
     model=$1 vocab=$2 src=$3 tgt=$4 valid_src=$5 valid_tgt=$6 time=$7
     shift 7
+    recipe="time $time; options $*; checksums: source $(cksum <"$src" | cut -d' ' -f1), target $(cksum <"$tgt" | cut -d' ' -f1)"
+    if [ -f "$model.recipe" ] && [ "$(cat "$model.recipe")" != "$recipe" ]; then
+        echo "  $model: made with another recipe than this run's:"
+        echo "    made with:  $(cat "$model.recipe")"
+        echo "    this run's: $recipe"
+        echo "  remove its files ($model*) to make it again, or name the run otherwise"
+        return 1
+    fi
     if [ -s "$model" ] && { [ -e "$model.done" ] || ! ls "$model".ckpt-* >/dev/null 2>&1; }; then
         echo "  $model: made earlier ($(updates_of "$model.tsv") updates), kept"
         return 0
@@ -56,6 +68,7 @@ train_resumable() {
         "$BIN/train" --resume -q --threads "$THREADS" -o "$model" 2>>"$model.log"
     else
         echo "  $model: training"
+        echo "$recipe" >"$model.recipe"
         # shellcheck disable=SC2086 # the options are a list
         "$BIN/train" "$@" -m "$vocab" --src "$src" --tgt "$tgt" \
             --valid-src "$valid_src" --valid-tgt "$valid_tgt" --valid-every 500 \
