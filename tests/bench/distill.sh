@@ -81,7 +81,7 @@ translate() {
         "$BIN/decode" -q -m "$1" --beam "$2" --threads "$THREADS" | "$BIN/tokenize" -q -d -m "$1"
 }
 
-. tests/bench/resumable.sh # train_resumable, in_batches, shape_options, updates_of
+. tests/bench/resumable.sh # train_resumable, in_batches, shape_names, shape_options, updates_of
 
 # ---- 2. the teacher --------------------------------------------------------------------
 if [ -n "$TEACHER" ]; then
@@ -142,12 +142,10 @@ fi
 # side, sharing the machine alike, so that equal time is equal conditions
 # too.
 if [ -z "$RUNS" ]; then
-    IFS=';'
-    for shape in $STUDENTS; do RUNS="$RUNS ${shape%%=*}-distilled ${shape%%=*}-original"; done
+    for name in $(shape_names "$STUDENTS"); do RUNS="$RUNS $name-distilled $name-original"; done
     if [ "$MIX" = 1 ]; then
-        for shape in $STUDENTS; do RUNS="$RUNS ${shape%%=*}-mixed"; done
+        for name in $(shape_names "$STUDENTS"); do RUNS="$RUNS $name-mixed"; done
     fi
-    unset IFS
 fi
 jobs=$RUNS # NAME-KIND, in the order they train
 case " $jobs " in
@@ -181,7 +179,7 @@ train_student() {
 in_batches "$JOBS" train_student $jobs || exit 1
 
 # The first shape's distilled student in int8 too (train quantize).
-first=${STUDENTS%%=*}
+first=$(shape_names "$STUDENTS" | head -1)
 int8="$first-distilled-int8"
 evaluated=$jobs
 case " $jobs " in

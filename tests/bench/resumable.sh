@@ -3,22 +3,23 @@
 # benchmark, several side by side, and what their logs say.  BIN and
 # THREADS are the caller's.
 
-# shape_options LIST NAME: the options of NAME in LIST, a list of
-# NAME=OPTIONS separated by ';' (blanks before a NAME ignored); fails when
-# LIST has no NAME.
+# shapes_of LIST: the shapes of LIST, a list of NAME=OPTIONS separated by
+# ';', one per line, without the blanks before each NAME.
+shapes_of() {
+    printf '%s\n' "$1" | tr ';' '\n' | sed -n 's/^[[:blank:]]*\([^=[:blank:]][^=]*=\)/\1/p'
+}
+
+# shape_names LIST: the NAMEs of LIST, one per line, in its order.
+shape_names() {
+    shapes_of "$1" | cut -d= -f1
+}
+
+# shape_options LIST NAME: the OPTIONS of NAME in LIST; fails when LIST
+# has no NAME.
 shape_options() {
-    IFS=';'
-    for shape in $1; do
-        while :; do
-            case $shape in
-            [[:blank:]]*) shape=${shape#?} ;;
-            *) break ;;
-            esac
-        done
-        [ "${shape%%=*}" = "$2" ] && { unset IFS; echo "${shape#*=}"; return 0; }
-    done
-    unset IFS
-    return 1
+    shapes_of "$1" | awk -v name="$2" 'index($0, name "=") == 1 {
+        print substr($0, length(name) + 2); found = 1; exit
+    } END { exit !found }'
 }
 
 # updates_of LOG, valid_ppl_of LOG: the updates a run made and its last

@@ -53,11 +53,11 @@ OUT=$(cd "$OUT" && pwd)
 cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
 echo "shapes: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($cpu), $THREADS threads, $TIME per model"
 
-# The shapes' names, in the list's order (the first is the speed's yardstick).
-names=$(printf '%s\n' "$SHAPES" | tr ';' '\n' | sed -n 's/^ *\([^=]*\)=.*/\1/p')
-
-. tests/bench/resumable.sh # train_resumable, in_batches, shape_options, updates_of
+. tests/bench/resumable.sh # train_resumable, in_batches, shape_names, shape_options, updates_of
 . tests/bench/decode_speed.sh # decode_rounds, decode_speedups
+
+# The shapes' names, in the list's order (the first is the speed's yardstick).
+names=$(shape_names "$SHAPES")
 
 # train_shape NAME: the model of shape NAME on the pair being trained.
 train_shape() {
