@@ -15,11 +15,14 @@
 #      checkpoints (train --resume goes on with the same options and the
 #      time already spent) and continues.
 #   3. the teacher translates the training sources with beam 4, in chunks of
-#      CHUNK lines; each chunk is written whole (rename) and a chunk already
-#      made is kept, so a stopped run loses one chunk at most.
+#      CHUNK lines, keeping its 4 best translations of each; each chunk is
+#      written whole (rename) and a chunk already made is kept, so a stopped
+#      run loses one chunk at most.
 #   4. students, each trained for STUDENT_TIME (default 30m) on the
 #      teacher's translations ("distilled") and on the human targets
-#      ("original"), and with MIX=1 on both together ("mixed"), for every
+#      ("original"), with MIX=1 on both together ("mixed"), and with INTER=1
+#      on the one of the teacher's 4 best closest to the human target by
+#      sentence chrF ("inter": Kim and Rush's interpolation), for every
 #      shape of STUDENTS: a list of NAME=OPTIONS separated by ';' (default
 #      the small-cpu preset, 3+1 pre-norm, and the small preset).
 #      RUNS=LIST names the students instead, NAME-KIND each (small-mixed,
@@ -28,7 +31,7 @@
 #      conditions.  A student whose model exists is kept; a stopped one
 #      goes on; one made with another STUDENT_TIME, options or data
 #      (MODEL.recipe) stops the run with a message.  A new teacher moves
-#      the last one's students (distilled, mixed) to teacher-STAMP/.
+#      the last one's students (distilled, mixed, inter) to teacher-STAMP/.
 #   5. the test set translated by each model, beam 4 and greedy: BLEU and
 #      chrF (score, sacreBLEU's numbers) against the human references; the
 #      last validation perplexity and the updates made; and the speed of
@@ -59,6 +62,7 @@ ROUNDS=${ROUNDS:-3}
 STUDENT_TIME=${STUDENT_TIME:-30m}
 CHUNK=${CHUNK:-20000}
 MIX=${MIX:-0}
+INTER=${INTER:-0}
 RUNS=${RUNS:-}
 LINES=${LINES:-}
 OUT=${BENCH_OUT:-build/bench}/distill
@@ -73,6 +77,11 @@ echo "distill: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($(sed -n 's/^model name
 
 # ---- 1. data -----------------------------------------------------------------------
 sh tests/bench/pair_data.sh "$BIN" "$D" enfr $LINES || exit 1
+
+# newer A B: A was modified after B (test's -nt, which POSIX lacks).
+newer() {
+    [ -n "$(find "$1" -prune -newer "$2" 2>/dev/null)" ]
+}
 
 # translate MODEL BEAM < TEXT > TEXT: the toolkit's pipeline, through the
 # model's own vocabulary.
@@ -104,17 +113,60 @@ stamp="$(cksum <"$T" | cut -d' ' -f1)"
 last=$(cat "$OUT/chunks/teacher" 2>/dev/null)
 if [ "$last" != "$stamp" ]; then
     if [ -n "$last" ]; then
-        for f in "$OUT"/student-*-distilled* "$OUT"/student-*-mixed* "$OUT"/*-distilled*.fr \
-            "$OUT"/*-mixed*.fr; do
+        for f in "$OUT"/student-*-distilled* "$OUT"/student-*-mixed* "$OUT"/student-*-inter* \
+            "$OUT"/*-distilled*.fr "$OUT"/*-mixed*.fr "$OUT"/*-inter*.fr; do
             [ -e "$f" ] || continue
             mkdir -p "$OUT/teacher-$last" && mv "$f" "$OUT/teacher-$last/" || exit 1
         done
         [ -d "$OUT/teacher-$last" ] &&
             echo "  a new teacher: the last one's students are now in $OUT/teacher-$last"
     fi
-    rm -f "$OUT/chunks/"* "$OUT/train.distill.fr"
+    rm -f "$OUT/chunks/"* "$OUT/train.distill.fr" "$OUT/train.inter.fr"
     echo "$stamp" >"$OUT/chunks/teacher"
 fi
+# translate_chunk I FILE: the teacher's 4 best translations of chunk I of
+# the training sources (best first), as FILE.nbest, lines of the record's
+# number in the chunk (from 0), a tab and the text; and the best of each
+# as FILE.fr.  Both are written whole (rename), or neither.
+translate_chunk() {
+    from=$(($1 * CHUNK + 1)) to=$((($1 + 1) * CHUNK))
+    sed -n "${from},${to}p" "$D/train.en" | "$BIN/tokenize" -q -m "$T" |
+        "$BIN/encode" -q -m "$T" --threads "$THREADS" |
+        "$BIN/decode" -q -m "$T" --beam 4 --nbest 4 --threads "$THREADS" >"$2.ids.tmp" || return 1
+    # Marian's n-best form: INDEX ||| IDS ||| F0= LOG-PROB ||| SCORE
+    awk -F ' [|][|][|] ' '{ print $1 }' "$2.ids.tmp" >"$2.index.tmp" &&
+        awk -F ' [|][|][|] ' '{ print $2 }' "$2.ids.tmp" | "$BIN/tokenize" -q -d -m "$T" >"$2.text.tmp" &&
+        [ "$(wc -l <"$2.index.tmp")" -eq "$(wc -l <"$2.text.tmp")" ] &&
+        paste "$2.index.tmp" "$2.text.tmp" >"$2.nbest.tmp" &&
+        awk 'BEGIN { last = "none" } {
+            i = substr($0, 1, index($0, "\t") - 1)
+            if (i != last) print substr($0, index($0, "\t") + 1); last = i
+        }' "$2.nbest.tmp" >"$2.fr.tmp" &&
+        [ "$(wc -l <"$2.fr.tmp")" -eq "$(sed -n "${from},${to}p" "$D/train.en" | wc -l)" ] &&
+        rm -f "$2.ids.tmp" "$2.index.tmp" "$2.text.tmp" &&
+        mv "$2.nbest.tmp" "$2.nbest" && mv "$2.fr.tmp" "$2.fr"
+}
+
+# closest_chunk I FILE: of the teacher's translations of each source of
+# chunk I (FILE.nbest), the closest to the human target by sentence chrF
+# (the first of equals: the teacher's best), as FILE.inter (Kim and Rush's
+# sequence-level interpolation, with chrF for their sentence BLEU).
+closest_chunk() {
+    from=$(($1 * CHUNK + 1)) to=$((($1 + 1) * CHUNK))
+    sed -n "${from},${to}p" "$D/train.fr" >"$2.ref.tmp" &&
+        awk 'NR == FNR { ref[NR - 1] = $0; next }
+             { print ref[substr($0, 1, index($0, "\t") - 1)] }' "$2.ref.tmp" "$2.nbest" >"$2.refs.tmp" &&
+        cut -f2- "$2.nbest" >"$2.hyps.tmp" &&
+        "$BIN/score" chrf --sentence -b -r "$2.refs.tmp" "$2.hyps.tmp" >"$2.chrf.tmp" &&
+        paste "$2.chrf.tmp" "$2.nbest" | awk -F '\t' 'BEGIN { last = "none" }
+            $2 != last { if (last != "none") print best; last = $2; top = -1 }
+            $1 + 0 > top { top = $1 + 0; best = substr($0, length($1 $2) + 3) }
+            END { if (last != "none") print best }' >"$2.inter.tmp" &&
+        [ "$(wc -l <"$2.inter.tmp")" -eq "$(wc -l <"$2.fr")" ] &&
+        rm -f "$2.ref.tmp" "$2.refs.tmp" "$2.hyps.tmp" "$2.chrf.tmp" &&
+        mv "$2.inter.tmp" "$2.inter"
+}
+
 if [ ! -s "$OUT/train.distill.fr" ]; then
     lines=$(wc -l <"$D/train.en")
     n=$(((lines + CHUNK - 1) / CHUNK))
@@ -122,18 +174,16 @@ if [ ! -s "$OUT/train.distill.fr" ]; then
     i=0
     while [ $i -lt $n ]; do
         c="$OUT/chunks/$(printf %04d $i)"
-        if [ ! -s "$c.fr" ]; then
+        if [ ! -s "$c.fr" ] || [ ! -s "$c.nbest" ]; then
             start=$(date +%s)
-            sed -n "$((i * CHUNK + 1)),$(((i + 1) * CHUNK))p" "$D/train.en" | translate "$T" 4 >"$c.tmp" &&
-                [ "$(wc -l <"$c.tmp")" -eq "$(sed -n "$((i * CHUNK + 1)),$(((i + 1) * CHUNK))p" "$D/train.en" | wc -l)" ] &&
-                mv "$c.tmp" "$c.fr" || { echo "distill.sh: chunk $i failed"; exit 1; }
+            translate_chunk $i "$c" || { echo "distill.sh: chunk $i failed"; exit 1; }
             echo "  chunk $((i + 1)) of $n: $(($(date +%s) - start)) s"
         fi
         i=$((i + 1))
     done
     cat "$OUT/chunks/"[0-9]*.fr >"$OUT/train.distill.tmp" && mv "$OUT/train.distill.tmp" "$OUT/train.distill.fr"
 fi
-[ -s "$D/train.distill.ids.fr" ] && [ "$D/train.distill.ids.fr" -nt "$OUT/train.distill.fr" ] ||
+[ -s "$D/train.distill.ids.fr" ] && newer "$D/train.distill.ids.fr" "$OUT/train.distill.fr" ||
     "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$OUT/train.distill.fr" >"$D/train.distill.ids.fr" || exit 1
 
 # ---- 4. the students ----------------------------------------------------------------------
@@ -146,14 +196,32 @@ if [ -z "$RUNS" ]; then
     if [ "$MIX" = 1 ]; then
         for name in $(shape_names "$STUDENTS"); do RUNS="$RUNS $name-mixed"; done
     fi
+    if [ "$INTER" = 1 ]; then
+        for name in $(shape_names "$STUDENTS"); do RUNS="$RUNS $name-inter"; done
+    fi
 fi
 jobs=$RUNS # NAME-KIND, in the order they train
 case " $jobs " in
 *-mixed\ *)
-    [ -s "$D/mixed.ids.fr" ] && [ "$D/mixed.ids.fr" -nt "$D/train.distill.ids.fr" ] || {
+    [ -s "$D/mixed.ids.fr" ] && newer "$D/mixed.ids.fr" "$D/train.distill.ids.fr" || {
         cat "$D/train.ids.en" "$D/train.ids.en" >"$D/mixed.ids.en" &&
             cat "$D/train.distill.ids.fr" "$D/train.ids.fr" >"$D/mixed.ids.fr"
     } || exit 1
+    ;;
+esac
+case " $jobs " in
+*-inter\ *)
+    if [ ! -s "$OUT/train.inter.fr" ] || newer "$OUT/train.distill.fr" "$OUT/train.inter.fr"; then
+        echo "the teacher's translations closest to the human targets (sentence chrF)"
+        i=0
+        for c in "$OUT/chunks/"[0-9]*.fr; do
+            closest_chunk $i "${c%.fr}" || { echo "distill.sh: chunk $i: no closest translations"; exit 1; }
+            i=$((i + 1))
+        done
+        cat "$OUT/chunks/"[0-9]*.inter >"$OUT/train.inter.tmp" && mv "$OUT/train.inter.tmp" "$OUT/train.inter.fr" || exit 1
+    fi
+    [ -s "$D/train.inter.ids.fr" ] && newer "$D/train.inter.ids.fr" "$OUT/train.inter.fr" ||
+        "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$OUT/train.inter.fr" >"$D/train.inter.ids.fr" || exit 1
     ;;
 esac
 echo "students: $STUDENT_TIME each, $JOBS at a time with $(threads_each "$JOBS") threads each"
@@ -165,7 +233,8 @@ train_student() {
     distilled) src="$D/train.ids.en" tgt="$D/train.distill.ids.fr" ;;
     original) src="$D/train.ids.en" tgt="$D/train.ids.fr" ;;
     mixed) src="$D/mixed.ids.en" tgt="$D/mixed.ids.fr" ;;
-    *) echo "distill.sh: $1: not NAME-distilled, NAME-original or NAME-mixed"; return 1 ;;
+    inter) src="$D/train.ids.en" tgt="$D/train.inter.ids.fr" ;;
+    *) echo "distill.sh: $1: not NAME-distilled, NAME-original, NAME-mixed or NAME-inter"; return 1 ;;
     esac
     options=$(shape_options "$STUDENTS" "$name") ||
         { echo "distill.sh: $1: no shape $name in STUDENTS"; return 1; }
