@@ -286,9 +286,10 @@ bench-finetune: all
 # (tests/bench/distill.sh): the teacher, given (TEACHER=M, an imported
 # OPUS-MT model say) or trained for TEACHER_TIME (4h; run again, it goes on
 # from its checkpoints), translates the training sources; students of each
-# shape of STUDENTS (6+1 pre-norm and small) learn STUDENT_TIME (30m) from
-# its translations and from the human targets, two at a time side by side;
-# test BLEU, chrF and decoding speed of all.
+# shape of STUDENTS (small-cpu and small) learn STUDENT_TIME (30m) from
+# its translations and from the human targets (MIX=1: both; INTER=1: the
+# teacher's 4-best closest to the human target), two at a time side by
+# side; test BLEU, chrF and decoding speed of all.
 bench-distill: all
 	$(Q)sh tests/bench/distill.sh $(BUILD)
 
