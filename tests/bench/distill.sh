@@ -152,6 +152,11 @@ translate_chunk() {
 # (the first of equals: the teacher's best), as FILE.inter (Kim and Rush's
 # sequence-level interpolation, with chrF for their sentence BLEU).
 closest_chunk() {
+    [ -s "$2.nbest" ] || {
+        echo "distill.sh: no $2.nbest (chunks made before the 4 best were kept):" \
+            "remove $OUT/train.distill.fr to translate them again"
+        return 1
+    }
     from=$(($1 * CHUNK + 1)) to=$((($1 + 1) * CHUNK))
     sed -n "${from},${to}p" "$D/train.fr" >"$2.ref.tmp" &&
         awk 'NR == FNR { ref[NR - 1] = $0; next }
