@@ -78,16 +78,29 @@ echo "distill: $(date '+%Y-%m-%d %H:%M'), $(nproc) CPUs ($(sed -n 's/^model name
 # ---- 1. data -----------------------------------------------------------------------
 sh tests/bench/pair_data.sh "$BIN" "$D" enfr $LINES || exit 1
 
-# newer A B: A was modified after B (test's -nt, which POSIX lacks).
-newer() {
-    [ -n "$(find "$1" -prune -newer "$2" 2>/dev/null)" ]
+# up_to_date TARGET SOURCE: TARGET is not empty and was modified after
+# SOURCE (test's -nt, which POSIX lacks).
+up_to_date() {
+    [ -s "$1" ] && [ -n "$(find "$1" -prune -newer "$2" 2>/dev/null)" ]
 }
 
-# translate MODEL BEAM < TEXT > TEXT: the toolkit's pipeline, through the
-# model's own vocabulary.
+# tokenized TEXT IDS: IDS, the ids of TEXT in the students' vocabulary,
+# made again when TEXT is newer.
+tokenized() {
+    up_to_date "$2" "$1" || "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$1" >"$2"
+}
+
+# translate_ids MODEL BEAM [DECODE_OPTION]... < TEXT > IDS, translate MODEL
+# BEAM < TEXT > TEXT: the toolkit's pipeline, through the model's own
+# vocabulary.
+translate_ids() {
+    model=$1 beam=$2
+    shift 2
+    "$BIN/tokenize" -q -m "$model" | "$BIN/encode" -q -m "$model" --threads "$THREADS" |
+        "$BIN/decode" -q -m "$model" --beam "$beam" --threads "$THREADS" "$@"
+}
 translate() {
-    "$BIN/tokenize" -q -m "$1" | "$BIN/encode" -q -m "$1" --threads "$THREADS" |
-        "$BIN/decode" -q -m "$1" --beam "$2" --threads "$THREADS" | "$BIN/tokenize" -q -d -m "$1"
+    translate_ids "$1" "$2" | "$BIN/tokenize" -q -d -m "$1"
 }
 
 . tests/bench/resumable.sh # train_resumable, in_batches, shape_names, shape_options, updates_of
@@ -129,21 +142,19 @@ fi
 # number in the chunk (from 0), a tab and the text; and the best of each
 # as FILE.fr.  Both are written whole (rename), or neither.
 translate_chunk() {
-    from=$(($1 * CHUNK + 1)) to=$((($1 + 1) * CHUNK))
-    sed -n "${from},${to}p" "$D/train.en" | "$BIN/tokenize" -q -m "$T" |
-        "$BIN/encode" -q -m "$T" --threads "$THREADS" |
-        "$BIN/decode" -q -m "$T" --beam 4 --nbest 4 --threads "$THREADS" >"$2.ids.tmp" || return 1
+    sed -n "$(($1 * CHUNK + 1)),$((($1 + 1) * CHUNK))p" "$D/train.en" >"$2.en.tmp" &&
+        translate_ids "$T" 4 --nbest 4 <"$2.en.tmp" >"$2.ids.tmp" || return 1
     # Marian's n-best form: INDEX ||| IDS ||| F0= LOG-PROB ||| SCORE
-    awk -F ' [|][|][|] ' '{ print $1 }' "$2.ids.tmp" >"$2.index.tmp" &&
-        awk -F ' [|][|][|] ' '{ print $2 }' "$2.ids.tmp" | "$BIN/tokenize" -q -d -m "$T" >"$2.text.tmp" &&
+    awk -F ' [|][|][|] ' -v index_file="$2.index.tmp" '{ print $1 >index_file; print $2 }' "$2.ids.tmp" |
+        "$BIN/tokenize" -q -d -m "$T" >"$2.text.tmp" &&
         [ "$(wc -l <"$2.index.tmp")" -eq "$(wc -l <"$2.text.tmp")" ] &&
         paste "$2.index.tmp" "$2.text.tmp" >"$2.nbest.tmp" &&
         awk 'BEGIN { last = "none" } {
             i = substr($0, 1, index($0, "\t") - 1)
             if (i != last) print substr($0, index($0, "\t") + 1); last = i
         }' "$2.nbest.tmp" >"$2.fr.tmp" &&
-        [ "$(wc -l <"$2.fr.tmp")" -eq "$(sed -n "${from},${to}p" "$D/train.en" | wc -l)" ] &&
-        rm -f "$2.ids.tmp" "$2.index.tmp" "$2.text.tmp" &&
+        [ "$(wc -l <"$2.fr.tmp")" -eq "$(wc -l <"$2.en.tmp")" ] &&
+        rm -f "$2.en.tmp" "$2.ids.tmp" "$2.index.tmp" "$2.text.tmp" &&
         mv "$2.nbest.tmp" "$2.nbest" && mv "$2.fr.tmp" "$2.fr"
 }
 
@@ -157,8 +168,7 @@ closest_chunk() {
             "remove $OUT/train.distill.fr to translate them again"
         return 1
     }
-    from=$(($1 * CHUNK + 1)) to=$((($1 + 1) * CHUNK))
-    sed -n "${from},${to}p" "$D/train.fr" >"$2.ref.tmp" &&
+    sed -n "$(($1 * CHUNK + 1)),$((($1 + 1) * CHUNK))p" "$D/train.fr" >"$2.ref.tmp" &&
         awk 'NR == FNR { ref[NR - 1] = $0; next }
              { print ref[substr($0, 1, index($0, "\t") - 1)] }' "$2.ref.tmp" "$2.nbest" >"$2.refs.tmp" &&
         cut -f2- "$2.nbest" >"$2.hyps.tmp" &&
@@ -188,8 +198,7 @@ if [ ! -s "$OUT/train.distill.fr" ]; then
     done
     cat "$OUT/chunks/"[0-9]*.fr >"$OUT/train.distill.tmp" && mv "$OUT/train.distill.tmp" "$OUT/train.distill.fr"
 fi
-[ -s "$D/train.distill.ids.fr" ] && newer "$D/train.distill.ids.fr" "$OUT/train.distill.fr" ||
-    "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$OUT/train.distill.fr" >"$D/train.distill.ids.fr" || exit 1
+tokenized "$OUT/train.distill.fr" "$D/train.distill.ids.fr" || exit 1
 
 # ---- 4. the students ----------------------------------------------------------------------
 # One job per student of RUNS, JOBS at a time with THREADS / JOBS threads
@@ -208,7 +217,7 @@ fi
 jobs=$RUNS # NAME-KIND, in the order they train
 case " $jobs " in
 *-mixed\ *)
-    [ -s "$D/mixed.ids.fr" ] && newer "$D/mixed.ids.fr" "$D/train.distill.ids.fr" || {
+    up_to_date "$D/mixed.ids.fr" "$D/train.distill.ids.fr" || {
         cat "$D/train.ids.en" "$D/train.ids.en" >"$D/mixed.ids.en" &&
             cat "$D/train.distill.ids.fr" "$D/train.ids.fr" >"$D/mixed.ids.fr"
     } || exit 1
@@ -216,7 +225,7 @@ case " $jobs " in
 esac
 case " $jobs " in
 *-inter\ *)
-    if [ ! -s "$OUT/train.inter.fr" ] || newer "$OUT/train.distill.fr" "$OUT/train.inter.fr"; then
+    if ! up_to_date "$OUT/train.inter.fr" "$OUT/train.distill.fr"; then
         echo "the teacher's translations closest to the human targets (sentence chrF)"
         i=0
         for c in "$OUT/chunks/"[0-9]*.fr; do
@@ -225,8 +234,7 @@ case " $jobs " in
         done
         cat "$OUT/chunks/"[0-9]*.inter >"$OUT/train.inter.tmp" && mv "$OUT/train.inter.tmp" "$OUT/train.inter.fr" || exit 1
     fi
-    [ -s "$D/train.inter.ids.fr" ] && newer "$D/train.inter.ids.fr" "$OUT/train.inter.fr" ||
-        "$BIN/tokenize" -q -m "$D/enfr.vocab" <"$OUT/train.inter.fr" >"$D/train.inter.ids.fr" || exit 1
+    tokenized "$OUT/train.inter.fr" "$D/train.inter.ids.fr" || exit 1
     ;;
 esac
 echo "students: $STUDENT_TIME each, $JOBS at a time with $(threads_each "$JOBS") threads each"
