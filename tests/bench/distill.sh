@@ -45,7 +45,11 @@
 # pairs alone (a quick trial of the recipe, with short times).  Lines for
 # scripts:
 #   distill_bleu model=M search=beam4|greedy X, distill_chrf ...,
-#   distill_speedup model=M search=beam4|greedy batch=64|1 X
+#   distill_speedup model=M search=beam4|greedy batch=64|1 X,
+#   distill_greedy_gap model=M chrf=D p=P (greedy less beam 4),
+#   distill_gain shape=S search=beam4|greedy chrf=D p=P (distilled less
+#   original), D in chrF points and P the paired bootstrap's (1,000
+#   resamples); these two are also printed as the issue's bars.
 set -u
 BUILD=${1:?usage: tests/bench/distill.sh BUILD}
 BUILD=$(cd "$BUILD" && pwd) || exit 1
@@ -320,6 +324,34 @@ for name in teacher $evaluated; do
     fi
     printf '  %-22s %8s %8s  %-13s %-13s %s\n' "$name" "$updates" "$ppl" \
         "$(q beam4 bleu) / $(q beam4 chrf)" "$(q greedy bleu) / $(q greedy chrf)" "$speed"
+done
+
+# paired_chrf BASE SYSTEM: "D P", SYSTEM's chrF less BASE's on the test set
+# and the p of score's paired bootstrap resampling (1,000 resamples).
+paired_chrf() {
+    "$BIN/score" chrf -w 2 -r "$D/test.fr" --paired-bs "$1" "$2" |
+        awk -F'\t' '$1 == "baseline" { base = $2 + 0 }
+                    $1 == "system" { p = $3; sub(/.*p = /, "", p); sub(/\).*/, "", p)
+                                     printf "%+.1f %s\n", $2 - base, p; done = 1 }
+                    END { exit !done }'
+}
+echo
+echo "== the bars (chrF, paired bootstrap): greedy within 0.5 of the model's own beam 4;"
+echo "   a distilled student at least +1 over its shape trained on the human targets"
+for name in teacher $evaluated; do
+    r=$(paired_chrf "$OUT/$name.beam4.fr" "$OUT/$name.greedy.fr") || exit 1
+    echo "distill_greedy_gap model=$name chrf=${r% *} p=${r#* }" >>"$OUT/lines.txt"
+    printf '  %-22s greedy less beam 4: %s (p = %s)\n' "$name" "${r% *}" "${r#* }"
+done
+for name in $evaluated; do
+    shape=${name%-distilled}
+    case " $evaluated " in *" $shape-original "*) ;; *) continue ;; esac
+    [ "$shape" != "$name" ] || continue
+    for search in beam4 greedy; do
+        r=$(paired_chrf "$OUT/$shape-original.$search.fr" "$OUT/$name.$search.fr") || exit 1
+        echo "distill_gain shape=$shape search=$search chrf=${r% *} p=${r#* }" >>"$OUT/lines.txt"
+        printf '  %-22s distilled less original, %s: %s (p = %s)\n' "$shape" "$search" "${r% *}" "${r#* }"
+    done
 done
 echo
 cat "$OUT/lines.txt"
