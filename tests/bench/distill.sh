@@ -49,7 +49,7 @@
 #   distill_greedy_gap model=M chrf=D p=P (greedy less beam 4),
 #   distill_gain shape=S search=beam4|greedy chrf=D p=P (distilled less
 #   original), D in chrF points and P the paired bootstrap's (1,000
-#   resamples); these two are also printed as the issue's bars.
+#   resamples); both are also printed after the table.
 set -u
 BUILD=${1:?usage: tests/bench/distill.sh BUILD}
 BUILD=$(cd "$BUILD" && pwd) || exit 1
@@ -336,8 +336,8 @@ paired_chrf() {
                     END { exit !done }'
 }
 echo
-echo "== the bars (chrF, paired bootstrap): greedy within 0.5 of the model's own beam 4;"
-echo "   a distilled student at least +1 over its shape trained on the human targets"
+echo "== chrF differences on the test set, paired bootstrap (1,000 resamples): each model's"
+echo "   greedy less its beam 4; each distilled student less its shape on the human targets"
 for name in teacher $evaluated; do
     r=$(paired_chrf "$OUT/$name.beam4.fr" "$OUT/$name.greedy.fr") || exit 1
     echo "distill_greedy_gap model=$name chrf=${r% *} p=${r#* }" >>"$OUT/lines.txt"
