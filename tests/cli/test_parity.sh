@@ -36,8 +36,8 @@
 # The sanitizer build trains bit for bit as the optimised one does
 # (test_train.sh checks it), so the parity of the numbers is the optimised
 # build's to check, and the memory of training's paths is test_train's,
-# test_layer_gradients', test_model_gradients' and test_pass' (this harness
-# took 11.5 s of make check's sanitizer half).
+# test_trainer's, test_layer_gradients', test_model_gradients' and
+# test_pass' (this harness took 11.5 s of make check's sanitizer half).
 case "$BIN" in
 *asan*) skip "parity with PyTorch: checked in the optimised build (the sanitizer build trains bit for bit alike)"
     exit 0 ;;
