@@ -7,7 +7,8 @@
 # hard and soft alignments, sources alone (translated first), one record per
 # pair in order, truncation of long sentences, and must-fail cases: a layer
 # or head the model lacks, mismatched files, bad ids.  The unit test
-# tests/unit/test_view.c checks a hand-built model whose alignment is known.
+# tests/unit/test_attention.c checks a hand-built model whose alignment is
+# known.
 . "$ROOT/tests/cli/lib.sh"
 
 IA="$BIN/inspect-attn" TOK="$BIN/tokenize" MK="$BUILD/tools/mkmodel"
