@@ -288,8 +288,9 @@ bench-finetune: all
 # from its checkpoints), translates the training sources; students of each
 # shape of STUDENTS (small-cpu and small) learn STUDENT_TIME (30m) from
 # its translations and from the human targets (MIX=1: both; INTER=1: the
-# teacher's 4-best closest to the human target), two at a time side by
-# side; test BLEU, chrF and decoding speed of all.
+# teacher's 4-best closest to the human target; SECOND_CYCLE=T: then a
+# second cycle of T from their own weights), two at a time side by side;
+# test BLEU, chrF and decoding speed of all.
 bench-distill: all
 	$(Q)sh tests/bench/distill.sh $(BUILD)
 

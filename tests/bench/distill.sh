@@ -32,6 +32,10 @@
 #      goes on; one made with another STUDENT_TIME, options or data
 #      (MODEL.recipe) stops the run with a message.  A new teacher moves
 #      the last one's students (distilled, mixed, inter) to teacher-STAMP/.
+#      SECOND_CYCLE=TIME (default none) gives every student a second cycle
+#      of TIME from its own weights on the same targets (train --init: a
+#      new warm-up and decay, the default training options), and the
+#      students measured are those.
 #   5. the test set translated by each model, beam 4 and greedy: BLEU and
 #      chrF (score, sacreBLEU's numbers) against the human references; the
 #      last validation perplexity and the updates made; and the speed of
@@ -64,6 +68,7 @@ STUDENTS=${STUDENTS:-small-cpu=--preset small-cpu;small=--preset small}
 JOBS=${JOBS:-2}
 ROUNDS=${ROUNDS:-3}
 STUDENT_TIME=${STUDENT_TIME:-30m}
+SECOND_CYCLE=${SECOND_CYCLE:-}
 CHUNK=${CHUNK:-20000}
 MIX=${MIX:-0}
 INTER=${INTER:-0}
@@ -241,7 +246,17 @@ case " $jobs " in
     tokenized "$OUT/train.inter.fr" "$D/train.inter.ids.fr" || exit 1
     ;;
 esac
-echo "students: $STUDENT_TIME each, $JOBS at a time with $(threads_each "$JOBS") threads each"
+echo "students: $STUDENT_TIME each${SECOND_CYCLE:+, then a second cycle of $SECOND_CYCLE}, $JOBS at a time with $(threads_each "$JOBS") threads each"
+
+# model_of NAME: the model file of the teacher, a student NAME-KIND (its
+# second cycle's with SECOND_CYCLE) or one in int8, NAME-KIND-int8.
+model_of() {
+    case $1 in
+    teacher) echo "$T" ;;
+    *-int8) echo "$(model_of "${1%-int8}" | sed 's/\.st$//')-int8.st" ;;
+    *) echo "$OUT/student-$1${SECOND_CYCLE:+.cycle2}.st" ;;
+    esac
+}
 
 # train_student NAME-KIND: the student of shape NAME on the targets KIND.
 train_student() {
@@ -258,7 +273,10 @@ train_student() {
     echo "  $1: $options"
     # shellcheck disable=SC2086 # the options are a list
     train_resumable "$OUT/student-$1.st" "$D/enfr.vocab" "$src" "$tgt" "$D/valid.ids.en" \
-        "$D/valid.ids.fr" "$STUDENT_TIME" $options
+        "$D/valid.ids.fr" "$STUDENT_TIME" $options || return 1
+    [ -n "$SECOND_CYCLE" ] || return 0
+    train_resumable "$(model_of "$1")" "--init=$OUT/student-$1.st" "$src" "$tgt" \
+        "$D/valid.ids.en" "$D/valid.ids.fr" "$SECOND_CYCLE"
 }
 
 # shellcheck disable=SC2086 # a list of names
@@ -270,8 +288,8 @@ int8="$first-distilled-int8"
 evaluated=$jobs
 case " $jobs " in
 *" $first-distilled "*)
-    [ -s "$OUT/student-$int8.st" ] || "$BIN/train" quantize -q --compute-type int8 \
-        -i "$OUT/student-$first-distilled.st" -o "$OUT/student-$int8.st" || exit 1
+    [ -s "$(model_of "$int8")" ] || "$BIN/train" quantize -q --compute-type int8 \
+        -i "$(model_of "$first-distilled")" -o "$(model_of "$int8")" || exit 1
     evaluated="$jobs $int8"
     ;;
 esac
@@ -281,9 +299,6 @@ esac
 # decode_source MODEL TEXT: the models may have vocabularies of their own.
 decode_source() {
     "$BIN/tokenize" -q -m "$1" <"$2"
-}
-model_of() {
-    if [ "$1" = teacher ]; then echo "$T"; else echo "$OUT/student-$1.st"; fi
 }
 : >"$OUT/lines.txt"
 models=""
@@ -316,6 +331,10 @@ for name in teacher $evaluated; do
     m=$(model_of "$name")
     q() { sed -n "s/^distill_$2 model=$name search=$1 //p" "$OUT/lines.txt"; }
     ppl=$(valid_ppl_of "$m.tsv") updates=$(updates_of "$m.tsv")
+    case $name in
+    teacher | *-int8) ;;
+    *) [ -z "$SECOND_CYCLE" ] || updates="$(updates_of "$OUT/student-$name.st.tsv")+$updates" ;;
+    esac
     if [ "$name" = teacher ]; then
         speed="$(decode_best teacher 4 64) / $(decode_best teacher 4 1), $(decode_best teacher 1 64) / $(decode_best teacher 1 1) ms"
     else

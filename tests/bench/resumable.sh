@@ -40,7 +40,9 @@ valid_ppl_of() {
 }
 
 # train_resumable MODEL VOCAB SRC TGT VALID_SRC VALID_TGT TIME OPTIONS...:
-# trains MODEL for TIME with OPTIONS, validating every 500 updates and
+# trains MODEL for TIME with OPTIONS (VOCAB the vocabulary, or
+# --init=START: a run from the weights of the model START, with its
+# vocabulary and shape and a new schedule), validating every 500 updates and
 # saving a checkpoint every 200; run again, it goes on from the newest
 # checkpoint (train --resume: the same options, the time already spent),
 # and once the run has ended (MODEL.done) it leaves MODEL alone.  A run
@@ -53,6 +55,9 @@ train_resumable() {
     model=$1 vocab=$2 src=$3 tgt=$4 valid_src=$5 valid_tgt=$6 time=$7
     shift 7
     recipe="time $time; options $*; checksums: source $(cksum <"$src" | cut -d' ' -f1), target $(cksum <"$tgt" | cut -d' ' -f1)"
+    case $vocab in
+    --init=*) recipe="$recipe, start $(cksum <"${vocab#--init=}" | cut -d' ' -f1)" ;;
+    esac
     if [ -f "$model.recipe" ] && [ "$(cat "$model.recipe")" != "$recipe" ]; then
         echo "  $model: made with another recipe than this run's:"
         echo "    made with:  $(cat "$model.recipe")"
@@ -70,8 +75,11 @@ train_resumable() {
     else
         echo "  $model: training"
         echo "$recipe" >"$model.recipe"
-        # shellcheck disable=SC2086 # the options are a list
-        "$BIN/train" "$@" -m "$vocab" --src "$src" --tgt "$tgt" \
+        case $vocab in
+        --init=*) set -- "$@" "$vocab" ;;
+        *) set -- "$@" -m "$vocab" ;;
+        esac
+        "$BIN/train" "$@" --src "$src" --tgt "$tgt" \
             --valid-src "$valid_src" --valid-tgt "$valid_tgt" --valid-every 500 \
             --max-time "$time" --threads "$THREADS" --save-every 200 -q --log "$model.tsv" \
             -o "$model" 2>>"$model.log"
