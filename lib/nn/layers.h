@@ -11,7 +11,7 @@
  * inputs and of parameters alike (llm.c's convention): the caller zeroes a
  * gradient buffer as its own step, and a tensor used twice (a shared
  * embedding) simply gathers both contributions.  The few that work in place
- * instead say so.  tests/unit/test_gradients.c checks every backward against
+ * instead say so.  tests/unit/test_layer_gradients.c checks every backward against
  * central finite differences in double precision.
  *
  * Shapes use: N rows (tokens of a batch, packed), D = d_model, H heads,
