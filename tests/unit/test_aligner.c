@@ -24,32 +24,22 @@
 #include "check.h"
 #include "tfm/pass.h"
 #include "tfm/view.h"
+#include "testview.h"
 
-enum { V = 40, B = 4, MAXS = 10, MAXT = 9, N_TGT = 7 };
+enum { B = 4, MAXS = 10, MAXT = 9, N_TGT = 7 };
 
-/* A tiny random model (the "tiny" preset, V tokens), every parameter
- * nudged off its initial value. */
-static tfm_model *random_model(uint64_t seed, bool pre_norm, tfm_pos_kind pos, int window,
-                               int relative)
+/* A tiny random model (the "tiny" preset, V tokens) of the given shape,
+ * every parameter nudged off its initial value. */
+static tfm_model *random_tiny_model(uint64_t seed, bool pre_norm, tfm_pos_kind pos, int window,
+                                    int relative)
 {
     tfm_config c;
-    tfm_error err;
     tfm_config_preset("tiny", &c, NULL);
-    c.src_vocab_size = c.tgt_vocab_size = V;
     c.pre_norm = pre_norm;
     c.positions = pos;
     c.attention_window = window;
     c.relative_positions = relative;
-    tfm_model *m = NULL;
-    if (tfm_model_create(&c, NULL, seed, &m, &err) != TFM_OK) {
-        CHECK_MSG(false, "model: %s", err.msg);
-        return NULL;
-    }
-    tfm_rng rng;
-    tfm_rng_seed(&rng, seed + 77);
-    size_t n = tfm_params_count(&c);
-    for (size_t i = 0; i < n; i++) m->data[i] += 0.3f * (tfm_rng_float(&rng) - 0.5f);
-    return m;
+    return nudged_model(c, seed, NULL);
 }
 
 /* Random ids in [4, V): no specials. */
@@ -164,7 +154,7 @@ done:
 
 static void run_model(bool pre_norm, tfm_pos_kind pos, int window, int relative, uint64_t seed)
 {
-    tfm_model *m = random_model(seed, pre_norm, pos, window, relative);
+    tfm_model *m = random_tiny_model(seed, pre_norm, pos, window, relative);
     fixture f;
     if (m && fixture_make(&f, m, seed + 1)) check_against_training(m, &f, 2e-5);
     if (m) free(f.states);
@@ -179,7 +169,7 @@ static void test_window_relative(void) { run_model(false, TFM_POS_SINUSOIDAL, 2,
  * encode writes them), and int8. */
 static void test_packed(void)
 {
-    tfm_model *m = random_model(6, false, TFM_POS_SINUSOIDAL, 0, 0);
+    tfm_model *m = random_tiny_model(6, false, TFM_POS_SINUSOIDAL, 0, 0);
     if (!m) return;
     tfm_error err;
     CHECK(tfm_model_pack_for_encoding(m, &err) == TFM_OK);
@@ -190,7 +180,7 @@ static void test_packed(void)
     tfm_model_free(m);
 
     /* int8: other weights than the training pass's, but distributions still */
-    m = random_model(6, false, TFM_POS_SINUSOIDAL, 0, 0);
+    m = random_tiny_model(6, false, TFM_POS_SINUSOIDAL, 0, 0);
     if (!m) return;
     CHECK(tfm_model_set_compute_type(m, TFM_COMPUTE_INT8, &err) == TFM_OK);
     CHECK(tfm_model_pack_for_encoding(m, &err) == TFM_OK);
@@ -219,7 +209,7 @@ static void test_packed(void)
 /* Each target alone gives what it gets in the batch. */
 static void test_batched_equals_alone(void)
 {
-    tfm_model *m = random_model(9, false, TFM_POS_SINUSOIDAL, 0, 0);
+    tfm_model *m = random_tiny_model(9, false, TFM_POS_SINUSOIDAL, 0, 0);
     fixture f;
     tfm_error err;
     tfm_aligner *all = NULL, *one = NULL;
@@ -254,7 +244,7 @@ done:
 
 static void test_errors(void)
 {
-    tfm_model *m = random_model(12, false, TFM_POS_SINUSOIDAL, 0, 0);
+    tfm_model *m = random_tiny_model(12, false, TFM_POS_SINUSOIDAL, 0, 0);
     fixture f;
     tfm_error err;
     tfm_aligner *al = NULL;
