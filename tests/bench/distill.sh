@@ -146,12 +146,18 @@ if [ "$last" != "$stamp" ]; then
     rm -f "$OUT/chunks/"* "$OUT/train.distill.fr" "$OUT/train.inter.fr"
     echo "$stamp" >"$OUT/chunks/teacher"
 fi
+# chunk_lines I FILE: the lines of chunk I (from 0, CHUNK lines each) of
+# FILE.
+chunk_lines() {
+    sed -n "$(($1 * CHUNK + 1)),$((($1 + 1) * CHUNK))p" "$2"
+}
+
 # translate_chunk I FILE: the teacher's 4 best translations of chunk I of
 # the training sources (best first), as FILE.nbest, lines of the record's
 # number in the chunk (from 0), a tab and the text; and the best of each
 # as FILE.fr.  Both are written whole (rename), or neither.
 translate_chunk() {
-    sed -n "$(($1 * CHUNK + 1)),$((($1 + 1) * CHUNK))p" "$D/train.en" >"$2.en.tmp" &&
+    chunk_lines "$1" "$D/train.en" >"$2.en.tmp" &&
         translate_ids "$T" 4 --nbest 4 <"$2.en.tmp" >"$2.ids.tmp" || return 1
     # Marian's n-best form: INDEX ||| IDS ||| F0= LOG-PROB ||| SCORE
     awk -F ' [|][|][|] ' -v index_file="$2.index.tmp" '{ print $1 >index_file; print $2 }' "$2.ids.tmp" |
@@ -177,7 +183,7 @@ closest_chunk() {
             "remove $OUT/train.distill.fr to translate them again"
         return 1
     }
-    sed -n "$(($1 * CHUNK + 1)),$((($1 + 1) * CHUNK))p" "$D/train.fr" >"$2.ref.tmp" &&
+    chunk_lines "$1" "$D/train.fr" >"$2.ref.tmp" &&
         awk 'NR == FNR { ref[NR - 1] = $0; next }
              { print ref[substr($0, 1, index($0, "\t") - 1)] }' "$2.ref.tmp" "$2.nbest" >"$2.refs.tmp" &&
         cut -f2- "$2.nbest" >"$2.hyps.tmp" &&
