@@ -591,8 +591,8 @@ static void test_checkpoint_round_trip(void)
 
 static void test_checkpoint_files(void)
 {
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s/run/m.ckpt", tmpdir);
+    char prefix[8192];
+    snprintf(prefix, sizeof prefix, "%s/run/m.ckpt", test_tmpdir);
     int64_t *steps;
     size_t n;
     tfm_error err;
@@ -610,8 +610,8 @@ static void test_checkpoint_files(void)
     const char *names[] = {"m.ckpt-10", "m.ckpt-2", "m.ckpt-100", dead, "m.ckpt-x", "m.ckpt-",
                            "other.ckpt-5", dead_model, alive, "m.ckpt-30"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        char p[600];
-        snprintf(p, sizeof p, "%s/run/%s", tmpdir, names[i]);
+        char p[8192];
+        snprintf(p, sizeof p, "%s/run/%s", test_tmpdir, names[i]);
         write_file(p, "x");
     }
     CHECK(tfm_checkpoint_list(prefix, &steps, &n, &err) == TFM_OK);
@@ -621,10 +621,10 @@ static void test_checkpoint_files(void)
     CHECK(tfm_checkpoint_list(prefix, &steps, &n, &err) == TFM_OK);
     CHECK(n == 2 && steps[0] == 30 && steps[1] == 100);
     free(steps);
-    char p1[600], p2[600], p3[600];
-    snprintf(p1, sizeof p1, "%s/run/%s", tmpdir, dead);
-    snprintf(p2, sizeof p2, "%s/run/%s", tmpdir, dead_model);
-    snprintf(p3, sizeof p3, "%s/run/%s", tmpdir, alive);
+    char p1[8192], p2[8192], p3[8192];
+    snprintf(p1, sizeof p1, "%s/run/%s", test_tmpdir, dead);
+    snprintf(p2, sizeof p2, "%s/run/%s", test_tmpdir, dead_model);
+    snprintf(p3, sizeof p3, "%s/run/%s", test_tmpdir, alive);
     CHECK(access(p1, F_OK) != 0 && access(p2, F_OK) != 0);
     CHECK(access(p3, F_OK) == 0);
     tfm_buf b;
@@ -680,7 +680,7 @@ static void test_average(void)
 
 int main(void)
 {
-    if (!train_tmpdir_make("test-train-parts")) return 1;
+    test_tmpdir_init("test-train-parts");
     RUN(test_adam_first_step);
     RUN(test_adam_against_reference);
     RUN(test_schedule);
@@ -695,6 +695,6 @@ int main(void)
     RUN(test_checkpoint_round_trip);
     RUN(test_checkpoint_files);
     RUN(test_average);
-    train_tmpdir_remove();
+    test_tmpdir_cleanup();
     CHECK_DONE();
 }

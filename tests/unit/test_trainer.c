@@ -825,7 +825,7 @@ static void test_run_messages(void)
 
 int main(void)
 {
-    if (!train_tmpdir_make("test-trainer")) return 1;
+    test_tmpdir_init("test-trainer");
     RUN(test_trainer_learns);
     RUN(test_trainer_budgeted_schedule);
     RUN(test_trainer_resume_exact);
@@ -838,6 +838,6 @@ int main(void)
     RUN(test_run_options_persist_and_resume);
     RUN(test_run_stop_flag);
     RUN(test_run_messages);
-    train_tmpdir_remove();
+    test_tmpdir_cleanup();
     CHECK_DONE();
 }

@@ -41,13 +41,14 @@ static inline void test_tmpdir_cleanup(void)
     if (system(cmd) != 0) printf("warning: could not remove %s\n", test_tmpdir);
 }
 
-/* A file name inside test_tmpdir, valid for the next three calls (a few
- * buffers in turn, so a callee's tmp_path does not overwrite its caller's). */
+/* A file name inside test_tmpdir, valid for the next seven calls (a few
+ * buffers in turn, so a callee's tmp_path does not overwrite its caller's,
+ * and a run's options may hold five or six file names at once). */
 static inline const char *tmp_path(const char *name)
 {
-    static char paths[4][8192];
+    static char paths[8][8192];
     static int next;
-    char *path = paths[next++ % 4];
+    char *path = paths[next++ % 8];
     snprintf(path, sizeof paths[0], "%s/%s", test_tmpdir, name);
     return path;
 }
