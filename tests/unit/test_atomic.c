@@ -20,15 +20,6 @@ static void make_folder(char *out, size_t size, const char *name)
     mkdir(out, 0777);
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *fp = fopen(path, "wb");
-    CHECK(fp != NULL);
-    if (!fp) return;
-    fputs(text, fp);
-    fclose(fp);
-}
-
 /* True when the file at path holds exactly text. */
 static bool file_is(const char *path, const char *text)
 {

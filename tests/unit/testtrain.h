@@ -1,6 +1,6 @@
 /* testtrain.h - what the unit tests of lib/train (test_train_parts.c and
- * test_trainer.c) share besides testutil.h's folder for their files:
- * writing a small file, and a tiny model's configuration. */
+ * test_trainer.c) share besides testutil.h's folder and files: a tiny
+ * model's configuration. */
 #ifndef TFM_TEST_TRAIN_H
 #define TFM_TEST_TRAIN_H
 
@@ -11,13 +11,6 @@
 
 #include "testutil.h"
 #include "tfm.h"
-
-static inline void write_file(const char *path, const char *text)
-{
-    FILE *fp = fopen(path, "wb");
-    fputs(text, fp);
-    fclose(fp);
-}
 
 /* d_model 16, 2 heads, d_ff 32, a layer on each side, 64 positions, one
  * vocabulary of the given size on both sides. */

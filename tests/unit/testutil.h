@@ -1,12 +1,15 @@
 /* testutil.h - what several unit tests need besides checks: a temporary
  * folder (the harness's $TEST_TMP, or a fresh one), file names inside it,
- * and running a Python script with Debian's numpy when it is there. */
+ * writing a small file, and running a Python script with Debian's numpy
+ * when it is there. */
 #ifndef TFM_TEST_UTIL_H
 #define TFM_TEST_UTIL_H
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "check.h"
 
 /* Debian's python3, which has python3-numpy; not whatever python3 is first
  * on the PATH. */
@@ -51,6 +54,17 @@ static inline const char *tmp_path(const char *name)
     char *path = paths[next++ % 8];
     snprintf(path, sizeof paths[0], "%s/%s", test_tmpdir, name);
     return path;
+}
+
+/* Writes text to the file at path, replacing it (a failed check when the
+ * file cannot be opened). */
+static inline void write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    fputs(text, fp);
+    fclose(fp);
 }
 
 static inline bool have_numpy(void)
