@@ -52,8 +52,9 @@
 #   distill_speedup model=M search=beam4|greedy batch=64|1 X,
 #   distill_greedy_gap model=M chrf=D p=P (greedy less beam 4),
 #   distill_gain shape=S search=beam4|greedy chrf=D p=P (distilled less
-#   original), D in chrF points and P the paired bootstrap's (1,000
-#   resamples); both are also printed after the table.
+#   original), D in chrF points to two decimals (a bar of 0.5 is judged on
+#   them) and P the paired bootstrap's (1,000 resamples); both are also
+#   printed after the table.
 set -u
 BUILD=${1:?usage: tests/bench/distill.sh BUILD}
 BUILD=$(cd "$BUILD" && pwd) || exit 1
@@ -357,7 +358,7 @@ paired_chrf() {
     "$BIN/score" chrf -w 2 -r "$D/test.fr" --paired-bs "$1" "$2" |
         awk -F'\t' '$1 == "baseline" { base = $2 + 0 }
                     $1 == "system" { p = $3; sub(/.*p = /, "", p); sub(/\).*/, "", p)
-                                     printf "%+.1f %s\n", $2 - base, p; done = 1 }
+                                     printf "%+.2f %s\n", $2 - base, p; done = 1 }
                     END { exit !done }'
 }
 echo
