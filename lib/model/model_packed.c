@@ -215,10 +215,7 @@ const char *tfm_model_panels_source(const tfm_model *m)
 
 const char *tfm_model_kernel_reason(const tfm_model *m)
 {
-    const char *asked = getenv("TFM_ISA");
-    if (asked && (strcmp(asked, "avx2") == 0 || strcmp(asked, "avx512bw") == 0 ||
-                  strcmp(asked, "none") == 0))
-        return "TFM_ISA in the environment asks for no more";
+    if (nn_isa_asked_for() != NN_ASKED_ANY) return "TFM_ISA in the environment asks for no more";
     switch (model_kernel(m)) {
     case NN_KERNEL_AVX512: return "the CPU has AVX-512";
     case NN_KERNEL_AVX2: return "the CPU has AVX2 and FMA but not AVX-512";

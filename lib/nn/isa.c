@@ -1,7 +1,7 @@
 /* isa.c - the instruction set the vector loops of lib/nn run in
  * (nn_isa_level, for NN_VERSIONS_512 and the packed kernels' choice): what
- * the CPU has, less when TFM_ISA in the environment asks for less.  Read at
- * every call, so a test may change TFM_ISA between calls. */
+ * the CPU has, less when TFM_ISA in the environment asks for less
+ * (nn_isa_asked_for, the one reader of TFM_ISA). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,11 +14,21 @@ nn_isa nn_isa_level(void)
     nn_isa isa = NN_ISA_PLAIN;
     if (__builtin_cpu_supports("avx2")) isa = NN_ISA_AVX2;
     if (isa == NN_ISA_AVX2 && __builtin_cpu_supports("avx512f")) isa = NN_ISA_AVX512;
-    const char *asked = getenv("TFM_ISA");
-    if (asked && strcmp(asked, "avx2") == 0 && isa > NN_ISA_AVX2) isa = NN_ISA_AVX2;
-    if (asked && strcmp(asked, "none") == 0) isa = NN_ISA_PLAIN;
+    const nn_isa_asked asked = nn_isa_asked_for();
+    if (asked == NN_ASKED_AVX2 && isa > NN_ISA_AVX2) isa = NN_ISA_AVX2;
+    if (asked == NN_ASKED_PLAIN) isa = NN_ISA_PLAIN;
     return isa;
 #else
     return NN_ISA_PLAIN;
 #endif
+}
+
+nn_isa_asked nn_isa_asked_for(void)
+{
+    const char *asked = getenv("TFM_ISA");
+    if (!asked) return NN_ASKED_ANY;
+    if (strcmp(asked, "avx512bw") == 0) return NN_ASKED_AVX512BW;
+    if (strcmp(asked, "avx2") == 0) return NN_ASKED_AVX2;
+    if (strcmp(asked, "none") == 0) return NN_ASKED_PLAIN;
+    return NN_ASKED_ANY;
 }

@@ -654,6 +654,19 @@ typedef int32_t nn_i32x16 __attribute__((vector_size(64)));
 typedef enum nn_isa { NN_ISA_PLAIN, NN_ISA_AVX2, NN_ISA_AVX512 } nn_isa;
 nn_isa nn_isa_level(void);
 
+/* What TFM_ISA in the environment asks for: no more than AVX-512BW
+ * (avx512bw: the int8 and bf16 kernels without VNNI or BF16), than AVX2
+ * (avx2) or than plain C (none); any other value, or none set, asks for
+ * nothing (NN_ASKED_ANY).  The one reader of TFM_ISA; read at every call,
+ * so a test may change it between calls. */
+typedef enum nn_isa_asked {
+    NN_ASKED_ANY,
+    NN_ASKED_AVX512BW,
+    NN_ASKED_AVX2,
+    NN_ASKED_PLAIN
+} nn_isa_asked;
+nn_isa_asked nn_isa_asked_for(void);
+
 /* NN_VERSIONS_512(qualifiers, name, (parameters), (arguments)) defines the
  * void function name(parameters) as name##_body(isa, arguments) (an
  * NN_INLINE function of an nn_isa and the same parameters) compiled three

@@ -647,8 +647,8 @@ bool nn_packed_kernel_runs(nn_kernel kernel)
 
 nn_kernel nn_quant_best_kernel(tfm_compute_type type)
 {
-    const char *asked = getenv("TFM_ISA");
-    if (asked && strcmp(asked, "none") == 0)
+    const nn_isa_asked asked = nn_isa_asked_for();
+    if (asked == NN_ASKED_PLAIN)
         return type == TFM_COMPUTE_BF16 ? NN_KERNEL_BF16_C : NN_KERNEL_INT8_C;
     /* fastest first; TFM_ISA=avx512bw or avx2 starts the list lower */
     static const nn_kernel int8[] = {NN_KERNEL_INT8_VNNI, NN_KERNEL_INT8_AVX512BW,
@@ -657,8 +657,8 @@ nn_kernel nn_quant_best_kernel(tfm_compute_type type)
                                      NN_KERNEL_BF16_AVX2, NN_KERNEL_BF16_C};
     const nn_kernel *order = type == TFM_COMPUTE_BF16 ? bf16 : int8;
     size_t i = 0;
-    if (asked && strcmp(asked, "avx512bw") == 0) i = 1;
-    if (asked && strcmp(asked, "avx2") == 0) i = 2;
+    if (asked == NN_ASKED_AVX512BW) i = 1;
+    if (asked == NN_ASKED_AVX2) i = 2;
     while (!nn_packed_kernel_runs(order[i])) i++;
     return order[i];
 }
