@@ -5,7 +5,6 @@
  * runs them and why (decode -v). */
 #include <assert.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "model/model_internal.h" /* the quantized matrices */
 #include "nn/layers.h"

@@ -799,9 +799,7 @@ static void test_load_vocab(void)
     tfm_vocab *none = NULL;
     CHECK(tfm_model_load_vocab(model_path, TFM_TARGET, &none, &err) == TFM_ERR_FORMAT && none == NULL);
     CHECK_MSG(contains(err.msg, "holds no vocabulary"), "%s", err.msg);
-    FILE *fp = fopen(vocab_path, "w");
-    fputs("hello world\n", fp);
-    fclose(fp);
+    write_file(vocab_path, "hello world\n");
     CHECK(tfm_model_load_vocab(vocab_path, TFM_TARGET, &none, &err) != TFM_OK && none == NULL);
     CHECK_MSG(contains(err.msg, "line 1"), "%s", err.msg); /* read as a vocabulary file */
     CHECK(tfm_model_load_vocab("/nonexistent/x", TFM_TARGET, &none, &err) == TFM_ERR_IO);

@@ -482,11 +482,7 @@ static void test_vocab_speed(void)
 static void test_files(void)
 {
     const char *path = tmp_path("decoder.yml");
-    FILE *fp = fopen(path, "w");
-    CHECK(fp != NULL);
-    if (!fp) return;
-    fputs(decoder_yml, fp);
-    fclose(fp);
+    write_file(path, decoder_yml);
     tfm_yaml *doc = NULL;
     tfm_error err;
     CHECK_MSG(tfm_yaml_load(path, &doc, &err) == TFM_OK, "%s", err.msg);
@@ -498,10 +494,7 @@ static void test_files(void)
               err.msg);
 
     path = tmp_path("vocab.yml");
-    fp = fopen(path, "w");
-    if (!fp) return;
-    fputs(vocab_yml, fp);
-    fclose(fp);
+    write_file(path, vocab_yml);
     CHECK(tfm_yaml_vocab_load(path, &v, &err) == TFM_OK && v && v->count == 14);
     if (v != (tfm_yaml_vocab *)1) tfm_yaml_vocab_free(v);
 

@@ -4,10 +4,7 @@
 #ifndef TFM_TEST_TRAIN_H
 #define TFM_TEST_TRAIN_H
 
-#include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "testutil.h"
 #include "tfm.h"
