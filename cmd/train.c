@@ -649,6 +649,7 @@ int main(int argc, char **argv)
         tfm_buf_free(&p.text);
         return CLI_EXIT_OK;
     }
+    cli_warn_unknown_isa();
     char behind[400];
     if (cli_verbosity >= 1 && tfm_blas_kernels_behind(behind, sizeof behind))
         cli_warn(NULL, 0, "%s", behind);

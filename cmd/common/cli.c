@@ -179,8 +179,18 @@ void cli_common_option(int c, const char *usage_text)
     }
 }
 
+void cli_warn_unknown_isa(void)
+{
+    static bool warned;
+    char msg[200];
+    if (warned || !tfm_isa_request_unknown(msg, sizeof msg)) return;
+    warned = true;
+    cli_warn(NULL, 0, "%s", msg);
+}
+
 tfm_model *cli_load_model(const char *path)
 {
+    cli_warn_unknown_isa();
     tfm_model *model;
     tfm_error err;
     /* The library's messages may name the file already: then not twice. */

@@ -62,6 +62,11 @@ void cli_print_version(void);
  * other option is a usage error. */
 void cli_common_option(int c, const char *usage_text);
 
+/* Warns, once per process, when TFM_ISA in the environment holds a value
+ * the kernel choice ignores (TFM_ISA=AVX2, say).  Every program that loads
+ * a model calls it (cli_load_model, cli_load_model_for), train too. */
+void cli_warn_unknown_isa(void);
+
 /* Loads a model file or exits with "prog: PATH: reason" (PATH left out
  * when the reason names it already). */
 tfm_model *cli_load_model(const char *path);

@@ -35,6 +35,7 @@ tfm_model *cli_load_model_for(const char *path, const cli_batch_options *o)
 {
     tfm_model *model;
     tfm_error err;
+    cli_warn_unknown_isa();
     if (tfm_model_load_for_inference(path, o->compute, &model, &err) != TFM_OK)
         cli_fail(strstr(err.msg, path) ? NULL : path, 0, "%s", err.msg);
     return model;

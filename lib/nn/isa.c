@@ -2,6 +2,7 @@
  * (nn_isa_level, for NN_VERSIONS_512 and the packed kernels' choice): what
  * the CPU has, less when TFM_ISA in the environment asks for less
  * (nn_isa_asked_for, the one reader of TFM_ISA). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,4 +32,15 @@ nn_isa_asked nn_isa_asked_for(void)
     if (strcmp(asked, "avx2") == 0) return NN_ASKED_AVX2;
     if (strcmp(asked, "none") == 0) return NN_ASKED_PLAIN;
     return NN_ASKED_ANY;
+}
+
+bool tfm_isa_request_unknown(char *msg, size_t size)
+{
+    const char *asked = getenv("TFM_ISA");
+    if (!asked || nn_isa_asked_for() != NN_ASKED_ANY) return false;
+    snprintf(msg, size,
+             "TFM_ISA=%s is not one of avx512bw, avx2 and none (lower case): ignored, the "
+             "kernels are the best this CPU has",
+             asked);
+    return true;
 }

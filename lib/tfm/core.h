@@ -277,6 +277,12 @@ void tfm_blas_threads(int n);
  * msg (size bytes, NUL-terminated). */
 bool tfm_blas_kernels_behind(char *msg, size_t size);
 
+/* Whether TFM_ISA in the environment holds a value the kernel choice does
+ * not know (it knows avx512bw, avx2 and none, and ignores anything else:
+ * the best kernels of the CPU).  If so, writes so into msg (size bytes,
+ * NUL-terminated). */
+bool tfm_isa_request_unknown(char *msg, size_t size);
+
 /* ---- batches of a stream ---------------------------------------------------- */
 
 /* The loop every filter runs over its input (lib/core/batch_loop.c): read

@@ -115,6 +115,18 @@ run_dec best.txt --max-length 20 --scores
 check "decode: TFM_ISA=avx2 gives the same ids and scores as the best kernel" cmp -s avx2.txt best.txt
 TFM_ISA=none timeout $TMO "$DEC" -m m.st --max-length 20 src.npy >none.txt 2>dec.err
 check "decode: TFM_ISA=none (OpenBLAS) decodes every record" test "$(count_lines none.txt)" -eq "$nsrc"
+check "decode: TFM_ISA=none and avx2 are known: no warning" \
+    sh -c "! grep -q TFM_ISA dec.err"
+# A value the kernel choice does not know (upper case, say) is ignored, as
+# if unset, and said once; -q silences it.
+TFM_ISA=AVX2 timeout $TMO "$DEC" -m m.st --max-length 20 --scores src.npy >upper.txt 2>dec.err
+check "decode: TFM_ISA=AVX2 (unknown) decodes as with the best kernel" cmp -s upper.txt best.txt
+check "decode: TFM_ISA=AVX2 (unknown) is said once, with the values known" \
+    sh -c "[ \$(grep -c '^decode: warning: TFM_ISA=AVX2 is not one of avx512bw, avx2 and none' dec.err) -eq 1 ]"
+TFM_ISA=AVX2 timeout $TMO "$ENC" -m m.st src.ids 2>enc.err >/dev/null
+check "encode: TFM_ISA=AVX2 (unknown) is said" grep -q '^encode: warning: TFM_ISA=AVX2 is not one of' enc.err
+TFM_ISA=AVX2 timeout $TMO "$DEC" -q -m m.st --max-length 20 src.npy >/dev/null 2>dec.err
+check "decode -q: TFM_ISA=AVX2 (unknown) is not said" test ! -s dec.err
 
 # Each sentence alone through encode | decode against all at once.
 head -8 src.ids >eight.ids

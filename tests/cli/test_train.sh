@@ -468,6 +468,11 @@ if grep -qw avx512f /proc/cpuinfo; then
     "$TRAIN" $ISA_RUN -o isa-best.st && TFM_ISA=avx2 "$TRAIN" $ISA_RUN -o isa-avx2.st
     check "TFM_ISA=avx2 trains the model of the AVX-512 kernels, bit for bit" \
         same_tensors isa-best.st isa-avx2.st
+    TFM_ISA=avx512 "$TRAIN" $ISA_RUN -v -o isa-unknown.st 2>err.txt
+    check "TFM_ISA=avx512 (unknown) trains the model of the best kernels, bit for bit" \
+        same_tensors isa-best.st isa-unknown.st
+    check "... and says it is ignored, naming the values known" \
+        grep -q '^train: warning: TFM_ISA=avx512 is not one of avx512bw, avx2 and none' err.txt
 else
     skip "the AVX2 and AVX-512 kernels of training: this CPU has no AVX-512"
 fi
