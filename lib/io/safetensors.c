@@ -780,6 +780,13 @@ tfm_status tfm_safetensors_check_all_used(const tfm_safetensors *f, tfm_error *e
                          unused - 1);
 }
 
+void tfm_safetensors_skip_prefixed(tfm_safetensors *f, const char *prefix)
+{
+    const size_t n = strlen(prefix);
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (strncmp(f->tensors[i].name, prefix, n) == 0) f->tensors[i].used = true;
+}
+
 /* Reads the value of metadata entry m of f from the header, the first time
  * a long one is asked for: checked as the header's other strings were. */
 static tfm_status meta_value(const tfm_safetensors *f, st_meta *m, tfm_error *err)

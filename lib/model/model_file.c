@@ -527,7 +527,8 @@ static void copy_tensor(void *ctx, const char *name, int ndim, const int64_t *sh
 
 /* Checks every tensor against the configuration before allocating, so a
  * file whose metadata claim a huge model is refused without allocating
- * it, and (whole) that the file holds no other tensor; then copies the
+ * it, and (whole) that the file holds no other tensor but, in a checkpoint,
+ * the training's state (model.h); then copies the
  * tensors into a new model.  A quantized file's matrices go into the
  * model's quantized store, and into its float buffer dequantized: all of
  * them with float_weights, else only the embeddings.  A packed file's
@@ -553,7 +554,14 @@ static tfm_status read_tensors(tfm_safetensors **fref, const model_header *h, bo
     if (st == TFM_OK && quantized) st = tfm_quantized_alloc(m, h->quantization, &m->quantized, err);
     tfm_file_panels *fp = NULL;
     if (st == TFM_OK && h->panels) st = tfm_file_panels_read(f, m, h->quantization, &fp, err);
-    if (st == TFM_OK && whole) st = tfm_safetensors_check_all_used(f, err);
+    if (st == TFM_OK && whole) {
+        if (tfm_safetensors_metadata(f, TFM_CHECKPOINT_KEY)) { /* its training state */
+            tfm_safetensors_skip_prefixed(f, TFM_CHECKPOINT_EXP_AVG);
+            tfm_safetensors_skip_prefixed(f, TFM_CHECKPOINT_EXP_AVG_SQ);
+            tfm_safetensors_skip_prefixed(f, TFM_CHECKPOINT_EMA);
+        }
+        st = tfm_safetensors_check_all_used(f, err);
+    }
     if (st != TFM_OK) {
         tfm_file_panels_free(fp);
         tfm_model_free(m);

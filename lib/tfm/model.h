@@ -444,6 +444,18 @@ tfm_status tfm_model_save(const tfm_model *m, const char *path, const char *cons
  * closes fp). */
 tfm_status tfm_model_write_stream(const tfm_model *m, FILE *fp,
                                   const char *const *extra_metadata, tfm_error *err);
+/* A training checkpoint (tfm_checkpoint_save, train.h) is a model file
+ * with the training's state beside the model: the metadata key below, and
+ * Adam's moments and the moving average as tensors under these prefixes.
+ * The loaders of a whole file (below) read a checkpoint's model, its
+ * weights and not their moving average, and leave the state unread: a run
+ * can be translated with at any checkpoint.  A tensor of any other name
+ * that the model does not have is still refused. */
+#define TFM_CHECKPOINT_KEY "checkpoint"
+#define TFM_CHECKPOINT_EXP_AVG "optimizer.exp_avg."
+#define TFM_CHECKPOINT_EXP_AVG_SQ "optimizer.exp_avg_sq."
+#define TFM_CHECKPOINT_EMA "ema."
+
 /* Loads the model file at path (mapped when it is a regular file, else
  * read).  TFM_ERR_IO when it cannot be opened or read. */
 tfm_status tfm_model_load(const char *path, tfm_model **out, tfm_error *err);

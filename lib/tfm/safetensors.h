@@ -149,6 +149,10 @@ tfm_status tfm_safetensors_read(tfm_safetensors *f, const char *name, tfm_tensor
  * loads without looking at every tensor was likely built with other
  * settings than the file's. */
 tfm_status tfm_safetensors_check_all_used(const tfm_safetensors *f, tfm_error *err);
+/* Counts every tensor whose name begins with prefix as used, without
+ * reading it: the part of a file that a reader knows and leaves (a
+ * training checkpoint's optimizer state, for a program that translates). */
+void tfm_safetensors_skip_prefixed(tfm_safetensors *f, const char *prefix);
 
 /* Metadata.  A long value (64 KB or more: a model's vocabulary) is checked
  * and read the first time it is asked for, not at open, so that a program

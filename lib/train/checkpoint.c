@@ -30,9 +30,6 @@
 #include "tfm/train.h"
 
 #define CHECKPOINT_VERSION "1"
-#define EXP_AVG "optimizer.exp_avg."
-#define EXP_AVG_SQ "optimizer.exp_avg_sq."
-#define EMA "ema."
 
 /* Buffers of the parameters' size start on cache lines, as the model's do. */
 static float *alloc_params(size_t n)
@@ -141,7 +138,7 @@ static size_t state_metadata(const tfm_train_state *s, const char **kv,
         kv[n++] = key;                                              \
         kv[n++] = text[t++];                                        \
     } while (0)
-    PUT("checkpoint", "%s", CHECKPOINT_VERSION);
+    PUT(TFM_CHECKPOINT_KEY, "%s", CHECKPOINT_VERSION);
     PUT("train.epoch", "%" PRId64, s->batcher.epoch);
     PUT("train.position", "%" PRId64, s->batcher.position);
     format_rng(&s->batcher.rng, text[t], TEXT_SIZE);
@@ -258,9 +255,9 @@ tfm_status tfm_checkpoint_save(const char *path, const tfm_train_state *s,
 
     const tfm_config *c = &s->model->config;
     tfm_status st = tfm_model_to_safetensors(s->model, all, w, err);
-    if (st == TFM_OK) st = walk_buffer(c, s->exp_avg, EXP_AVG, w, NULL, err);
-    if (st == TFM_OK) st = walk_buffer(c, s->exp_avg_sq, EXP_AVG_SQ, w, NULL, err);
-    if (st == TFM_OK && s->ema) st = walk_buffer(c, s->ema, EMA, w, NULL, err);
+    if (st == TFM_OK) st = walk_buffer(c, s->exp_avg, TFM_CHECKPOINT_EXP_AVG, w, NULL, err);
+    if (st == TFM_OK) st = walk_buffer(c, s->exp_avg_sq, TFM_CHECKPOINT_EXP_AVG_SQ, w, NULL, err);
+    if (st == TFM_OK && s->ema) st = walk_buffer(c, s->ema, TFM_CHECKPOINT_EMA, w, NULL, err);
     if (st == TFM_OK) st = tfm_safetensors_write(w, path, err);
     tfm_safetensors_writer_free(w);
     free(all);
@@ -272,8 +269,9 @@ tfm_status tfm_checkpoint_save(const char *path, const tfm_train_state *s,
 /* A moving average is there when any of its tensors is. */
 static bool has_ema(const tfm_safetensors *f)
 {
+    const size_t n = strlen(TFM_CHECKPOINT_EMA);
     for (size_t i = 0; i < tfm_safetensors_count(f); i++)
-        if (strncmp(tfm_safetensors_name(f, i), EMA, strlen(EMA)) == 0) return true;
+        if (strncmp(tfm_safetensors_name(f, i), TFM_CHECKPOINT_EMA, n) == 0) return true;
     return false;
 }
 
@@ -282,9 +280,11 @@ static bool has_ema(const tfm_safetensors *f)
 static tfm_status read_buffers(tfm_safetensors *f, const tfm_config *c, tfm_train_state *s,
                                tfm_error *err)
 {
-    tfm_status st = walk_buffer(c, s ? s->exp_avg : NULL, EXP_AVG, NULL, f, err);
-    if (st == TFM_OK) st = walk_buffer(c, s ? s->exp_avg_sq : NULL, EXP_AVG_SQ, NULL, f, err);
-    if (st == TFM_OK && has_ema(f)) st = walk_buffer(c, s ? s->ema : NULL, EMA, NULL, f, err);
+    tfm_status st = walk_buffer(c, s ? s->exp_avg : NULL, TFM_CHECKPOINT_EXP_AVG, NULL, f, err);
+    if (st == TFM_OK)
+        st = walk_buffer(c, s ? s->exp_avg_sq : NULL, TFM_CHECKPOINT_EXP_AVG_SQ, NULL, f, err);
+    if (st == TFM_OK && has_ema(f))
+        st = walk_buffer(c, s ? s->ema : NULL, TFM_CHECKPOINT_EMA, NULL, f, err);
     /* The model's tensors were all taken by tfm_model_from_safetensors, the
      * buffers' by the walks: anything left over does not belong in a
      * checkpoint. */
@@ -301,7 +301,7 @@ tfm_status tfm_checkpoint_load_model(const char *path, tfm_model **out, tfm_erro
         tfm_error_prefix(err, "'%s'", path);
         return st;
     }
-    bool checkpoint = tfm_safetensors_metadata(f, "checkpoint") != NULL;
+    bool checkpoint = tfm_safetensors_metadata(f, TFM_CHECKPOINT_KEY) != NULL;
     st = tfm_model_from_safetensors(f, out, err);
     /* A model file holds nothing else; a checkpoint its buffers too. */
     if (st == TFM_OK)
@@ -325,7 +325,7 @@ tfm_status tfm_checkpoint_load(const char *path, tfm_train_state *s, tfm_error *
         if (st != TFM_ERR_IO) tfm_error_prefix(err, "checkpoint '%s'", path);
         return st;
     }
-    const char *version = tfm_safetensors_metadata(f, "checkpoint");
+    const char *version = tfm_safetensors_metadata(f, TFM_CHECKPOINT_KEY);
     if (!version) {
         tfm_safetensors_free(f);
         return tfm_error_set(err, TFM_ERR_FORMAT,

@@ -310,6 +310,26 @@ if [ -x "$BIN/encode" ]; then
     check "init-only: encode reads it" sh -c "'$BIN/encode' -m init.st valid.src >/dev/null"
 fi
 
+# ---- checkpoints as models ------------------------------------------------------------------
+
+# encode and decode take a checkpoint as the model it holds (its weights;
+# Adam's moments and the moving average are left unread), so a run can be
+# translated with while it trains: at the end of a run without a moving
+# average, the checkpoint decodes as the model file written with it.
+if [ -x "$BIN/encode" ] && [ -x "$BIN/decode" ]; then
+    "$TRAIN" $SMALL --vocab-size 14 --src train.src --tgt train.tgt --batch-tokens 150 \
+        --max-steps 20 --save-every 20 -o plain.st 2>err.txt
+    "$BIN/encode" -m plain.st valid.src | "$BIN/decode" -m plain.st --beam 2 --scores >plain.hyp
+    "$BIN/encode" -m plain.st.ckpt-20 valid.src 2>ckpt.err |
+        "$BIN/decode" -m plain.st.ckpt-20 --beam 2 --scores >ckpt.hyp 2>>ckpt.err
+    check "checkpoint as a model: encode | decode -m MODEL.ckpt-20 gives the model file's decodes and scores" \
+        sh -c 'test "$(wc -l <plain.hyp)" -eq 200 && cmp -s plain.hyp ckpt.hyp'
+    check "checkpoint as a model: no message" test ! -s ckpt.err
+    # One with a moving average (its state is three times the model's).
+    check "checkpoint as a model: one with a moving average decodes too" \
+        sh -c "'$BIN/encode' -m whole.st.ckpt-30 valid.src | '$BIN/decode' -m whole.st.ckpt-30 | wc -l | grep -qx 200"
+fi
+
 # ---- relative positions -------------------------------------------------------------------
 
 # Copying needs to know where each symbol is: relative positions alone (no

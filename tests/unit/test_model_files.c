@@ -545,6 +545,68 @@ static void test_streams(void)
     tfm_model_free(m);
 }
 
+/* Writes m to path with the metadata extra and, beside its tensors, the
+ * tensors named in names (two floats each). */
+static void write_with_tensors(const tfm_model *m, const char *const *extra,
+                               const char *const *names, const char *path)
+{
+    static const float two_floats[2] = {1, 2};
+    const int64_t two = 2;
+    tfm_error err;
+    tfm_safetensors_writer *w = tfm_safetensors_writer_create();
+    CHECK_MSG(tfm_model_to_safetensors(m, extra, w, &err) == TFM_OK, "%s", err.msg);
+    for (size_t i = 0; names[i]; i++)
+        CHECK(tfm_safetensors_writer_add_tensor(w, names[i], TFM_F32, 1, &two, two_floats,
+                                                &err) == TFM_OK);
+    CHECK_MSG(tfm_safetensors_write(w, path, &err) == TFM_OK, "%s", err.msg);
+    tfm_safetensors_writer_free(w);
+}
+
+/* A training checkpoint (the metadata key "checkpoint") loads as the
+ * model it holds, for the programs that translate: its optimizer state
+ * and moving average are left unread.  Any other tensor is still refused,
+ * and so is the state in a file that does not say it is a checkpoint. */
+static void test_checkpoint_as_model(void)
+{
+    tfm_config c = small_config(270);
+    tfm_vocab *v = make_vocab(10);
+    tfm_model *m, *back;
+    tfm_error err;
+    CHECK(tfm_model_create(&c, v, 4, &m, &err) == TFM_OK);
+    tfm_vocab_free(v);
+    const char *checkpoint[] = {TFM_CHECKPOINT_KEY, "1", NULL};
+    const char *state[] = {TFM_CHECKPOINT_EXP_AVG "encoder.layer_norm.weight",
+                           TFM_CHECKPOINT_EXP_AVG_SQ "encoder.layer_norm.weight",
+                           TFM_CHECKPOINT_EMA "encoder.layer_norm.weight", NULL};
+    char path[8192];
+    snprintf(path, sizeof path, "%s", tmp_path("checkpoint.safetensors"));
+
+    write_with_tensors(m, checkpoint, state, path);
+    back = NULL;
+    CHECK_MSG(tfm_model_load(path, &back, &err) == TFM_OK, "%s", err.msg);
+    CHECK(back && model_equal(m, back));
+    tfm_model_free(back);
+    back = NULL;
+    CHECK_MSG(tfm_model_load_for_inference(path, TFM_COMPUTE_DEFAULT, &back, &err) == TFM_OK,
+              "%s", err.msg);
+    /* (without its vocabulary: encode and decode take ids) */
+    CHECK(back && config_equal(&m->config, &back->config) &&
+          memcmp(m->data, back->data, tfm_params_count(&c) * sizeof(float)) == 0);
+    tfm_model_free(back);
+
+    const char *stranger[] = {TFM_CHECKPOINT_EXP_AVG "x", "optimizer.step", NULL};
+    write_with_tensors(m, checkpoint, stranger, path);
+    back = (tfm_model *)1;
+    CHECK(tfm_model_load(path, &back, &err) == TFM_ERR_FORMAT && back == NULL);
+    CHECK_MSG(contains(err.msg, "unexpected tensor 'optimizer.step'"), "%s", err.msg);
+
+    write_with_tensors(m, NULL, state, path);
+    back = (tfm_model *)1;
+    CHECK(tfm_model_load(path, &back, &err) == TFM_ERR_FORMAT && back == NULL);
+    CHECK_MSG(contains(err.msg, "unexpected tensor '" TFM_CHECKPOINT_EXP_AVG), "%s", err.msg);
+    tfm_model_free(m);
+}
+
 /* Bytes in memory cut short, or changed, fail with a message that says
  * what is wrong, and leave no model. */
 static void test_parse_bad(void)
@@ -815,6 +877,7 @@ int main(void)
     RUN(test_load_vocab);
     RUN(test_side_vocabs);
     RUN(test_streams);
+    RUN(test_checkpoint_as_model);
     RUN(test_parse_bad);
     RUN(test_source_eos);
     if (have_numpy())
