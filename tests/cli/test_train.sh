@@ -6,8 +6,9 @@
 # stopped and resumed equal bit for bit to one never stopped; kill -9 at
 # random moments never leaving a corrupt checkpoint and losing no more than
 # the update under way; SIGTERM saving a checkpoint; NaN updates skipped and
-# then training stopped; early stopping; averaging; and the errors (line
-# counts that differ, no vocabulary, nothing to resume from).
+# then training stopped; early stopping; averaging; checkpoints that encode
+# and decode read as models; and the errors (line counts that differ, no
+# vocabulary, nothing to resume from).
 #
 # The models are tiny (d_model 32, 2+2 layers) so that each case takes
 # seconds.  Run through tests/run.sh, or by hand:
