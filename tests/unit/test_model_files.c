@@ -458,6 +458,23 @@ static tfm_model *small_model(void)
     return m;
 }
 
+/* Writes m to path with the metadata extra and, beside its tensors, the
+ * tensors named in names (two floats each). */
+static void write_with_tensors(const tfm_model *m, const char *const *extra,
+                               const char *const *names, const char *path)
+{
+    static const float two_floats[2] = {1, 2};
+    const int64_t two = 2;
+    tfm_error err;
+    tfm_safetensors_writer *w = tfm_safetensors_writer_create();
+    CHECK_MSG(tfm_model_to_safetensors(m, extra, w, &err) == TFM_OK, "%s", err.msg);
+    for (size_t i = 0; names[i]; i++)
+        CHECK(tfm_safetensors_writer_add_tensor(w, names[i], TFM_F32, 1, &two, two_floats,
+                                                &err) == TFM_OK);
+    CHECK_MSG(tfm_safetensors_write(w, path, &err) == TFM_OK, "%s", err.msg);
+    tfm_safetensors_writer_free(w);
+}
+
 /* A model written to a stream is the file tfm_model_save writes, byte for
  * byte; it reads back from memory, from a descriptor (a pipe, or a file
  * holding two models one after another) and from an opened safetensors
@@ -527,14 +544,8 @@ static void test_streams(void)
 
     /* From an opened file that holds more than the model (as a checkpoint
      * does): the model's tensors are taken, the rest left to the caller. */
-    tfm_safetensors_writer *w = tfm_safetensors_writer_create();
-    static const float more[2] = {1, 2};
-    int64_t two = 2;
-    CHECK(tfm_model_to_safetensors(m2, extra, w, &err) == TFM_OK);
-    CHECK(tfm_safetensors_writer_add_tensor(w, "optimizer.step", TFM_F32, 1, &two, more, &err) ==
-          TFM_OK);
-    CHECK(tfm_safetensors_write(w, path, &err) == TFM_OK);
-    tfm_safetensors_writer_free(w);
+    const char *more[] = {"optimizer.step", NULL};
+    write_with_tensors(m2, extra, more, path);
     tfm_safetensors *f;
     CHECK(tfm_safetensors_open(path, &f, &err) == TFM_OK);
     back = NULL;
@@ -552,23 +563,6 @@ static void test_streams(void)
     free(bytes);
     tfm_model_free(m2);
     tfm_model_free(m);
-}
-
-/* Writes m to path with the metadata extra and, beside its tensors, the
- * tensors named in names (two floats each). */
-static void write_with_tensors(const tfm_model *m, const char *const *extra,
-                               const char *const *names, const char *path)
-{
-    static const float two_floats[2] = {1, 2};
-    const int64_t two = 2;
-    tfm_error err;
-    tfm_safetensors_writer *w = tfm_safetensors_writer_create();
-    CHECK_MSG(tfm_model_to_safetensors(m, extra, w, &err) == TFM_OK, "%s", err.msg);
-    for (size_t i = 0; names[i]; i++)
-        CHECK(tfm_safetensors_writer_add_tensor(w, names[i], TFM_F32, 1, &two, two_floats,
-                                                &err) == TFM_OK);
-    CHECK_MSG(tfm_safetensors_write(w, path, &err) == TFM_OK, "%s", err.msg);
-    tfm_safetensors_writer_free(w);
 }
 
 /* A training checkpoint (the metadata key "checkpoint") loads as the
