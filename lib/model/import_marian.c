@@ -201,13 +201,13 @@ static tfm_status read_yml(importer *im, const char *yml_path, tfm_yaml_vocab **
         tfm_error_prefix(im->err, "%s", yml_path);
         return st;
     }
-    if ((*out)->count > (1 << 24) - 2) {
+    const size_t count = (*out)->count;
+    if (count > (1 << 24) - 2) {
         tfm_yaml_vocab_free(*out);
         *out = NULL;
-        return tfm_error_set(im->err, TFM_ERR_RANGE, "%s: %zu pieces: too many", yml_path,
-                             (*out)->count);
+        return tfm_error_set(im->err, TFM_ERR_RANGE, "%s: %zu pieces: too many", yml_path, count);
     }
-    *n = (int)(*out)->count;
+    *n = (int)count;
     return TFM_OK;
 }
 
