@@ -582,7 +582,9 @@ static bool state_number(const tfm_safetensors *f, const char *path, const char 
 {
     if (*st != TFM_OK) return false;
     uint64_t whole;
-    *st = tfm_metadata_number(f, key, syntax, lo, hi, (uint64_t)hi, &whole, out, err);
+    /* The bound of a whole number; a real one's (hi up to 1e30) is not one. */
+    const uint64_t max = syntax == TFM_NUMBER_REAL ? 0 : (uint64_t)hi;
+    *st = tfm_metadata_number(f, key, syntax, lo, hi, max, &whole, out, err);
     if (*st == TFM_EOF) {
         *st = TFM_OK;
         return false;
