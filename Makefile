@@ -225,7 +225,7 @@ endef
 # its last line is the total.  One test alone: tests/run.sh build/release
 # test_quant (after make check, or make BUILD=... all tests).
 NPROC := $(shell nproc 2>/dev/null || echo 2)
-SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNN_NO_MULTIVERSION
+SAN_FLAGS = -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNN_NO_MULTIVERSION
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 
 check: deps-check
