@@ -14,6 +14,10 @@
 tfm_status tfm_normalize_append(const tfm_norm_params *p, const char *in, size_t len,
                                 tfm_buf *out, size_t *n_repaired, tfm_error *err);
 
+/* The byte a byte piece "<0xNN>" stands for (upper-case hex only, as
+ * SentencePiece spells them), or -1; text need not be NUL-terminated. */
+int tfm_byte_of_piece(const char *text, size_t len);
+
 /* N when text[0..len) is the placeholder token "<phN>" (1 <= N <= 32), else 0. */
 int tfm_placeholder_piece_index(const char *text, size_t len);
 

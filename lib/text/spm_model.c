@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "text/encode_internal.h"
 #include "text/spm_internal.h"
 #include "tfm/io.h"
 
@@ -559,15 +560,6 @@ static tfm_status adopt_trie(tfm_spm *m, const int32_t *units, size_t n_units, t
 
 /* ---- building the model -------------------------------------------------------------- */
 
-static int byte_of_piece(const char *text, size_t len)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    if (len != 6 || memcmp(text, "<0x", 3) != 0 || text[5] != '>') return -1;
-    const char *hi = memchr(hex, text[3], 16), *lo = memchr(hex, text[4], 16);
-    if (!hi || !lo || !text[3] || !text[4]) return -1;
-    return (int)((hi - hex) * 16 + (lo - hex));
-}
-
 static tfm_status build_lookups(tfm_spm *m, tfm_error *err)
 {
     /* The maps point into m->text, which lives as long as m. */
@@ -603,7 +595,7 @@ static tfm_status build_lookups(tfm_spm *m, tfm_error *err)
                 return tfm_error_set(err, TFM_ERR_FORMAT,
                                      "piece %d: byte piece '%s' although byte_fallback is off",
                                      id, text);
-            int b = byte_of_piece(text, p->len);
+            int b = tfm_byte_of_piece(text, p->len);
             if (b < 0)
                 return tfm_error_set(err, TFM_ERR_FORMAT,
                                      "piece %d: '%s' is not a byte piece <0xNN>", id, text);

@@ -23,6 +23,7 @@
 #include "tfm/spm.h"
 #include "tfm/text.h"
 #include "core/base64.h"
+#include "text/encode_internal.h"
 #include "text/learn_internal.h"
 #include "text/vocab_internal.h"
 
@@ -176,9 +177,8 @@ static void byte_piece_text(unsigned char b, char out[7])
     out[6] = 0;
 }
 
-/* The byte a "<0xNN>" text stands for (upper-case hex only), or -1.  The
- * text need not be NUL-terminated. */
-static int byte_of_piece(const char *text, size_t len)
+/* encode_internal.h */
+int tfm_byte_of_piece(const char *text, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
     if (len != 6 || memcmp(text, "<0x", 3) != 0 || text[5] != '>') return -1;
@@ -191,7 +191,7 @@ static int byte_of_piece(const char *text, size_t len)
 int tfm_vocab_byte_value(const tfm_vocab *v, int32_t id)
 {
     if (id < 0 || id >= v->size || v->pieces[id].type != TFM_PIECE_BYTE) return -1;
-    return byte_of_piece(v->pieces[id].text, v->pieces[id].len);
+    return tfm_byte_of_piece(v->pieces[id].text, v->pieces[id].len);
 }
 
 tfm_vocab *tfm_vocab_create_specials(const tfm_norm_params *norm)
@@ -297,7 +297,7 @@ static bool fits_layout(const tfm_vocab *v, const char *text, size_t len, tfm_pi
     switch (type) {
     case TFM_PIECE_CONTROL: return false;
     case TFM_PIECE_USER: return v->n_bytes == 0 || v->n_bytes == 256;
-    case TFM_PIECE_BYTE: return v->n_bytes < 256 && byte_of_piece(text, len) == v->n_bytes;
+    case TFM_PIECE_BYTE: return v->n_bytes < 256 && tfm_byte_of_piece(text, len) == v->n_bytes;
     case TFM_PIECE_NORMAL: return v->n_bytes == 256;
     }
     return false;
