@@ -177,17 +177,6 @@ static void byte_piece_text(unsigned char b, char out[7])
     out[6] = 0;
 }
 
-/* encode_internal.h */
-int tfm_byte_of_piece(const char *text, size_t len)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    if (len != 6 || memcmp(text, "<0x", 3) != 0 || text[5] != '>') return -1;
-    const char *hi = text[3] ? memchr(hex, text[3], 16) : NULL;
-    const char *lo = text[4] ? memchr(hex, text[4], 16) : NULL;
-    if (!hi || !lo) return -1;
-    return (int)((hi - hex) * 16 + (lo - hex));
-}
-
 int tfm_vocab_byte_value(const tfm_vocab *v, int32_t id)
 {
     if (id < 0 || id >= v->size || v->pieces[id].type != TFM_PIECE_BYTE) return -1;
