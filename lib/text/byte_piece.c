@@ -6,7 +6,6 @@
 
 #include "text/encode_internal.h"
 
-/* encode_internal.h */
 int tfm_byte_of_piece(const char *text, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";

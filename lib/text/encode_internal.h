@@ -1,6 +1,6 @@
-/* encode_internal.h - helpers shared by the normaliser, the encoder and the
- * decoder of lib/text that are not part of the public text.h.  Not
- * installed; lib/text only. */
+/* encode_internal.h - helpers shared by the normaliser, the encoders, the
+ * decoders and the vocabularies of lib/text that are not part of the
+ * public text.h.  Not installed; lib/text only. */
 #ifndef TFM_TEXT_ENCODE_INTERNAL_H
 #define TFM_TEXT_ENCODE_INTERNAL_H
 
