@@ -310,6 +310,27 @@ static void placeholder_token_range(const tfm_vocab *v, int32_t *first, int32_t 
     }
 }
 
+/* The marks of the classes that the source line has in its text, outside
+ * its placeholders ph, in in_text; the others in elsewhere. */
+static void marks_of_text(const char *line, size_t len, unsigned classes,
+                          const tfm_placeholders *ph, bool in_text[128], bool elsewhere[128])
+{
+    placeholder_marks(classes, elsewhere);
+    memset(in_text, 0, 128 * sizeof *in_text);
+    size_t next = 0; /* the next placeholder of ph (they come in order) */
+    for (size_t i = 0; i < len; i++) {
+        if (next < ph->n && i == ph->items[next].start) {
+            i += ph->items[next++].len - 1;
+            continue;
+        }
+        unsigned char ch = (unsigned char)line[i];
+        if (ch < 128 && elsewhere[ch]) {
+            elsewhere[ch] = false;
+            in_text[ch] = true;
+        }
+    }
+}
+
 /* Bans every piece of v (normal, user or byte; not a placeholder token)
  * holding a mark that the source line has nowhere outside its
  * placeholders ph: the output then cannot spell a placeholder the source
@@ -318,17 +339,8 @@ static tfm_status ban_placeholder_marks(tfm_constraints *c, const tfm_vocab *v, 
                                         size_t len, unsigned classes, const tfm_placeholders *ph,
                                         const int32_t *allowed, int n_allowed, tfm_error *err)
 {
-    bool mark[128];
-    placeholder_marks(classes, mark);
-    size_t next = 0; /* the next placeholder of ph (they come in order) */
-    for (size_t i = 0; i < len; i++) {
-        if (next < ph->n && i == ph->items[next].start) {
-            i += ph->items[next++].len - 1;
-            continue;
-        }
-        unsigned char ch = (unsigned char)line[i];
-        if (ch < 128) mark[ch] = false; /* the text has it: pieces may too */
-    }
+    bool mark[128], in_text[128];
+    marks_of_text(line, len, classes, ph, in_text, mark);
     bool any = false;
     for (int ch = 0; ch < 128; ch++) any = any || mark[ch];
     if (!any) return TFM_OK;
@@ -362,6 +374,9 @@ static tfm_status ban_lengthening(tfm_constraints *c, const tfm_vocab *v, int co
                                   size_t n, unsigned classes, tfm_error *err);
 static tfm_status ban_joining(tfm_constraints *c, const tfm_vocab *v, int32_t tok, const char *t,
                               size_t n, unsigned classes, tfm_error *err);
+static tfm_status ban_spelled_across(tfm_constraints *c, const tfm_vocab *v, const char *line,
+                                     size_t len, unsigned classes, const tfm_placeholders *ph,
+                                     tfm_error *err);
 
 tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab *v,
                                             const char *line, size_t len, unsigned classes,
@@ -401,7 +416,115 @@ tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab 
     }
     if (st == TFM_OK && n_ordered > 1) st = tfm_constraints_order(c, ordered, n_ordered, err);
     if (st == TFM_OK) st = ban_placeholder_marks(c, v, line, len, classes, &ph, NULL, 0, err);
+    if (st == TFM_OK) st = ban_spelled_across(c, v, line, len, classes, &ph, err);
     tfm_placeholders_free(&ph);
+    return st;
+}
+
+/* The text of piece id of v in *len bytes: its byte (in *byte), or its
+ * piece; NULL for a control piece or a placeholder token. */
+static const char *piece_text(const tfm_vocab *v, int32_t id, int32_t first_ph, int32_t last_ph,
+                              char *byte, size_t *len)
+{
+    const tfm_piece_type type = tfm_vocab_type(v, id);
+    if (type == TFM_PIECE_CONTROL) return NULL;
+    if (id >= first_ph && id <= last_ph && type == TFM_PIECE_USER) return NULL;
+    const int b = tfm_vocab_byte_value(v, id);
+    if (b >= 0) {
+        *byte = (char)b;
+        *len = 1;
+        return byte;
+    }
+    return tfm_vocab_piece(v, id, len);
+}
+
+/* Whether text[0..n) holds a placeholder that starts before byte cut and
+ * ends after it (cut 0: any placeholder). */
+static bool spells_across(const char *text, size_t n, size_t cut, unsigned classes,
+                          tfm_placeholders *scan)
+{
+    tfm_error ignored;
+    if (tfm_placeholders_scan(text, n, classes, scan, &ignored) != TFM_OK) return false;
+    for (size_t i = 0; i < scan->n; i++)
+        if (cut == 0 || (scan->items[i].start < cut && scan->items[i].start + scan->items[i].len > cut))
+            return true;
+    return false;
+}
+
+/* Where the source's text has a mark outside its placeholders ("%O" is no
+ * placeholder, "%C" is), ban_placeholder_marks lets the pieces that hold it
+ * be, and two of them in a row could still spell a placeholder the source
+ * does not have: "%" then "%" reads "%%", "%" then "d" "%d".  So this bans
+ * each such piece that spells a placeholder by itself, and, right after
+ * each, every piece that spells one across the two.  The source's own text
+ * stays possible ("%" then "L" of "at %L": no placeholder), and so does a
+ * placeholder spelled across three pieces ("%", "1", "$s"), which a model
+ * hardly ever writes.  (The pieces to try after the text a of a piece are
+ * first picked by their first character ch: a + ch, followed by nothing or
+ * by one of a few endings, holds a placeholder that starts in a and ends
+ * past it.) */
+static tfm_status ban_spelled_across(tfm_constraints *c, const tfm_vocab *v, const char *line,
+                                     size_t len, unsigned classes, const tfm_placeholders *ph,
+                                     tfm_error *err)
+{
+    static const char *const endings[] = {"", "s", "d", "x", "$s", "}", ">", ";"};
+    bool in_text[128], elsewhere[128], any = false;
+    marks_of_text(line, len, classes, ph, in_text, elsewhere);
+    for (int ch = 0; ch < 128; ch++) any = any || in_text[ch];
+    if (!any) return TFM_OK;
+    int32_t first_ph, last_ph;
+    placeholder_token_range(v, &first_ph, &last_ph);
+    tfm_placeholders scan;
+    tfm_placeholders_init(&scan);
+    tfm_buf text;
+    tfm_buf_init(&text);
+    tfm_status st = TFM_OK;
+    const int32_t size = tfm_vocab_size(v);
+    for (int32_t a = 0; a < size && st == TFM_OK; a++) {
+        char a_byte;
+        size_t a_len;
+        const char *a_text = piece_text(v, a, first_ph, last_ph, &a_byte, &a_len);
+        bool holds = false;
+        for (size_t j = 0; a_text && j < a_len && !holds; j++)
+            holds = (unsigned char)a_text[j] < 128 && in_text[(unsigned char)a_text[j]];
+        if (!holds) continue;
+        if (spells_across(a_text, a_len, 0, classes, &scan)) {
+            st = tfm_constraints_ban(c, a, err);
+            continue;
+        }
+        bool begins[128] = {false}, any_begins = false;
+        for (int ch = 1; ch < 128 && st == TFM_OK; ch++) {
+            for (size_t e = 0; e < sizeof endings / sizeof *endings && !begins[ch]; e++) {
+                const char one = (char)ch;
+                text.len = 0;
+                if (tfm_buf_append(&text, a_text, a_len) != TFM_OK ||
+                    tfm_buf_append(&text, &one, 1) != TFM_OK ||
+                    tfm_buf_append(&text, endings[e], strlen(endings[e])) != TFM_OK) {
+                    st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                begins[ch] = spells_across(text.data, text.len, a_len, classes, &scan);
+            }
+            any_begins = any_begins || begins[ch];
+        }
+        for (int32_t b = 0; any_begins && b < size && st == TFM_OK; b++) {
+            char b_byte;
+            size_t b_len;
+            const char *b_text = piece_text(v, b, first_ph, last_ph, &b_byte, &b_len);
+            const unsigned char first = b_text && b_len > 0 ? (unsigned char)b_text[0] : 0;
+            if (first == 0 || first >= 128 || !begins[first]) continue;
+            text.len = 0;
+            if (tfm_buf_append(&text, a_text, a_len) != TFM_OK ||
+                tfm_buf_append(&text, b_text, b_len) != TFM_OK) {
+                st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (spells_across(text.data, text.len, a_len, classes, &scan))
+                st = tfm_constraints_ban_pair(c, a, b, err);
+        }
+    }
+    tfm_buf_free(&text);
+    tfm_placeholders_free(&scan);
     return st;
 }
 

@@ -550,6 +550,36 @@ static void test_placeholder_constraints(void)
         after[4] |= c->after_tok.data[i] == id[3];
     }
     CHECK(after[0] && !after[1] && after[2] && after[3] && !after[4]);
+    /* "50% of %s": its text has a '%', so the pieces holding one stay; but
+     * two pieces may not spell a placeholder the source does not have:
+     * "%" then "%" ("%%"), "s" ("%s") or "8" ("%8", Qt's); "▁%" then "s";
+     * nor may the piece "%d" come at all.  "%" then "$" or "▁of" spell
+     * none, and pieces without a '%' are banned after none. */
+    const int32_t d_id = tfm_vocab_add(v, "%d", 2, -1, TFM_PIECE_NORMAL);
+    tfm_constraints_clear(c);
+    line = "50% of %s";
+    CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_ALL, &err) == TFM_OK);
+    bool d_banned = false, pct_banned = false;
+    for (size_t i = 0; i < c->banned.len; i++) {
+        d_banned |= c->banned.data[i] == d_id;
+        pct_banned |= c->banned.data[i] == id[0];
+    }
+    CHECK(d_banned && !pct_banned);
+    /* pair[k]: "%" then %, s, 8, $, ▁of; "▁%" then s; "a" then anything */
+    bool pair[7] = {0};
+    for (size_t i = 0; i < c->pair_first.len; i++) {
+        const int32_t first = c->pair_first.data[i], second = c->pair_second.data[i];
+        if (first == id[0]) {
+            pair[0] |= second == id[0];
+            pair[1] |= second == more_id[2];
+            pair[2] |= second == more_id[0];
+            pair[3] |= second == more_id[3];
+            pair[4] |= second == id[3];
+        }
+        pair[5] |= first == id[1] && second == more_id[2];
+        pair[6] |= first == id[2];
+    }
+    CHECK(pair[0] && pair[1] && pair[2] && !pair[3] && !pair[4] && pair[5] && !pair[6]);
     /* a vocabulary without placeholder tokens is refused */
     tfm_vocab *plain = tfm_vocab_create(&norm);
     CHECK(tfm_constraints_add_placeholders(c, plain, line, strlen(line), TFM_PH_ALL, &err) ==
