@@ -438,6 +438,17 @@ static const char *piece_text(const tfm_vocab *v, int32_t id, int32_t first_ph, 
     return tfm_vocab_piece(v, id, len);
 }
 
+/* out = a[0..na) b[0..nb) and the string tail. */
+static tfm_status join_texts(tfm_buf *out, const char *a, size_t na, const char *b, size_t nb,
+                             const char *tail, tfm_error *err)
+{
+    out->len = 0;
+    if (tfm_buf_append(out, a, na) != TFM_OK || tfm_buf_append(out, b, nb) != TFM_OK ||
+        tfm_buf_append(out, tail, strlen(tail)) != TFM_OK)
+        return tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
+    return TFM_OK;
+}
+
 /* Whether text[0..n) holds a placeholder that starts before byte cut and
  * ends after it (cut 0: any placeholder). */
 static bool spells_across(const char *text, size_t n, size_t cut, unsigned classes,
@@ -496,13 +507,7 @@ static tfm_status ban_spelled_across(tfm_constraints *c, const tfm_vocab *v, con
         for (int ch = 1; ch < 128 && st == TFM_OK; ch++) {
             for (size_t e = 0; e < sizeof endings / sizeof *endings && !begins[ch]; e++) {
                 const char one = (char)ch;
-                text.len = 0;
-                if (tfm_buf_append(&text, a_text, a_len) != TFM_OK ||
-                    tfm_buf_append(&text, &one, 1) != TFM_OK ||
-                    tfm_buf_append(&text, endings[e], strlen(endings[e])) != TFM_OK) {
-                    st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-                    break;
-                }
+                if ((st = join_texts(&text, a_text, a_len, &one, 1, endings[e], err)) != TFM_OK) break;
                 begins[ch] = spells_across(text.data, text.len, a_len, classes, &scan);
             }
             any_begins = any_begins || begins[ch];
@@ -513,12 +518,7 @@ static tfm_status ban_spelled_across(tfm_constraints *c, const tfm_vocab *v, con
             const char *b_text = piece_text(v, b, first_ph, last_ph, &b_byte, &b_len);
             const unsigned char first = b_text && b_len > 0 ? (unsigned char)b_text[0] : 0;
             if (first == 0 || first >= 128 || !begins[first]) continue;
-            text.len = 0;
-            if (tfm_buf_append(&text, a_text, a_len) != TFM_OK ||
-                tfm_buf_append(&text, b_text, b_len) != TFM_OK) {
-                st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-                break;
-            }
+            if ((st = join_texts(&text, a_text, a_len, b_text, b_len, "", err)) != TFM_OK) break;
             if (spells_across(text.data, text.len, a_len, classes, &scan))
                 st = tfm_constraints_ban_pair(c, a, b, err);
         }
@@ -627,26 +627,13 @@ static tfm_status ban_joining(tfm_constraints *c, const tfm_vocab *v, int32_t to
     tfm_status st = TFM_OK;
     const int32_t size = tfm_vocab_size(v);
     for (int32_t id = 0; id < size && st == TFM_OK; id++) {
-        if (tfm_vocab_type(v, id) == TFM_PIECE_CONTROL) continue;
-        if (id >= first_ph && id <= last_ph && tfm_vocab_type(v, id) == TFM_PIECE_USER)
-            continue; /* a placeholder token: another placeholder after it is read apart */
-        size_t len;
-        const char *piece = tfm_vocab_piece(v, id, &len);
+        /* (a placeholder token is skipped: another placeholder after it is read apart) */
         char byte_text;
-        const int byte = tfm_vocab_byte_value(v, id);
-        if (byte >= 0) {
-            byte_text = (char)byte;
-            piece = &byte_text;
-            len = 1;
-        }
-        const unsigned char last = len > 0 ? (unsigned char)piece[len - 1] : 0;
+        size_t len;
+        const char *piece = piece_text(v, id, first_ph, last_ph, &byte_text, &len);
+        const unsigned char last = piece && len > 0 ? (unsigned char)piece[len - 1] : 0;
         if (last == 0 || last >= 128 || !mark[last]) continue;
-        joined.len = 0;
-        if (tfm_buf_append(&joined, piece, len) != TFM_OK ||
-            tfm_buf_append(&joined, t, n) != TFM_OK) {
-            st = tfm_error_set(err, TFM_ERR_NOMEM, "out of memory");
-            break;
-        }
+        if ((st = join_texts(&joined, piece, len, t, n, "", err)) != TFM_OK) break;
         tfm_error ignored;
         bool kept = false; /* t still read at its place, whole */
         if (tfm_placeholders_scan(joined.data, joined.len, classes, &scan, &ignored) == TFM_OK)
