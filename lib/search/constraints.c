@@ -470,15 +470,13 @@ static bool spells_across(const char *text, size_t n, size_t cut, unsigned class
  * each, every piece that spells one across the two.  The source's own text
  * stays possible ("%" then "L" of "at %L": no placeholder), and so does a
  * placeholder spelled across three pieces ("%", "1", "$s"), which a model
- * hardly ever writes.  (The pieces to try after the text a of a piece are
- * first picked by their first character ch: a + ch, followed by nothing or
- * by one of a few endings, holds a placeholder that starts in a and ends
- * past it.) */
+ * hardly ever writes.  Each pair is scanned whole: a pair that starts a
+ * placeholder only with its second piece's later characters ("&" then
+ * "#38;") is found as surely as "%" then "s". */
 static tfm_status ban_spelled_across(tfm_constraints *c, const tfm_vocab *v, const char *line,
                                      size_t len, unsigned classes, const tfm_placeholders *ph,
                                      tfm_error *err)
 {
-    static const char *const endings[] = {"", "s", "d", "x", "$s", "}", ">", ";"};
     bool in_text[128], elsewhere[128], any = false;
     marks_of_text(line, len, classes, ph, in_text, elsewhere);
     for (int ch = 0; ch < 128; ch++) any = any || in_text[ch];
@@ -503,21 +501,13 @@ static tfm_status ban_spelled_across(tfm_constraints *c, const tfm_vocab *v, con
             st = tfm_constraints_ban(c, a, err);
             continue;
         }
-        bool begins[128] = {false}, any_begins = false;
-        for (int ch = 1; ch < 128 && st == TFM_OK; ch++) {
-            for (size_t e = 0; e < sizeof endings / sizeof *endings && !begins[ch]; e++) {
-                const char one = (char)ch;
-                if ((st = join_texts(&text, a_text, a_len, &one, 1, endings[e], err)) != TFM_OK) break;
-                begins[ch] = spells_across(text.data, text.len, a_len, classes, &scan);
-            }
-            any_begins = any_begins || begins[ch];
-        }
-        for (int32_t b = 0; any_begins && b < size && st == TFM_OK; b++) {
+        for (int32_t b = 0; b < size && st == TFM_OK; b++) {
             char b_byte;
             size_t b_len;
             const char *b_text = piece_text(v, b, first_ph, last_ph, &b_byte, &b_len);
-            const unsigned char first = b_text && b_len > 0 ? (unsigned char)b_text[0] : 0;
-            if (first == 0 || first >= 128 || !begins[first]) continue;
+            /* a piece that starts with a space ("▁") or another non-ASCII
+             * character continues no placeholder */
+            if (!b_text || b_len == 0 || (unsigned char)b_text[0] >= 128) continue;
             if ((st = join_texts(&text, a_text, a_len, b_text, b_len, "", err)) != TFM_OK) break;
             if (spells_across(text.data, text.len, a_len, classes, &scan))
                 st = tfm_constraints_ban_pair(c, a, b, err);

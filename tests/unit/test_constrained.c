@@ -580,6 +580,18 @@ static void test_placeholder_constraints(void)
         pair[6] |= first == id[2];
     }
     CHECK(pair[0] && pair[1] && pair[2] && !pair[3] && !pair[4] && pair[5] && !pair[6]);
+    /* "R&D: %s": "&" then "#38;" spells the entity "&#38;", "&" then "▁of" nothing */
+    const int32_t entity_id = tfm_vocab_add(v, "#38;", 4, -1, TFM_PIECE_NORMAL);
+    tfm_constraints_clear(c);
+    line = "R&D: %s";
+    CHECK(tfm_constraints_add_placeholders(c, v, line, strlen(line), TFM_PH_ALL, &err) == TFM_OK);
+    bool entity_after = false, of_after = false;
+    for (size_t i = 0; i < c->pair_first.len; i++) {
+        if (c->pair_first.data[i] != id[6]) continue;
+        entity_after |= c->pair_second.data[i] == entity_id;
+        of_after |= c->pair_second.data[i] == id[3];
+    }
+    CHECK(entity_after && !of_after);
     /* a vocabulary without placeholder tokens is refused */
     tfm_vocab *plain = tfm_vocab_create(&norm);
     CHECK(tfm_constraints_add_placeholders(c, plain, line, strlen(line), TFM_PH_ALL, &err) ==
