@@ -240,21 +240,24 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
         check "fine-tuning through the embeddings' LayerNorm lowers the validation loss ($before -> $after per sentence)" \
             awk -v a="$after" -v b="$before" 'BEGIN { exit !(a != "" && a + 0 < b + 0) }'
     fi
-    "$BIN/tokenize" -m ft.st <va.en | "$BIN/encode" -m ft.st >va.npy
+    # Translated: the first 50 lines under the sanitizers (the 200 took 11 s
+    # of its run in two beam searches and two greedy ones).
+    case "$BUILD" in *asan*) head -n 50 va.en >vd.en ;; *) cp va.en vd.en ;; esac
+    "$BIN/tokenize" -m ft.st <vd.en | "$BIN/encode" -m ft.st >vd.npy
     check "the fine-tuned model still tokenizes with its SentencePiece model" \
         test "$(lines_of va.en)" -eq "$("$BIN/tokenize" -m ft.st --output pieces <va.en | grep -c .)"
     for t in int8 bf16; do
         expect_status 0 "$t: quantized" "$BIN/train" quantize --compute-type "$t" -i ft.st -o "ft.$t.st"
-        "$BIN/tokenize" -m "ft.$t.st" <va.en | "$BIN/encode" -m "ft.$t.st" |
+        "$BIN/tokenize" -m "ft.$t.st" <vd.en | "$BIN/encode" -m "ft.$t.st" |
             "$BIN/decode" -m "ft.$t.st" --greedy | "$BIN/tokenize" -d -m "ft.$t.st" >"ft.$t.txt"
-        check "$t: translates every line" test "$(lines_of "ft.$t.txt")" -eq "$(lines_of va.en)"
+        check "$t: translates every line" test "$(lines_of "ft.$t.txt")" -eq "$(lines_of vd.en)"
     done
     expect_status 0 "train shortlist on the pairs" "$BIN/train" shortlist -m ft.st --src ft.en \
         --tgt ft.fr --text -o ft.shortlist
-    "$BIN/decode" -m ft.st --beam 4 --shortlist ft.shortlist --source va.en <va.npy >short.ids
-    "$BIN/decode" -m ft.st --beam 4 <va.npy >full.ids
+    "$BIN/decode" -m ft.st --beam 4 --shortlist ft.shortlist --source vd.en <vd.npy >short.ids
+    "$BIN/decode" -m ft.st --beam 4 <vd.npy >full.ids
     check "decode --shortlist on the imported model: every line, most as the full output" \
-        awk -v n="$(exact short.ids full.ids)" -v t="$(lines_of va.en)" \
+        awk -v n="$(exact short.ids full.ids)" -v t="$(lines_of vd.en)" \
             -v s="$(lines_of short.ids)" 'BEGIN { exit !(s == t && n >= t / 2) }'
     # a glossary's target terms in the model's own pieces, as constraints
     printf 'file\tfichier\nsave\tenregistrer\n' >gloss.tsv
