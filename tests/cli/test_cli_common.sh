@@ -24,10 +24,11 @@ missing_args() {
         encode|decode|inspect-attn)
             # Both need a model: a tiny untrained one, made here once, with
             # id lines (cc-big.ids) and their encoder states (cc-big.npy).
-            # 500 lines of ~120 ids: every program's output is more than a
-            # pipe holds (64 KB; decode's at --max-length 60 is ~94 KB), and
-            # encoding them takes a quarter of the 2,000 lines' time (13 s
-            # of the sanitizer build's run).
+            # 500 lines of ~120 ids: what encode, decode and inspect-attn
+            # write of them is more than a pipe holds (64 KB: 16 MB, 94 KB at
+            # --max-length 60, 566 KB), and encoding them takes a quarter of
+            # the time of the 2,000 lines before (13 s in the sanitizer
+            # build).
             if [ ! -f cc-big.npy ] && [ -x "$BUILD/tools/mkmodel" ] && [ -x "$BIN/encode" ]; then
                 "$BIN/tokenize" learn -q --vocab-size 500 --soft-vocab-limit -o cc.vocab \
                     "$ROOT/tests/data/corpus-small.txt" &&

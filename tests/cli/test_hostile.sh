@@ -207,10 +207,10 @@ hostile "score bleu: random bytes as hypotheses" "0 1" "random\.txt:[0-9]+: " 30
     "\"$SCORE\" bleu -r random.txt random.txt"
 # Read as text (they are not id lines), random bytes become sources of
 # hundreds of tokens (one per byte or more), translated to as many: line 4,
-# of 1,732 tokens, is cut to 1,023.  Lines 1 and 4 make the same paths as
-# all 8 of random.txt, at a third of their time (all 8 took 10 s of the
-# sanitizer build's run; the attention of every layer and head is what
-# takes the time and the memory).
+# of 1,732 tokens, is cut to 1,023.  Lines 1 and 4 (378 and 1,023 tokens)
+# make the same paths as all 8 of random.txt, which took 10 s of the
+# sanitizer build's run: the attention of every layer and head, whose work
+# grows with the square of the length, is what takes the time and memory.
 sed -n '1p;4p' random.txt >random2.txt
 hostile "inspect-attn: random bytes as sources: read as text, the bytes repaired" 0 "" 600 \
     "\"$IA\" -m m.st random2.txt"
