@@ -331,6 +331,31 @@ static void marks_of_text(const char *line, size_t len, unsigned classes,
     }
 }
 
+/* The text of piece id of v in *len bytes: its byte (in *byte), or its
+ * piece; NULL for a control piece or a placeholder token. */
+static const char *piece_text(const tfm_vocab *v, int32_t id, int32_t first_ph, int32_t last_ph,
+                              char *byte, size_t *len)
+{
+    const tfm_piece_type type = tfm_vocab_type(v, id);
+    if (type == TFM_PIECE_CONTROL) return NULL;
+    if (id >= first_ph && id <= last_ph && type == TFM_PIECE_USER) return NULL;
+    const int b = tfm_vocab_byte_value(v, id);
+    if (b >= 0) {
+        *byte = (char)b;
+        *len = 1;
+        return byte;
+    }
+    return tfm_vocab_piece(v, id, len);
+}
+
+/* Whether text[0..n) (NULL: none) holds a character of mark. */
+static bool holds_mark(const char *text, size_t n, const bool mark[128])
+{
+    for (size_t j = 0; text && j < n; j++)
+        if ((unsigned char)text[j] < 128 && mark[(unsigned char)text[j]]) return true;
+    return false;
+}
+
 /* Bans every piece of v (normal, user or byte; not a placeholder token)
  * holding a mark that the source line has nowhere outside its
  * placeholders ph: the output then cannot spell a placeholder the source
@@ -348,18 +373,14 @@ static tfm_status ban_placeholder_marks(tfm_constraints *c, const tfm_vocab *v, 
     placeholder_token_range(v, &first_ph, &last_ph);
     const int32_t size = tfm_vocab_size(v);
     for (int32_t id = 0; id < size; id++) {
-        if (tfm_vocab_type(v, id) == TFM_PIECE_CONTROL) continue;
-        if (id >= first_ph && id <= last_ph && tfm_vocab_type(v, id) == TFM_PIECE_USER) continue;
+        char byte;
+        size_t plen;
+        const char *piece = piece_text(v, id, first_ph, last_ph, &byte, &plen);
+        if (!piece) continue;
         bool spells_one = false; /* a piece of the placeholders' own spellings */
         for (int k = 0; k < n_allowed && !spells_one; k++) spells_one = allowed[k] == id;
         if (spells_one) continue;
-        int byte = tfm_vocab_byte_value(v, id);
-        bool banned = byte >= 0 && byte < 128 && mark[byte];
-        size_t plen;
-        const char *piece = tfm_vocab_piece(v, id, &plen);
-        for (size_t j = 0; byte < 0 && j < plen && !banned; j++)
-            banned = (unsigned char)piece[j] < 128 && mark[(unsigned char)piece[j]];
-        if (banned) {
+        if (holds_mark(piece, plen, mark)) {
             tfm_status st = tfm_constraints_ban(c, id, err);
             if (st != TFM_OK) return st;
         }
@@ -421,23 +442,6 @@ tfm_status tfm_constraints_add_placeholders(tfm_constraints *c, const tfm_vocab 
     return st;
 }
 
-/* The text of piece id of v in *len bytes: its byte (in *byte), or its
- * piece; NULL for a control piece or a placeholder token. */
-static const char *piece_text(const tfm_vocab *v, int32_t id, int32_t first_ph, int32_t last_ph,
-                              char *byte, size_t *len)
-{
-    const tfm_piece_type type = tfm_vocab_type(v, id);
-    if (type == TFM_PIECE_CONTROL) return NULL;
-    if (id >= first_ph && id <= last_ph && type == TFM_PIECE_USER) return NULL;
-    const int b = tfm_vocab_byte_value(v, id);
-    if (b >= 0) {
-        *byte = (char)b;
-        *len = 1;
-        return byte;
-    }
-    return tfm_vocab_piece(v, id, len);
-}
-
 /* out = a[0..na) b[0..nb) and the string tail. */
 static tfm_status join_texts(tfm_buf *out, const char *a, size_t na, const char *b, size_t nb,
                              const char *tail, tfm_error *err)
@@ -493,10 +497,7 @@ static tfm_status ban_spelled_across(tfm_constraints *c, const tfm_vocab *v, con
         char a_byte;
         size_t a_len;
         const char *a_text = piece_text(v, a, first_ph, last_ph, &a_byte, &a_len);
-        bool holds = false;
-        for (size_t j = 0; a_text && j < a_len && !holds; j++)
-            holds = (unsigned char)a_text[j] < 128 && in_text[(unsigned char)a_text[j]];
-        if (!holds) continue;
+        if (!holds_mark(a_text, a_len, in_text)) continue;
         if (spells_across(a_text, a_len, 0, classes, &scan)) {
             st = tfm_constraints_ban(c, a, err);
             continue;
@@ -546,9 +547,7 @@ static bool has_mark(const tfm_vocab *v, int32_t id, const bool mark[128])
 {
     size_t n;
     const char *t = tfm_vocab_piece(v, id, &n);
-    for (size_t j = 0; t && j < n; j++)
-        if ((unsigned char)t[j] < 128 && mark[(unsigned char)t[j]]) return true;
-    return false;
+    return holds_mark(t, n, mark);
 }
 
 /* Whether the first placeholder of text[0..n) is longer than m bytes. */
