@@ -91,20 +91,30 @@ fi
 # The filters link only what they call, and OpenBLAS statically where its
 # archive is installed (Makefile, FILTER_LIBS): the shared library's symbol
 # lookups were half of a one-line decode's start.  A sanitizer build links
-# everything, so only the release build is held to it.
+# every program by need (Makefile, PROGRAM_LIB), but each keeps all of its
+# objects' references: there the filters are held to loading none of
+# train's libraries (libzip, libyaml, Open MPI), which every program of the
+# test suite's thousands of starts paid for before.
 if ! command -v ldd >/dev/null 2>&1; then
     skip "no ldd"
-elif nm "$BIN/decode" 2>/dev/null | grep -q __asan_init; then
-    skip "a sanitizer build links every library"
 else
-    ldd "$BIN/tokenize" >tokenize.ldd 2>&1
-    check "tokenize loads no OpenBLAS" sh -c '! grep -q libopenblas tokenize.ldd'
-    if ls /usr/lib/*/openblas-pthread/libopenblas.a >/dev/null 2>&1; then
-        for p in encode decode inspect-attn; do
-            ldd "$BIN/$p" >"$p.ldd" 2>&1
-            check "$p has OpenBLAS linked in, not loaded" sh -c "! grep -q libopenblas $p.ldd"
-        done
+    for p in tokenize encode decode score inspect-attn; do
+        ldd "$BIN/$p" >"$p.ldd" 2>&1
+        check "$p loads none of train's libraries (libzip, libyaml, Open MPI)" \
+            sh -c "! grep -q -E 'libzip|libyaml|libmpi' $p.ldd"
+    done
+    ldd "$BIN/train" >train.ldd 2>&1
+    check "train loads them (the test can tell)" sh -c "grep -q libzip train.ldd && grep -q libmpi train.ldd"
+    if nm "$BIN/decode" 2>/dev/null | grep -q __asan_init; then
+        skip "OpenBLAS in tokenize, and linked in: the optimised build's (here the sanitizers keep every reference)"
     else
-        skip "no static OpenBLAS archive (libopenblas-pthread-dev)"
+        check "tokenize loads no OpenBLAS" sh -c '! grep -q libopenblas tokenize.ldd'
+        if ls /usr/lib/*/openblas-pthread/libopenblas.a >/dev/null 2>&1; then
+            for p in encode decode inspect-attn; do
+                check "$p has OpenBLAS linked in, not loaded" sh -c "! grep -q libopenblas $p.ldd"
+            done
+        else
+            skip "no static OpenBLAS archive (libopenblas-pthread-dev)"
+        fi
     fi
 fi

@@ -45,7 +45,7 @@ typedef struct run {
     FILE *fp[8];
     tfm_line_reader *lines[8];
     tfm_score_input in[8];
-    char names[8][8];
+    char names[8][16];
     int n;
     tfm_file_scorer *s;
     tfm_status status;
