@@ -2,8 +2,9 @@
 # run.sh BUILD... [TEST...] - runs every unit test binary and CLI test script
 # of each BUILD, JOBS at a time (default: the CPU count), then prints their
 # PASS/FAIL/SKIP lines test by test in a fixed order, "BUILD: N passed, N
-# failed, N skipped" per build and, last, the total "N passed, N failed, N
-# skipped".  TEST names limit the run to those tests (test_train, test_quant:
+# failed, N skipped" per build, the CPU seconds the tests took per build
+# (each test's in build/test-cpu.txt) and, last, the total "N passed, N
+# failed, N skipped".  TEST names limit the run to those tests (test_train, test_quant:
 # a unit test binary or a CLI script, without .sh).
 #
 # A test that exits non-zero without reporting a failure (a crash, a
@@ -91,6 +92,11 @@ ROOT="$ROOT" TMPROOT="$TMPROOT" xargs -r -P "$JOBS" -L 1 sh -c '
     echo $? >"$d/rc"
     end=$(date +%s.%N)
     echo "$start $end" | awk "{ printf \"%.1f\n\", \$2 - \$1 }" >"$d/time"
+    # The CPU seconds of the test and everything it started: the second line
+    # of times, the shell'"'"'s children, user and system (\"0m1.23s 0m0.45s\";
+    # in a pipeline times would run in a subshell, which has none).
+    times >"$d/times"
+    tail -n 1 "$d/times" | tr "ms" "  " | awk "{ printf \"%.1f\n\", 60 * (\$1 + \$3) + \$2 + \$4 }" >"$d/cpu"
     rm -rf "$d/tmp"
     echo "  done: $(basename "$b") $name ($(cat "$d/time") s)" >&2
 ' sh <"$TMPROOT/order"
@@ -117,6 +123,7 @@ for b in $builds; do
         fi
         pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
         echo "$bn $kind $name $(cat "$d/time" 2>/dev/null || echo 0)" >>"$TMPROOT/times"
+        echo "$bn $kind $name $(cat "$d/cpu" 2>/dev/null || echo 0)" >>"$TMPROOT/cpu"
     done <"$TMPROOT/list"
     echo "$bn: $pass passed, $fail failed, $skip skipped"
     total_p=$((total_p + pass)) total_f=$((total_f + fail)) total_s=$((total_s + skip))
@@ -128,5 +135,12 @@ awk -v times="$TIMES" 'BEGIN { while ((getline line < times) > 0) { split(line, 
      { t[$1 " " $2 " " $3] = $4 } END { for (k in t) print k, t[k] }' "$TMPROOT/times" |
     sort >"$TIMES.new" && mv "$TIMES.new" "$TIMES"
 
+# What the tests cost in CPU time, which a shared machine's neighbours
+# change less than the seconds: the total per build here, every test's in
+# build/test-cpu.txt (dearest first).
+sort -k4,4 -g -r "$TMPROOT/cpu" >"$ROOT/build/test-cpu.txt"
+awk '!($1 in c) { order[n++] = $1 } { c[$1] += $4 }
+     END { printf "CPU seconds of the tests:"; for (i = 0; i < n; i++) printf " %s %.0f", order[i], c[order[i]]
+           print " (each test'"'"'s: build/test-cpu.txt)" }' "$TMPROOT/cpu"
 echo "$total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]
