@@ -160,8 +160,8 @@ $(BUILD)/libtfm-internal.a: $(LIB_OBJ)
 # every program and test with only the shared libraries it calls: the
 # sanitizers' metadata keeps all of libtfm.a's functions (one object) and
 # their references alive, so each program loaded OpenBLAS, libzip with
-# libcrypto, libyaml and Open MPI's libraries, and each of the test suite's
-# thousands of starts paid for them.  (The optimised build keeps libtfm.a:
+# libcrypto and libyaml (each test binary Open MPI's libraries too), and
+# each of the test suite's thousands of starts paid for them.  (The optimised build keeps libtfm.a:
 # there it proves that the programs call the public API alone.)
 ifeq ($(SAN),)
 PROGRAM_LIB = $(BUILD)/libtfm.a

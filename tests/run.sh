@@ -4,8 +4,8 @@
 # PASS/FAIL/SKIP lines test by test in a fixed order, "BUILD: N passed, N
 # failed, N skipped" per build, the CPU seconds the tests took per build
 # (each test's in build/test-cpu.txt) and, last, the total "N passed, N
-# failed, N skipped".  TEST names limit the run to those tests (test_train, test_quant:
-# a unit test binary or a CLI script, without .sh).
+# failed, N skipped".  TEST names limit the run to those tests (test_train,
+# test_quant: a unit test binary or a CLI script, without .sh).
 #
 # A test that exits non-zero without reporting a failure (a crash, a
 # sanitizer report) is counted as one failure, and a test that reports
@@ -135,9 +135,10 @@ awk -v times="$TIMES" 'BEGIN { while ((getline line < times) > 0) { split(line, 
      { t[$1 " " $2 " " $3] = $4 } END { for (k in t) print k, t[k] }' "$TMPROOT/times" |
     sort >"$TIMES.new" && mv "$TIMES.new" "$TIMES"
 
-# What the tests cost in CPU time, which a shared machine's neighbours
-# change less than the seconds: the total per build here, every test's in
-# build/test-cpu.txt (dearest first).
+# What the tests cost in CPU time, which the other jobs of a shared machine
+# change less than the seconds (its speed from hour to hour still moves
+# it): the total per build here, every test's in build/test-cpu.txt
+# (dearest first).
 sort -k4,4 -g -r "$TMPROOT/cpu" >"$ROOT/build/test-cpu.txt"
 awk '!($1 in c) { order[n++] = $1 } { c[$1] += $4 }
      END { printf "CPU seconds of the tests:"; for (i = 0; i < n; i++) printf " %s %.0f", order[i], c[order[i]]

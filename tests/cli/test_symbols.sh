@@ -106,7 +106,7 @@ else
     ldd "$BIN/train" >train.ldd 2>&1
     check "train loads them (the test can tell)" sh -c "grep -q libzip train.ldd && grep -q libmpi train.ldd"
     if nm "$BIN/decode" 2>/dev/null | grep -q __asan_init; then
-        skip "OpenBLAS in tokenize, and linked in: the optimised build's (here the sanitizers keep every reference)"
+        skip "tokenize without OpenBLAS, the others with it linked in: the optimised build's checks (the sanitizers keep every reference)"
     else
         check "tokenize loads no OpenBLAS" sh -c '! grep -q libopenblas tokenize.ldd'
         if ls /usr/lib/*/openblas-pthread/libopenblas.a >/dev/null 2>&1; then
