@@ -118,7 +118,9 @@ $(BENCH_SRC:%.c=$(BUILD)/%.o): $(wildcard tests/bench/*.h)
 # The tests' own code (unit tests, tools, fuzz harnesses) is built with
 # TEST_OPT: make check's sanitizer build makes it at -O0, where -O1 doubled
 # its compile time (33 CPU-s against 17) for no gain in the tests' run.
-# (OPT itself, so that CFLAGS given by the user apply to all code alike.)
+# (OPT itself, so that CFLAGS given by the user apply to all code alike;
+# TEST_OPT is expanded once, here: left as "$(OPT)", the test objects' OPT
+# would be made of itself.)
 TEST_OPT  ?= $(OPT)
 TEST_OPT  := $(TEST_OPT)
 TEST_OBJ  := $(UNIT_SRC:%.c=$(BUILD)/%.o) $(TOOL_SRC:%.c=$(BUILD)/%.o) \
@@ -163,8 +165,9 @@ $(BUILD)/libtfm-internal.a: $(LIB_OBJ)
 # sanitizers' metadata keeps all of libtfm.a's functions (one object) and
 # their references alive, so each program loaded OpenBLAS, libzip with
 # libcrypto and libyaml (each test binary Open MPI's libraries too), and
-# each of the test suite's thousands of starts paid for them.  (The optimised build keeps libtfm.a:
-# there it proves that the programs call the public API alone.)
+# each of the test suite's thousands of starts paid for them.  (The
+# optimised build keeps libtfm.a: there it proves that the programs call
+# the public API alone.)
 ifeq ($(SAN),)
 PROGRAM_LIB = $(BUILD)/libtfm.a
 else
