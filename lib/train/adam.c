@@ -7,6 +7,13 @@
  * none of this needs to know which tensor an element belongs to. */
 #include <math.h>
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                           \
+    !defined(NN_NO_MULTIVERSION)
+#define ADAM_VECTORS 1
+#include <immintrin.h>
+#endif
+
+#include "nn/layers.h"
 #include "tfm/train.h"
 
 tfm_adam_params tfm_adam_default_params(void)
@@ -14,22 +21,104 @@ tfm_adam_params tfm_adam_default_params(void)
     return (tfm_adam_params){.beta1 = 0.9f, .beta2 = 0.98f, .eps = 1e-9f};
 }
 
+/* The constants of one update, in float. */
+typedef struct adam_step {
+    float b1, b2, eps, one_minus_b1, one_minus_b2;
+    float step_size, bc2_sqrt, grad_scale;
+} adam_step;
+
 /* The order of operations is PyTorch's torch.optim.Adam (single-tensor
  * path), so a step computed there and here agree to float rounding:
- *   step_size = lr / (1 - beta1^t);  denom = sqrt(v) / sqrt(1 - beta2^t) + eps */
+ *   step_size = lr / (1 - beta1^t);  denom = sqrt(v) / sqrt(1 - beta2^t) + eps
+ * Every version below makes these IEEE operations in this order, without
+ * fused multiply-adds (sqrt and division are correctly rounded at every
+ * width), so they give the same bits. */
+static void adam_plain(const adam_step *s, size_t n, float *w, const float *g, float *m,
+                       float *v)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = s->grad_scale * g[i];
+        m[i] = s->b1 * m[i] + s->one_minus_b1 * gi;
+        v[i] = s->b2 * v[i] + s->one_minus_b2 * gi * gi;
+        float denom = sqrtf(v[i]) / s->bc2_sqrt + s->eps;
+        w[i] -= s->step_size * (m[i] / denom);
+    }
+}
+
+#ifdef ADAM_VECTORS
+/* Sixteen elements at a time with AVX-512, the rest as adam_plain. */
+__attribute__((target("avx512f"))) static void adam_avx512(const adam_step *s, size_t n,
+                                                          float *w, const float *g, float *m,
+                                                          float *v)
+{
+    const __m512 b1 = _mm512_set1_ps(s->b1), b2 = _mm512_set1_ps(s->b2);
+    const __m512 c1 = _mm512_set1_ps(s->one_minus_b1), c2 = _mm512_set1_ps(s->one_minus_b2);
+    const __m512 eps = _mm512_set1_ps(s->eps), bc2 = _mm512_set1_ps(s->bc2_sqrt);
+    const __m512 step = _mm512_set1_ps(s->step_size), scale = _mm512_set1_ps(s->grad_scale);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 gi = _mm512_mul_ps(scale, _mm512_loadu_ps(g + i));
+        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)),
+                                        _mm512_mul_ps(c1, gi));
+        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
+                                        _mm512_mul_ps(_mm512_mul_ps(c2, gi), gi));
+        const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2), eps);
+        const __m512 wi = _mm512_sub_ps(_mm512_loadu_ps(w + i),
+                                        _mm512_mul_ps(step, _mm512_div_ps(mi, denom)));
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        _mm512_storeu_ps(w + i, wi);
+    }
+    adam_plain(s, n - i, w + i, g + i, m + i, v + i);
+}
+
+/* Eight at a time with AVX2, the rest as adam_plain. */
+__attribute__((target("avx2"))) static void adam_avx2(const adam_step *s, size_t n, float *w,
+                                                      const float *g, float *m, float *v)
+{
+    const __m256 b1 = _mm256_set1_ps(s->b1), b2 = _mm256_set1_ps(s->b2);
+    const __m256 c1 = _mm256_set1_ps(s->one_minus_b1), c2 = _mm256_set1_ps(s->one_minus_b2);
+    const __m256 eps = _mm256_set1_ps(s->eps), bc2 = _mm256_set1_ps(s->bc2_sqrt);
+    const __m256 step = _mm256_set1_ps(s->step_size), scale = _mm256_set1_ps(s->grad_scale);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 gi = _mm256_mul_ps(scale, _mm256_loadu_ps(g + i));
+        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)),
+                                        _mm256_mul_ps(c1, gi));
+        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
+                                        _mm256_mul_ps(_mm256_mul_ps(c2, gi), gi));
+        const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), eps);
+        const __m256 wi = _mm256_sub_ps(_mm256_loadu_ps(w + i),
+                                        _mm256_mul_ps(step, _mm256_div_ps(mi, denom)));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        _mm256_storeu_ps(w + i, wi);
+    }
+    adam_plain(s, n - i, w + i, g + i, m + i, v + i);
+}
+#endif
+
 void tfm_adam_update(const tfm_adam_params *p, int64_t t, double lr, float grad_scale, size_t n,
                      float *w, const float *g, float *m, float *v)
 {
-    const float b1 = p->beta1, b2 = p->beta2, eps = p->eps;
-    const float step_size = (float)(lr / (1.0 - pow((double)b1, (double)t)));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow((double)b2, (double)t));
-    for (size_t i = 0; i < n; i++) {
-        float gi = grad_scale * g[i];
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        w[i] -= step_size * (m[i] / denom);
+    const adam_step s = {
+        .b1 = p->beta1,
+        .b2 = p->beta2,
+        .eps = p->eps,
+        .one_minus_b1 = 1.0f - p->beta1,
+        .one_minus_b2 = 1.0f - p->beta2,
+        .step_size = (float)(lr / (1.0 - pow((double)p->beta1, (double)t))),
+        .bc2_sqrt = (float)sqrt(1.0 - pow((double)p->beta2, (double)t)),
+        .grad_scale = grad_scale,
+    };
+#ifdef ADAM_VECTORS
+    switch (nn_isa_level()) {
+    case NN_ISA_AVX512: adam_avx512(&s, n, w, g, m, v); return;
+    case NN_ISA_AVX2: adam_avx2(&s, n, w, g, m, v); return;
+    default: break;
     }
+#endif
+    adam_plain(&s, n, w, g, m, v);
 }
 
 double tfm_sum_squares(const float *x, size_t n)

@@ -79,6 +79,49 @@ static void test_adam_against_reference(void)
     CHECK_NEAR(v3, 0.02, 1e-7);
 }
 
+/* Adam's versions (AVX-512, AVX2, plain, chosen by nn_isa_level, which
+ * TFM_ISA lowers) give the same bits over 16-lane groups and a tail, three
+ * steps in a row, with gradients from tiny to large and one always zero.  Where the
+ * build has one version (the sanitizer build), the runs are the same code. */
+static void test_adam_versions_agree(void)
+{
+    enum { N = 16 * 9 + 7 };
+    static const char *const isas[3] = {NULL, "avx2", "none"};
+    static float w[3][N], m[3][N], v[3][N], g[N], w0[N];
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 5);
+    const tfm_adam_params p = tfm_adam_default_params();
+    const char *was = getenv("TFM_ISA");
+    char *saved = was ? strdup(was) : NULL;
+    for (int k = 0; k < 3; k++) {
+        tfm_rng_seed(&rng, 5);
+        for (int i = 0; i < N; i++) {
+            w[k][i] = 2 * tfm_rng_float(&rng) - 1;
+            m[k][i] = v[k][i] = 0.0f;
+            w0[i] = w[k][i];
+        }
+        if (isas[k]) setenv("TFM_ISA", isas[k], 1);
+        else unsetenv("TFM_ISA");
+        for (int t = 1; t <= 3; t++) {
+            for (int i = 0; i < N; i++)
+                g[i] = (2 * tfm_rng_float(&rng) - 1) * powf(10.0f, (float)(i % 9) - 6.0f);
+            g[N / 2] = 0.0f;
+            tfm_adam_update(&p, t, 1e-3 * t, 0.5f, N, w[k], g, m[k], v[k]);
+        }
+    }
+    if (saved) setenv("TFM_ISA", saved, 1);
+    else unsetenv("TFM_ISA");
+    free(saved);
+    for (int k = 1; k < 3; k++) {
+        CHECK_MSG(memcmp(w[k], w[0], sizeof w[0]) == 0, "TFM_ISA=%s: other weights", isas[k]);
+        CHECK_MSG(memcmp(m[k], m[0], sizeof m[0]) == 0, "TFM_ISA=%s: other m", isas[k]);
+        CHECK_MSG(memcmp(v[k], v[0], sizeof v[0]) == 0, "TFM_ISA=%s: other v", isas[k]);
+    }
+    int moved = 0;
+    for (int i = 0; i < N; i++) moved += isfinite(w[0][i]) && w[0][i] != w0[i];
+    CHECK(moved == N - 1 && w[0][N / 2] == w0[N / 2]); /* all but the one never given a gradient */
+}
+
 static void test_schedule(void)
 {
     /* lr = d^-0.5 min(step^-0.5, step warmup^-1.5): the paper's base. */
@@ -689,6 +732,7 @@ int main(void)
     test_tmpdir_init("test-train-parts");
     RUN(test_adam_first_step);
     RUN(test_adam_against_reference);
+    RUN(test_adam_versions_agree);
     RUN(test_schedule);
     RUN(test_budgeted_schedules);
     RUN(test_nonfinite);
