@@ -82,29 +82,42 @@ typedef struct {
 
 /* dst [panels of kc x MR] (MR 6 or 8): rows i0 .. i0 + m - 1 of op(A) =
  * A^T, columns k0 .. k0 + kc - 1, in panels of MR rows (dst[p][k][r] =
- * A[k0 + k][i0 + p MR + r]), zeros past m. */
+ * A[k0 + k][i0 + p MR + r]), zeros past m.
+ *
+ * PACK_A_KS values of k at a time: their rows of A (a few KB) stay in the
+ * first-level cache while every panel takes its part of them, 512
+ * contiguous bytes.  (Panel by panel over all of k, the rows were read lda
+ * apart, a few values at a time, and packing took 5% of a training step;
+ * k by k over all panels, each k wrote a few values to every panel, kc MR
+ * floats apart: 8 KB, a multiple of the cache's way size, so the panels'
+ * lines all fell in one set and evicted one another, and packing took 5%
+ * again.) */
+enum { PACK_A_KS = 16 };
+
 static void pack_a_transposed(float *dst, const gemm_args *g, int i0, int m, int k0, int kc,
                               int MR)
 {
-    /* k by k: each of A's rows is read once, from left to right (panel by
-     * panel, the rows were read lda apart, a few values at a time, and
-     * packing took 5% of a training step) */
     const int whole = m / MR * MR; /* the rows of whole panels */
-    for (int k = 0; k < kc; k++) {
-        const float *s = g->A + (size_t)(k0 + k) * g->lda + i0;
-        float *d = dst + (size_t)k * MR;
-        if (MR == 8) /* copies of a constant size, made inline */
-            for (int p = 0; p < whole; p += 8) memcpy(d + (size_t)p * kc, s + p, 32);
-        else if (MR == 6)
-            for (int p = 0; p < whole; p += 6) memcpy(d + (size_t)p * kc, s + p, 24);
-        else
-            for (int p = 0; p < whole; p += MR)
-                memcpy(d + (size_t)p * kc, s + p, (size_t)MR * sizeof *d);
-        if (whole < m) {
-            float *dk = d + (size_t)whole * kc;
-            memcpy(dk, s + whole, (size_t)(m - whole) * sizeof *dk);
-            for (int r = m - whole; r < MR; r++) dk[r] = 0.0f;
+    for (int kb = 0; kb < kc; kb += PACK_A_KS) {
+        const int ke = kc - kb < PACK_A_KS ? kc : kb + PACK_A_KS;
+        for (int p = 0; p < whole; p += MR) {
+            const float *s = g->A + (size_t)(k0 + kb) * g->lda + i0 + p;
+            float *d = dst + (size_t)p * kc + (size_t)kb * MR;
+            if (MR == 8) /* copies of a constant size, made inline */
+                for (int k = kb; k < ke; k++, s += g->lda, d += 8) memcpy(d, s, 32);
+            else if (MR == 6)
+                for (int k = kb; k < ke; k++, s += g->lda, d += 6) memcpy(d, s, 24);
+            else
+                for (int k = kb; k < ke; k++, s += g->lda, d += MR)
+                    memcpy(d, s, (size_t)MR * sizeof *d);
         }
+        if (whole < m)
+            for (int k = kb; k < ke; k++) {
+                const float *s = g->A + (size_t)(k0 + k) * g->lda + i0 + whole;
+                float *d = dst + (size_t)whole * kc + (size_t)k * MR;
+                memcpy(d, s, (size_t)(m - whole) * sizeof *d);
+                for (int r = m - whole; r < MR; r++) d[r] = 0.0f;
+            }
     }
 }
 
