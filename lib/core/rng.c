@@ -1,4 +1,6 @@
-/* rng.c - xoshiro256** (Blackman and Vigna, 2018) seeded with splitmix64. */
+/* rng.c - xoshiro256** (Blackman and Vigna, 2018; its step in rng_next.h)
+ * seeded with splitmix64. */
+#include "core/rng_next.h"
 #include "tfm/core.h"
 
 static uint64_t splitmix64(uint64_t *x)
@@ -14,24 +16,7 @@ void tfm_rng_seed(tfm_rng *r, uint64_t seed)
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
 }
 
-static inline uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-uint64_t tfm_rng_u64(tfm_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
+uint64_t tfm_rng_u64(tfm_rng *r) { return tfm_rng_next(r); }
 
 float tfm_rng_float(tfm_rng *r)
 {

@@ -375,6 +375,11 @@ void dropout_forward(float *x, uint8_t *keep, size_t n, float p, tfm_rng *rng);
  * forward, so it also applies a saved mask to any values.  p == 0: dx += dy. */
 void dropout_backward(float *dx, const float *dy, const uint8_t *keep, size_t n, float p);
 
+/* x: [n], in place: x *= keep / (1 - p), keep [n] a saved mask: the
+ * multiplication of dropout_forward, so the same bits as it gave; and, the
+ * map being linear and diagonal, dropout's backward too.  p == 0: nothing. */
+void dropout_apply(float *x, const uint8_t *keep, size_t n, float p);
+
 /* r: seeded as the generator number index of a dropout site whose seed is
  * seed (one draw of the step's generator), for masks drawn piece by piece
  * on threads: each piece (a chunk of rows, a sentence) draws from its own

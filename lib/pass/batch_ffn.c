@@ -56,15 +56,6 @@ void batch_ffn_forward(const tfm_pass_workspace *ws, float *out, float *hidden, 
     linear_forward(out, act, fc2->weight, fc2->bias, N, F, D);
 }
 
-/* x [n] *= keep / (1 - p), in place, keep [n] a saved dropout mask: the
- * multiplication of dropout_forward, so the same bits as it gave; and, the
- * map being linear and diagonal, dropout's backward too. */
-static void dropout_apply(float *x, const uint8_t *keep, size_t n, float p)
-{
-    const float scale = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < n; i++) x[i] *= (float)keep[i] * scale;
-}
-
 /* din [N, D] and gfc1, gfc2 accumulate; dout: [N, D]; in [N, D], hidden
  * [N, F] and keep [N, F] (a gated activation's mask, with activation
  * dropout) as the forward had and left them.  ffn_backward in one thread:

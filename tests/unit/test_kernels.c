@@ -284,7 +284,8 @@ static void test_packed_linear(void)
  * plain, chosen by nn_isa_level, which TFM_ISA lowers) give the same bits:
  * the packed walk's logits and logit statistics (maximum, argmax, the four
  * partial sums, the log-sum) over groups of 16 and a tail, ReLU, bf16
- * rounding and int8 dequantization.  Where the build has one version (the
+ * rounding, int8 dequantization and dropout (forward, backward, a saved
+ * mask applied).  Where the build has one version (the
  * sanitizer build, Clang), the three runs are the same code. */
 static void test_isa_versions_agree(void)
 {
@@ -297,6 +298,8 @@ static void test_isa_versions_agree(void)
     tfm_rng rng;
     tfm_rng_seed(&rng, 17);
     static float w[N * K], x[R * K], out[3][R * N], relu[3][V], values[V], deq[3][2 * V];
+    static float dropped[3][V - 1], ddrop[3][V - 1];
+    static uint8_t keep[3][V - 1];
     static uint16_t bf[3][V];
     static int8_t q[2 * V];
     float scale[2];
@@ -320,6 +323,14 @@ static void test_isa_versions_agree(void)
         relu_forward(relu[v], V);
         nn_round_bf16(bf[v], values, V);
         nn_dequantize_int8(deq[v], q, scale, 2, V);
+        /* dropout of an odd count: groups of 16, a tail, a last draw for one */
+        tfm_rng drng;
+        tfm_rng_seed(&drng, 3);
+        memcpy(dropped[v], values + 1, sizeof dropped[v]);
+        dropout_forward(dropped[v], keep[v], V - 1, 0.3f, &drng);
+        memcpy(ddrop[v], values, sizeof ddrop[v]);
+        dropout_backward(ddrop[v], values + 1, keep[v], V - 1, 0.3f);
+        dropout_apply(ddrop[v], keep[v], V - 1, 0.1f);
     }
     if (saved) setenv("TFM_ISA", saved, 1);
     else unsetenv("TFM_ISA");
@@ -331,7 +342,27 @@ static void test_isa_versions_agree(void)
         CHECK_MSG(memcmp(relu[v], relu[0], sizeof relu[0]) == 0, "TFM_ISA=%s: other ReLU", isas[v]);
         CHECK_MSG(memcmp(bf[v], bf[0], sizeof bf[0]) == 0, "TFM_ISA=%s: other bf16", isas[v]);
         CHECK_MSG(memcmp(deq[v], deq[0], sizeof deq[0]) == 0, "TFM_ISA=%s: other int8", isas[v]);
+        CHECK_MSG(memcmp(keep[v], keep[0], sizeof keep[0]) == 0, "TFM_ISA=%s: other mask", isas[v]);
+        CHECK_MSG(memcmp(dropped[v], dropped[0], sizeof dropped[0]) == 0 &&
+                      memcmp(ddrop[v], ddrop[0], sizeof ddrop[0]) == 0,
+                  "TFM_ISA=%s: other dropout", isas[v]);
     }
+    /* and dropout is what it says, value by value: kept ones scaled by
+     * 1 / 0.7 (NaN and infinity aside), dropped ones 0, the gradient the
+     * same map (then scaled by 1 / 0.9 in place) */
+    int kept = 0, wrong = 0;
+    for (int i = 0; i < V - 1; i++) {
+        const float in = values[i + 1], s = 1.0f / (1.0f - 0.3f);
+        kept += keep[0][i];
+        if (!isfinite(in)) continue;
+        const float want = keep[0][i] ? in * ((float)1 * s) : 0.0f * in;
+        const float want_d = (values[i] + in * ((float)keep[0][i] * s)) *
+                             ((float)keep[0][i] * (1.0f / (1.0f - 0.1f)));
+        wrong += memcmp(&dropped[0][i], &want, sizeof want) != 0 ||
+                 (isfinite(values[i]) && memcmp(&ddrop[0][i], &want_d, sizeof want_d) != 0);
+    }
+    CHECK_MSG(wrong == 0, "%d values not as dropout makes them", wrong);
+    CHECK_MSG(kept > 600 && kept < 800, "%d of 999 kept at p 0.3", kept);
     /* and the statistics are those of the logits */
     tfm_logit_stats plain[R];
     logit_stats(out[0], R, N, plain);
