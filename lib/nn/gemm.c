@@ -619,13 +619,26 @@ static void multiply_tiles(void *ctx, size_t worker)
  * thread, each packing a block of B and walking all its rows over it in
  * turn, so that the block stays in the thread's second-level cache while
  * it meets them (b_per_tile: B packed whole first, or tiles of MC rows
- * each walking every block of B, were a tenth slower). */
+ * each walking every block of B, were a tenth slower); or, when C has more
+ * columns than rows, one tile of columns per thread, each packing its part
+ * of B and all of A (the feed-forward's first weight gradient, 256 x 1024
+ * over 4,075 tokens: 1.2x on 2 threads, Zen 5). */
 enum { TILES_PER_THREAD = 4, MIN_TILE_ROWS = 64 };
 
 static void cut_tiles(gemm_job *job, int threads)
 {
     const gemm_args *g = job->g;
     const int MR = job->kn->MR, NR = job->kn->NR;
+    if (job->b_per_tile && g->N > g->M && threads > 1) {
+        /* more columns than rows (the weight gradient of a layer that
+         * widens): a tile of columns per thread, each packing its part of
+         * B and all of A, less than all of B and its part of A */
+        job->tile_rows = (int)round_up((size_t)g->M, (size_t)MR);
+        job->tile_cols = (int)round_up((size_t)((g->N + threads - 1) / threads), (size_t)NR);
+        job->col_tiles = (g->N + job->tile_cols - 1) / job->tile_cols;
+        job->tiles = job->col_tiles;
+        return;
+    }
     if (job->b_per_tile) {
         job->tile_rows = (int)round_up((size_t)((g->M + threads - 1) / threads), (size_t)MR);
         job->tile_cols = (int)round_up((size_t)g->N, (size_t)NR);

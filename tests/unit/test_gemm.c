@@ -232,6 +232,25 @@ static void test_invariants(void)
         free(few_two);
         free(few_one);
         free_product(&few);
+        /* more columns than rows, with several blocks of k (a widening
+         * layer's weight gradient, A transposed): C cut by columns */
+        product wide = make_product(t & 1, t & 2, 100, 300, K, 3, 1, t == 3 ? 0 : 1);
+        float *wide_one = run(&wide);
+        tfm_blas_threads(2);
+        float *wide_two = run(&wide);
+        tfm_blas_threads(3);
+        float *wide_three = run(&wide);
+        tfm_blas_threads(1);
+        CHECK_MSG(same_bits(wide_one, wide_two, (size_t)100 * wide.ldc) &&
+                      same_bits(wide_one, wide_three, (size_t)100 * wide.ldc),
+                  "ta %d tb %d: 300 columns, 100 rows, 2 and 3 threads", p.ta, p.tb);
+        CHECK_MSG(worst_error(&wide, wide_two) < 1e-5,
+                  "ta %d tb %d: 300 columns, 100 rows, 2 threads: error %g", p.ta, p.tb,
+                  worst_error(&wide, wide_two));
+        free(wide_three);
+        free(wide_two);
+        free(wide_one);
+        free_product(&wide);
 
         float *rows = malloc((size_t)M * p.ldc * sizeof *rows);
         memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);
