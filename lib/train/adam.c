@@ -46,33 +46,9 @@ static void adam_plain(const adam_step *s, size_t n, float *w, const float *g, f
 }
 
 #ifdef ADAM_VECTORS
-/* Sixteen elements at a time with AVX-512, the rest as adam_plain. */
-__attribute__((target("avx512f"))) static void adam_avx512(const adam_step *s, size_t n,
-                                                          float *w, const float *g, float *m,
-                                                          float *v)
-{
-    const __m512 b1 = _mm512_set1_ps(s->b1), b2 = _mm512_set1_ps(s->b2);
-    const __m512 c1 = _mm512_set1_ps(s->one_minus_b1), c2 = _mm512_set1_ps(s->one_minus_b2);
-    const __m512 eps = _mm512_set1_ps(s->eps), bc2 = _mm512_set1_ps(s->bc2_sqrt);
-    const __m512 step = _mm512_set1_ps(s->step_size), scale = _mm512_set1_ps(s->grad_scale);
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 gi = _mm512_mul_ps(scale, _mm512_loadu_ps(g + i));
-        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)),
-                                        _mm512_mul_ps(c1, gi));
-        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
-                                        _mm512_mul_ps(_mm512_mul_ps(c2, gi), gi));
-        const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2), eps);
-        const __m512 wi = _mm512_sub_ps(_mm512_loadu_ps(w + i),
-                                        _mm512_mul_ps(step, _mm512_div_ps(mi, denom)));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        _mm512_storeu_ps(w + i, wi);
-    }
-    adam_plain(s, n - i, w + i, g + i, m + i, v + i);
-}
-
-/* Eight at a time with AVX2, the rest as adam_plain. */
+/* Eight at a time with AVX2 (on AVX-512 CPUs too: the update is bound by
+ * memory, four floats read and three written per parameter, not by its
+ * arithmetic), the rest as adam_plain. */
 __attribute__((target("avx2"))) static void adam_avx2(const adam_step *s, size_t n, float *w,
                                                       const float *g, float *m, float *v)
 {
@@ -112,10 +88,9 @@ void tfm_adam_update(const tfm_adam_params *p, int64_t t, double lr, float grad_
         .grad_scale = grad_scale,
     };
 #ifdef ADAM_VECTORS
-    switch (nn_isa_level()) {
-    case NN_ISA_AVX512: adam_avx512(&s, n, w, g, m, v); return;
-    case NN_ISA_AVX2: adam_avx2(&s, n, w, g, m, v); return;
-    default: break;
+    if (nn_isa_level() >= NN_ISA_AVX2) {
+        adam_avx2(&s, n, w, g, m, v);
+        return;
     }
 #endif
     adam_plain(&s, n, w, g, m, v);

@@ -198,6 +198,32 @@ static bool same_bits(const float *a, const float *b, size_t n)
     return memcmp(a, b, n * sizeof *a) == 0;
 }
 
+/* p's product on 1, 2 and 3 threads, into by[0], by[1], by[2]. */
+static void run_on_threads(const product *p, float *by[3])
+{
+    for (int t = 0; t < 3; t++) {
+        tfm_blas_threads(t + 1);
+        by[t] = run(p);
+    }
+    tfm_blas_threads(1);
+}
+
+/* The product of transposes t (bit 0: A, bit 1: B), M x N x K, on 2 and 3
+ * threads: the bits of 1 thread, within a few float epsilons of exact. */
+static void check_thread_counts(int t, int M, int N, int K, const char *what)
+{
+    product p = make_product(t & 1, t & 2, M, N, K, 3, 1, t == 3 ? 0 : 1);
+    float *by[3];
+    run_on_threads(&p, by);
+    CHECK_MSG(same_bits(by[0], by[1], (size_t)M * p.ldc) &&
+                  same_bits(by[0], by[2], (size_t)M * p.ldc),
+              "ta %d tb %d: %s, 2 and 3 threads", p.ta, p.tb, what);
+    CHECK_MSG(worst_error(&p, by[1]) < 1e-5, "ta %d tb %d: %s, 2 threads: error %g", p.ta,
+              p.tb, what, worst_error(&p, by[1]));
+    for (int k = 0; k < 3; k++) free(by[k]);
+    free_product(&p);
+}
+
 /* The invariants, on shapes big enough for several blocks of k and for two
  * threads: AVX2 = AVX-512; each row alone = the whole; 2 threads = 1. */
 static void test_invariants(void)
@@ -205,52 +231,21 @@ static void test_invariants(void)
     const int M = SANITIZED ? 70 : 300, N = 200, K = 600;
     for (int t = 0; t < 4; t++) {
         product p = make_product(t & 1, t & 2, M, N, K, 3, 1, t == 3 ? 0 : 1);
-        tfm_blas_threads(1);
-        float *one = run(&p);
-        tfm_blas_threads(2);
-        float *two = run(&p);
-        tfm_blas_threads(3);
-        float *three = run(&p);
-        tfm_blas_threads(1);
+        float *by[3];
+        run_on_threads(&p, by);
+        float *one = by[0], *two = by[1];
         CHECK_MSG(worst_error(&p, two) < 1e-5, "ta %d tb %d: 2 threads: error %g", p.ta, p.tb,
                   worst_error(&p, two));
         CHECK_MSG(same_bits(one, two, (size_t)M * p.ldc), "ta %d tb %d: 2 threads", p.ta, p.tb);
-        CHECK_MSG(same_bits(one, three, (size_t)M * p.ldc), "ta %d tb %d: 3 threads", p.ta,
+        CHECK_MSG(same_bits(one, by[2], (size_t)M * p.ldc), "ta %d tb %d: 3 threads", p.ta,
                   p.tb);
-        free(three);
+        free(by[2]);
         /* few rows: C cut by columns among the threads (B read in place
          * when not transposed) */
-        product few = make_product(t & 1, t & 2, 60, 3 * N, K, 3, 1, t == 3 ? 0 : 1);
-        float *few_one = run(&few);
-        tfm_blas_threads(2);
-        float *few_two = run(&few);
-        tfm_blas_threads(1);
-        CHECK_MSG(same_bits(few_one, few_two, (size_t)60 * few.ldc),
-                  "ta %d tb %d: 60 rows, 2 threads", p.ta, p.tb);
-        CHECK_MSG(worst_error(&few, few_two) < 1e-5, "ta %d tb %d: 60 rows, 2 threads: error %g",
-                  p.ta, p.tb, worst_error(&few, few_two));
-        free(few_two);
-        free(few_one);
-        free_product(&few);
+        check_thread_counts(t, 60, 3 * N, K, "60 rows");
         /* more columns than rows, with several blocks of k (a widening
          * layer's weight gradient, A transposed): C cut by columns */
-        product wide = make_product(t & 1, t & 2, 100, 300, K, 3, 1, t == 3 ? 0 : 1);
-        float *wide_one = run(&wide);
-        tfm_blas_threads(2);
-        float *wide_two = run(&wide);
-        tfm_blas_threads(3);
-        float *wide_three = run(&wide);
-        tfm_blas_threads(1);
-        CHECK_MSG(same_bits(wide_one, wide_two, (size_t)100 * wide.ldc) &&
-                      same_bits(wide_one, wide_three, (size_t)100 * wide.ldc),
-                  "ta %d tb %d: 300 columns, 100 rows, 2 and 3 threads", p.ta, p.tb);
-        CHECK_MSG(worst_error(&wide, wide_two) < 1e-5,
-                  "ta %d tb %d: 300 columns, 100 rows, 2 threads: error %g", p.ta, p.tb,
-                  worst_error(&wide, wide_two));
-        free(wide_three);
-        free(wide_two);
-        free(wide_one);
-        free_product(&wide);
+        check_thread_counts(t, 100, 300, K, "100 rows, 300 columns");
 
         float *rows = malloc((size_t)M * p.ldc * sizeof *rows);
         memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);

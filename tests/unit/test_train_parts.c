@@ -79,8 +79,8 @@ static void test_adam_against_reference(void)
     CHECK_NEAR(v3, 0.02, 1e-7);
 }
 
-/* Adam's versions (AVX-512, AVX2, plain, chosen by nn_isa_level, which
- * TFM_ISA lowers) give the same bits over 16-lane groups and a tail, three
+/* Adam's versions (AVX2, on CPUs with AVX2 or AVX-512, and plain, chosen
+ * by nn_isa_level, which TFM_ISA=none lowers) give the same bits over 16-lane groups and a tail, three
  * steps in a row, with gradients from tiny to large and one always zero.  Where the
  * build has one version (the sanitizer build), the runs are the same code. */
 static void test_adam_versions_agree(void)
