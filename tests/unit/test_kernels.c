@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "testdiff.h"
+#include "testisa.h"
 #include "nn/layers.h"
 #include "tfm/pass.h"
 
@@ -294,7 +295,6 @@ static void test_isa_versions_agree(void)
         return;
     }
     enum { R = 9, N = 70, K = 33, V = 1000 };
-    static const char *const isas[3] = {NULL, "avx2", "none"};
     tfm_rng rng;
     tfm_rng_seed(&rng, 17);
     static float w[N * K], x[R * K], out[3][R * N], relu[3][V], values[V], deq[3][2 * V];
@@ -313,11 +313,9 @@ static void test_isa_versions_agree(void)
     CHECK(nn_pack_linear_for(&p, w, NULL, N, K, nn_packed_best_kernel()) == TFM_OK);
     tfm_logit_stats st[3][R];
     double sums[3][R * NN_STATS_SUMS];
-    const char *was = getenv("TFM_ISA");
-    char *saved = was ? strdup(was) : NULL;
+    char *saved = test_isa_save();
     for (int v = 0; v < 3; v++) {
-        if (isas[v]) setenv("TFM_ISA", isas[v], 1);
-        else unsetenv("TFM_ISA");
+        test_isa_ask(test_isas[v]);
         nn_packed_forward_stats(out[v], x, &p, R, NULL, st[v], sums[v]);
         memcpy(relu[v], values, sizeof values);
         relu_forward(relu[v], V);
@@ -332,20 +330,19 @@ static void test_isa_versions_agree(void)
         dropout_backward(ddrop[v], values + 1, keep[v], V - 1, 0.3f);
         dropout_apply(ddrop[v], keep[v], V - 1, 0.1f);
     }
-    if (saved) setenv("TFM_ISA", saved, 1);
-    else unsetenv("TFM_ISA");
-    free(saved);
+    test_isa_restore(saved);
     for (int v = 1; v < 3; v++) {
-        CHECK_MSG(memcmp(out[v], out[0], sizeof out[0]) == 0, "TFM_ISA=%s: other logits", isas[v]);
-        CHECK_MSG(memcmp(st[v], st[0], sizeof st[0]) == 0, "TFM_ISA=%s: other statistics", isas[v]);
-        CHECK_MSG(memcmp(sums[v], sums[0], sizeof sums[0]) == 0, "TFM_ISA=%s: other sums", isas[v]);
-        CHECK_MSG(memcmp(relu[v], relu[0], sizeof relu[0]) == 0, "TFM_ISA=%s: other ReLU", isas[v]);
-        CHECK_MSG(memcmp(bf[v], bf[0], sizeof bf[0]) == 0, "TFM_ISA=%s: other bf16", isas[v]);
-        CHECK_MSG(memcmp(deq[v], deq[0], sizeof deq[0]) == 0, "TFM_ISA=%s: other int8", isas[v]);
-        CHECK_MSG(memcmp(keep[v], keep[0], sizeof keep[0]) == 0, "TFM_ISA=%s: other mask", isas[v]);
+        const char *isa = test_isas[v];
+        CHECK_MSG(memcmp(out[v], out[0], sizeof out[0]) == 0, "TFM_ISA=%s: other logits", isa);
+        CHECK_MSG(memcmp(st[v], st[0], sizeof st[0]) == 0, "TFM_ISA=%s: other statistics", isa);
+        CHECK_MSG(memcmp(sums[v], sums[0], sizeof sums[0]) == 0, "TFM_ISA=%s: other sums", isa);
+        CHECK_MSG(memcmp(relu[v], relu[0], sizeof relu[0]) == 0, "TFM_ISA=%s: other ReLU", isa);
+        CHECK_MSG(memcmp(bf[v], bf[0], sizeof bf[0]) == 0, "TFM_ISA=%s: other bf16", isa);
+        CHECK_MSG(memcmp(deq[v], deq[0], sizeof deq[0]) == 0, "TFM_ISA=%s: other int8", isa);
+        CHECK_MSG(memcmp(keep[v], keep[0], sizeof keep[0]) == 0, "TFM_ISA=%s: other mask", isa);
         CHECK_MSG(memcmp(dropped[v], dropped[0], sizeof dropped[0]) == 0 &&
                       memcmp(ddrop[v], ddrop[0], sizeof ddrop[0]) == 0,
-                  "TFM_ISA=%s: other dropout", isas[v]);
+                  "TFM_ISA=%s: other dropout", isa);
     }
     /* and dropout is what it says, value by value: kept ones scaled by
      * 1 / 0.7 (NaN and infinity aside), dropped ones 0, the gradient the
@@ -355,7 +352,7 @@ static void test_isa_versions_agree(void)
         const float in = values[i + 1], s = 1.0f / (1.0f - 0.3f);
         kept += keep[0][i];
         if (!isfinite(in)) continue;
-        const float want = keep[0][i] ? in * ((float)1 * s) : 0.0f * in;
+        const float want = keep[0][i] ? in * s : 0.0f * in;
         const float want_d = (values[i] + in * ((float)keep[0][i] * s)) *
                              ((float)keep[0][i] * (1.0f / (1.0f - 0.1f)));
         wrong += memcmp(&dropped[0][i], &want, sizeof want) != 0 ||
@@ -611,13 +608,10 @@ static void test_activations(void)
     x[6] = 1e30f, x[7] = 1e-30f;
     const tfm_activation acts[2] = {TFM_ACT_SWISH, TFM_ACT_GELU_SIGMOID};
     const double ks[2] = {1.0, (double)1.702f}; /* the constant as the kernel holds it */
-    static const char *const isas[3] = {NULL, "avx2", "none"};
-    const char *was = getenv("TFM_ISA");
-    char *saved = was ? strdup(was) : NULL;
+    char *saved = test_isa_save();
     for (int a = 0; a < 2; a++) {
         for (int v = 0; v < 3; v++) {
-            if (isas[v]) setenv("TFM_ISA", isas[v], 1);
-            else unsetenv("TFM_ISA");
+            test_isa_ask(test_isas[v]);
             memcpy(y[v], x, sizeof x);
             activation_forward(acts[a], y[v], N - v); /* tails of 8, 7 and 6 */
         }
@@ -631,15 +625,14 @@ static void test_activations(void)
         CHECK_MSG(worst < 1e-6, "activation %d: relative error %g", (int)acts[a], worst);
         for (int v = 1; v < 3; v++)
             CHECK_MSG(memcmp(y[v], y[0], (N - 2) * sizeof(float)) == 0,
-                      "activation %d, TFM_ISA=%s: other bits", (int)acts[a], isas[v]);
+                      "activation %d, TFM_ISA=%s: other bits", (int)acts[a], test_isas[v]);
     }
     /* the backward: the derivative against a central difference of the
      * formula in double, and the same bits from every instruction set */
     static float d[3][N];
     for (int a = 0; a < 2; a++) {
         for (int v = 0; v < 3; v++) {
-            if (isas[v]) setenv("TFM_ISA", isas[v], 1);
-            else unsetenv("TFM_ISA");
+            test_isa_ask(test_isas[v]);
             for (int i = 0; i < N; i++) d[v][i] = 1.0f;
             activation_backward(acts[a], d[v], x, N - v);
         }
@@ -654,11 +647,9 @@ static void test_activations(void)
         CHECK_MSG(worst < 1e-5, "activation %d backward: error %g", (int)acts[a], worst);
         for (int v = 1; v < 3; v++)
             CHECK_MSG(memcmp(d[v], d[0], (N - 2) * sizeof(float)) == 0,
-                      "activation %d backward, TFM_ISA=%s: other bits", (int)acts[a], isas[v]);
+                      "activation %d backward, TFM_ISA=%s: other bits", (int)acts[a], test_isas[v]);
     }
-    if (saved) setenv("TFM_ISA", saved, 1);
-    else unsetenv("TFM_ISA");
-    free(saved);
+    test_isa_restore(saved);
     /* relu through the same door */
     float r[3] = {-1.0f, 2.0f, -0.5f};
     activation_forward(TFM_ACT_RELU, r, 3);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testisa.h"
 #include "testtrain.h"
 #include "tfm.h"
 
@@ -80,19 +81,17 @@ static void test_adam_against_reference(void)
 }
 
 /* Adam's versions (AVX2, on CPUs with AVX2 or AVX-512, and plain, chosen
- * by nn_isa_level, which TFM_ISA=none lowers) give the same bits over 16-lane groups and a tail, three
- * steps in a row, with gradients from tiny to large and one always zero.  Where the
- * build has one version (the sanitizer build), the runs are the same code. */
+ * by nn_isa_level, which TFM_ISA=none lowers) give the same bits over
+ * 8-lane groups and a tail, three steps in a row, with gradients from tiny
+ * to large and one always zero.  Where the build has one version (the
+ * sanitizer build), the runs are the same code. */
 static void test_adam_versions_agree(void)
 {
     enum { N = 16 * 9 + 7 };
-    static const char *const isas[3] = {NULL, "avx2", "none"};
     static float w[3][N], m[3][N], v[3][N], g[N], w0[N];
     tfm_rng rng;
-    tfm_rng_seed(&rng, 5);
     const tfm_adam_params p = tfm_adam_default_params();
-    const char *was = getenv("TFM_ISA");
-    char *saved = was ? strdup(was) : NULL;
+    char *saved = test_isa_save();
     for (int k = 0; k < 3; k++) {
         tfm_rng_seed(&rng, 5);
         for (int i = 0; i < N; i++) {
@@ -100,8 +99,7 @@ static void test_adam_versions_agree(void)
             m[k][i] = v[k][i] = 0.0f;
             w0[i] = w[k][i];
         }
-        if (isas[k]) setenv("TFM_ISA", isas[k], 1);
-        else unsetenv("TFM_ISA");
+        test_isa_ask(test_isas[k]);
         for (int t = 1; t <= 3; t++) {
             for (int i = 0; i < N; i++)
                 g[i] = (2 * tfm_rng_float(&rng) - 1) * powf(10.0f, (float)(i % 9) - 6.0f);
@@ -109,13 +107,11 @@ static void test_adam_versions_agree(void)
             tfm_adam_update(&p, t, 1e-3 * t, 0.5f, N, w[k], g, m[k], v[k]);
         }
     }
-    if (saved) setenv("TFM_ISA", saved, 1);
-    else unsetenv("TFM_ISA");
-    free(saved);
+    test_isa_restore(saved);
     for (int k = 1; k < 3; k++) {
-        CHECK_MSG(memcmp(w[k], w[0], sizeof w[0]) == 0, "TFM_ISA=%s: other weights", isas[k]);
-        CHECK_MSG(memcmp(m[k], m[0], sizeof m[0]) == 0, "TFM_ISA=%s: other m", isas[k]);
-        CHECK_MSG(memcmp(v[k], v[0], sizeof v[0]) == 0, "TFM_ISA=%s: other v", isas[k]);
+        CHECK_MSG(memcmp(w[k], w[0], sizeof w[0]) == 0, "TFM_ISA=%s: other weights", test_isas[k]);
+        CHECK_MSG(memcmp(m[k], m[0], sizeof m[0]) == 0, "TFM_ISA=%s: other m", test_isas[k]);
+        CHECK_MSG(memcmp(v[k], v[0], sizeof v[0]) == 0, "TFM_ISA=%s: other v", test_isas[k]);
     }
     int moved = 0;
     for (int i = 0; i < N; i++) moved += isfinite(w[0][i]) && w[0][i] != w0[i];
