@@ -15,6 +15,19 @@
  * with the ISA of the kernels (TFM_ISA respected) and OpenBLAS's kernel
  * (openblas_get_corename: it follows OPENBLAS_CORETYPE).
  *
+ * Then the accuracy of both against products in double precision, on 1,000
+ * entries of each shape drawn at random: an entry's error is
+ * |c - exact| / sum_k |a_ik b_kj| (the bound of a sum of K products grows
+ * with that sum), in units of float's rounding error (2^-24); per shape the
+ * largest and the mean, and over all shapes:
+ *   gemm_error impl=tfm|openblas op=O shape=MxNxK max=X mean=Y
+ *   gemm_error_all impl=tfm|openblas core=C max=X mean=Y
+ * Two summation orders part trajectories of training by amounts of this
+ * size, amplified update after update; what shows that the project's
+ * kernels lose nothing is an error no larger than OpenBLAS's.  With
+ * --errors, the accuracy alone (run.sh runs it with OpenBLAS's own kernel
+ * choice too).
+ *
  * Environment: THREADS (default 2), GEMM_SECONDS (0.3 per measurement). */
 #include <cblas.h>
 #include <stdio.h>
@@ -73,8 +86,80 @@ static double best_seconds(bool ours, const shape *s, const float *A, const floa
     return best;
 }
 
-int main(void)
+enum { error_samples = 1000 };
+
+/* The errors of C = op(A) op(B) (beta 0) against the exact products, in
+ * units of 2^-24, over error_samples entries drawn with rng: the largest
+ * in *max and their sum added to *sum. */
+static void product_errors(const shape *s, const float *A, const float *B, const float *C,
+                           tfm_rng *rng, double *max, double *sum)
 {
+    const int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    for (int n = 0; n < error_samples; n++) {
+        const int i = (int)tfm_rng_below(rng, (uint64_t)s->M);
+        const int j = (int)tfm_rng_below(rng, (uint64_t)s->N);
+        double exact = 0, magnitude = 0;
+        for (int k = 0; k < s->K; k++) {
+            const double a = s->ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+            const double b = s->tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+            exact += a * b;
+            magnitude += a * b < 0 ? -a * b : a * b;
+        }
+        const double diff = C[(size_t)i * s->N + j] - exact;
+        const double e = (diff < 0 ? -diff : diff) / magnitude * 16777216.0;
+        if (e > *max) *max = e;
+        *sum += e;
+    }
+}
+
+/* The accuracy pass (see the head of the file), on THREADS threads. */
+static void print_errors(void)
+{
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 2);
+    double all_max[2] = {0, 0}, all_sum[2] = {0, 0};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        const shape *s = &shapes[i];
+        const int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+        float *A = random_floats((size_t)s->M * s->K, &rng);
+        float *B = random_floats((size_t)s->K * s->N, &rng);
+        float *C = malloc((size_t)s->M * s->N * sizeof *C);
+        for (int ours = 1; ours >= 0; ours--) {
+            if (ours)
+                nn_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+            else
+                cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                            s->tb ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1.0f, A, lda,
+                            B, ldb, 0.0f, C, s->N);
+            tfm_rng samples = rng; /* the same entries for both */
+            double max = 0, sum = 0;
+            product_errors(s, A, B, C, &samples, &max, &sum);
+            printf("gemm_error impl=%s op=%s shape=%dx%dx%d max=%.3f mean=%.4f\n",
+                   ours ? "tfm" : "openblas", s->op, s->M, s->N, s->K, max,
+                   sum / error_samples);
+            if (max > all_max[ours]) all_max[ours] = max;
+            all_sum[ours] += sum;
+        }
+        tfm_rng_u64(&rng);
+        free(A);
+        free(B);
+        free(C);
+    }
+    static const char *const isa_names[] = {"none", "avx2", "avx512"};
+    const double n = (double)error_samples * (sizeof shapes / sizeof *shapes);
+    printf("gemm_error_all impl=tfm core=%s max=%.3f mean=%.4f\n", isa_names[nn_isa_level()],
+           all_max[1], all_sum[1] / n);
+    printf("gemm_error_all impl=openblas core=%s max=%.3f mean=%.4f\n", openblas_get_corename(),
+           all_max[0], all_sum[0] / n);
+}
+
+int main(int argc, char **argv)
+{
+    const bool errors_only = argc > 1 && strcmp(argv[1], "--errors") == 0;
+    if (argc > 1 && !errors_only) {
+        fprintf(stderr, "usage: gemm [--errors]\n");
+        return 2;
+    }
     const char *env = getenv("THREADS");
     const int max_threads = env && atoi(env) > 0 ? atoi(env) : 2;
     env = getenv("GEMM_SECONDS");
@@ -82,6 +167,11 @@ int main(void)
     static const char *const isa_names[] = {"none (OpenBLAS)", "avx2", "avx512"};
     printf("nn_sgemm kernels: %s; OpenBLAS kernels: %s\n", isa_names[nn_isa_level()],
            openblas_get_corename());
+    if (errors_only) {
+        tfm_blas_threads(max_threads);
+        print_errors();
+        return 0;
+    }
     tfm_rng rng;
     tfm_rng_seed(&rng, 1);
     for (int threads = 1;; threads = max_threads) {
@@ -118,5 +208,6 @@ int main(void)
         if (peak <= 0) printf("(no FMA peak in the environment: run.sh measures it first)\n");
         if (threads == max_threads) break;
     }
+    print_errors();
     return 0;
 }

@@ -123,12 +123,15 @@ else
     skipped sgemm "$BUILD/bench/sgemm is not built (make bench builds it)"
 fi
 # Training's products on the project's kernels (nn_sgemm) beside OpenBLAS
-# in the environment as it is set, then with OpenBLAS's own choice.
+# in the environment as it is set, speed and accuracy, the same on the
+# project's AVX2 kernels, and the accuracy of OpenBLAS's own choice.
 if [ -x "$BUILD/bench/gemm" ]; then
     section gemm "training's products: the project's kernels against OpenBLAS, of the FMA peak" \
         "$BUILD/bench/gemm"
     section gemm_avx2 "the same with the project's AVX2 kernels (TFM_ISA=avx2)" \
         env TFM_ISA=avx2 "$BUILD/bench/gemm"
+    section gemm_errors "their accuracy beside OpenBLAS's own kernel choice" \
+        env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BUILD/bench/gemm" --errors
 else
     skipped gemm "$BUILD/bench/gemm is not built (make bench builds it)"
 fi
