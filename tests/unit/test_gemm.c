@@ -224,6 +224,23 @@ static void check_thread_counts(int t, int M, int N, int K, const char *what)
     free_product(&p);
 }
 
+/* The product of transposes t on M x N x K, whole (B packed: more than 64
+ * rows) and by 7 rows (B read in place or turned whole when narrow,
+ * packed when a transposed B is big): the same bits. */
+static void check_rows_by_7(int t, int M, int N, int K, const char *what)
+{
+    product p = make_product(t & 1, t & 2, M, N, K, 1, 1, 1);
+    float *whole = run(&p);
+    float *rows = malloc((size_t)M * p.ldc * sizeof *rows);
+    memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);
+    for (int r = 0; r < M; r += 7) run_rows(&p, r, M - r < 7 ? M - r : 7, rows);
+    CHECK_MSG(same_bits(whole, rows, (size_t)M * p.ldc), "ta %d tb %d: %s, rows by 7", p.ta,
+              p.tb, what);
+    free(rows);
+    free(whole);
+    free_product(&p);
+}
+
 /* The invariants, on shapes big enough for several blocks of k and for two
  * threads: AVX2 = AVX-512; each row alone = the whole; 2 threads = 1. */
 static void test_invariants(void)
@@ -246,6 +263,9 @@ static void test_invariants(void)
         /* more columns than rows, with several blocks of k (a widening
          * layer's weight gradient, A transposed): C cut by columns */
         check_thread_counts(t, 100, 300, K, "100 rows, 300 columns");
+        /* a narrow B (24 columns: 14,400 floats), turned whole for 7 rows
+         * when transposed; a wide one (N 200) packed */
+        check_rows_by_7(t, 100, 24, K, "24 columns");
 
         float *rows = malloc((size_t)M * p.ldc * sizeof *rows);
         memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);
