@@ -281,8 +281,9 @@ if [ -s "$v.st" ] && [ -f "$ENFR/train.en.xz" ] && command -v xzcat >/dev/null; 
         name=$(echo "$search" | tr -d ' -')
         "$BIN/decode" -m ft.st $search --placeholders=ph.en <ph.npy | "$BIN/tokenize" -d -m ft.st >"ph.$name.out"
     done
-    if command -v msgfmt >/dev/null && command -v python3 >/dev/null; then
-        python3 "$ROOT/tests/bench/placeholders.py" report "$BIN" ph.en ph.en \
+    py=$(python_any)
+    if command -v msgfmt >/dev/null && [ -n "$py" ]; then
+        "$py" "$ROOT/tests/bench/placeholders.py" report "$BIN" ph.en ph.en \
             beam4=ph.beam4.out greedy=ph.greedy.out >ph.report
         for name in beam4 greedy; do
             check "decode --placeholders ($name) on an imported model: every placeholder kept, msgfmt rejects none" \

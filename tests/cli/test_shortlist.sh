@@ -84,8 +84,9 @@ paste -d '|' test.ids narrow.txt | awk -F'|' '{
 check "a narrow shortlist: no line has more distinct ids than its source has pieces" test $? -eq 0
 # the file read by hand (safetensors: a length, a JSON header, the data):
 # every output id of a line is a candidate of one of its source pieces
-if command -v python3 >/dev/null 2>&1; then
-    python3 - one.st test.ids narrow.txt <<'PY' >outside.txt
+py=$(python_any)
+if [ -n "$py" ]; then
+    "$py" - one.st test.ids narrow.txt <<'PY' >outside.txt
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
