@@ -167,12 +167,16 @@ $(BUILD)/libtfm-internal.a: $(LIB_OBJ)
 # libcrypto and libyaml (each test binary Open MPI's libraries too), and
 # each of the test suite's thousands of starts paid for them.  (The
 # optimised build keeps libtfm.a: there it proves that the programs call
-# the public API alone.)
+# the public API alone.)  And it links them at a fixed address (-no-pie):
+# position-independent, a sanitizer program held some 60,000 relative
+# relocations (the sanitizers' records of every global), which the dynamic
+# loader wrote at each start, touching some 420 pages: a quarter of a start
+# without leak checking, and this machine pays 11 us a page.
 ifeq ($(SAN),)
 PROGRAM_LIB = $(BUILD)/libtfm.a
 else
 PROGRAM_LIB = $(BUILD)/libtfm-internal.a
-LINK_NEEDED = -Wl,--as-needed
+LINK_NEEDED = -Wl,--as-needed -no-pie
 endif
 
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(PROGRAM_LIB)
@@ -184,7 +188,9 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(PROGRAM_LIB)
 # time (OpenBLAS's with its threads and libgfortran, libzip's with
 # libcrypto), and a pipeline starts four programs per file.  tokenize
 # calls no BLAS; only train reads zip and YAML files (train import).  (A
-# sanitizer build links by need instead: PROGRAM_LIB above.)
+# sanitizer build links the others by need instead: PROGRAM_LIB above.
+# By need, its tokenize still loaded OpenBLAS, whose references the linker
+# dropped only afterwards, and started OpenBLAS's thread at every start.)
 # encode, decode and inspect-attn link OpenBLAS statically (Debian's
 # libopenblas-pthread-dev ships the archive; the usual shared library when
 # it is missing): the dynamic loader's 12,000 symbol lookups for it and
@@ -195,9 +201,9 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(PROGRAM_LIB)
 # starts no threads at all, but it is not safe to call from two threads at
 # once: encode's states then changed from run to run.)
 STATIC_BLAS = $(firstword $(wildcard /usr/lib/*/openblas-pthread/libopenblas.a))
-ifeq ($(SAN),)
 FILTER_LIBS = -lutf8proc -lcjson -lm -pthread
 $(BUILD)/bin/tokenize: LDLIBS = $(FILTER_LIBS)
+ifeq ($(SAN),)
 $(BUILD)/bin/encode $(BUILD)/bin/decode $(BUILD)/bin/inspect-attn: LDLIBS = $(or $(STATIC_BLAS),-lopenblas) $(FILTER_LIBS)
 $(BUILD)/bin/score: LDLIBS = -lopenblas $(FILTER_LIBS)
 endif
