@@ -31,8 +31,10 @@
  *   encode_peak_fraction bits=B threads=1 F
  *   decode_sgemm_fraction threads=1 Z          (Z again, in the summary's form)
  *   encode_sgemm_fraction threads=1 Z
+ * (with --packed, the summary's lines take weights=packed after their
+ * other fields: the weights packed as encode and decode pack them).
  *
- * Usage: forward [--steps N] (default 40)
+ * Usage: forward [--steps N] [--packed] (default 40 steps)
  */
 #include <cblas.h>
 #include <errno.h>
@@ -108,8 +110,11 @@ static void die(const char *what, const tfm_error *err)
 int main(int argc, char **argv)
 {
     int steps = 40;
+    bool packed = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--packed") == 0) {
+            packed = true;
+        } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
             char *end;
             errno = 0;
             long v = strtol(argv[++i], &end, 10);
@@ -119,10 +124,14 @@ int main(int argc, char **argv)
             }
             steps = (int)v;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: forward [--steps N]   (decoder steps, default 40)\n");
+            printf("usage: forward [--steps N] [--packed]   (decoder steps, default 40;\n"
+                   "  --packed: the weights packed for encoding and decoding first, as encode\n"
+                   "  and decode do; without it, the products of an unpacked model, as train's\n"
+                   "  validation decoding and inspect-attn run them)\n");
             return 0;
         } else {
-            fprintf(stderr, "forward: unknown argument '%s'\nusage: forward [--steps N]\n",
+            fprintf(stderr,
+                    "forward: unknown argument '%s'\nusage: forward [--steps N] [--packed]\n",
                     argv[i]);
             return 2;
         }
@@ -137,6 +146,8 @@ int main(int argc, char **argv)
     c.src_vocab_size = c.tgt_vocab_size = VOCAB;
     tfm_model *m;
     if (tfm_model_create(&c, NULL, 1, &m, &err)) die("model", &err);
+    if (packed && (tfm_model_pack_for_encoding(m, &err) || tfm_model_pack_for_decoding(m, &err)))
+        die("packing", &err);
     const int D = c.d_model, F = c.d_ff, R = SENTENCES;
 
     /* the reference rates: the products of a decoder step (64 rows) and of
@@ -228,8 +239,10 @@ int main(int argc, char **argv)
     bool narrow = isa && strcmp(isa, "avx2") == 0;
     int bits;
     double peak = peak_env_gflops(1, narrow, &bits);
-    printf("forward: small preset (D %d, F %d, H %d, %d+%d layers), V %d, 1 BLAS thread\n", D, F,
-           c.n_heads, c.n_encoder_layers, c.n_decoder_layers, VOCAB);
+    printf("forward: small preset (D %d, F %d, H %d, %d+%d layers), V %d, 1 BLAS thread, "
+           "weights %s\n",
+           D, F, c.n_heads, c.n_encoder_layers, c.n_decoder_layers, VOCAB,
+           packed ? "packed (as encode and decode run)" : "unpacked");
     if (peak > 0)
         printf("forward: the 1-thread FMA peak (%d bits%s): %.1f GFLOP/s\n", bits,
                narrow ? ", TFM_ISA=avx2" : "", peak);
@@ -256,16 +269,18 @@ int main(int argc, char **argv)
     printf("(encode: %d sentences of %d tokens, %.1f ms per batch; decode: %d rows x %d steps, "
            "%.2f ms per step; best repetitions)\n\n",
            SENTENCES, SRC_LEN, 1e3 * enc_best, R, steps, 1e3 * dec_best / steps);
-    printf("decode_tokens_per_s %.0f\n", (double)R * steps / dec_best);
+    /* the packed run's summary lines say so (make bench runs both) */
+    const char *tag = packed ? " weights=packed" : "";
+    printf("decode_tokens_per_s%s %.0f\n", tag, (double)R * steps / dec_best);
     printf("decode_gflops %.1f sgemm %.1f fraction %.2f\n", dec_g, dec_ref, dec_g / dec_ref);
-    printf("encode_tokens_per_s %.0f\n", enc_tokens / enc_best);
+    printf("encode_tokens_per_s%s %.0f\n", tag, enc_tokens / enc_best);
     printf("encode_gflops %.1f sgemm %.1f fraction %.2f\n", enc_g, enc_ref, enc_g / enc_ref);
     if (peak > 0) {
-        printf("decode_peak_fraction bits=%d threads=1 %.3f\n", bits, dec_g / peak);
-        printf("encode_peak_fraction bits=%d threads=1 %.3f\n", bits, enc_g / peak);
+        printf("decode_peak_fraction bits=%d threads=1%s %.3f\n", bits, tag, dec_g / peak);
+        printf("encode_peak_fraction bits=%d threads=1%s %.3f\n", bits, tag, enc_g / peak);
     }
-    printf("decode_sgemm_fraction threads=1 %.3f\n", dec_g / dec_ref);
-    printf("encode_sgemm_fraction threads=1 %.3f\n", enc_g / enc_ref);
+    printf("decode_sgemm_fraction threads=1%s %.3f\n", tag, dec_g / dec_ref);
+    printf("encode_sgemm_fraction threads=1%s %.3f\n", tag, enc_g / enc_ref);
 
     tfm_decoder_free(d);
     tfm_encoder_free(e);

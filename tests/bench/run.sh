@@ -152,6 +152,8 @@ fi
 if [ -x "$BUILD/bench/forward" ]; then
     section forward "the forward pass alone: encoder and decoder steps, of the FMA peak and of sgemm" \
         "$BUILD/bench/forward"
+    section forward_packed "the same on weights packed as encode and decode pack them" \
+        "$BUILD/bench/forward" --packed
 fi
 
 if [ -x "$BUILD/bench/window" ] && [ -x "$BUILD/bin/decode" ] && [ -x "$BUILD/tools/mkmodel" ]; then
