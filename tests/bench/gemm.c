@@ -86,6 +86,9 @@ static double best_seconds(bool ours, const shape *s, const float *A, const floa
     return best;
 }
 
+/* nn_isa_level's names: none sends the products to OpenBLAS */
+static const char *const isa_names[] = {"none", "avx2", "avx512"};
+
 enum { error_samples = 1000 };
 
 /* The errors of C = op(A) op(B) (beta 0) against the exact products, in
@@ -145,7 +148,6 @@ static void print_errors(void)
         free(B);
         free(C);
     }
-    static const char *const isa_names[] = {"none", "avx2", "avx512"};
     const double n = (double)error_samples * (sizeof shapes / sizeof *shapes);
     printf("gemm_error_all impl=tfm core=%s max=%.3f mean=%.4f\n", isa_names[nn_isa_level()],
            all_max[1], all_sum[1] / n);
@@ -164,9 +166,8 @@ int main(int argc, char **argv)
     const int max_threads = env && atoi(env) > 0 ? atoi(env) : 2;
     env = getenv("GEMM_SECONDS");
     const double budget = env && atof(env) > 0 ? atof(env) : 0.3;
-    static const char *const isa_names[] = {"none (OpenBLAS)", "avx2", "avx512"};
-    printf("nn_sgemm kernels: %s; OpenBLAS kernels: %s\n", isa_names[nn_isa_level()],
-           openblas_get_corename());
+    printf("nn_sgemm kernels: %s%s; OpenBLAS kernels: %s\n", isa_names[nn_isa_level()],
+           nn_isa_level() == NN_ISA_PLAIN ? " (OpenBLAS)" : "", openblas_get_corename());
     if (errors_only) {
         tfm_blas_threads(max_threads);
         print_errors();

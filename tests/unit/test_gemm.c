@@ -68,6 +68,15 @@ static float *run(const product *p)
     return run_rows(p, 0, p->M, C);
 }
 
+/* C = the product by nn_sgemm, from C0, seven rows at a time. */
+static float *run_by_7(const product *p)
+{
+    float *C = malloc((size_t)p->M * p->ldc * sizeof *C);
+    memcpy(C, p->C0, (size_t)p->M * p->ldc * sizeof *C);
+    for (int r = 0; r < p->M; r += 7) run_rows(p, r, p->M - r < 7 ? p->M - r : 7, C);
+    return C;
+}
+
 /* The largest error of C against the product in double precision, over
  * the scale of the terms (sum of |a b|, plus |beta c|). */
 static double worst_error(const product *p, const float *C)
@@ -230,10 +239,7 @@ static void check_thread_counts(int t, int M, int N, int K, const char *what)
 static void check_rows_by_7(int t, int M, int N, int K, const char *what)
 {
     product p = make_product(t & 1, t & 2, M, N, K, 1, 1, 1);
-    float *whole = run(&p);
-    float *rows = malloc((size_t)M * p.ldc * sizeof *rows);
-    memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);
-    for (int r = 0; r < M; r += 7) run_rows(&p, r, M - r < 7 ? M - r : 7, rows);
+    float *whole = run(&p), *rows = run_by_7(&p);
     CHECK_MSG(same_bits(whole, rows, (size_t)M * p.ldc), "ta %d tb %d: %s, rows by 7", p.ta,
               p.tb, what);
     free(rows);
@@ -267,25 +273,23 @@ static void test_invariants(void)
          * when transposed; a wide one (N 200) packed */
         check_rows_by_7(t, 100, 24, K, "24 columns");
 
-        float *rows = malloc((size_t)M * p.ldc * sizeof *rows);
-        memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);
-        for (int r = 0; r < M; r += 7) run_rows(&p, r, M - r < 7 ? M - r : 7, rows);
+        float *rows = run_by_7(&p);
         CHECK_MSG(same_bits(one, rows, (size_t)M * p.ldc), "ta %d tb %d: rows by 7", p.ta, p.tb);
+        free(rows);
 
         const nn_isa isa = nn_isa_level();
         if (isa == NN_ISA_AVX512) {
             setenv("TFM_ISA", "avx2", 1);
             float *avx2 = run(&p);
-            memcpy(rows, p.C0, (size_t)M * p.ldc * sizeof *rows);
-            for (int r = 0; r < M; r += 7) run_rows(&p, r, M - r < 7 ? M - r : 7, rows);
+            rows = run_by_7(&p);
             unsetenv("TFM_ISA");
             CHECK_MSG(same_bits(one, avx2, (size_t)M * p.ldc), "ta %d tb %d: AVX2 kernel",
                       p.ta, p.tb);
             CHECK_MSG(same_bits(one, rows, (size_t)M * p.ldc), "ta %d tb %d: AVX2, rows by 7",
                       p.ta, p.tb);
             free(avx2);
+            free(rows);
         }
-        free(rows);
         free(two);
         free(one);
         free_product(&p);
