@@ -1,14 +1,28 @@
 /* isa.c - the instruction set the vector loops of lib/nn run in
  * (nn_isa_level, for NN_VERSIONS_512 and the packed kernels' choice): what
  * the CPU has, less when TFM_ISA in the environment asks for less
- * (nn_isa_asked_for, the one reader of TFM_ISA). */
+ * (nn_isa_asked_for, the one reader of TFM_ISA).  Both are worked out at
+ * the first call and kept: the vector loops ask at every call, and a getenv
+ * walks the whole environment.  nn_isa_forget makes the next call work them
+ * out again (a test that changes TFM_ISA). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/layers.h"
 
-nn_isa nn_isa_level(void)
+/* -1 until worked out; threads that race to work one out write the same
+ * value */
+static atomic_int known_level = -1, known_asked = -1;
+
+void nn_isa_forget(void)
+{
+    atomic_store_explicit(&known_level, -1, memory_order_relaxed);
+    atomic_store_explicit(&known_asked, -1, memory_order_relaxed);
+}
+
+static nn_isa isa_level_now(void)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
@@ -24,7 +38,17 @@ nn_isa nn_isa_level(void)
 #endif
 }
 
-nn_isa_asked nn_isa_asked_for(void)
+nn_isa nn_isa_level(void)
+{
+    int level = atomic_load_explicit(&known_level, memory_order_relaxed);
+    if (level < 0) {
+        level = (int)isa_level_now();
+        atomic_store_explicit(&known_level, level, memory_order_relaxed);
+    }
+    return (nn_isa)level;
+}
+
+static nn_isa_asked isa_asked_now(void)
 {
     const char *asked = getenv("TFM_ISA");
     if (!asked) return NN_ASKED_ANY;
@@ -32,6 +56,16 @@ nn_isa_asked nn_isa_asked_for(void)
     if (strcmp(asked, "avx2") == 0) return NN_ASKED_AVX2;
     if (strcmp(asked, "none") == 0) return NN_ASKED_PLAIN;
     return NN_ASKED_ANY;
+}
+
+nn_isa_asked nn_isa_asked_for(void)
+{
+    int asked = atomic_load_explicit(&known_asked, memory_order_relaxed);
+    if (asked < 0) {
+        asked = (int)isa_asked_now();
+        atomic_store_explicit(&known_asked, asked, memory_order_relaxed);
+    }
+    return (nn_isa_asked)asked;
 }
 
 bool tfm_isa_request_unknown(char *msg, size_t size)

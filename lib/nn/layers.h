@@ -662,8 +662,9 @@ nn_isa nn_isa_level(void);
 /* What TFM_ISA in the environment asks for: no more than AVX-512BW
  * (avx512bw: the int8 and bf16 kernels without VNNI or BF16), than AVX2
  * (avx2) or than plain C (none); any other value, or none set, asks for
- * nothing (NN_ASKED_ANY).  The one reader of TFM_ISA; read at every call,
- * so a test may change it between calls. */
+ * nothing (NN_ASKED_ANY).  The one reader of TFM_ISA.  It is read once,
+ * at the first call of this or nn_isa_level, and kept; a test that changes
+ * TFM_ISA calls nn_isa_forget after it. */
 typedef enum nn_isa_asked {
     NN_ASKED_ANY,
     NN_ASKED_AVX512BW,
@@ -671,6 +672,7 @@ typedef enum nn_isa_asked {
     NN_ASKED_PLAIN
 } nn_isa_asked;
 nn_isa_asked nn_isa_asked_for(void);
+void nn_isa_forget(void);
 
 /* NN_VERSIONS_512(qualifiers, name, (parameters), (arguments)) defines the
  * void function name(parameters) as name##_body(isa, arguments) (an

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "core/blas.h"
 #include "nn/layers.h"
+#include "testisa.h"
 
 static tfm_rng rng_state, *rng = &rng_state;
 
@@ -279,10 +280,10 @@ static void test_invariants(void)
 
         const nn_isa isa = nn_isa_level();
         if (isa == NN_ISA_AVX512) {
-            setenv("TFM_ISA", "avx2", 1);
+            test_isa_ask("avx2");
             float *avx2 = run(&p);
             rows = run_by_7(&p);
-            unsetenv("TFM_ISA");
+            test_isa_ask(NULL);
             CHECK_MSG(same_bits(one, avx2, (size_t)M * p.ldc), "ta %d tb %d: AVX2 kernel",
                       p.ta, p.tb);
             CHECK_MSG(same_bits(one, rows, (size_t)M * p.ldc), "ta %d tb %d: AVX2, rows by 7",
@@ -314,13 +315,13 @@ static void test_bias(void)
                 for (int i = 0; i < M; i++)
                     memcpy(p.C0 + (size_t)i * p.ldc, bias, (size_t)N * sizeof *bias);
                 if (way == 1) tfm_blas_threads(2);
-                if (way == 2) setenv("TFM_ISA", "none", 1);
+                if (way == 2) test_isa_ask("none");
                 float *want = run(&p);
                 float *got = malloc((size_t)M * p.ldc * sizeof *got);
                 for (size_t i = 0; i < (size_t)M * p.ldc; i++) got[i] = NAN;
                 nn_sgemm_bias(p.ta, p.tb, M, N, K, p.alpha, p.A, p.lda, p.B, p.ldb, bias, got,
                               p.ldc);
-                unsetenv("TFM_ISA");
+                test_isa_ask(NULL);
                 tfm_blas_threads(1);
                 bool same = true;
                 for (int i = 0; i < M; i++)

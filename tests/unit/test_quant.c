@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "nn/layers.h"
+#include "testisa.h"
 
 /* The sanitizer build (make check's build/asan: -O1, no multiversioning)
  * runs the plain C kernels some twenty times slower than the release build
@@ -403,18 +404,18 @@ static void test_best_kernel(void)
     if (nn_packed_kernel_runs(NN_KERNEL_BF16_AVX512)) CHECK(k == NN_KERNEL_BF16_AVX512);
     else if (nn_packed_kernel_runs(NN_KERNEL_BF16_AVX512BW)) CHECK(k == NN_KERNEL_BF16_AVX512BW);
     else if (nn_packed_kernel_runs(NN_KERNEL_BF16_AVX2)) CHECK(k == NN_KERNEL_BF16_AVX2);
-    setenv("TFM_ISA", "none", 1);
+    test_isa_ask("none");
     CHECK(nn_quant_best_kernel(TFM_COMPUTE_INT8) == NN_KERNEL_INT8_C);
     CHECK(nn_quant_best_kernel(TFM_COMPUTE_BF16) == NN_KERNEL_BF16_C);
-    setenv("TFM_ISA", "avx2", 1);
+    test_isa_ask("avx2");
     k = nn_quant_best_kernel(TFM_COMPUTE_INT8);
     CHECK(k == NN_KERNEL_INT8_AVX2 || k == NN_KERNEL_INT8_C);
     k = nn_quant_best_kernel(TFM_COMPUTE_BF16);
     CHECK(k == NN_KERNEL_BF16_AVX2 || !nn_packed_kernel_runs(NN_KERNEL_BF16_AVX2));
-    setenv("TFM_ISA", "avx512bw", 1);
+    test_isa_ask("avx512bw");
     k = nn_quant_best_kernel(TFM_COMPUTE_BF16);
     CHECK(k == NN_KERNEL_BF16_AVX512BW || !nn_packed_kernel_runs(NN_KERNEL_BF16_AVX512BW));
-    unsetenv("TFM_ISA");
+    test_isa_ask(NULL);
 }
 
 /* A product halved with the helper (nn_packed_set_helper) gives the bits of

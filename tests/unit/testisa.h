@@ -8,14 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/layers.h"
+
 /* NULL: TFM_ISA unset, the best the CPU has */
 static const char *const test_isas[3] = {NULL, "avx2", "none"};
 
-/* TFM_ISA=isa, or unset for NULL. */
+/* TFM_ISA=isa, or unset for NULL, from the next call of the library on
+ * (which reads it once and keeps it: nn_isa_forget). */
 static inline void test_isa_ask(const char *isa)
 {
     if (isa) setenv("TFM_ISA", isa, 1);
     else unsetenv("TFM_ISA");
+    nn_isa_forget();
 }
 
 /* TFM_ISA as it is now, for test_isa_restore. */
