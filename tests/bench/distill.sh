@@ -34,8 +34,9 @@
 #      the last one's students (distilled, mixed, inter) to teacher-STAMP/.
 #      SECOND_CYCLE=TIME (default none) gives every student a second cycle
 #      of TIME from its own weights on the same targets (train --init: a
-#      new warm-up and decay, the default training options), and the
-#      students measured are those.
+#      new warm-up and decay, the default training options, or
+#      SECOND_CYCLE_OPTIONS: --dropout 0, say), and the students measured
+#      are those.
 #   5. the test set translated by each model, beam 4 and greedy: BLEU and
 #      chrF (score, sacreBLEU's numbers) against the human references; the
 #      last validation perplexity and the updates made; and the speed of
@@ -70,6 +71,7 @@ JOBS=${JOBS:-2}
 ROUNDS=${ROUNDS:-3}
 STUDENT_TIME=${STUDENT_TIME:-30m}
 SECOND_CYCLE=${SECOND_CYCLE:-}
+SECOND_CYCLE_OPTIONS=${SECOND_CYCLE_OPTIONS:-}
 CHUNK=${CHUNK:-20000}
 MIX=${MIX:-0}
 INTER=${INTER:-0}
@@ -282,8 +284,9 @@ train_student() {
     train_resumable "$OUT/student-$1.st" "$D/enfr.vocab" "$src" "$tgt" "$D/valid.ids.en" \
         "$D/valid.ids.fr" "$STUDENT_TIME" $options || return 1
     [ -n "$SECOND_CYCLE" ] || return 0
+    # shellcheck disable=SC2086 # a list of options
     train_resumable "$(model_of "$1")" "--init=$OUT/student-$1.st" "$src" "$tgt" \
-        "$D/valid.ids.en" "$D/valid.ids.fr" "$SECOND_CYCLE"
+        "$D/valid.ids.en" "$D/valid.ids.fr" "$SECOND_CYCLE" $SECOND_CYCLE_OPTIONS
 }
 
 # shellcheck disable=SC2086 # a list of names
