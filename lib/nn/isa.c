@@ -38,14 +38,25 @@ static nn_isa isa_level_now(void)
 #endif
 }
 
+/* *known, worked out by now() the first time */
+static int known_or(atomic_int *known, int (*now)(void))
+{
+    int value = atomic_load_explicit(known, memory_order_relaxed);
+    if (value < 0) {
+        value = now();
+        atomic_store_explicit(known, value, memory_order_relaxed);
+    }
+    return value;
+}
+
+static int level_now(void)
+{
+    return (int)isa_level_now();
+}
+
 nn_isa nn_isa_level(void)
 {
-    int level = atomic_load_explicit(&known_level, memory_order_relaxed);
-    if (level < 0) {
-        level = (int)isa_level_now();
-        atomic_store_explicit(&known_level, level, memory_order_relaxed);
-    }
-    return (nn_isa)level;
+    return (nn_isa)known_or(&known_level, level_now);
 }
 
 static nn_isa_asked isa_asked_now(void)
@@ -58,14 +69,14 @@ static nn_isa_asked isa_asked_now(void)
     return NN_ASKED_ANY;
 }
 
+static int asked_now(void)
+{
+    return (int)isa_asked_now();
+}
+
 nn_isa_asked nn_isa_asked_for(void)
 {
-    int asked = atomic_load_explicit(&known_asked, memory_order_relaxed);
-    if (asked < 0) {
-        asked = (int)isa_asked_now();
-        atomic_store_explicit(&known_asked, asked, memory_order_relaxed);
-    }
-    return (nn_isa_asked)asked;
+    return (nn_isa_asked)known_or(&known_asked, asked_now);
 }
 
 bool tfm_isa_request_unknown(char *msg, size_t size)
