@@ -22,7 +22,8 @@ void nn_isa_forget(void)
     atomic_store_explicit(&known_asked, -1, memory_order_relaxed);
 }
 
-static nn_isa isa_level_now(void)
+/* nn_isa_level worked out: an nn_isa */
+static int level_now(void)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
@@ -49,17 +50,13 @@ static int known_or(atomic_int *known, int (*now)(void))
     return value;
 }
 
-static int level_now(void)
-{
-    return (int)isa_level_now();
-}
-
 nn_isa nn_isa_level(void)
 {
     return (nn_isa)known_or(&known_level, level_now);
 }
 
-static nn_isa_asked isa_asked_now(void)
+/* nn_isa_asked_for worked out: an nn_isa_asked */
+static int asked_now(void)
 {
     const char *asked = getenv("TFM_ISA");
     if (!asked) return NN_ASKED_ANY;
@@ -67,11 +64,6 @@ static nn_isa_asked isa_asked_now(void)
     if (strcmp(asked, "avx2") == 0) return NN_ASKED_AVX2;
     if (strcmp(asked, "none") == 0) return NN_ASKED_PLAIN;
     return NN_ASKED_ANY;
-}
-
-static int asked_now(void)
-{
-    return (int)isa_asked_now();
 }
 
 nn_isa_asked nn_isa_asked_for(void)
